@@ -1,0 +1,33 @@
+/* Internals of the graph module shared between its files (not installed). */
+#ifndef PLACESIM_GRAPH_PRIVATE_H
+#define PLACESIM_GRAPH_PRIVATE_H
+
+#include "placesim/graph.h"
+
+/* Sets an error in the house style "FILE: node 'x': message" (node may be NULL). */
+void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+/* Same with an explicit path (importers, before a graph exists). */
+void psim__error_file(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+/* Registers the built-in ops once (idempotent, thread-safe). */
+void psim__ops_init(void);
+/* Called by the igraph users so that igraph never aborts the process. */
+void psim__igraph_init(void);
+
+/* When set, finalize grows a producer's output count to cover the indices its consumers use
+ * (TensorFlow GraphDefs do not list outputs). */
+void psim__graph_set_grow_outputs(PsimGraph *g, gboolean grow);
+
+/* Deep copy of node `src` of graph `from` into `to` as a new node with the same name; inputs
+ * are copied verbatim (ids refer to `from`); the caller remaps them. */
+PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
+                                GError **error);
+
+/* Copies graph-level metadata (name, source). */
+void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from);
+
+/* Reads an attribute value into arena memory of g (deep copy). */
+void psim__attr_copy(PsimGraph *g, PsimAttr *dst, const PsimAttr *src);
+
+#endif

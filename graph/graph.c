@@ -1,0 +1,808 @@
+/* The graph container: an arena for names and arrays, stable node pages, name lookup, input
+ * refs resolved at finalize, and cached successor/predecessor lists. */
+#include "graph-private.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#define PAGE_SHIFT 12
+#define PAGE_SIZE (1 << PAGE_SHIFT)
+#define ARENA_BLOCK (256 * 1024)
+
+typedef struct {
+    int32_t node;
+    int32_t slot;    /* index in inputs (data) or controls (control) */
+    gboolean control;
+    const char *ref; /* arena string */
+} PendingRef;
+
+struct PsimGraph {
+    char *name;
+    char *source;
+    uint64_t version;
+    int32_t n_nodes;
+    GPtrArray *pages;      /* PsimNode[PAGE_SIZE] each */
+    GHashTable *by_name;   /* name -> id + 1 */
+    GStringChunk *strings;
+    GPtrArray *blocks;     /* arena blocks */
+    char *cur;
+    size_t cur_left;
+    GArray *pending;       /* PendingRef */
+    GArray *inputs;        /* int32 node ids */
+    GArray *outputs;       /* PsimPort */
+    GPtrArray *output_refs; /* char* refs resolved at finalize */
+    GPtrArray *tensors;    /* tensors referenced from attrs/outputs: unref at free */
+    gboolean grow_outputs;
+    /* Caches (mutable through const pointers). */
+    uint64_t succ_version, pred_version;
+    int32_t *succ_off, *succ;
+    int32_t *pred_off, *pred;
+};
+
+G_DEFINE_QUARK(psim-error-quark, psim_error)
+
+void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    const char *src = g && g->source ? g->source : (g && g->name ? g->name : "graph");
+    if (n)
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s", src, n->name, msg);
+    else
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", src, msg);
+}
+
+void psim__error_file(GError **error, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path ? path : "input", msg);
+}
+
+PsimGraph *psim_graph_new(const char *name)
+{
+    PsimGraph *g = g_new0(PsimGraph, 1);
+    g->name = g_strdup(name ? name : "graph");
+    g->pages = g_ptr_array_new_with_free_func(g_free);
+    g->by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    g->strings = g_string_chunk_new(64 * 1024);
+    g->blocks = g_ptr_array_new_with_free_func(g_free);
+    g->pending = g_array_new(FALSE, FALSE, sizeof(PendingRef));
+    g->inputs = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    g->outputs = g_array_new(FALSE, FALSE, sizeof(PsimPort));
+    g->output_refs = g_ptr_array_new_with_free_func(g_free);
+    g->tensors = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+    g->version = 1;
+    psim__ops_init();
+    return g;
+}
+
+void psim_graph_free(PsimGraph *g)
+{
+    if (!g)
+        return;
+    g_free(g->name);
+    g_free(g->source);
+    g_ptr_array_free(g->pages, TRUE);
+    g_hash_table_destroy(g->by_name);
+    g_string_chunk_free(g->strings);
+    g_ptr_array_free(g->blocks, TRUE);
+    g_array_free(g->pending, TRUE);
+    g_array_free(g->inputs, TRUE);
+    g_array_free(g->outputs, TRUE);
+    g_ptr_array_free(g->output_refs, TRUE);
+    g_ptr_array_free(g->tensors, TRUE);
+    g_free(g->succ_off);
+    g_free(g->succ);
+    g_free(g->pred_off);
+    g_free(g->pred);
+    g_free(g);
+}
+
+const char *psim_graph_name(const PsimGraph *g) { return g->name; }
+void psim_graph_set_name(PsimGraph *g, const char *name)
+{
+    g_free(g->name);
+    g->name = g_strdup(name ? name : "graph");
+}
+const char *psim_graph_source(const PsimGraph *g) { return g->source; }
+void psim_graph_set_source(PsimGraph *g, const char *path)
+{
+    g_free(g->source);
+    g->source = g_strdup(path);
+}
+uint64_t psim_graph_version(const PsimGraph *g) { return g->version; }
+int32_t psim_graph_n_nodes(const PsimGraph *g) { return g->n_nodes; }
+void psim__graph_set_grow_outputs(PsimGraph *g, gboolean grow) { g->grow_outputs = grow; }
+
+void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from)
+{
+    psim_graph_set_name(to, from->name);
+    psim_graph_set_source(to, from->source);
+}
+
+PsimNode *psim_graph_node(const PsimGraph *g, int32_t id)
+{
+    g_return_val_if_fail(id >= 0 && id < g->n_nodes, NULL);
+    PsimNode *page = g_ptr_array_index(g->pages, id >> PAGE_SHIFT);
+    return &page[id & (PAGE_SIZE - 1)];
+}
+
+PsimNode *psim_graph_node_find(const PsimGraph *g, const char *name)
+{
+    gpointer v = g_hash_table_lookup(g->by_name, name);
+    return v ? psim_graph_node(g, GPOINTER_TO_INT(v) - 1) : NULL;
+}
+
+int64_t psim_graph_n_edges(const PsimGraph *g)
+{
+    int64_t e = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        const PsimNode *n = psim_graph_node(g, i);
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            e += n->inputs[k].node >= 0;
+        e += n->n_controls;
+    }
+    return e;
+}
+
+void *psim_graph_alloc(PsimGraph *g, size_t size)
+{
+    size = (size + 15) & ~(size_t)15;
+    if (size == 0)
+        return NULL;
+    if (size > ARENA_BLOCK / 4) {
+        void *p = g_malloc0(size);
+        g_ptr_array_add(g->blocks, p);
+        return p;
+    }
+    if (size > g->cur_left) {
+        g->cur = g_malloc0(ARENA_BLOCK);
+        g_ptr_array_add(g->blocks, g->cur);
+        g->cur_left = ARENA_BLOCK;
+    }
+    void *p = g->cur;
+    g->cur += size;
+    g->cur_left -= size;
+    return p;
+}
+
+const char *psim_graph_intern(PsimGraph *g, const char *s)
+{
+    return s ? g_string_chunk_insert_const(g->strings, s) : NULL;
+}
+
+const char *psim_graph_unique_name(PsimGraph *g, const char *base)
+{
+    if (!g_hash_table_contains(g->by_name, base))
+        return psim_graph_intern(g, base);
+    for (int i = 1;; i++) {
+        g_autofree char *s = g_strdup_printf("%s_%d", base, i);
+        if (!g_hash_table_contains(g->by_name, s))
+            return psim_graph_intern(g, s);
+    }
+}
+
+PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GError **error)
+{
+    g_return_val_if_fail(name && op, NULL);
+    if (name[0] == '\0') {
+        psim__error_node(error, g, NULL, "a node of op '%s' has an empty name", op);
+        return NULL;
+    }
+    if (g_hash_table_contains(g->by_name, name)) {
+        psim__error_node(error, g, NULL, "node '%s': two nodes have this name", name);
+        return NULL;
+    }
+    if (g->n_nodes == G_MAXINT32 - 1) {
+        psim__error_node(error, g, NULL, "too many nodes");
+        return NULL;
+    }
+    int32_t id = g->n_nodes;
+    if ((id >> PAGE_SHIFT) >= (int32_t)g->pages->len)
+        g_ptr_array_add(g->pages, g_new0(PsimNode, PAGE_SIZE));
+    g->n_nodes++;
+    PsimNode *n = psim_graph_node(g, id);
+    memset(n, 0, sizeof *n);
+    n->id = id;
+    n->name = g_string_chunk_insert(g->strings, name);
+    n->op = psim_graph_intern(g, op);
+    g_hash_table_insert(g->by_name, (gpointer)n->name, GINT_TO_POINTER(id + 1));
+    g->version++;
+    return n;
+}
+
+/* Arrays in nodes grow by doubling with an implicit capacity: the next power of two. */
+static void *grow(PsimGraph *g, void *arr, int32_t n, size_t elem)
+{
+    if (n != 0 && (n & (n - 1)) != 0)
+        return arr;
+    int32_t cap = n ? 2 * n : 1;
+    void *p = psim_graph_alloc(g, (size_t)cap * elem);
+    if (n)
+        memcpy(p, arr, (size_t)n * elem);
+    return p;
+}
+
+void psim_graph_node_input_add(PsimGraph *g, PsimNode *n, PsimPort p)
+{
+    n->inputs = grow(g, n->inputs, n->n_inputs, sizeof(PsimPort));
+    n->inputs[n->n_inputs++] = p;
+    g->version++;
+}
+
+void psim_graph_node_control_add(PsimGraph *g, PsimNode *n, int32_t src)
+{
+    for (int32_t i = 0; i < n->n_controls; i++)
+        if (n->controls[i] == src && src >= 0)
+            return;
+    n->controls = grow(g, n->controls, n->n_controls, sizeof(int32_t));
+    n->controls[n->n_controls++] = src;
+    g->version++;
+}
+
+void psim_graph_node_input_add_ref(PsimGraph *g, PsimNode *n, const char *ref)
+{
+    PendingRef pr = {.node = n->id, .ref = g_string_chunk_insert(g->strings, ref)};
+    if (ref[0] == '^') {
+        pr.control = TRUE;
+        pr.slot = n->n_controls;
+        n->controls = grow(g, n->controls, n->n_controls, sizeof(int32_t));
+        n->controls[n->n_controls++] = -2;
+    } else {
+        pr.slot = n->n_inputs;
+        psim_graph_node_input_add(g, n, (PsimPort){-2, 0});
+    }
+    g_array_append_val(g->pending, pr);
+    g->version++;
+}
+
+void psim_graph_node_outputs_set(PsimGraph *g, PsimNode *n, int32_t n_outputs)
+{
+    if (n_outputs <= n->n_outputs) {
+        n->n_outputs = n_outputs;
+        return;
+    }
+    PsimOutput *o = psim_graph_alloc(g, sizeof(PsimOutput) * (size_t)n_outputs);
+    if (n->n_outputs)
+        memcpy(o, n->outputs, sizeof(PsimOutput) * (size_t)n->n_outputs);
+    for (int32_t k = n->n_outputs; k < n_outputs; k++)
+        o[k].rank = PSIM_RANK_UNKNOWN;
+    n->outputs = o;
+    n->n_outputs = n_outputs;
+    g->version++;
+}
+
+void psim_graph_output_set(PsimGraph *g, PsimNode *n, int32_t k, PsimDType dtype, int32_t rank,
+                           const int64_t *dims)
+{
+    g_return_if_fail(k >= 0);
+    if (k >= n->n_outputs)
+        psim_graph_node_outputs_set(g, n, k + 1);
+    PsimOutput *o = &n->outputs[k];
+    o->dtype = dtype;
+    if (rank >= 0 && !(rank == o->rank && dims && o->dims && memcmp(dims, o->dims, sizeof(int64_t) * (size_t)rank) == 0)) {
+        o->dims = rank ? psim_graph_alloc(g, sizeof(int64_t) * (size_t)rank) : NULL;
+        if (rank)
+            memcpy(o->dims, dims, sizeof(int64_t) * (size_t)rank);
+    }
+    if (rank < 0)
+        o->dims = NULL;
+    o->rank = rank;
+    int64_t ne = rank >= 0 ? psim_shape_elems(rank, o->dims) : -1;
+    size_t es = psim_dtype_size(dtype);
+    if (ne >= 0 && es > 0 && dtype != PSIM_DTYPE_STRING)
+        o->bytes = (uint64_t)ne * es;
+}
+
+void psim_graph_output_value_set(PsimGraph *g, PsimNode *n, int32_t k, PsimTensor *t)
+{
+    psim_graph_output_set(g, n, k, t->dtype, t->rank, t->dims);
+    g_ptr_array_add(g->tensors, psim_tensor_ref(t));
+    n->outputs[k].value = t;
+    if (t->dtype == PSIM_DTYPE_STRING)
+        n->outputs[k].bytes = t->nbytes;
+}
+
+/* ---- attributes ---- */
+
+static PsimAttr *attr_slot(PsimGraph *g, PsimNode *n, const char *name)
+{
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    n->attrs = grow(g, n->attrs, n->n_attrs, sizeof(PsimAttr));
+    PsimAttr *a = &n->attrs[n->n_attrs++];
+    memset(a, 0, sizeof *a);
+    a->name = psim_graph_intern(g, name);
+    return a;
+}
+
+static void *arena_dup(PsimGraph *g, const void *src, size_t size)
+{
+    if (!size)
+        return NULL;
+    void *p = psim_graph_alloc(g, size);
+    memcpy(p, src, size);
+    return p;
+}
+
+void psim__attr_copy(PsimGraph *g, PsimAttr *dst, const PsimAttr *src)
+{
+    dst->name = psim_graph_intern(g, src->name);
+    dst->type = src->type;
+    dst->n = src->n;
+    size_t n = src->n > 0 ? (size_t)src->n : 0;
+    switch (src->type) {
+    case PSIM_ATTR_INT: dst->v.i = src->v.i; break;
+    case PSIM_ATTR_FLOAT: dst->v.f = src->v.f; break;
+    case PSIM_ATTR_STRING: dst->v.s = g_string_chunk_insert_const(g->strings, src->v.s ? src->v.s : ""); break;
+    case PSIM_ATTR_BOOL: dst->v.b = src->v.b; break;
+    case PSIM_ATTR_DTYPE: dst->v.dt = src->v.dt; break;
+    case PSIM_ATTR_SHAPE:
+        dst->v.shape.rank = src->v.shape.rank;
+        dst->v.shape.dims = src->v.shape.rank > 0
+            ? arena_dup(g, src->v.shape.dims, sizeof(int64_t) * (size_t)src->v.shape.rank) : NULL;
+        break;
+    case PSIM_ATTR_TENSOR:
+        dst->v.t = src->v.t;
+        if (src->v.t)
+            g_ptr_array_add(g->tensors, psim_tensor_ref(src->v.t));
+        break;
+    case PSIM_ATTR_INTS: dst->v.ints = arena_dup(g, src->v.ints, n * sizeof(int64_t)); break;
+    case PSIM_ATTR_FLOATS: dst->v.floats = arena_dup(g, src->v.floats, n * sizeof(double)); break;
+    case PSIM_ATTR_BOOLS: dst->v.bools = arena_dup(g, src->v.bools, n * sizeof(gboolean)); break;
+    case PSIM_ATTR_DTYPES: dst->v.dts = arena_dup(g, src->v.dts, n * sizeof(PsimDType)); break;
+    case PSIM_ATTR_STRINGS:
+        dst->v.strs = psim_graph_alloc(g, n * sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+            dst->v.strs[i] = g_string_chunk_insert_const(g->strings, src->v.strs[i] ? src->v.strs[i] : "");
+        break;
+    case PSIM_ATTR_SHAPES:
+        dst->v.shapes = psim_graph_alloc(g, n * sizeof(PsimShape));
+        for (size_t i = 0; i < n; i++) {
+            dst->v.shapes[i].rank = src->v.shapes[i].rank;
+            dst->v.shapes[i].dims = src->v.shapes[i].rank > 0
+                ? arena_dup(g, src->v.shapes[i].dims, sizeof(int64_t) * (size_t)src->v.shapes[i].rank)
+                : NULL;
+        }
+        break;
+    case PSIM_ATTR_TENSORS:
+        dst->v.ts = psim_graph_alloc(g, n * sizeof(PsimTensor *));
+        for (size_t i = 0; i < n; i++) {
+            dst->v.ts[i] = src->v.ts[i];
+            if (src->v.ts[i])
+                g_ptr_array_add(g->tensors, psim_tensor_ref(src->v.ts[i]));
+        }
+        break;
+    }
+}
+
+void psim_graph_node_attr_set(PsimGraph *g, PsimNode *n, const PsimAttr *a)
+{
+    PsimAttr tmp;
+    psim__attr_copy(g, &tmp, a);
+    *attr_slot(g, n, a->name) = tmp;
+}
+
+#define SIMPLE_SETTER(fn, ctype, TYPE, field)                                                    \
+    void fn(PsimGraph *g, PsimNode *n, const char *name, ctype v)                                \
+    {                                                                                            \
+        PsimAttr a = {.name = name, .type = TYPE};                                               \
+        a.v.field = v;                                                                           \
+        psim_graph_node_attr_set(g, n, &a);                                                      \
+    }
+SIMPLE_SETTER(psim_graph_node_attr_set_int, int64_t, PSIM_ATTR_INT, i)
+SIMPLE_SETTER(psim_graph_node_attr_set_float, double, PSIM_ATTR_FLOAT, f)
+SIMPLE_SETTER(psim_graph_node_attr_set_string, const char *, PSIM_ATTR_STRING, s)
+SIMPLE_SETTER(psim_graph_node_attr_set_bool, gboolean, PSIM_ATTR_BOOL, b)
+SIMPLE_SETTER(psim_graph_node_attr_set_dtype, PsimDType, PSIM_ATTR_DTYPE, dt)
+SIMPLE_SETTER(psim_graph_node_attr_set_tensor, PsimTensor *, PSIM_ATTR_TENSOR, t)
+
+void psim_graph_node_attr_set_shape(PsimGraph *g, PsimNode *n, const char *name, int32_t rank,
+                                    const int64_t *dims)
+{
+    PsimAttr a = {.name = name, .type = PSIM_ATTR_SHAPE};
+    a.v.shape.rank = rank;
+    a.v.shape.dims = (int64_t *)dims;
+    psim_graph_node_attr_set(g, n, &a);
+}
+
+void psim_graph_node_attr_set_ints(PsimGraph *g, PsimNode *n, const char *name, int32_t count,
+                                   const int64_t *v)
+{
+    PsimAttr a = {.name = name, .type = PSIM_ATTR_INTS, .n = count};
+    a.v.ints = (int64_t *)v;
+    psim_graph_node_attr_set(g, n, &a);
+}
+
+void psim_graph_node_attr_set_floats(PsimGraph *g, PsimNode *n, const char *name, int32_t count,
+                                     const double *v)
+{
+    PsimAttr a = {.name = name, .type = PSIM_ATTR_FLOATS, .n = count};
+    a.v.floats = (double *)v;
+    psim_graph_node_attr_set(g, n, &a);
+}
+
+void psim_graph_node_attr_set_strings(PsimGraph *g, PsimNode *n, const char *name, int32_t count,
+                                      const char *const *v)
+{
+    PsimAttr a = {.name = name, .type = PSIM_ATTR_STRINGS, .n = count};
+    a.v.strs = (const char **)v;
+    psim_graph_node_attr_set(g, n, &a);
+}
+
+const PsimAttr *psim_node_attr(const PsimNode *n, const char *name)
+{
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+int64_t psim_node_attr_int(const PsimNode *n, const char *name, int64_t dflt)
+{
+    const PsimAttr *a = psim_node_attr(n, name);
+    if (!a)
+        return dflt;
+    if (a->type == PSIM_ATTR_INT)
+        return a->v.i;
+    if (a->type == PSIM_ATTR_BOOL)
+        return a->v.b;
+    if (a->type == PSIM_ATTR_DTYPE)
+        return a->v.dt;
+    return dflt;
+}
+
+double psim_node_attr_float(const PsimNode *n, const char *name, double dflt)
+{
+    const PsimAttr *a = psim_node_attr(n, name);
+    if (!a)
+        return dflt;
+    if (a->type == PSIM_ATTR_FLOAT)
+        return a->v.f;
+    if (a->type == PSIM_ATTR_INT)
+        return (double)a->v.i;
+    return dflt;
+}
+
+const char *psim_node_attr_string(const PsimNode *n, const char *name, const char *dflt)
+{
+    const PsimAttr *a = psim_node_attr(n, name);
+    return a && a->type == PSIM_ATTR_STRING ? a->v.s : dflt;
+}
+
+int32_t psim_node_attr_ints(const PsimNode *n, const char *name, const int64_t **v)
+{
+    const PsimAttr *a = psim_node_attr(n, name);
+    if (!a)
+        return -1;
+    if (a->type == PSIM_ATTR_INTS) {
+        *v = a->v.ints;
+        return a->n;
+    }
+    if (a->type == PSIM_ATTR_INT) {
+        *v = &a->v.i;
+        return 1;
+    }
+    return -1;
+}
+
+void psim_graph_node_cost_set(PsimGraph *g, PsimNode *n, const char *device, double us)
+{
+    for (int32_t i = 0; i < n->n_costs; i++)
+        if (strcmp(n->costs[i].device, device) == 0) {
+            n->costs[i].us = us;
+            return;
+        }
+    n->costs = grow(g, n->costs, n->n_costs, sizeof(PsimCostAnn));
+    n->costs[n->n_costs].device = psim_graph_intern(g, device);
+    n->costs[n->n_costs].us = us;
+    n->n_costs++;
+}
+
+void psim_graph_node_device_set(PsimGraph *g, PsimNode *n, const char *device)
+{
+    n->device = device && *device ? psim_graph_intern(g, device) : NULL;
+}
+
+void psim_graph_node_assigned_set(PsimGraph *g, PsimNode *n, const char *device)
+{
+    n->assigned_device = device && *device ? psim_graph_intern(g, device) : NULL;
+}
+
+/* Short device name: the part after "device:" ("CPU:0"), or the whole name. */
+static const char *short_device(const char *name)
+{
+    const char *p = strstr(name, "device:");
+    return p ? p + 7 : name;
+}
+
+gboolean psim_node_cost_lookup(const PsimNode *n, const char *device_name, const char *device_type,
+                               double *us)
+{
+    if (n->n_costs == 0)
+        return FALSE;
+    const char *sn = device_name ? short_device(device_name) : NULL;
+    for (int pass = 0; pass < 3; pass++)
+        for (int32_t i = 0; i < n->n_costs; i++) {
+            const char *d = n->costs[i].device;
+            gboolean hit = pass == 0   ? device_name && strcmp(d, device_name) == 0
+                           : pass == 1 ? sn && strcmp(short_device(d), sn) == 0
+                                       : device_type && g_ascii_strcasecmp(d, device_type) == 0;
+            if (hit) {
+                *us = n->costs[i].us;
+                return TRUE;
+            }
+        }
+    return FALSE;
+}
+
+/* ---- graph inputs and outputs ---- */
+
+void psim_graph_input_add(PsimGraph *g, int32_t node) { g_array_append_val(g->inputs, node); }
+int32_t psim_graph_n_inputs(const PsimGraph *g) { return (int32_t)g->inputs->len; }
+int32_t psim_graph_input(const PsimGraph *g, int32_t i)
+{
+    return g_array_index(g->inputs, int32_t, i);
+}
+void psim_graph_output_add(PsimGraph *g, PsimPort p)
+{
+    g_array_append_val(g->outputs, p);
+    g_ptr_array_add(g->output_refs, NULL);
+}
+void psim_graph_output_add_ref(PsimGraph *g, const char *ref)
+{
+    PsimPort p = {-2, 0};
+    g_array_append_val(g->outputs, p);
+    g_ptr_array_add(g->output_refs, g_strdup(ref));
+}
+int32_t psim_graph_n_outputs(const PsimGraph *g) { return (int32_t)g->outputs->len; }
+PsimPort psim_graph_output(const PsimGraph *g, int32_t i)
+{
+    return g_array_index(g->outputs, PsimPort, i);
+}
+
+gboolean psim_ref_parse(const char *ref, char **name, int32_t *index, gboolean *control)
+{
+    *control = FALSE;
+    *index = 0;
+    if (ref[0] == '^') {
+        *control = TRUE;
+        ref++;
+    }
+    if (ref[0] == '\0')
+        return FALSE;
+    const char *colon = strrchr(ref, ':');
+    if (colon && !*control && colon[1] != '\0') {
+        char *end = NULL;
+        gint64 k = g_ascii_strtoll(colon + 1, &end, 10);
+        if (end && *end == '\0' && k >= 0 && k < G_MAXINT32 && g_ascii_isdigit(colon[1])) {
+            *name = g_strndup(ref, (gsize)(colon - ref));
+            *index = (int32_t)k;
+            return **name != '\0';
+        }
+    }
+    *name = g_strdup(ref);
+    return TRUE;
+}
+
+char *psim_port_to_string(const PsimGraph *g, PsimPort p)
+{
+    if (p.node < 0)
+        return g_strdup("");
+    return g_strdup_printf("%s:%d", psim_graph_node(g, p.node)->name, p.index);
+}
+
+static gboolean resolve_port(PsimGraph *g, const PsimNode *user, const char *ref, PsimPort *out,
+                             gboolean *control, GError **error)
+{
+    g_autofree char *name = NULL;
+    int32_t k;
+    if (!psim_ref_parse(ref, &name, &k, control)) {
+        psim__error_node(error, g, user, "malformed input '%s'", ref);
+        return FALSE;
+    }
+    PsimNode *src = psim_graph_node_find(g, name);
+    if (!src && !*control && strchr(ref, ':')) {
+        /* A node name may itself contain a colon ("a:b" without an index). */
+        src = psim_graph_node_find(g, ref);
+        k = 0;
+    }
+    if (!src) {
+        psim__error_node(error, g, user, "input '%s' names a missing node", ref);
+        return FALSE;
+    }
+    out->node = src->id;
+    out->index = k;
+    return TRUE;
+}
+
+static gboolean check_port(PsimGraph *g, const PsimNode *user, PsimPort p, GError **error)
+{
+    if (p.node < 0)
+        return TRUE;
+    if (p.node >= g->n_nodes) {
+        psim__error_node(error, g, user, "input refers to node id %d out of range", p.node);
+        return FALSE;
+    }
+    PsimNode *src = psim_graph_node(g, p.node);
+    if (p.index >= src->n_outputs) {
+        if (g->grow_outputs && p.index < 4096) {
+            psim_graph_node_outputs_set(g, src, p.index + 1);
+            return TRUE;
+        }
+        psim__error_node(error, g, user, "input '%s:%d' is out of range: '%s' has %d output(s)",
+                         src->name, p.index, src->name, src->n_outputs);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean psim_graph_finalize(PsimGraph *g, GError **error)
+{
+    for (guint i = 0; i < g->pending->len; i++) {
+        PendingRef *pr = &g_array_index(g->pending, PendingRef, i);
+        PsimNode *n = psim_graph_node(g, pr->node);
+        PsimPort p;
+        gboolean control;
+        if (!resolve_port(g, n, pr->ref, &p, &control, error))
+            return FALSE;
+        if (pr->control)
+            n->controls[pr->slot] = p.node;
+        else
+            n->inputs[pr->slot] = p;
+    }
+    g_array_set_size(g->pending, 0);
+    for (guint i = 0; i < g->outputs->len; i++) {
+        const char *ref = g_ptr_array_index(g->output_refs, i);
+        if (!ref)
+            continue;
+        gboolean control;
+        PsimPort p;
+        if (!resolve_port(g, NULL, ref, &p, &control, error))
+            return FALSE;
+        g_array_index(g->outputs, PsimPort, i) = p;
+        g_free(g_ptr_array_index(g->output_refs, i));
+        g_ptr_array_index(g->output_refs, i) = NULL;
+    }
+    /* Nodes whose file did not list outputs get their op's output count; unknown ops grow to
+     * what their consumers use. */
+    g_autofree guint8 *unlisted = g_new0(guint8, g->n_nodes ? g->n_nodes : 1);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        PsimNode *n = psim_graph_node(g, i);
+        if (n->n_outputs)
+            continue;
+        const PsimOpDef *d = psim_op_lookup(n->op);
+        if (!d) {
+            unlisted[i] = 1;
+            continue;
+        }
+        int32_t k = d->n_outputs ? d->n_outputs(n) : d->n_outputs_fixed < 0 ? 0 : MAX(1, d->n_outputs_fixed);
+        if (k > 0)
+            psim_graph_node_outputs_set(g, n, k);
+    }
+    gboolean grow_saved = g->grow_outputs;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        PsimNode *n = psim_graph_node(g, i);
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            PsimPort p = n->inputs[k];
+            if (p.node >= 0 && p.node < g->n_nodes && unlisted[p.node])
+                g->grow_outputs = TRUE;
+            gboolean ok = check_port(g, n, p, error);
+            g->grow_outputs = grow_saved;
+            if (!ok)
+                return FALSE;
+        }
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        PsimNode *n = psim_graph_node(g, i);
+        for (int32_t k = 0; k < n->n_controls; k++)
+            if (n->controls[k] < 0 || n->controls[k] >= g->n_nodes) {
+                psim__error_node(error, g, n, "control input out of range");
+                return FALSE;
+            }
+    }
+    for (guint i = 0; i < g->outputs->len; i++)
+        if (!check_port(g, NULL, g_array_index(g->outputs, PsimPort, i), error))
+            return FALSE;
+    g->version++;
+    g_autofree int32_t *order = psim_graph_topo_order(g, error);
+    return order != NULL;
+}
+
+/* ---- successor and predecessor lists ---- */
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Unique sources of n (data producers and control sources), written to buf; returns count. */
+static int32_t node_sources(const PsimNode *n, int32_t *buf)
+{
+    int32_t c = 0;
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k].node >= 0)
+            buf[c++] = n->inputs[k].node;
+    for (int32_t k = 0; k < n->n_controls; k++)
+        if (n->controls[k] >= 0)
+            buf[c++] = n->controls[k];
+    if (c > 1) {
+        qsort(buf, (size_t)c, sizeof(int32_t), cmp_i32);
+        int32_t u = 1;
+        for (int32_t i = 1; i < c; i++)
+            if (buf[i] != buf[u - 1])
+                buf[u++] = buf[i];
+        c = u;
+    }
+    return c;
+}
+
+static void build_pred(PsimGraph *g)
+{
+    int32_t n = g->n_nodes;
+    g_free(g->pred_off);
+    g_free(g->pred);
+    g->pred_off = g_new(int32_t, (gsize)n + 1);
+    int64_t total = 0;
+    int32_t maxdeg = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const PsimNode *v = psim_graph_node(g, i);
+        total += v->n_inputs + v->n_controls;
+        maxdeg = MAX(maxdeg, v->n_inputs + v->n_controls);
+    }
+    g->pred = g_new(int32_t, total ? total : 1);
+    int32_t *buf = g_new(int32_t, maxdeg ? maxdeg : 1);
+    int32_t pos = 0;
+    for (int32_t i = 0; i < n; i++) {
+        g->pred_off[i] = pos;
+        int32_t c = node_sources(psim_graph_node(g, i), buf);
+        memcpy(g->pred + pos, buf, sizeof(int32_t) * (size_t)c);
+        pos += c;
+    }
+    g->pred_off[n] = pos;
+    g_free(buf);
+    g->pred_version = g->version;
+}
+
+void psim_graph_pred(const PsimGraph *cg, const int32_t **off, const int32_t **pred)
+{
+    PsimGraph *g = (PsimGraph *)cg;
+    if (g->pred_version != g->version || !g->pred_off)
+        build_pred(g);
+    *off = g->pred_off;
+    *pred = g->pred;
+}
+
+void psim_graph_succ(const PsimGraph *cg, const int32_t **off, const int32_t **succ)
+{
+    PsimGraph *g = (PsimGraph *)cg;
+    if (g->succ_version != g->version || !g->succ_off) {
+        const int32_t *po, *p;
+        psim_graph_pred(g, &po, &p);
+        int32_t n = g->n_nodes;
+        g_free(g->succ_off);
+        g_free(g->succ);
+        g->succ_off = g_new0(int32_t, (gsize)n + 1);
+        for (int32_t i = 0; i < po[n]; i++)
+            g->succ_off[p[i] + 1]++;
+        for (int32_t i = 0; i < n; i++)
+            g->succ_off[i + 1] += g->succ_off[i];
+        g->succ = g_new(int32_t, po[n] ? po[n] : 1);
+        int32_t *fill = g_new(int32_t, (gsize)n + 1);
+        memcpy(fill, g->succ_off, sizeof(int32_t) * ((size_t)n + 1));
+        for (int32_t v = 0; v < n; v++)
+            for (int32_t i = po[v]; i < po[v + 1]; i++)
+                g->succ[fill[p[i]]++] = v;
+        g_free(fill);
+        g->succ_version = g->version;
+    }
+    *off = g->succ_off;
+    *succ = g->succ;
+}

@@ -1,0 +1,25 @@
+/* TEMPORARY: functions declared in graph.h whose real implementation is being written. Each one
+ * is deleted from here when its module lands. */
+#include "graph-private.h"
+
+#define NOT_YET(path) psim__error_file(error, path, "not implemented yet")
+
+PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GError **error)
+{ (void)data; (void)len; NOT_YET(path); return NULL; }
+PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text, GError **error)
+{ (void)data; (void)len; (void)text; NOT_YET(path); return NULL; }
+PsimGraph *psim_import_pipedream(const char *path, const char *data, gsize len, gboolean training, GError **error)
+{ (void)data; (void)len; (void)training; NOT_YET(path); return NULL; }
+PsimGraph *psim_import_stg(const char *path, const char *data, gsize len, GError **error)
+{ (void)data; (void)len; NOT_YET(path); return NULL; }
+char *psim_export_dot(const PsimGraph *g, GError **error) { (void)g; NOT_YET("dot"); return NULL; }
+char *psim_export_graphml(const PsimGraph *g, GError **error) { (void)g; NOT_YET("graphml"); return NULL; }
+char *psim_export_pbtxt(const PsimGraph *g, GError **error) { (void)g; NOT_YET("pbtxt"); return NULL; }
+PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_feeds,
+                            const char *const *fetches, int n_fetches, GError **error)
+{ (void)g; (void)feeds; (void)n_feeds; (void)fetches; (void)n_fetches; NOT_YET("prune"); return NULL; }
+PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
+{ (void)g; (void)n_merged; NOT_YET("cse"); return NULL; }
+int32_t psim_graph_fold_constants(PsimGraph *g, GError **error) { (void)g; (void)error; return 0; }
+const char *const *psim_zoo_list(int32_t *n) { *n = 0; static const char *none[] = {NULL}; return none; }
+PsimGraph *psim_zoo_make(const char *name, GError **error) { NOT_YET(name); return NULL; }

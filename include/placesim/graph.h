@@ -1,0 +1,431 @@
+/* placesim graph IR: dtypes, shapes, tensors, attributes, nodes and graphs.
+ * A PsimGraph owns its nodes, their names, attributes and arrays (an arena, as in ggml's
+ * context); freeing the graph frees them. Constant tensors are reference counted and shared. */
+#ifndef PLACESIM_GRAPH_H
+#define PLACESIM_GRAPH_H
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+#define PSIM_ERROR (psim_error_quark())
+GQuark psim_error_quark(void);
+
+typedef enum {
+    PSIM_ERROR_INPUT = 1, /* bad file, flag, feed or database: exit 2 */
+    PSIM_ERROR_USAGE,     /* bad command line: exit 2 */
+    PSIM_ERROR_RUNTIME,   /* a kernel, device or system failure: exit 1 */
+    PSIM_ERROR_UNSUPPORTED,
+} PsimErrorCode;
+
+/* Numbered as ONNX's TensorProto.DataType so that importers map them one to one. */
+typedef enum {
+    PSIM_DTYPE_UNDEFINED = 0,
+    PSIM_DTYPE_FLOAT32 = 1,
+    PSIM_DTYPE_UINT8 = 2,
+    PSIM_DTYPE_INT8 = 3,
+    PSIM_DTYPE_UINT16 = 4,
+    PSIM_DTYPE_INT16 = 5,
+    PSIM_DTYPE_INT32 = 6,
+    PSIM_DTYPE_INT64 = 7,
+    PSIM_DTYPE_STRING = 8,
+    PSIM_DTYPE_BOOL = 9,
+    PSIM_DTYPE_FLOAT16 = 10,
+    PSIM_DTYPE_FLOAT64 = 11,
+    PSIM_DTYPE_UINT32 = 12,
+    PSIM_DTYPE_UINT64 = 13,
+    PSIM_DTYPE_COMPLEX64 = 14,
+    PSIM_DTYPE_COMPLEX128 = 15,
+    PSIM_DTYPE_BFLOAT16 = 16,
+    PSIM_DTYPE_N_TYPES
+} PsimDType;
+
+/* Bytes per element (0 for UNDEFINED; sizeof(char *) for STRING). */
+size_t psim_dtype_size(PsimDType t);
+/* "float32", "int64", ...; static storage. */
+const char *psim_dtype_name(PsimDType t);
+/* Inverse of psim_dtype_name; also accepts "float", "double", "half". UNDEFINED if unknown. */
+PsimDType psim_dtype_from_name(const char *name);
+
+#define PSIM_DIM_UNKNOWN (-1)
+#define PSIM_RANK_UNKNOWN (-1)
+/* Largest element count a shape may describe: more is "absurd" input (2^40 elements). */
+#define PSIM_MAX_ELEMENTS (INT64_C(1) << 36)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tensors: reference-counted dense arrays (constants, feeds, kernel outputs). */
+
+typedef struct PsimTensor {
+    PsimDType dtype;
+    int32_t rank;
+    int64_t *dims;     /* rank entries, all known */
+    int64_t n_elems;
+    size_t nbytes;
+    void *data;        /* 64-byte aligned; for STRING an array of n_elems char* */
+    gint refcount;
+    void (*release)(struct PsimTensor *t, void *user); /* frees data when set (device memory) */
+    void *release_user;
+    int device;        /* -1 host; otherwise an opaque device index of its allocator */
+} PsimTensor;
+
+/* A host tensor with zeroed data. NULL with error if the shape is absurd. Free with unref. */
+PsimTensor *psim_tensor_new(PsimDType dtype, int32_t rank, const int64_t *dims, GError **error);
+/* Wraps caller memory; release(t, user) is called when the last reference goes. */
+PsimTensor *psim_tensor_new_wrap(PsimDType dtype, int32_t rank, const int64_t *dims, void *data,
+                                 void (*release)(PsimTensor *, void *), void *user);
+PsimTensor *psim_tensor_ref(PsimTensor *t);
+void psim_tensor_unref(PsimTensor *t);
+/* A deep host copy. */
+PsimTensor *psim_tensor_copy(const PsimTensor *t);
+/* Element count of dims, or -1 if any dim is unknown or the product exceeds PSIM_MAX_ELEMENTS. */
+int64_t psim_shape_elems(int32_t rank, const int64_t *dims);
+/* Value of element i as double/int64 whatever the dtype (numeric dtypes only). */
+double psim_tensor_get_f64(const PsimTensor *t, int64_t i);
+int64_t psim_tensor_get_i64(const PsimTensor *t, int64_t i);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimTensor, psim_tensor_unref)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Attributes. */
+
+typedef enum {
+    PSIM_ATTR_INT,
+    PSIM_ATTR_FLOAT,
+    PSIM_ATTR_STRING,
+    PSIM_ATTR_BOOL,
+    PSIM_ATTR_DTYPE,
+    PSIM_ATTR_SHAPE,
+    PSIM_ATTR_TENSOR,
+    PSIM_ATTR_INTS,
+    PSIM_ATTR_FLOATS,
+    PSIM_ATTR_STRINGS,
+    PSIM_ATTR_BOOLS,
+    PSIM_ATTR_DTYPES,
+    PSIM_ATTR_SHAPES,
+    PSIM_ATTR_TENSORS,
+} PsimAttrType;
+
+typedef struct {
+    int32_t rank; /* PSIM_RANK_UNKNOWN or >= 0 */
+    int64_t *dims;
+} PsimShape;
+
+typedef struct {
+    const char *name;
+    PsimAttrType type;
+    int32_t n; /* element count for list types */
+    union {
+        int64_t i;
+        double f;
+        const char *s;
+        gboolean b;
+        PsimDType dt;
+        PsimShape shape;
+        PsimTensor *t;
+        int64_t *ints;
+        double *floats;
+        const char **strs;
+        gboolean *bools;
+        PsimDType *dts;
+        PsimShape *shapes;
+        PsimTensor **ts;
+    } v;
+} PsimAttr;
+
+const char *psim_attr_type_name(PsimAttrType t);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Nodes. */
+
+/* A data input: output `index` of node `node`; node == -1 is an absent optional input. */
+typedef struct {
+    int32_t node;
+    int32_t index;
+} PsimPort;
+
+/* One output tensor of a node. bytes is the tensor's size: computed from the shape when it is
+ * known, or given (abstract tensors of task graphs). */
+typedef struct {
+    const char *name; /* tensor name in the source format (ONNX); may be NULL */
+    PsimDType dtype;
+    int32_t rank;     /* PSIM_RANK_UNKNOWN if unknown */
+    int64_t *dims;    /* PSIM_DIM_UNKNOWN entries allowed */
+    uint64_t bytes;   /* 0 if unknown */
+    PsimTensor *value; /* known constant value (Const nodes, folded shape arithmetic) */
+} PsimOutput;
+
+/* A cost annotation: `us` microseconds on a device matched by name or type. */
+typedef struct {
+    const char *device;
+    double us;
+} PsimCostAnn;
+
+enum {
+    PSIM_NODE_FED = 1u << 0,       /* a feed replaces this node's outputs */
+    PSIM_NODE_CONSTANT = 1u << 1,  /* all outputs known before a step (constant subgraph) */
+    PSIM_NODE_PARAMETER = 1u << 2, /* resident weights (initializers, variables) */
+};
+
+typedef struct PsimNode {
+    int32_t id;
+    uint32_t flags;
+    const char *name;
+    const char *op;
+    int32_t n_inputs;
+    int32_t n_controls;
+    int32_t n_outputs;
+    int32_t n_attrs;
+    int32_t n_costs;
+    PsimPort *inputs;
+    int32_t *controls;
+    PsimOutput *outputs;
+    PsimAttr *attrs;
+    PsimCostAnn *costs;
+    const char *device;          /* requested device (full or partial name), or NULL */
+    const char *assigned_device; /* placement already made, or NULL */
+    const char *domain;          /* ONNX domain, NULL for the default */
+} PsimNode;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Graphs. */
+
+typedef struct PsimGraph PsimGraph;
+
+/* An empty graph named `name` (may be NULL). Free with psim_graph_free. */
+PsimGraph *psim_graph_new(const char *name);
+void psim_graph_free(PsimGraph *g);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimGraph, psim_graph_free)
+
+const char *psim_graph_name(const PsimGraph *g);
+void psim_graph_set_name(PsimGraph *g, const char *name);
+/* The file the graph came from (for error messages); may be NULL. */
+const char *psim_graph_source(const PsimGraph *g);
+void psim_graph_set_source(PsimGraph *g, const char *path);
+/* A counter bumped on every structural change; caches compare it. */
+uint64_t psim_graph_version(const PsimGraph *g);
+
+int32_t psim_graph_n_nodes(const PsimGraph *g);
+/* Node by id. Pointers stay valid until the graph is freed (nodes live in stable pages). */
+PsimNode *psim_graph_node(const PsimGraph *g, int32_t id);
+/* Node by name, or NULL. */
+PsimNode *psim_graph_node_find(const PsimGraph *g, const char *name);
+/* Number of data plus control edges. */
+int64_t psim_graph_n_edges(const PsimGraph *g);
+
+/* Copies `s` into the graph's arena (interned: equal strings share storage). */
+const char *psim_graph_intern(PsimGraph *g, const char *s);
+/* Zeroed arena memory that lives as long as the graph. */
+void *psim_graph_alloc(PsimGraph *g, size_t size);
+
+/* Adds a node. Its name must be unique: NULL with error if taken. Returns the node, owned by g. */
+PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GError **error);
+/* Generates an unused name from `base` ("base", "base_1", ...); returns the interned name. */
+const char *psim_graph_unique_name(PsimGraph *g, const char *base);
+
+/* Inputs may be added before their producer exists: refs are "node", "node:k" or "^node"
+ * strings resolved by psim_graph_finalize. Ports are already resolved ids. */
+void psim_graph_node_input_add(PsimGraph *g, PsimNode *n, PsimPort p);
+void psim_graph_node_input_add_ref(PsimGraph *g, PsimNode *n, const char *ref);
+void psim_graph_node_control_add(PsimGraph *g, PsimNode *n, int32_t src);
+/* Sets the number of outputs (new ones have unknown dtype and shape). */
+void psim_graph_node_outputs_set(PsimGraph *g, PsimNode *n, int32_t n_outputs);
+/* Sets output k's dtype and shape (dims copied; rank may be PSIM_RANK_UNKNOWN); updates bytes
+ * when the shape is fully known. */
+void psim_graph_output_set(PsimGraph *g, PsimNode *n, int32_t k, PsimDType dtype, int32_t rank,
+                           const int64_t *dims);
+/* Sets output k's known value (takes a reference) and its dtype/shape from it. */
+void psim_graph_output_value_set(PsimGraph *g, PsimNode *n, int32_t k, PsimTensor *t);
+
+/* Attribute setters copy their arguments into the arena; setting an existing name replaces it. */
+void psim_graph_node_attr_set_int(PsimGraph *g, PsimNode *n, const char *name, int64_t v);
+void psim_graph_node_attr_set_float(PsimGraph *g, PsimNode *n, const char *name, double v);
+void psim_graph_node_attr_set_string(PsimGraph *g, PsimNode *n, const char *name, const char *v);
+void psim_graph_node_attr_set_bool(PsimGraph *g, PsimNode *n, const char *name, gboolean v);
+void psim_graph_node_attr_set_dtype(PsimGraph *g, PsimNode *n, const char *name, PsimDType v);
+void psim_graph_node_attr_set_shape(PsimGraph *g, PsimNode *n, const char *name, int32_t rank,
+                                    const int64_t *dims);
+void psim_graph_node_attr_set_tensor(PsimGraph *g, PsimNode *n, const char *name, PsimTensor *t);
+void psim_graph_node_attr_set_ints(PsimGraph *g, PsimNode *n, const char *name, int32_t count,
+                                   const int64_t *v);
+void psim_graph_node_attr_set_floats(PsimGraph *g, PsimNode *n, const char *name, int32_t count,
+                                     const double *v);
+void psim_graph_node_attr_set_strings(PsimGraph *g, PsimNode *n, const char *name, int32_t count,
+                                      const char *const *v);
+/* Generic: copies a whole attribute (any type) into n. */
+void psim_graph_node_attr_set(PsimGraph *g, PsimNode *n, const PsimAttr *a);
+
+void psim_graph_node_cost_set(PsimGraph *g, PsimNode *n, const char *device, double us);
+void psim_graph_node_device_set(PsimGraph *g, PsimNode *n, const char *device);
+void psim_graph_node_assigned_set(PsimGraph *g, PsimNode *n, const char *device);
+
+/* Attribute getters (NULL / default when absent or of another type). */
+const PsimAttr *psim_node_attr(const PsimNode *n, const char *name);
+int64_t psim_node_attr_int(const PsimNode *n, const char *name, int64_t dflt);
+double psim_node_attr_float(const PsimNode *n, const char *name, double dflt);
+const char *psim_node_attr_string(const PsimNode *n, const char *name, const char *dflt);
+/* List of ints (also accepts a single INT as a list of one); returns count, -1 if absent. */
+int32_t psim_node_attr_ints(const PsimNode *n, const char *name, const int64_t **v);
+/* Cost annotation for a device (exact name, then short name like "GPU:0", then type); returns
+ * FALSE if none. */
+gboolean psim_node_cost_lookup(const PsimNode *n, const char *device_name, const char *device_type,
+                               double *us);
+
+/* Graph inputs (fed tensors, in order) and outputs (fetched tensors, in order). */
+void psim_graph_input_add(PsimGraph *g, int32_t node);
+int32_t psim_graph_n_inputs(const PsimGraph *g);
+int32_t psim_graph_input(const PsimGraph *g, int32_t i);
+void psim_graph_output_add(PsimGraph *g, PsimPort p);
+void psim_graph_output_add_ref(PsimGraph *g, const char *ref);
+int32_t psim_graph_n_outputs(const PsimGraph *g);
+PsimPort psim_graph_output(const PsimGraph *g, int32_t i);
+
+/* Resolves input refs, and checks the graph: every input names an existing node and a valid
+ * output index, and the graph is a DAG (a cycle is an error naming a node on it). Errors name
+ * the source file and the node. */
+gboolean psim_graph_finalize(PsimGraph *g, GError **error);
+
+/* Parses "name", "name:k", "^name" into parts; returns FALSE on malformed refs. *name is a
+ * newly allocated string (g_free). */
+gboolean psim_ref_parse(const char *ref, char **name, int32_t *index, gboolean *control);
+/* "name:k" (or "name" when k == 0 and short) in a newly allocated string. */
+char *psim_port_to_string(const PsimGraph *g, PsimPort p);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Structure: successors, topological order, critical path. */
+
+/* Successor lists (data and control, each consumer once per producer) in CSR form, computed on
+ * first use and cached until the graph changes. off has n_nodes+1 entries. Owned by g. */
+void psim_graph_succ(const PsimGraph *g, const int32_t **off, const int32_t **succ);
+/* Predecessors (unique data producers and control sources), CSR, cached like psim_graph_succ. */
+void psim_graph_pred(const PsimGraph *g, const int32_t **off, const int32_t **pred);
+
+/* A topological order of all nodes (ties broken by node id, so it is deterministic), computed
+ * with igraph. Returns a newly allocated array of n_nodes ids (g_free), or NULL with an error
+ * naming a node on a cycle. */
+int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error);
+
+/* Longest path through the graph with per-node costs cost[id] (microseconds) and optional
+ * per-edge costs edge_cost(src, dst, user) (NULL: zero). Returns the length; *path (optional,
+ * g_free) gets the nodes on it and *n_path their count. */
+double psim_graph_critical_path(const PsimGraph *g, const double *cost,
+                                double (*edge_cost)(const PsimGraph *g, int32_t src, int32_t dst,
+                                                    void *user),
+                                void *user, int32_t **path, int32_t *n_path, GError **error);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Ops: the op set, shape and dtype inference, and counts. */
+
+typedef struct {
+    double flops;
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+} PsimOpCount;
+
+enum {
+    PSIM_OP_STATEFUL = 1u << 0, /* never merged by CSE nor folded (variables, random) */
+    PSIM_OP_ABSTRACT = 1u << 1, /* no kernel can run it (Task) */
+    PSIM_OP_SOURCE = 1u << 2,   /* Const, Placeholder */
+};
+
+typedef struct PsimOpDef {
+    const char *name;
+    const char *description;
+    uint32_t flags;
+    /* Sets n's outputs' dtypes and shapes from its inputs and attrs. Unknown input shapes give
+     * unknown outputs, never an error; inconsistent ones are an error naming the node. */
+    gboolean (*infer)(PsimGraph *g, PsimNode *n, GError **error);
+    /* FLOPs and bytes moved, from known shapes (zeros where unknown). */
+    void (*count)(const PsimGraph *g, const PsimNode *n, PsimOpCount *out);
+    /* Number of outputs from attrs (Split...); NULL means one (zero for NoOp-like ops is -1 in
+     * n_outputs_fixed). Used when a file does not list a node's outputs. */
+    int32_t (*n_outputs)(const PsimNode *n);
+    int32_t n_outputs_fixed; /* used when n_outputs is NULL: 0 means 1; -1 means none */
+} PsimOpDef;
+
+/* Registers an op (plug-ins do this too). The definition must outlive the process. */
+void psim_op_register(const PsimOpDef *def);
+const PsimOpDef *psim_op_lookup(const char *name);
+/* All registered ops, sorted by name; g_free the array, not the entries. */
+const PsimOpDef **psim_op_list(int32_t *n);
+
+/* Runs inference over the graph in topological order. */
+gboolean psim_graph_infer_shapes(PsimGraph *g, GError **error);
+void psim_graph_node_count(const PsimGraph *g, const PsimNode *n, PsimOpCount *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Passes. Each returns a new graph (the input is unchanged); constants are shared. */
+
+/* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds and fetches
+ * are refs ("node:k"); fetches may also be targets ("^node" or "node"). */
+PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_feeds,
+                            const char *const *fetches, int n_fetches, GError **error);
+/* Common-subexpression elimination by value numbering; *n_merged gets the count merged. */
+PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error);
+/* Folds shape arithmetic on int64 (Shape, Gather, Concat, Unsqueeze, Squeeze, Slice, Cast,
+ * Reshape, elementwise) where inputs are known, setting outputs' values; returns the count. */
+int32_t psim_graph_fold_constants(PsimGraph *g, GError **error);
+
+/* A summary for `inspect`. */
+typedef struct {
+    int32_t n_nodes;
+    int64_t n_edges;
+    double flops;
+    uint64_t param_bytes;
+    uint64_t activation_bytes;
+} PsimGraphStats;
+void psim_graph_stats(const PsimGraph *g, PsimGraphStats *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Import and export. */
+
+typedef enum {
+    PSIM_FORMAT_UNKNOWN = 0,
+    PSIM_FORMAT_JSON,
+    PSIM_FORMAT_ONNX,
+    PSIM_FORMAT_TF_PB,
+    PSIM_FORMAT_TF_PBTXT,
+    PSIM_FORMAT_PIPEDREAM,
+    PSIM_FORMAT_STG,
+    PSIM_FORMAT_DOT,
+    PSIM_FORMAT_GRAPHML,
+} PsimFormat;
+
+typedef struct {
+    gboolean training; /* PipeDream: add backward nodes */
+} PsimImportOptions;
+
+const char *psim_format_name(PsimFormat f);
+PsimFormat psim_format_from_name(const char *name);
+/* Sniffs content (magic bytes, JSON format key), then the file name. */
+PsimFormat psim_format_detect(const char *path, const guint8 *data, gsize len);
+
+/* Loads any supported file; opts may be NULL. The graph is finalized and shapes are inferred.
+ * Errors name the file and the node or field. Free with psim_graph_free. */
+PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error);
+/* Parses an in-memory buffer of a known format (fuzzers use this). */
+PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *data, gsize len,
+                                const PsimImportOptions *opts, GError **error);
+
+PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GError **error);
+PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GError **error);
+PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text,
+                          GError **error);
+PsimGraph *psim_import_pipedream(const char *path, const char *data, gsize len,
+                                 gboolean training, GError **error);
+PsimGraph *psim_import_stg(const char *path, const char *data, gsize len, GError **error);
+
+/* Exporters return a newly allocated string (g_free). */
+char *psim_export_json(const PsimGraph *g, gsize *len);
+char *psim_export_dot(const PsimGraph *g, GError **error);
+char *psim_export_graphml(const PsimGraph *g, GError **error);
+/* TF text GraphDef; each node's device field is its assigned device when set. */
+char *psim_export_pbtxt(const PsimGraph *g, GError **error);
+gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error);
+
+/* Built-in models (the zoo), made in code so that a fresh clone can run without files. */
+const char *const *psim_zoo_list(int32_t *n);
+PsimGraph *psim_zoo_make(const char *name, GError **error);
+
+G_END_DECLS
+
+#endif

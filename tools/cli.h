@@ -1,0 +1,34 @@
+/* Shared helpers of the placesim subcommands: errors and exit codes, graph loading, JSON output.
+ * Exit codes: 0 ok, 2 bad input or usage, 1 runtime failure. */
+#ifndef PLACESIM_TOOLS_CLI_H
+#define PLACESIM_TOOLS_CLI_H
+
+#include <json-glib/json-glib.h>
+
+#include "placesim/graph.h"
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*main)(int argc, char **argv);
+} PsimCommand;
+
+/* Prints "placesim: MESSAGE" on stderr and returns the exit code for the error (2 for input and
+ * usage errors, 1 otherwise). Frees err. */
+int psim_cli_fail(GError *err);
+/* Prints a usage error "placesim SUB: message" and returns 2. */
+int psim_cli_usage(const char *sub, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+/* Parses options with GOption; on error prints it and returns FALSE (the caller exits 2). */
+gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char *sub);
+/* Loads a graph file, or a built-in model written "zoo:NAME" or a bare zoo name when no file of
+ * that name exists. */
+PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error);
+/* Prints the builder's root as one JSON object on stdout and frees the builder. */
+void psim_cli_print_json(JsonBuilder *b);
+/* TRUE when stderr is a terminal (progress bars go there only then). */
+gboolean psim_cli_stderr_tty(void);
+
+int psim_cmd_inspect(int argc, char **argv);
+int psim_cmd_export(int argc, char **argv);
+
+#endif

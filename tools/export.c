@@ -1,0 +1,60 @@
+/* placesim export: converts a graph to another format, optionally with a placement applied. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+int psim_cmd_export(int argc, char **argv)
+{
+    g_autofree char *format = NULL, *out = NULL;
+    gboolean training = FALSE;
+    GOptionEntry entries[] = {
+        {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
+         "Output format: json, dot, graphml or pbtxt (default: from the output name, else json)",
+         "FMT"},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write to FILE instead of stdout", "FILE"},
+        {"training", 0, 0, G_OPTION_ARG_NONE, &training, "PipeDream: expand into a training graph",
+         NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - convert a graph to another format");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!psim_cli_parse(ctx, &argc, &argv, "export"))
+        return 2;
+    if (argc != 2)
+        return psim_cli_usage("export", "expected one GRAPH");
+    PsimFormat f = PSIM_FORMAT_JSON;
+    if (format) {
+        f = psim_format_from_name(format);
+        if (f != PSIM_FORMAT_JSON && f != PSIM_FORMAT_DOT && f != PSIM_FORMAT_GRAPHML &&
+            f != PSIM_FORMAT_TF_PBTXT)
+            return psim_cli_usage("export", "unknown --format '%s' (json, dot, graphml, pbtxt)", format);
+    } else if (out) {
+        if (g_str_has_suffix(out, ".dot") || g_str_has_suffix(out, ".gv"))
+            f = PSIM_FORMAT_DOT;
+        else if (g_str_has_suffix(out, ".graphml"))
+            f = PSIM_FORMAT_GRAPHML;
+        else if (g_str_has_suffix(out, ".pbtxt"))
+            f = PSIM_FORMAT_TF_PBTXT;
+    }
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
+    if (!g)
+        return psim_cli_fail(err);
+    if (out) {
+        if (!psim_graph_save(g, out, f, &err))
+            return psim_cli_fail(err);
+        return 0;
+    }
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    switch (f) {
+    case PSIM_FORMAT_DOT: text = psim_export_dot(g, &err); break;
+    case PSIM_FORMAT_GRAPHML: text = psim_export_graphml(g, &err); break;
+    case PSIM_FORMAT_TF_PBTXT: text = psim_export_pbtxt(g, &err); break;
+    default: text = psim_export_json(g, &len); break;
+    }
+    if (!text)
+        return psim_cli_fail(err);
+    fwrite(text, 1, len ? len : strlen(text), stdout);
+    return 0;
+}

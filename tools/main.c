@@ -1,0 +1,105 @@
+/* The placesim command line: one binary, a subcommand per step of the pipeline. */
+#include <stdio.h>
+#include <string.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "tools/cli.h"
+
+static const PsimCommand commands[] = {
+    {"inspect", "summarize a graph: nodes, ops, FLOPs, parameters, critical path", psim_cmd_inspect},
+    {"export", "convert a graph to JSON, DOT, GraphML or TF pbtxt", psim_cmd_export},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: placesim COMMAND [OPTIONS] [ARGS]\n\n"
+               "Places dataflow graphs on devices, simulation first.\n\nCommands:\n");
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'placesim COMMAND --help' for a command's options.\n"
+               "Exit codes: 0 ok, 2 bad input or usage, 1 runtime failure.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("placesim 0.1.0\n");
+        return 0;
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "placesim: unknown command '%s' (see 'placesim --help')\n", argv[1]);
+    return 2;
+}
+
+int psim_cli_fail(GError *err)
+{
+    int code = 1;
+    if (err) {
+        fprintf(stderr, "placesim: %s\n", err->message);
+        if (err->domain == PSIM_ERROR &&
+            (err->code == PSIM_ERROR_INPUT || err->code == PSIM_ERROR_USAGE ||
+             err->code == PSIM_ERROR_UNSUPPORTED))
+            code = 2;
+        g_error_free(err);
+    }
+    return code;
+}
+
+int psim_cli_usage(const char *sub, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "placesim %s: %s (see 'placesim %s --help')\n", sub, msg, sub);
+    return 2;
+}
+
+gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char *sub)
+{
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, argc, argv, &err)) {
+        psim_cli_usage(sub, "%s", err->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error)
+{
+    if (g_str_has_prefix(spec, "zoo:"))
+        return psim_zoo_make(spec + 4, error);
+    if (!g_file_test(spec, G_FILE_TEST_EXISTS)) {
+        int32_t n = 0;
+        const char *const *names = psim_zoo_list(&n);
+        for (int32_t i = 0; i < n; i++)
+            if (!strcmp(names[i], spec))
+                return psim_zoo_make(spec, error);
+    }
+    PsimImportOptions opts = {.training = training};
+    return psim_graph_load(spec, &opts, error);
+}
+
+void psim_cli_print_json(JsonBuilder *b)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, FALSE);
+    g_autofree char *s = json_generator_to_data(gen, NULL);
+    printf("%s\n", s);
+    g_object_unref(b);
+}
+
+gboolean psim_cli_stderr_tty(void) { return isatty(2); }

@@ -1,0 +1,242 @@
+/* The cluster container: devices, links per ordered pair with a default, and name matching. */
+#include <math.h>
+#include <string.h>
+
+#include "placesim/cluster.h"
+#include "placesim/graph.h"
+
+struct PsimCluster {
+    GPtrArray *devices;  /* PsimDevice* */
+    GHashTable *links;   /* (src << 32 | dst) -> PsimLink* */
+    PsimLink default_link;
+    uint64_t version;
+};
+
+static void device_free(PsimDevice *d)
+{
+    g_free(d->name);
+    g_free(d->short_name);
+    g_free(d->type);
+    g_free(d->job);
+    g_free(d->cores);
+    g_free(d->description);
+    g_free(d);
+}
+
+PsimCluster *psim_cluster_new(void)
+{
+    PsimCluster *c = g_new0(PsimCluster, 1);
+    c->devices = g_ptr_array_new_with_free_func((GDestroyNotify)device_free);
+    c->links = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    c->default_link = (PsimLink){.bandwidth_GBps = 8, .latency_us = 2};
+    c->version = 1;
+    return c;
+}
+
+void psim_cluster_free(PsimCluster *c)
+{
+    if (!c)
+        return;
+    g_ptr_array_free(c->devices, TRUE);
+    g_hash_table_destroy(c->links);
+    g_free(c);
+}
+
+uint64_t psim_cluster_version(const PsimCluster *c) { return c->version; }
+int32_t psim_cluster_n_devices(const PsimCluster *c) { return (int32_t)c->devices->len; }
+PsimDevice *psim_cluster_device(const PsimCluster *c, int32_t i)
+{
+    g_return_val_if_fail(i >= 0 && i < (int32_t)c->devices->len, NULL);
+    return g_ptr_array_index(c->devices, i);
+}
+
+/* Splits a device name into its fields. Accepts "/job:J/replica:R/task:T/device:TYPE:N" (any
+ * subset of the fields, in that order) and the short "TYPE:N". */
+static gboolean parse_name(const char *name, char **job, int32_t *replica, int32_t *task,
+                           char **type, int32_t *index)
+{
+    *job = NULL;
+    *replica = *task = *index = -1;
+    *type = NULL;
+    if (!name || !*name)
+        return FALSE;
+    if (name[0] != '/') {
+        const char *colon = strrchr(name, ':');
+        if (!colon) {
+            *type = g_strdup(name);
+            return TRUE;
+        }
+        *type = g_strndup(name, (gsize)(colon - name));
+        if (!strcmp(colon + 1, "*"))
+            return **type != '\0';
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if (*end || v < 0 || v > 1 << 20 || colon[1] == '\0') {
+            g_clear_pointer(type, g_free);
+            return FALSE;
+        }
+        *index = (int32_t)v;
+        return **type != '\0';
+    }
+    g_auto(GStrv) parts = g_strsplit(name + 1, "/", -1);
+    for (int i = 0; parts[i]; i++) {
+        const char *p = parts[i];
+        if (g_str_has_prefix(p, "job:"))
+            *job = g_strdup(p + 4);
+        else if (g_str_has_prefix(p, "replica:"))
+            *replica = (int32_t)atoi(p + 8);
+        else if (g_str_has_prefix(p, "task:"))
+            *task = (int32_t)atoi(p + 5);
+        else if (g_str_has_prefix(p, "device:")) {
+            char *j2;
+            int32_t r2, t2;
+            g_free(*type);
+            if (!parse_name(p + 7, &j2, &r2, &t2, type, index))
+                return FALSE;
+        } else {
+            g_clear_pointer(job, g_free);
+            g_clear_pointer(type, g_free);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+char *psim_device_name_full(const char *name)
+{
+    char *job, *type;
+    int32_t replica, task, index;
+    if (!parse_name(name, &job, &replica, &task, &type, &index) || !type || index < 0) {
+        g_free(job);
+        g_free(type);
+        return NULL;
+    }
+    char *full = g_strdup_printf("/job:%s/replica:%d/task:%d/device:%s:%d", job ? job : "localhost",
+                                 replica < 0 ? 0 : replica, task < 0 ? 0 : task, type, index);
+    g_free(job);
+    g_free(type);
+    return full;
+}
+
+int32_t psim_cluster_device_add(PsimCluster *c, const char *name, const char *type, GError **error)
+{
+    char *job, *ptype;
+    int32_t replica, task, index;
+    if (!parse_name(name, &job, &replica, &task, &ptype, &index) || !ptype || index < 0) {
+        g_free(job);
+        g_free(ptype);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "device '%s': malformed name (expected /job:J/replica:R/task:T/device:TYPE:N or TYPE:N)",
+                    name ? name : "");
+        return -1;
+    }
+    PsimDevice *d = g_new0(PsimDevice, 1);
+    d->job = job ? job : g_strdup("localhost");
+    d->replica = replica < 0 ? 0 : replica;
+    d->task = task < 0 ? 0 : task;
+    d->type = g_strdup(type && *type ? type : ptype);
+    d->index = index;
+    d->name = g_strdup_printf("/job:%s/replica:%d/task:%d/device:%s:%d", d->job, d->replica,
+                              d->task, ptype, index);
+    d->short_name = g_strdup_printf("%s:%d", ptype, index);
+    g_free(ptype);
+    d->kind = !g_ascii_strcasecmp(d->type, "CPU")   ? PSIM_DEVICE_TYPE_CPU
+              : !g_ascii_strcasecmp(d->type, "GPU") ? PSIM_DEVICE_TYPE_GPU
+                                                    : PSIM_DEVICE_TYPE_OTHER;
+    d->gpu_ordinal = -1;
+    d->n_streams = 1;
+    d->peak_gflops = d->kind == PSIM_DEVICE_TYPE_GPU ? 10000 : 50;
+    d->mem_bw_GBps = d->kind == PSIM_DEVICE_TYPE_GPU ? 1000 : 20;
+    d->launch_us = d->kind == PSIM_DEVICE_TYPE_GPU ? 5 : d->kind == PSIM_DEVICE_TYPE_CPU ? 0.5 : 0;
+    for (guint i = 0; i < c->devices->len; i++) {
+        PsimDevice *o = g_ptr_array_index(c->devices, i);
+        if (!strcmp(o->name, d->name)) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device '%s': listed twice", d->name);
+            device_free(d);
+            return -1;
+        }
+    }
+    g_ptr_array_add(c->devices, d);
+    c->version++;
+    return (int32_t)c->devices->len - 1;
+}
+
+int32_t psim_cluster_device_find(const PsimCluster *c, const char *name)
+{
+    for (guint i = 0; i < c->devices->len; i++) {
+        PsimDevice *d = g_ptr_array_index(c->devices, i);
+        if (!strcmp(d->name, name) || !strcmp(d->short_name, name))
+            return (int32_t)i;
+    }
+    g_autofree char *full = psim_device_name_full(name);
+    if (full)
+        for (guint i = 0; i < c->devices->len; i++)
+            if (!strcmp(((PsimDevice *)g_ptr_array_index(c->devices, i))->name, full))
+                return (int32_t)i;
+    return -1;
+}
+
+gboolean psim_device_matches(const PsimDevice *d, const char *request)
+{
+    if (!request || !*request)
+        return TRUE;
+    char *job, *type;
+    int32_t replica, task, index;
+    if (!parse_name(request, &job, &replica, &task, &type, &index))
+        return FALSE;
+    /* A short request of one word is a device type ("GPU") or a type with index. */
+    gboolean ok = TRUE;
+    if (job && strcmp(job, "*") && strcmp(job, d->job))
+        ok = FALSE;
+    if (replica >= 0 && replica != d->replica)
+        ok = FALSE;
+    if (task >= 0 && task != d->task)
+        ok = FALSE;
+    if (type && strcmp(type, "*")) {
+        /* "device:CPU:0" names the device's own TYPE:N (its short name's type), which for abstract
+         * processors may differ from d->type only in case. */
+        const char *colon = strrchr(d->short_name, ':');
+        g_autofree char *stype = g_strndup(d->short_name, (gsize)(colon - d->short_name));
+        if (g_ascii_strcasecmp(type, stype) && g_ascii_strcasecmp(type, d->type))
+            ok = FALSE;
+    }
+    if (index >= 0 && index != d->index)
+        ok = FALSE;
+    g_free(job);
+    g_free(type);
+    return ok;
+}
+
+void psim_cluster_link_set(PsimCluster *c, int32_t src, int32_t dst, PsimLink link)
+{
+    gint64 *k = g_new(gint64, 1);
+    *k = ((gint64)src << 32) | (guint32)dst;
+    g_hash_table_replace(c->links, k, g_memdup2(&link, sizeof link));
+    c->version++;
+}
+
+void psim_cluster_default_link_set(PsimCluster *c, PsimLink link)
+{
+    c->default_link = link;
+    c->version++;
+}
+
+PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst)
+{
+    if (src == dst)
+        return (PsimLink){.bandwidth_GBps = INFINITY, .latency_us = 0};
+    gint64 k = ((gint64)src << 32) | (guint32)dst;
+    PsimLink *l = g_hash_table_lookup(c->links, &k);
+    return l ? *l : c->default_link;
+}
+
+double psim_cluster_link_time(const PsimCluster *c, int32_t src, int32_t dst, uint64_t bytes)
+{
+    if (src == dst)
+        return 0;
+    PsimLink l = psim_cluster_link(c, src, dst);
+    double t = l.latency_us;
+    if (l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps))
+        t += (double)bytes / (l.bandwidth_GBps * 1e3);
+    return t;
+}

@@ -1,0 +1,172 @@
+/* The cost model: annotations first, then measured rows, then the analytic estimate. */
+#include <math.h>
+#include <string.h>
+
+#include "placesim/cost.h"
+#include "placesim/kernels.h"
+
+struct PsimCostModel {
+    const PsimCluster *cluster;
+    PsimCostDb *db;
+};
+
+const char *psim_cost_source_name(PsimCostSource s)
+{
+    switch (s) {
+    case PSIM_COST_SOURCE_ANNOTATION: return "annotation";
+    case PSIM_COST_SOURCE_MEASURED: return "measured";
+    case PSIM_COST_SOURCE_ESTIMATE: return "estimate";
+    case PSIM_COST_SOURCE_FREE: return "free";
+    default: return "none";
+    }
+}
+
+PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
+{
+    PsimCostModel *m = g_new0(PsimCostModel, 1);
+    m->cluster = c;
+    m->db = db;
+    return m;
+}
+
+void psim_cost_model_free(PsimCostModel *m) { g_free(m); }
+const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m) { return m->cluster; }
+
+/* Ops that do no work at run time. */
+static gboolean is_free_op(const char *op)
+{
+    static const char *const free_ops[] = {"Const", "Constant", "Placeholder", "NoOp", "Send",
+                                           "Identity", "Dropout"};
+    for (size_t i = 0; i < G_N_ELEMENTS(free_ops); i++)
+        if (!strcmp(op, free_ops[i]))
+            return TRUE;
+    return FALSE;
+}
+
+double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                      PsimCostSource *src)
+{
+    PsimCostSource dummy;
+    if (!src)
+        src = &dummy;
+    const PsimDevice *d = psim_cluster_device(m->cluster, device);
+    double us;
+    if (psim_node_cost_lookup(n, d->name, d->type, &us)) {
+        *src = PSIM_COST_SOURCE_ANNOTATION;
+        return us;
+    }
+    if (is_free_op(n->op) || (n->flags & PSIM_NODE_CONSTANT)) {
+        *src = PSIM_COST_SOURCE_FREE;
+        return 0;
+    }
+    const PsimOpDef *def = psim_op_lookup(n->op);
+    if ((def && (def->flags & PSIM_OP_ABSTRACT)) || d->kind == PSIM_DEVICE_TYPE_OTHER ||
+        !psim_kernel_supported(g, n, d->type)) {
+        *src = PSIM_COST_SOURCE_NONE;
+        return INFINITY;
+    }
+    PsimOpCount c;
+    psim_graph_node_count(g, n, &c);
+    double flop_us = d->peak_gflops > 0 ? c.flops / (d->peak_gflops * 1e3) : 0;
+    double byte_us = d->mem_bw_GBps > 0 ? (double)(c.bytes_read + c.bytes_written) / (d->mem_bw_GBps * 1e3) : 0;
+    *src = PSIM_COST_SOURCE_ESTIMATE;
+    return MAX(flop_us, byte_us) + d->launch_us;
+}
+
+double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b)
+{
+    return psim_cluster_link_time(m->cluster, a, b, bytes);
+}
+
+double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error)
+{
+    (void)error;
+    int32_t n = psim_graph_n_nodes(g), nd = psim_cluster_n_devices(m->cluster);
+    double *t = g_new(double, (gsize)n * (gsize)nd + 1);
+    for (int32_t i = 0; i < n; i++) {
+        const PsimNode *v = psim_graph_node(g, i);
+        for (int32_t d = 0; d < nd; d++)
+            t[(size_t)i * nd + d] = psim_cost_node(m, g, v, d, NULL);
+    }
+    return t;
+}
+
+static void sig_attr(GString *s, const PsimAttr *a)
+{
+    g_string_append_printf(s, "%s=", a->name);
+    switch (a->type) {
+    case PSIM_ATTR_INT: g_string_append_printf(s, "%" G_GINT64_FORMAT, a->v.i); break;
+    case PSIM_ATTR_FLOAT: g_string_append_printf(s, "%.9g", a->v.f); break;
+    case PSIM_ATTR_STRING: g_string_append(s, a->v.s); break;
+    case PSIM_ATTR_BOOL: g_string_append(s, a->v.b ? "1" : "0"); break;
+    case PSIM_ATTR_DTYPE: g_string_append(s, psim_dtype_name(a->v.dt)); break;
+    case PSIM_ATTR_INTS:
+        for (int32_t i = 0; i < a->n; i++)
+            g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "," : "", a->v.ints[i]);
+        break;
+    case PSIM_ATTR_FLOATS:
+        for (int32_t i = 0; i < a->n; i++)
+            g_string_append_printf(s, "%s%.9g", i ? "," : "", a->v.floats[i]);
+        break;
+    case PSIM_ATTR_STRINGS:
+        for (int32_t i = 0; i < a->n; i++)
+            g_string_append_printf(s, "%s%s", i ? "," : "", a->v.strs[i]);
+        break;
+    case PSIM_ATTR_TENSOR:
+        if (a->v.t) {
+            /* Small tensors (shape arguments) change the work; big ones (weights) only by shape. */
+            g_string_append_printf(s, "%s[", psim_dtype_name(a->v.t->dtype));
+            for (int32_t i = 0; i < a->v.t->rank; i++)
+                g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "x" : "", a->v.t->dims[i]);
+            g_string_append_c(s, ']');
+            if (a->v.t->n_elems <= 16 && a->v.t->dtype != PSIM_DTYPE_STRING) {
+                g_autofree char *h = g_compute_checksum_for_data(G_CHECKSUM_MD5, a->v.t->data, a->v.t->nbytes);
+                g_string_append_printf(s, "#%.8s", h);
+            }
+        }
+        break;
+    default: g_string_append(s, "?"); break;
+    }
+    g_string_append_c(s, ';');
+}
+
+static int cmp_attr(const void *a, const void *b)
+{
+    return strcmp((*(const PsimAttr *const *)a)->name, (*(const PsimAttr *const *)b)->name);
+}
+
+char *psim_cost_signature(const PsimGraph *g, const PsimNode *n)
+{
+    GString *s = g_string_new(n->op);
+    g_string_append_c(s, '(');
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        if (k)
+            g_string_append_c(s, ',');
+        if (n->inputs[k].node < 0) {
+            g_string_append(s, "-");
+            continue;
+        }
+        const PsimNode *p = psim_graph_node(g, n->inputs[k].node);
+        const PsimOutput *o = &p->outputs[n->inputs[k].index];
+        g_string_append(s, psim_dtype_name(o->dtype));
+        g_string_append_c(s, '[');
+        for (int32_t i = 0; i < o->rank; i++)
+            g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "x" : "", o->dims[i]);
+        g_string_append_c(s, ']');
+        /* Shape-like constant inputs (Reshape's shape) are part of the work's definition. */
+        if (o->value && o->value->n_elems <= 16 && o->value->dtype == PSIM_DTYPE_INT64) {
+            g_string_append_c(s, '=');
+            for (int64_t i = 0; i < o->value->n_elems; i++)
+                g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "," : "", psim_tensor_get_i64(o->value, i));
+        }
+    }
+    g_string_append(s, "){");
+    g_autofree const PsimAttr **as = g_new(const PsimAttr *, n->n_attrs + 1);
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        as[i] = &n->attrs[i];
+    qsort(as, (size_t)n->n_attrs, sizeof *as, cmp_attr);
+    for (int32_t i = 0; i < n->n_attrs; i++)
+        sig_attr(s, as[i]);
+    g_string_append_c(s, '}');
+    return g_string_free(s, FALSE);
+}

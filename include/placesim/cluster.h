@@ -1,0 +1,86 @@
+/* Devices and links: cluster files, the "local" machine, and device-name matching.
+ * Device names are /job:J/replica:R/task:T/device:TYPE:N; short forms such as "CPU:0" are
+ * accepted wherever a name is read. Rates: GB/s and GFLOP/s with G = 10^9. */
+#ifndef PLACESIM_CLUSTER_H
+#define PLACESIM_CLUSTER_H
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+    PSIM_DEVICE_TYPE_CPU,
+    PSIM_DEVICE_TYPE_GPU,
+    PSIM_DEVICE_TYPE_OTHER, /* abstract processors of task graphs ("P1") */
+} PsimDeviceType;
+
+typedef struct {
+    char *name;        /* full name */
+    char *short_name;  /* "TYPE:N" */
+    char *type;        /* "CPU", "GPU", or an abstract type name */
+    PsimDeviceType kind;
+    int32_t index;     /* N in TYPE:N */
+    char *job;
+    int32_t replica, task;
+    uint64_t memory_bytes; /* 0: unlimited */
+    double peak_gflops;
+    double mem_bw_GBps;
+    double launch_us;      /* fixed cost per kernel launch */
+    int32_t n_cores;
+    int32_t *cores;        /* CPU devices: the cores its thread is pinned to */
+    int32_t gpu_ordinal;   /* GPU devices: CUDA ordinal; -1 otherwise */
+    int32_t n_streams;     /* compute streams (CPU: 1; GPU: configurable) */
+    char *description;     /* CPU model or GPU name */
+    int32_t sm_count, cc_major, cc_minor;
+} PsimDevice;
+
+typedef struct {
+    double bandwidth_GBps; /* <= 0 or inf: free */
+    double latency_us;
+} PsimLink;
+
+typedef struct PsimCluster PsimCluster;
+
+/* An empty cluster; free with psim_cluster_free. */
+PsimCluster *psim_cluster_new(void);
+void psim_cluster_free(PsimCluster *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCluster, psim_cluster_free)
+
+/* Adds a device named `name` (full or short) of `type`; fills defaults (1 stream, job
+ * localhost). Returns its index, or -1 with an error if the name is taken or malformed. The
+ * returned device (psim_cluster_device) can be edited until the cluster is used. */
+int32_t psim_cluster_device_add(PsimCluster *c, const char *name, const char *type, GError **error);
+int32_t psim_cluster_n_devices(const PsimCluster *c);
+PsimDevice *psim_cluster_device(const PsimCluster *c, int32_t i);
+/* Index of the device with this full or short name, or -1. */
+int32_t psim_cluster_device_find(const PsimCluster *c, const char *name);
+/* TRUE if device d satisfies a request: a full or partial name ("/job:w/device:GPU:*",
+ * "CPU:*", "GPU:1"), or a bare type ("GPU"). Empty or NULL matches everything. */
+gboolean psim_device_matches(const PsimDevice *d, const char *request);
+/* Normalizes a full or short name to the full form; g_free. NULL if malformed. */
+char *psim_device_name_full(const char *name);
+
+void psim_cluster_link_set(PsimCluster *c, int32_t src, int32_t dst, PsimLink link);
+void psim_cluster_default_link_set(PsimCluster *c, PsimLink link);
+/* The link from src to dst: the one set for the pair, else the default. src == dst is free. */
+PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst);
+/* Time in microseconds for `bytes` from src to dst by the link model (latency + size/bw). */
+double psim_cluster_link_time(const PsimCluster *c, int32_t src, int32_t dst, uint64_t bytes);
+
+/* Bumped on every change; caches (sessions) compare it. */
+uint64_t psim_cluster_version(const PsimCluster *c);
+
+/* Cluster JSON ("placesim.cluster/1"). Errors name the file and the device or field. */
+PsimCluster *psim_cluster_load(const char *path, GError **error);
+PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, GError **error);
+char *psim_cluster_to_json(const PsimCluster *c);
+/* "local", "local:N" (this machine: N CPU devices on disjoint cores, plus every CUDA GPU), or a
+ * cluster file. */
+PsimCluster *psim_cluster_from_spec(const char *spec, GError **error);
+/* This machine's CUDA GPUs appended to c (none without a driver or toolkit); returns count. */
+int32_t psim_cluster_detect_gpus(PsimCluster *c);
+
+G_END_DECLS
+
+#endif

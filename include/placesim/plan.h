@@ -1,0 +1,59 @@
+/* The Plan: what the simulator and the executor both run. A plan is a graph (the placed graph
+ * with Send/Recv nodes inserted where edges cross devices) plus, per node, its device, its
+ * position and planned start on that device, and a priority; plus the transfers with their
+ * rendezvous keys, recv earliest starts and priorities, and compression. Made by placer/,
+ * consumed by sim/ and exec/. */
+#ifndef PLACESIM_PLAN_H
+#define PLACESIM_PLAN_H
+
+#include "placesim/graph.h"
+
+G_BEGIN_DECLS
+
+/* One Send/Recv pair: tensor `port` of the partitioned graph crosses from device src to dst. */
+typedef struct {
+    int32_t send;          /* Send node id in plan->graph (on src) */
+    int32_t recv;          /* Recv node id in plan->graph (on dst) */
+    int32_t src, dst;      /* device indices (into plan->devices) */
+    PsimPort port;         /* the tensor sent (producer in plan->graph) */
+    uint64_t bytes;        /* bytes on the wire (after compression) */
+    uint64_t raw_bytes;    /* bytes before compression */
+    gboolean control;      /* a control edge: zero bytes */
+    gboolean compressed;   /* float32 sent as 16 bits */
+    double earliest_start; /* recv may not start before this (ALAP - margin), microseconds */
+    double priority;       /* slack: lower goes first */
+    const char *key;       /* rendezvous key "src;dst;tensor" (the step is appended at run) */
+} PsimTransfer;
+
+typedef struct PsimPlan {
+    PsimGraph *graph;      /* owned: the partitioned graph */
+    char *algo;            /* placement algorithm that made it */
+    int32_t n_devices;
+    char **devices;        /* full device names, index = device id used below */
+    int32_t *device_of;    /* per node of graph */
+    int32_t *n_order;      /* per device: node count */
+    int32_t **order;       /* per device: node ids in execution order */
+    double *planned_start; /* per node, microseconds (the placer's estimate) */
+    double *priority;      /* per node: lower first (dynamic order) */
+    int32_t n_transfers;
+    PsimTransfer *transfers;
+    int32_t *transfer_of_recv; /* per node: transfer index if the node is a Recv, else -1 */
+    double makespan_us;    /* the placer's own estimate */
+} PsimPlan;
+
+/* An empty plan over `graph` (taken) and n_devices named devices; arrays sized and zeroed,
+ * device_of filled with -1. Free with psim_plan_free. */
+PsimPlan *psim_plan_new(PsimGraph *graph, int32_t n_devices, const char *const *devices);
+void psim_plan_free(PsimPlan *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlan, psim_plan_free)
+
+/* JSON ("placesim.plan/1"): the partitioned graph, devices, orders, transfers. Loading gives an
+ * identical plan (save -> load -> save is byte-identical). */
+char *psim_plan_to_json(const PsimPlan *p, gsize *len);
+PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error);
+gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
+PsimPlan *psim_plan_load(const char *path, GError **error);
+
+G_END_DECLS
+
+#endif

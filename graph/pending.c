@@ -32,3 +32,13 @@ char *psim_cluster_to_json(const PsimCluster *c) { (void)c; return g_strdup("{}"
 int32_t psim_cluster_detect_gpus(PsimCluster *c) { (void)c; return 0; }
 gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char *device_type)
 { (void)g; (void)device_type; const PsimOpDef *d = psim_op_lookup(n->op); return !(d && (d->flags & PSIM_OP_ABSTRACT)); }
+const PsimKernelDef *psim_kernel_for_node(const PsimGraph *g, const PsimNode *n, const char *device_type)
+{ (void)g; (void)n; (void)device_type; return NULL; }
+void psim_kernel_register(const PsimKernelDef *def) { (void)def; }
+const PsimKernelDef *psim_kernel_lookup(const char *op, const char *device_type, PsimDType dtype)
+{ (void)op; (void)device_type; (void)dtype; return NULL; }
+PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error) { (void)name; NOT_YET(path); return NULL; }
+PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len, char **name, GError **error)
+{ (void)data; (void)len; (void)name; NOT_YET(path); return NULL; }
+gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path, GError **error)
+{ (void)t; (void)name; NOT_YET(path); return FALSE; }

@@ -422,6 +422,14 @@ char *psim_export_graphml(const PsimGraph *g, GError **error);
 char *psim_export_pbtxt(const PsimGraph *g, GError **error);
 gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error);
 
+/* ONNX TensorProto files (.pb), as in ONNX's test data: read (raw_data or typed fields) and
+ * write (raw_data). *name (optional, g_free) gets the tensor's name. Errors name the file. */
+PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error);
+PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len, char **name,
+                                 GError **error);
+gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path,
+                             GError **error);
+
 /* Built-in models (the zoo), made in code so that a fresh clone can run without files. */
 const char *const *psim_zoo_list(int32_t *n);
 PsimGraph *psim_zoo_make(const char *name, GError **error);

@@ -1,6 +1,6 @@
-/* The kernel registry, keyed by (op, device type, dtype). A kernel states its workspace needs
- * and whether it is asynchronous; placement asks the registry which device types can run a
- * node. The execution interface (PsimKernelDef's run) is defined here too. */
+/* The kernel registry, keyed by (op, device type, dtype), and the interface every kernel
+ * implements. A kernel states its workspace needs and whether it is asynchronous; placement asks
+ * the registry which device types can run a node. Plug-ins (GModule .so files) register more. */
 #ifndef PLACESIM_KERNELS_H
 #define PLACESIM_KERNELS_H
 
@@ -8,11 +8,62 @@
 
 G_BEGIN_DECLS
 
-typedef struct PsimKernelDef PsimKernelDef;
+typedef struct PsimKernelCtx PsimKernelCtx;
 
-/* TRUE if some registered kernel runs node n of g on devices of `device_type` ("CPU", "GPU"):
- * matched on op and the dtype of its first data input (or output). */
+/* What a kernel sees when it runs. The executor fills it. */
+struct PsimKernelCtx {
+    const PsimGraph *graph;
+    const PsimNode *node;
+    int32_t n_inputs;
+    PsimTensor *const *inputs; /* NULL entries for absent optional inputs */
+    int32_t n_outputs;
+    PsimTensor **outputs;      /* the kernel sets each with ctx->alloc (or a ref to an input) */
+    void *workspace;           /* workspace(...) bytes on the device, or NULL */
+    size_t workspace_bytes;
+    void *device;              /* device-specific context (CPU worker, CUDA stream and handles) */
+    const char *device_type;   /* "CPU", "GPU" */
+    void *state;               /* what prepare() returned */
+    /* Allocates a tensor on the kernel's device; NULL with error when out of memory. */
+    PsimTensor *(*alloc)(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank, const int64_t *dims,
+                         GError **error);
+    void *alloc_user;
+};
+
+typedef struct PsimKernelDef {
+    const char *op;
+    const char *device_type; /* "CPU", "GPU" */
+    PsimDType dtype;         /* of the first data input; UNDEFINED matches any */
+    const char *name;
+    const char *description;
+    gboolean async;          /* returns before the work is done (CUDA stream order) */
+    /* Workspace bytes for node n (NULL: none). */
+    size_t (*workspace)(const PsimGraph *g, const PsimNode *n);
+    /* Optional once-per-node setup when a graph is prepared (descriptors, algorithm choice);
+     * sets *state, released by release(). */
+    gboolean (*prepare)(const PsimGraph *g, const PsimNode *n, void *device, void **state,
+                        GError **error);
+    void (*release)(void *state);
+    /* Runs the node: reads ctx->inputs, sets ctx->outputs. Errors name the node. */
+    gboolean (*run)(PsimKernelCtx *ctx, GError **error);
+} PsimKernelDef;
+
+/* Registers a kernel (built-ins at first use; plug-ins from their init). The definition must
+ * outlive the process. A later registration for the same key replaces the earlier one. */
+void psim_kernel_register(const PsimKernelDef *def);
+/* The kernel for (op, device type, dtype), falling back to dtype UNDEFINED; NULL if none. */
+const PsimKernelDef *psim_kernel_lookup(const char *op, const char *device_type, PsimDType dtype);
+/* The kernel for node n of g on device_type (dtype from its first data input, else output). */
+const PsimKernelDef *psim_kernel_for_node(const PsimGraph *g, const PsimNode *n,
+                                          const char *device_type);
+/* TRUE if some registered kernel runs node n of g on devices of `device_type`. */
 gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char *device_type);
+/* All registered kernels (sorted by op, device type, dtype); g_free the array only. */
+const PsimKernelDef **psim_kernel_list(int32_t *n);
+
+/* Loads a plug-in: a shared library exporting
+ *   gboolean psim_plugin_init(GError **error);
+ * which registers ops (psim_op_register) and kernels (psim_kernel_register). */
+gboolean psim_plugin_load(const char *path, GError **error);
 
 G_END_DECLS
 

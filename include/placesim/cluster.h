@@ -38,6 +38,10 @@ typedef struct {
 typedef struct {
     double bandwidth_GBps; /* <= 0 or inf: free */
     double latency_us;
+    /* FALSE (default): concurrent transfers on the link share its bandwidth. TRUE: every
+     * transfer gets the whole bandwidth, the contention-free model of the classic scheduling
+     * papers (HEFT); cluster JSON "independent": true. */
+    gboolean independent;
 } PsimLink;
 
 typedef struct PsimCluster PsimCluster;

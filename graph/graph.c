@@ -528,12 +528,13 @@ gboolean psim_node_cost_lookup(const PsimNode *n, const char *device_name, const
     if (n->n_costs == 0)
         return FALSE;
     const char *sn = device_name ? short_device(device_name) : NULL;
-    for (int pass = 0; pass < 3; pass++)
+    for (int pass = 0; pass < 4; pass++)
         for (int32_t i = 0; i < n->n_costs; i++) {
             const char *d = n->costs[i].device;
             gboolean hit = pass == 0   ? device_name && strcmp(d, device_name) == 0
                            : pass == 1 ? sn && strcmp(short_device(d), sn) == 0
-                                       : device_type && g_ascii_strcasecmp(d, device_type) == 0;
+                           : pass == 2 ? device_type && g_ascii_strcasecmp(d, device_type) == 0
+                                       : strcmp(d, "*") == 0;
             if (hit) {
                 *us = n->costs[i].us;
                 return TRUE;

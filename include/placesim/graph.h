@@ -265,7 +265,8 @@ double psim_node_attr_float(const PsimNode *n, const char *name, double dflt);
 const char *psim_node_attr_string(const PsimNode *n, const char *name, const char *dflt);
 /* List of ints (also accepts a single INT as a list of one); returns count, -1 if absent. */
 int32_t psim_node_attr_ints(const PsimNode *n, const char *name, const int64_t **v);
-/* Cost annotation for a device (exact name, then short name like "GPU:0", then type); returns
+/* Cost annotation for a device (exact name, then short name like "GPU:0", then type, then the
+ * wildcard "*" that matches every device, as task graphs of identical processors use); returns
  * FALSE if none. */
 gboolean psim_node_cost_lookup(const PsimNode *n, const char *device_name, const char *device_type,
                                double *us);

@@ -210,7 +210,7 @@ gboolean psim_device_matches(const PsimDevice *d, const char *request)
 void psim_cluster_link_set(PsimCluster *c, int32_t src, int32_t dst, PsimLink link)
 {
     gint64 *k = g_new(gint64, 1);
-    *k = ((gint64)src << 32) | (guint32)dst;
+    *k = (gint64)(((guint64)(guint32)src << 32) | (guint32)dst);
     g_hash_table_replace(c->links, k, g_memdup2(&link, sizeof link));
     c->version++;
 }
@@ -221,11 +221,19 @@ void psim_cluster_default_link_set(PsimCluster *c, PsimLink link)
     c->version++;
 }
 
+PsimLink psim_cluster_default_link(const PsimCluster *c) { return c->default_link; }
+
+gboolean psim_cluster_link_is_set(const PsimCluster *c, int32_t src, int32_t dst)
+{
+    gint64 k = (gint64)(((guint64)(guint32)src << 32) | (guint32)dst);
+    return g_hash_table_contains(c->links, &k);
+}
+
 PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst)
 {
     if (src == dst)
         return (PsimLink){.bandwidth_GBps = INFINITY, .latency_us = 0};
-    gint64 k = ((gint64)src << 32) | (guint32)dst;
+    gint64 k = (gint64)(((guint64)(guint32)src << 32) | (guint32)dst);
     PsimLink *l = g_hash_table_lookup(c->links, &k);
     return l ? *l : c->default_link;
 }

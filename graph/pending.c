@@ -23,11 +23,6 @@ const char *const *psim_zoo_list(int32_t *n) { *n = 0; static const char *none[]
 PsimGraph *psim_zoo_make(const char *name, GError **error) { NOT_YET(name); return NULL; }
 #include "placesim/cluster.h"
 #include "placesim/kernels.h"
-PsimCluster *psim_cluster_load(const char *path, GError **error) { NOT_YET(path); return NULL; }
-PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, GError **error)
-{ (void)data; (void)len; NOT_YET(path); return NULL; }
-char *psim_cluster_to_json(const PsimCluster *c) { (void)c; return g_strdup("{}"); }
-int32_t psim_cluster_detect_gpus(PsimCluster *c) { (void)c; return 0; }
 gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char *device_type)
 { (void)g; (void)device_type; const PsimOpDef *d = psim_op_lookup(n->op); return !(d && (d->flags & PSIM_OP_ABSTRACT)); }
 const PsimKernelDef *psim_kernel_for_node(const PsimGraph *g, const PsimNode *n, const char *device_type)

@@ -67,6 +67,9 @@ char *psim_device_name_full(const char *name);
 
 void psim_cluster_link_set(PsimCluster *c, int32_t src, int32_t dst, PsimLink link);
 void psim_cluster_default_link_set(PsimCluster *c, PsimLink link);
+PsimLink psim_cluster_default_link(const PsimCluster *c);
+/* TRUE if a link was set for the ordered pair (src, dst) (else the default applies). */
+gboolean psim_cluster_link_is_set(const PsimCluster *c, int32_t src, int32_t dst);
 /* The link from src to dst: the one set for the pair, else the default. src == dst is free. */
 PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst);
 /* Time in microseconds for `bytes` from src to dst by the link model (latency + size/bw). */

@@ -1,0 +1,176 @@
+/* Tests of cluster files (round trip, errors naming the file and the device or field), local:N
+ * and GPU detection. */
+#include <string.h>
+#include <unistd.h>
+
+#include "placesim/cluster.h"
+#include "placesim/graph.h"
+
+static PsimCluster *parse(const char *json, GError **err)
+{
+    return psim_cluster_parse("c.json", json, strlen(json), err);
+}
+
+static void test_roundtrip(void)
+{
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = parse(
+        "{\"format\": \"placesim.cluster/1\", \"devices\": ["
+        " {\"name\": \"/job:w/replica:0/task:1/device:CPU:0\", \"type\": \"CPU\", \"memory_bytes\": 8000000000,"
+        "  \"peak_gflops\": 50, \"mem_bw_GBps\": 20, \"cores\": [0, 1], \"description\": \"test cpu\"},"
+        " {\"name\": \"GPU:0\", \"type\": \"GPU\", \"peak_gflops\": 9000.5, \"mem_bw_GBps\": 900,"
+        "  \"launch_us\": 4, \"streams\": 2, \"sm_count\": 80, \"compute_capability\": \"7.0\"}],"
+        " \"links\": [{\"src\": \"CPU:0\", \"dst\": \"GPU:0\", \"bandwidth_GBps\": 12, \"latency_us\": 10},"
+        "            {\"src\": \"GPU:0\", \"dst\": \"/job:w/replica:0/task:1/device:CPU:0\", \"latency_us\": 7}],"
+        " \"default_link\": {\"bandwidth_GBps\": 3, \"latency_us\": 1, \"independent\": true}}",
+        &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(c);
+    g_assert_cmpint(psim_cluster_n_devices(c), ==, 2);
+    const PsimDevice *cpu = psim_cluster_device(c, 0), *gpu = psim_cluster_device(c, 1);
+    g_assert_cmpstr(cpu->job, ==, "w");
+    g_assert_cmpint(cpu->task, ==, 1);
+    g_assert_cmpint(cpu->n_cores, ==, 2);
+    g_assert_cmpint(cpu->cores[1], ==, 1);
+    g_assert_cmpuint(cpu->memory_bytes, ==, 8000000000u);
+    g_assert_cmpint(gpu->kind, ==, PSIM_DEVICE_TYPE_GPU);
+    g_assert_cmpint(gpu->n_streams, ==, 2);
+    g_assert_cmpint(gpu->cc_major, ==, 7);
+    g_assert_cmpint(gpu->gpu_ordinal, ==, 0);
+    g_assert_cmpfloat(gpu->peak_gflops, ==, 9000.5);
+    PsimLink l = psim_cluster_link(c, 0, 1);
+    g_assert_cmpfloat(l.bandwidth_GBps, ==, 12);
+    g_assert_true(l.independent); /* unset fields, "independent" included, come from the default */
+    /* A link's unset fields come from the default link. */
+    l = psim_cluster_link(c, 1, 0);
+    g_assert_cmpfloat(l.bandwidth_GBps, ==, 3);
+    g_assert_cmpfloat(l.latency_us, ==, 7);
+    g_assert_true(psim_cluster_default_link(c).independent);
+    g_assert_cmpfloat_with_epsilon(psim_cluster_link_time(c, 0, 1, 12000), 11.0, 1e-9);
+
+    g_autofree char *json = psim_cluster_to_json(c);
+    g_autoptr(PsimCluster) c2 = parse(json, &err);
+    g_assert_no_error(err);
+    g_autofree char *json2 = psim_cluster_to_json(c2);
+    g_assert_cmpstr(json, ==, json2);
+    g_assert_cmpint(psim_cluster_device(c2, 0)->n_cores, ==, 2);
+    g_assert_cmpfloat(psim_cluster_link(c2, 1, 0).latency_us, ==, 7);
+    g_assert_cmpstr(psim_cluster_device(c2, 0)->description, ==, "test cpu");
+}
+
+static void expect_error(const char *json, const char *const *needles)
+{
+    GError *err = NULL;
+    PsimCluster *c = parse(json, &err);
+    g_assert_null(c);
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_true(g_str_has_prefix(err->message, "c.json: "));
+    for (int i = 0; needles[i]; i++)
+        if (!strstr(err->message, needles[i]))
+            g_error("'%s' not in error '%s'", needles[i], err->message);
+    g_error_free(err);
+}
+
+#define ERR(json, ...) expect_error(json, (const char *const[]){__VA_ARGS__, NULL})
+#define HEAD "{\"format\": \"placesim.cluster/1\", "
+
+static void test_errors(void)
+{
+    ERR("not json", "not valid JSON");
+    ERR("[1]", "expected a JSON object");
+    ERR("{\"devices\": []}", "format");
+    ERR("{\"format\": \"placesim.graph/1\", \"devices\": []}", "placesim.graph/1");
+    ERR(HEAD "\"devices\": {}}", "'devices'");
+    ERR(HEAD "\"devices\": [{\"type\": \"CPU\"}]}", "devices[0]", "'name'");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:x\"}]}", "CPU:x", "malformed");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\"}, {\"name\": \"CPU:0\"}]}", "CPU:0", "twice");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"peak_gflop\": 3}]}", "device 'CPU:0'", "'peak_gflop'");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"peak_gflops\": -3}]}", "device 'CPU:0'", "'peak_gflops'");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"mem_bw_GBps\": \"fast\"}]}", "'mem_bw_GBps'");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"memory_bytes\": 1.5}]}", "'memory_bytes'");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"cores\": [0, 0]}]}", "device 'CPU:0'", "twice");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"cores\": [-1]}]}", "cores[0]");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"streams\": 0}]}", "'streams'");
+    ERR(HEAD "\"devices\": [{\"name\": \"GPU:0\", \"compute_capability\": \"nine\"}]}", "'compute_capability'");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\"}], \"links\": [{\"src\": \"CPU:0\", \"dst\": \"GPU:3\"}]}",
+        "links[0]", "GPU:3");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\"}], \"links\": [{\"src\": \"CPU:0\", \"dst\": \"CPU:0\"}]}",
+        "links[0]", "same device");
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\"}, {\"name\": \"CPU:1\"}], \"links\": [{\"src\": \"CPU:0\","
+        " \"dst\": \"CPU:1\", \"latency_us\": -1}]}", "links[0]", "'latency_us'");
+    ERR(HEAD "\"devices\": [], \"default_link\": {\"bandwidth_GBps\": 1, \"independent\": 1}}",
+        "default_link", "'independent'");
+    ERR(HEAD "\"devices\": [], \"extra\": 1}", "unknown field 'extra'");
+
+    GError *err = NULL;
+    g_assert_null(psim_cluster_load("/nonexistent/c.json", &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "/nonexistent/c.json"));
+    g_clear_error(&err);
+}
+
+static void test_local(void)
+{
+    GError *err = NULL;
+    long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    int32_t n_cpu = 0;
+    for (int32_t i = 0; i < psim_cluster_n_devices(c); i++) {
+        const PsimDevice *d = psim_cluster_device(c, i);
+        if (d->kind != PSIM_DEVICE_TYPE_CPU)
+            continue;
+        n_cpu++;
+        g_assert_cmpint(d->n_cores, >=, 1);
+        g_assert_nonnull(d->description);
+    }
+    g_assert_cmpint(n_cpu, ==, 2);
+    if (n_cores >= 2) /* disjoint cores */
+        g_assert_cmpint(psim_cluster_device(c, 0)->cores[0], !=, psim_cluster_device(c, 1)->cores[0]);
+    /* The local cluster survives a trip through its file format. */
+    g_autofree char *json = psim_cluster_to_json(c);
+    g_autoptr(PsimCluster) c2 = parse(json, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cluster_n_devices(c2), ==, psim_cluster_n_devices(c));
+    g_assert_null(psim_cluster_from_spec("local:0", &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
+    g_clear_error(&err);
+    g_assert_null(psim_cluster_from_spec("local:two", &err));
+    g_clear_error(&err);
+}
+
+static void test_detect_gpus(void)
+{
+    g_autoptr(PsimCluster) c = psim_cluster_new();
+    int32_t n = psim_cluster_detect_gpus(c);
+    g_assert_cmpint(n, ==, psim_cluster_n_devices(c));
+    for (int32_t i = 0; i < n; i++) {
+        const PsimDevice *d = psim_cluster_device(c, i);
+        g_assert_cmpint(d->kind, ==, PSIM_DEVICE_TYPE_GPU);
+        g_assert_cmpint(d->gpu_ordinal, ==, i);
+        g_assert_cmpint(d->sm_count, >, 0);
+        g_assert_cmpint(d->cc_major, >, 0);
+        g_assert_cmpuint(d->memory_bytes, >, 0);
+        g_assert_cmpfloat(d->peak_gflops, >, 0);
+    }
+#ifndef PSIM_HAVE_CUDA
+    g_assert_cmpint(n, ==, 0);
+#endif
+    /* Asking twice appends GPU:n.. after the ones already there, never a duplicate name. */
+    if (n > 0) {
+        g_assert_cmpint(psim_cluster_detect_gpus(c), ==, n);
+        g_assert_cmpint(psim_cluster_device_find(c, "GPU:0"), ==, 0);
+        g_autofree char *name = g_strdup_printf("GPU:%d", n);
+        g_assert_cmpint(psim_cluster_device_find(c, name), ==, n);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/cluster/json/roundtrip", test_roundtrip);
+    g_test_add_func("/cluster/json/errors", test_errors);
+    g_test_add_func("/cluster/local", test_local);
+    g_test_add_func("/cluster/detect-gpus", test_detect_gpus);
+    return g_test_run();
+}

@@ -1,0 +1,76 @@
+/* placesim cluster: the devices and links of a cluster file or of this machine ("local[:N]").
+ * --json prints the cluster in its own file format, so the output can be saved and edited. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "placesim/cluster.h"
+#include "tools/cli.h"
+
+static void print_link(const char *src, const char *dst, PsimLink l)
+{
+    if (l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps))
+        printf("  %-10s -> %-10s %10.3f GB/s %10.3f us%s\n", src, dst, l.bandwidth_GBps,
+               l.latency_us, l.independent ? "  independent" : "");
+    else
+        printf("  %-10s -> %-10s %15s %10.3f us%s\n", src, dst, "unlimited", l.latency_us,
+               l.independent ? "  independent" : "");
+}
+
+int psim_cmd_cluster(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    const char *spec = NULL;
+    GOptionEntry entries[] = {
+        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec,
+         "A cluster file, or local[:N] (this machine: N CPU devices, plus its GPUs)", "SPEC"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the cluster as placesim.cluster/1 JSON", NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- print a cluster's devices and links");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!psim_cli_parse(ctx, &argc, &argv, "cluster"))
+        return 2;
+    if (argc != 1)
+        return psim_cli_usage("cluster", "unexpected argument '%s'", argv[1]);
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec(spec ? spec : "local", &err);
+    if (!c)
+        return psim_cli_fail(err);
+    if (json) {
+        g_autofree char *s = psim_cluster_to_json(c);
+        printf("%s\n", s);
+        return 0;
+    }
+    int32_t n = psim_cluster_n_devices(c);
+    printf("devices (%d):\n", n);
+    for (int32_t i = 0; i < n; i++) {
+        const PsimDevice *d = psim_cluster_device(c, i);
+        printf("  %-10s %s\n", d->short_name, d->name);
+        g_autofree char *gpu = d->cc_major ? g_strdup_printf(" (cc %d.%d, %d SMs)", d->cc_major,
+                                                               d->cc_minor, d->sm_count)
+                                           : g_strdup("");
+        printf("    type %s, %s%s\n", d->type, d->description ? d->description : "no description", gpu);
+        printf("    peak %.1f GFLOP/s, memory bandwidth %.1f GB/s, launch %.2f us, %d stream%s\n",
+               d->peak_gflops, d->mem_bw_GBps, d->launch_us, d->n_streams, d->n_streams == 1 ? "" : "s");
+        if (d->memory_bytes)
+            printf("    memory %.3f GB\n", d->memory_bytes / 1e9);
+        else
+            printf("    memory unlimited\n");
+        if (d->n_cores > 0) {
+            printf("    cores");
+            for (int32_t k = 0; k < d->n_cores; k++)
+                printf("%s%d", k ? "," : " ", d->cores[k]);
+            printf("\n");
+        }
+        if (d->gpu_ordinal >= 0)
+            printf("    CUDA ordinal %d\n", d->gpu_ordinal);
+    }
+    printf("links:\n");
+    print_link("default", "", psim_cluster_default_link(c));
+    for (int32_t s = 0; s < n; s++)
+        for (int32_t t = 0; t < n; t++)
+            if (s != t && psim_cluster_link_is_set(c, s, t))
+                print_link(psim_cluster_device(c, s)->short_name, psim_cluster_device(c, t)->short_name,
+                           psim_cluster_link(c, s, t));
+    return 0;
+}

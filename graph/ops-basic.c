@@ -61,6 +61,10 @@ static const PsimOpDef basic_ops[] = {
     {"NoOp", "does nothing; used for control dependencies", 0, infer_keep, count_zero, NULL, -1},
     {"Task", "abstract task with annotated costs; no kernel", PSIM_OP_ABSTRACT, infer_keep,
      count_task},
+    /* Partitioning inserts these: a Send consumes a tensor on its device, the matching Recv
+     * produces it on another (outputs set by the partitioner). */
+    {"Send", "sends a tensor to another device (partitioning)", 0, infer_keep, count_zero, NULL, -1},
+    {"Recv", "receives a tensor from another device (partitioning)", 0, infer_keep, count_zero},
 };
 
 void psim__ops_register_basic(void)

@@ -1,0 +1,89 @@
+/* The discrete-event simulator of a Plan: compute streams per device, links as channels, memory
+ * per device. It runs the same Plan the executor runs and emits the same Timeline type.
+ *
+ * Model (docs/sim.md has the details):
+ * - A node runs on one compute stream of its device for its cost from the cost model. In
+ *   `static` order each device issues its nodes in the plan's order (in-order issue to its
+ *   streams); in `dynamic` order a ready queue picks the ready node of lowest plan priority.
+ * - Send and Recv nodes use no compute stream. A Send is done when its input is; its transfer is
+ *   then requested. A transfer starts at max(request, the Recv's earliest start, link free):
+ *   a shared link carries one transfer at a time at full bandwidth, waiting transfers go by recv
+ *   priority (then request time); an `independent` link serves every transfer at once. A
+ *   transfer occupies its link for bytes/bandwidth and arrives latency later (latency counted
+ *   once per transfer). The Recv is done when the last byte arrives.
+ * - Memory: a node's outputs are allocated when it starts (a Recv's when its transfer starts)
+ *   and freed when their last consumer is done (a Send's when its transfer is done); parameters
+ *   (Const/PARAMETER nodes) are resident from the start. Graph outputs are kept.
+ * - Deterministic: equal inputs give byte-identical timelines. */
+#ifndef PLACESIM_SIM_H
+#define PLACESIM_SIM_H
+
+#include "placesim/cost.h"
+#include "placesim/plan.h"
+#include "placesim/timeline.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    PSIM_ORDER_STATIC,  /* follow the plan's order on each device */
+    PSIM_ORDER_DYNAMIC, /* ready queue ordered by the plan's priority */
+} PsimOrder;
+
+/* "static" / "dynamic"; returns FALSE for anything else. */
+gboolean psim_order_from_name(const char *name, PsimOrder *out);
+
+typedef struct {
+    PsimOrder order;
+    int32_t gpu_streams;   /* compute streams per GPU device (0: the cluster's n_streams) */
+    gboolean no_timeline;  /* skip recording (faster; result figures still computed) */
+} PsimSimOptions;
+
+typedef struct {
+    double step_time_us;
+    double critical_path_us;  /* length of the schedule's critical path (= step time) */
+    double lower_bound_us;    /* the graph's critical path with costs and transfer times */
+    int64_t events;           /* events processed */
+    int32_t n_devices;
+    uint64_t *peak_memory;    /* per plan device, bytes */
+    /* First point where a device exceeded its memory capacity, or over_device = -1. */
+    int32_t over_device;
+    int32_t over_node;
+    double over_time_us;
+    uint64_t over_bytes;
+    /* The schedule's critical path: node ids of the plan graph, first to last (Recv nodes
+     * stand for their transfers). */
+    int32_t n_critical;
+    int32_t *critical;
+} PsimSimResult;
+
+void psim_sim_result_clear(PsimSimResult *r);
+
+/* Simulates one step of plan on cost model m. *timeline (optional) receives the predicted
+ * Timeline (free with psim_timeline_free). FALSE with an error if the plan is inconsistent
+ * (a node missing from its device's order, a static order that deadlocks: named). */
+gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptions *opts,
+                      PsimSimResult *res, PsimTimeline **timeline, GError **error);
+
+/* ---- Incremental engine for list-scheduling placers (greedy) ----
+ * Nodes of a graph (no Send/Recv yet) are committed one at a time, each after its
+ * predecessors, appending to its device's stream; probe asks when a node would finish on a
+ * device given what is committed, counting its inputs' transfers on the links. Placer
+ * estimates and simulated times thus come from one model. */
+typedef struct PsimSimEngine PsimSimEngine;
+
+/* cost: optional n_nodes x n_devices table (psim_cost_table); NULL computes on demand. Both g
+ * and m are borrowed. Free with psim_sim_engine_free. */
+PsimSimEngine *psim_sim_engine_new(const PsimGraph *g, PsimCostModel *m, const double *cost);
+void psim_sim_engine_free(PsimSimEngine *e);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimSimEngine, psim_sim_engine_free)
+/* Earliest finish of node on device (+inf if infeasible); *start (optional) its start. */
+double psim_sim_engine_probe(PsimSimEngine *e, int32_t node, int32_t device, double *start);
+/* Commits node to device at its probed start; returns its finish. */
+double psim_sim_engine_commit(PsimSimEngine *e, int32_t node, int32_t device);
+/* Finish time of a committed node, or -1. */
+double psim_sim_engine_finish(const PsimSimEngine *e, int32_t node);
+double psim_sim_engine_makespan(const PsimSimEngine *e);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,729 @@
+/* The discrete-event simulator: one step of a Plan on a cluster, with the cost model's times.
+ * Events live in one binary heap ordered by (time, sequence), so ties resolve in insertion order
+ * and the same inputs always give the same timeline. */
+#include <math.h>
+#include <string.h>
+
+#include "placesim/sim.h"
+
+enum { EV_NODE_END, EV_XFER_READY, EV_LINK_FREE, EV_XFER_ARRIVE };
+
+typedef struct {
+    double t;
+    uint32_t seq;
+    int32_t id;
+    int32_t kind;
+} Event;
+
+typedef struct {
+    Event *a;
+    size_t n, cap;
+    uint32_t seq;
+} Heap;
+
+static inline gboolean ev_less(const Event *x, const Event *y)
+{
+    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+
+static void heap_push(Heap *h, double t, int32_t id, int32_t kind)
+{
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 1024;
+        h->a = g_renew(Event, h->a, h->cap);
+    }
+    Event e = {t, h->seq++, id, kind};
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_less(&e, &h->a[p]))
+            break;
+        h->a[i] = h->a[p];
+        i = p;
+    }
+    h->a[i] = e;
+}
+
+static Event heap_pop(Heap *h)
+{
+    Event top = h->a[0], last = h->a[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && ev_less(&h->a[c + 1], &h->a[c]))
+            c++;
+        if (!ev_less(&h->a[c], &last))
+            break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (h->n)
+        h->a[i] = last;
+    return top;
+}
+
+/* A priority queue of ids keyed by (key, id): ready nodes (dynamic order) and waiting
+ * transfers of a link. */
+typedef struct {
+    double key;
+    int32_t id;
+} PqItem;
+
+typedef struct {
+    PqItem *a;
+    int32_t n, cap;
+} Pq;
+
+static inline gboolean pq_less(const PqItem *x, const PqItem *y)
+{
+    return x->key < y->key || (x->key == y->key && x->id < y->id);
+}
+
+static void pq_push(Pq *q, double key, int32_t id)
+{
+    if (q->n == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 16;
+        q->a = g_renew(PqItem, q->a, q->cap);
+    }
+    PqItem e = {key, id};
+    int32_t i = q->n++;
+    while (i > 0) {
+        int32_t p = (i - 1) / 2;
+        if (!pq_less(&e, &q->a[p]))
+            break;
+        q->a[i] = q->a[p];
+        i = p;
+    }
+    q->a[i] = e;
+}
+
+static int32_t pq_pop(Pq *q)
+{
+    PqItem top = q->a[0], last = q->a[--q->n];
+    int32_t i = 0;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= q->n)
+            break;
+        if (c + 1 < q->n && pq_less(&q->a[c + 1], &q->a[c]))
+            c++;
+        if (!pq_less(&q->a[c], &last))
+            break;
+        q->a[i] = q->a[c];
+        i = c;
+    }
+    if (q->n)
+        q->a[i] = last;
+    return top.id;
+}
+
+enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
+
+typedef struct {
+    int32_t n_streams;
+    int32_t busy;         /* streams in use */
+    uint32_t stream_mask; /* bit s set: stream s busy (first 32 streams) */
+    int32_t pos;          /* static order: next position in order[d] */
+    Pq ready;             /* dynamic order */
+    uint64_t mem, peak, capacity;
+} Dev;
+
+typedef struct {
+    gboolean busy;
+    gboolean independent;
+    double bytes_per_us; /* inf: free */
+    double latency;
+    int32_t current;     /* transfer on the link */
+    Pq waiting;
+} Link;
+
+typedef struct {
+    const PsimPlan *p;
+    const PsimGraph *g;
+    PsimCostModel *m;
+    const PsimCluster *c;
+    PsimOrder order;
+    int32_t n, nd;
+    const int32_t *so, *s;  /* successors */
+    int32_t *pending;
+    uint8_t *kind;
+    uint8_t *ready;
+    uint8_t *done;
+    double *start, *end;
+    int32_t *binding;
+    int32_t *stream;
+    int32_t *out_off;
+    int32_t *remaining;
+    int32_t *send_xfer;      /* per node: transfer index if Send, else -1 */
+    int32_t *cluster_dev;    /* plan device -> cluster device */
+    int32_t *done_order;
+    int32_t n_done;
+    double *xfer_start;
+    double *xfer_request;
+    Dev *dev;
+    Link *link;
+    Heap heap;
+    int32_t *dirty;       /* devices with new ready nodes, dispatched once per time step */
+    uint8_t *is_dirty;
+    int32_t *dirty_cause;
+    int32_t n_dirty;
+    double now;
+    int64_t events;
+    PsimSimResult *res;
+    GError **error;
+    gboolean failed;
+} Sim;
+
+static void node_ready(Sim *s, int32_t v, int32_t cause);
+static void dispatch(Sim *s, int32_t d, int32_t cause);
+
+static void mem_add(Sim *s, int32_t d, uint64_t bytes, int32_t node)
+{
+    if (d < 0 || !bytes)
+        return;
+    Dev *dv = &s->dev[d];
+    dv->mem += bytes;
+    if (dv->mem > dv->peak)
+        dv->peak = dv->mem;
+    if (dv->capacity && dv->mem > dv->capacity && s->res->over_device < 0) {
+        s->res->over_device = d;
+        s->res->over_node = node;
+        s->res->over_time_us = s->now;
+        s->res->over_bytes = dv->mem;
+    }
+}
+
+static void mem_sub(Sim *s, int32_t d, uint64_t bytes)
+{
+    if (d < 0 || !bytes)
+        return;
+    Dev *dv = &s->dev[d];
+    dv->mem = bytes > dv->mem ? 0 : dv->mem - bytes;
+}
+
+static uint64_t outputs_bytes(const PsimNode *v)
+{
+    uint64_t b = 0;
+    for (int32_t k = 0; k < v->n_outputs; k++)
+        b += v->outputs[k].bytes;
+    return b;
+}
+
+/* Node v's consumption of its inputs is over: release tensors whose last consumer it was. */
+static void release_inputs(Sim *s, int32_t v)
+{
+    const PsimNode *nv = psim_graph_node(s->g, v);
+    for (int32_t k = 0; k < nv->n_inputs; k++) {
+        PsimPort p = nv->inputs[k];
+        if (p.node < 0 || s->kind[p.node] == KIND_PARAM)
+            continue;
+        int32_t *r = &s->remaining[s->out_off[p.node] + p.index];
+        if (*r > 0 && --*r == 0)
+            mem_sub(s, s->p->device_of[p.node],
+                    psim_graph_node(s->g, p.node)->outputs[p.index].bytes);
+    }
+}
+
+/* Frees outputs nobody consumes (dead outputs) once v is done. Graph outputs (fetches) stay. */
+static void release_dead_outputs(Sim *s, int32_t v)
+{
+    const PsimNode *nv = psim_graph_node(s->g, v);
+    for (int32_t k = 0; k < nv->n_outputs; k++)
+        if (s->remaining[s->out_off[v] + k] == 0)
+            mem_sub(s, s->p->device_of[v], nv->outputs[k].bytes);
+}
+
+static void node_done(Sim *s, int32_t v)
+{
+    s->done[v] = 1;
+    s->end[v] = s->now;
+    s->done_order[s->n_done++] = v;
+    if (s->kind[v] != KIND_SEND)
+        release_inputs(s, v);
+    if (s->kind[v] != KIND_PARAM)
+        release_dead_outputs(s, v);
+    for (int32_t i = s->so[v]; i < s->so[v + 1]; i++) {
+        int32_t u = s->s[i];
+        if (--s->pending[u] == 0)
+            node_ready(s, u, v);
+    }
+}
+
+static void link_start(Sim *s, int32_t li, int32_t x)
+{
+    Link *l = &s->link[li];
+    const PsimTransfer *t = &s->p->transfers[x];
+    double occupy = isfinite(l->bytes_per_us) && l->bytes_per_us > 0 ? (double)t->bytes / l->bytes_per_us : 0;
+    s->xfer_start[x] = s->now;
+    s->events++;
+    /* The buffer on the destination exists from the transfer's start. */
+    mem_add(s, t->dst, outputs_bytes(psim_graph_node(s->g, t->recv)), t->recv);
+    if (!l->independent) {
+        l->busy = TRUE;
+        l->current = x;
+        heap_push(&s->heap, s->now + occupy, li, EV_LINK_FREE);
+    }
+    heap_push(&s->heap, s->now + occupy + l->latency, x, EV_XFER_ARRIVE);
+}
+
+static void xfer_request(Sim *s, int32_t x)
+{
+    const PsimTransfer *t = &s->p->transfers[x];
+    int32_t li = t->src * s->nd + t->dst;
+    Link *l = &s->link[li];
+    if (l->independent || !l->busy) {
+        link_start(s, li, x);
+    } else {
+        pq_push(&l->waiting, t->priority, x);
+    }
+}
+
+static void node_ready(Sim *s, int32_t v, int32_t cause)
+{
+    s->binding[v] = cause;
+    switch (s->kind[v]) {
+    case KIND_SEND: {
+        s->start[v] = s->now;
+        int32_t x = s->send_xfer[v];
+        node_done(s, v);
+        if (x >= 0) {
+            const PsimTransfer *t = &s->p->transfers[x];
+            s->xfer_request[x] = s->now;
+            if (t->earliest_start > s->now)
+                heap_push(&s->heap, t->earliest_start, x, EV_XFER_READY);
+            else
+                xfer_request(s, x);
+        }
+        return;
+    }
+    case KIND_RECV:
+        return; /* done when its transfer arrives */
+    default:
+        break;
+    }
+    s->ready[v] = 1;
+    s->start[v] = s->now;
+    int32_t d = s->p->device_of[v];
+    if (s->order == PSIM_ORDER_DYNAMIC)
+        pq_push(&s->dev[d].ready, s->p->priority[v], v);
+    /* Dispatch after every event of this instant is in, so that the ready queue sees all the
+     * nodes that became ready at the same time. */
+    if (!s->is_dirty[d]) {
+        s->is_dirty[d] = 1;
+        s->dirty[s->n_dirty++] = d;
+    }
+    s->dirty_cause[d] = cause;
+}
+
+static void dispatch_dirty(Sim *s)
+{
+    for (int32_t i = 0; i < s->n_dirty; i++) {
+        int32_t d = s->dirty[i];
+        s->is_dirty[d] = 0;
+        dispatch(s, d, s->dirty_cause[d]);
+    }
+    s->n_dirty = 0;
+}
+
+static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
+{
+    Dev *dv = &s->dev[d];
+    int32_t st = 0;
+    while (st < 32 && (dv->stream_mask >> st & 1u))
+        st++;
+    if (st < 32)
+        dv->stream_mask |= 1u << st;
+    else
+        st = dv->busy;
+    dv->busy++;
+    s->stream[v] = st;
+    /* start[v] holds the time v became ready; if it waited for its device since, what freed
+     * the device (or let it issue) is what bound its start. */
+    if (s->now > s->start[v] && cause >= 0)
+        s->binding[v] = cause;
+    s->start[v] = s->now;
+    s->events++;
+    const PsimNode *nv = psim_graph_node(s->g, v);
+    double cost = psim_cost_node(s->m, s->g, nv, s->cluster_dev[d], NULL);
+    if (!isfinite(cost)) {
+        if (!s->failed)
+            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "%s: node '%s': no cost for device '%s' (no kernel or annotation)",
+                        psim_graph_name(s->g), nv->name, s->p->devices[d]);
+        s->failed = TRUE;
+        cost = 0;
+    }
+    if (s->kind[v] != KIND_PARAM)
+        mem_add(s, d, outputs_bytes(nv), v);
+    heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
+}
+
+static void dispatch(Sim *s, int32_t d, int32_t cause)
+{
+    Dev *dv = &s->dev[d];
+    if (s->order == PSIM_ORDER_DYNAMIC) {
+        while (dv->busy < dv->n_streams && dv->ready.n > 0)
+            node_start(s, pq_pop(&dv->ready), d, cause);
+        return;
+    }
+    const int32_t *ord = s->p->order[d];
+    int32_t n = s->p->n_order[d];
+    while (dv->busy < dv->n_streams && dv->pos < n) {
+        int32_t v = ord[dv->pos];
+        if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV || s->done[v]) {
+            dv->pos++;
+            continue;
+        }
+        if (!s->ready[v])
+            break;
+        dv->pos++;
+        node_start(s, v, d, cause);
+    }
+}
+
+static gboolean setup(Sim *s)
+{
+    const PsimPlan *p = s->p;
+    const PsimGraph *g = s->g;
+    int32_t n = s->n, nd = s->nd;
+    s->kind = g_new0(uint8_t, n + 1);
+    s->ready = g_new0(uint8_t, n + 1);
+    s->done = g_new0(uint8_t, n + 1);
+    s->start = g_new0(double, n + 1);
+    s->end = g_new0(double, n + 1);
+    s->binding = g_new(int32_t, n + 1);
+    s->stream = g_new0(int32_t, n + 1);
+    s->pending = g_new(int32_t, n + 1);
+    s->out_off = g_new(int32_t, n + 1);
+    s->send_xfer = g_new(int32_t, n + 1);
+    s->done_order = g_new(int32_t, n + 1);
+    s->cluster_dev = g_new(int32_t, nd + 1);
+    s->xfer_start = g_new0(double, p->n_transfers + 1);
+    s->xfer_request = g_new0(double, p->n_transfers + 1);
+    int32_t n_out = 0;
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nv = psim_graph_node(g, v);
+        s->out_off[v] = n_out;
+        n_out += nv->n_outputs;
+        s->binding[v] = -1;
+        s->send_xfer[v] = -1;
+        if (!strcmp(nv->op, "Send"))
+            s->kind[v] = KIND_SEND;
+        else if (!strcmp(nv->op, "Recv"))
+            s->kind[v] = KIND_RECV;
+        else if ((nv->flags & (PSIM_NODE_PARAMETER | PSIM_NODE_CONSTANT)) ||
+                 ((!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant")) && nv->n_inputs == 0))
+            s->kind[v] = KIND_PARAM;
+        if (p->device_of[v] < 0 || p->device_of[v] >= nd) {
+            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': not placed on a device",
+                        psim_graph_name(g), nv->name);
+            return FALSE;
+        }
+    }
+    s->out_off[n] = n_out;
+    s->remaining = g_new0(int32_t, n_out + 1);
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nv = psim_graph_node(g, v);
+        for (int32_t k = 0; k < nv->n_inputs; k++)
+            if (nv->inputs[k].node >= 0)
+                s->remaining[s->out_off[nv->inputs[k].node] + nv->inputs[k].index]++;
+    }
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++) {
+        PsimPort o = psim_graph_output(g, i);
+        if (o.node >= 0)
+            s->remaining[s->out_off[o.node] + o.index]++; /* fetched: never freed */
+    }
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *t = &p->transfers[x];
+        if (t->send < 0 || t->send >= n || t->recv < 0 || t->recv >= n || t->src < 0 ||
+            t->src >= nd || t->dst < 0 || t->dst >= nd) {
+            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: transfer %d is malformed",
+                        psim_graph_name(g), x);
+            return FALSE;
+        }
+        s->send_xfer[t->send] = x;
+    }
+    s->so = NULL;
+    psim_graph_succ(g, &s->so, &s->s);
+    const int32_t *po, *pr;
+    psim_graph_pred(g, &po, &pr);
+    for (int32_t v = 0; v < n; v++)
+        s->pending[v] = po[v + 1] - po[v];
+    s->dev = g_new0(Dev, nd + 1);
+    s->dirty = g_new(int32_t, nd + 1);
+    s->is_dirty = g_new0(uint8_t, nd + 1);
+    s->dirty_cause = g_new(int32_t, nd + 1);
+    s->link = g_new0(Link, (size_t)nd * nd + 1);
+    for (int32_t d = 0; d < nd; d++) {
+        int32_t cd = psim_cluster_device_find(s->c, p->devices[d]);
+        if (cd < 0) {
+            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "plan device '%s' is not in the cluster", p->devices[d]);
+            return FALSE;
+        }
+        s->cluster_dev[d] = cd;
+    }
+    for (int32_t d = 0; d < nd; d++) {
+        const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
+        s->dev[d].n_streams = MAX(1, dv->n_streams);
+        s->dev[d].capacity = dv->memory_bytes;
+        for (int32_t e = 0; e < nd; e++) {
+            PsimLink l = psim_cluster_link(s->c, s->cluster_dev[d], s->cluster_dev[e]);
+            Link *L = &s->link[(size_t)d * nd + e];
+            L->independent = l.independent || d == e;
+            L->bytes_per_us = l.bandwidth_GBps > 0 ? l.bandwidth_GBps * 1e3 : INFINITY;
+            L->latency = d == e ? 0 : l.latency_us;
+            L->current = -1;
+        }
+    }
+    if (s->order == PSIM_ORDER_STATIC) {
+        /* Every computing node must be in its device's order exactly once. */
+        g_autofree uint8_t *seen = g_new0(uint8_t, n + 1);
+        for (int32_t d = 0; d < nd; d++)
+            for (int32_t i = 0; i < p->n_order[d]; i++) {
+                int32_t v = p->order[d][i];
+                if (v < 0 || v >= n || p->device_of[v] != d || seen[v]) {
+                    g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                                "%s: the plan's order on device '%s' is inconsistent at position %d",
+                                psim_graph_name(g), p->devices[d], i);
+                    return FALSE;
+                }
+                seen[v] = 1;
+            }
+        for (int32_t v = 0; v < n; v++)
+            if (!seen[v] && s->kind[v] != KIND_SEND && s->kind[v] != KIND_RECV) {
+                g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                            "%s: node '%s' is missing from the order of device '%s'",
+                            psim_graph_name(g), psim_graph_node(g, v)->name,
+                            p->devices[p->device_of[v]]);
+                return FALSE;
+            }
+    }
+    /* Parameters are resident from the start. */
+    for (int32_t v = 0; v < n; v++)
+        if (s->kind[v] == KIND_PARAM)
+            mem_add(s, p->device_of[v], outputs_bytes(psim_graph_node(g, v)), v);
+    return TRUE;
+}
+
+static void sim_free(Sim *s)
+{
+    g_free(s->kind);
+    g_free(s->ready);
+    g_free(s->done);
+    g_free(s->start);
+    g_free(s->end);
+    g_free(s->binding);
+    g_free(s->stream);
+    g_free(s->pending);
+    g_free(s->out_off);
+    g_free(s->remaining);
+    g_free(s->send_xfer);
+    g_free(s->done_order);
+    g_free(s->cluster_dev);
+    g_free(s->xfer_start);
+    g_free(s->xfer_request);
+    if (s->dev)
+        for (int32_t d = 0; d < s->nd; d++)
+            g_free(s->dev[d].ready.a);
+    g_free(s->dev);
+    g_free(s->dirty);
+    g_free(s->is_dirty);
+    g_free(s->dirty_cause);
+    if (s->link)
+        for (size_t i = 0; i < (size_t)s->nd * s->nd; i++)
+            g_free(s->link[i].waiting.a);
+    g_free(s->link);
+    g_free(s->heap.a);
+}
+
+void psim_sim_result_clear(PsimSimResult *r)
+{
+    g_free(r->peak_memory);
+    g_free(r->critical);
+    memset(r, 0, sizeof *r);
+    r->over_device = -1;
+}
+
+gboolean psim_order_from_name(const char *name, PsimOrder *out)
+{
+    if (!g_strcmp0(name, "static"))
+        *out = PSIM_ORDER_STATIC;
+    else if (!g_strcmp0(name, "dynamic"))
+        *out = PSIM_ORDER_DYNAMIC;
+    else
+        return FALSE;
+    return TRUE;
+}
+
+/* The graph's critical path with the costs used and transfer times, over the completion order
+ * (a topological order that includes each Send -> Recv dependency). */
+static double lower_bound(Sim *s)
+{
+    g_autofree double *fin = g_new0(double, s->n + 1);
+    const int32_t *po, *pr;
+    psim_graph_pred(s->g, &po, &pr);
+    double best = 0;
+    for (int32_t i = 0; i < s->n_done; i++) {
+        int32_t v = s->done_order[i];
+        double st = 0;
+        for (int32_t j = po[v]; j < po[v + 1]; j++)
+            st = MAX(st, fin[pr[j]]);
+        int32_t x = s->kind[v] == KIND_RECV ? s->p->transfer_of_recv[v] : -1;
+        if (x >= 0) {
+            const PsimTransfer *t = &s->p->transfers[x];
+            const Link *l = &s->link[(size_t)t->src * s->nd + t->dst];
+            double occ = isfinite(l->bytes_per_us) ? (double)t->bytes / l->bytes_per_us : 0;
+            st = MAX(st, fin[t->send] + occ + l->latency);
+            fin[v] = st;
+        } else {
+            fin[v] = st + (s->end[v] - s->start[v]);
+        }
+        best = MAX(best, fin[v]);
+    }
+    return best;
+}
+
+gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptions *opts,
+                      PsimSimResult *res, PsimTimeline **timeline, GError **error)
+{
+    PsimSimOptions dflt = {0};
+    if (!opts)
+        opts = &dflt;
+    memset(res, 0, sizeof *res);
+    res->over_device = -1;
+    Sim sim = {0}, *s = &sim;
+    s->p = plan;
+    s->g = plan->graph;
+    s->m = m;
+    s->c = psim_cost_model_cluster(m);
+    s->order = opts->order;
+    s->n = psim_graph_n_nodes(plan->graph);
+    s->nd = plan->n_devices;
+    s->res = res;
+    s->error = error;
+    if (!setup(s)) {
+        sim_free(s);
+        return FALSE;
+    }
+    if (opts->gpu_streams > 0)
+        for (int32_t d = 0; d < s->nd; d++)
+            if (psim_cluster_device(s->c, s->cluster_dev[d])->kind == PSIM_DEVICE_TYPE_GPU)
+                s->dev[d].n_streams = opts->gpu_streams;
+    /* Sources are ready at time 0, in node order. */
+    for (int32_t v = 0; v < s->n; v++)
+        if (s->pending[v] == 0 && !s->ready[v] && !s->done[v])
+            node_ready(s, v, -1);
+    dispatch_dirty(s);
+    while (s->heap.n && !s->failed) {
+        Event e = heap_pop(&s->heap);
+        s->now = e.t;
+        s->events++;
+        switch (e.kind) {
+        case EV_NODE_END: {
+            int32_t d = plan->device_of[e.id];
+            Dev *dv = &s->dev[d];
+            dv->busy--;
+            if (s->stream[e.id] < 32)
+                dv->stream_mask &= ~(1u << s->stream[e.id]);
+            node_done(s, e.id);
+            if (!s->is_dirty[d]) {
+                s->is_dirty[d] = 1;
+                s->dirty[s->n_dirty++] = d;
+            }
+            s->dirty_cause[d] = e.id;
+            break;
+        }
+        case EV_XFER_READY: xfer_request(s, e.id); break;
+        case EV_LINK_FREE: {
+            Link *l = &s->link[e.id];
+            int32_t prev = l->current;
+            l->busy = FALSE;
+            l->current = -1;
+            if (l->waiting.n) {
+                int32_t x = pq_pop(&l->waiting);
+                s->binding[plan->transfers[x].recv] = prev >= 0 ? plan->transfers[prev].recv : -1;
+                link_start(s, (int32_t)e.id, x);
+            }
+            break;
+        }
+        case EV_XFER_ARRIVE: {
+            const PsimTransfer *t = &plan->transfers[e.id];
+            s->start[t->recv] = s->xfer_start[e.id];
+            if (s->binding[t->recv] < 0)
+                s->binding[t->recv] = t->send;
+            release_inputs(s, t->send); /* the source buffer is no longer needed */
+            node_done(s, t->recv);
+            break;
+        }
+        }
+        if (s->n_dirty && (!s->heap.n || s->heap.a[0].t > s->now))
+            dispatch_dirty(s);
+    }
+    if (s->failed) {
+        sim_free(s);
+        return FALSE;
+    }
+    if (s->n_done < s->n) {
+        int32_t stuck = -1;
+        for (int32_t v = 0; v < s->n && stuck < 0; v++)
+            if (!s->done[v] && s->ready[v])
+                stuck = v;
+        for (int32_t v = 0; v < s->n && stuck < 0; v++)
+            if (!s->done[v])
+                stuck = v;
+        const PsimNode *nv = psim_graph_node(s->g, stuck);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: node '%s': the plan deadlocks (%s order on device '%s'; %d of %d nodes ran)",
+                    psim_graph_name(s->g), nv->name, s->order == PSIM_ORDER_STATIC ? "static" : "dynamic",
+                    plan->devices[plan->device_of[stuck]], s->n_done, s->n);
+        sim_free(s);
+        return FALSE;
+    }
+    double step = 0;
+    int32_t last = -1;
+    for (int32_t v = 0; v < s->n; v++)
+        if (s->end[v] > step || last < 0) {
+            step = MAX(step, s->end[v]);
+            last = v;
+        }
+    res->step_time_us = step;
+    res->critical_path_us = step;
+    res->lower_bound_us = lower_bound(s);
+    res->n_devices = s->nd;
+    res->peak_memory = g_new0(uint64_t, s->nd + 1);
+    for (int32_t d = 0; d < s->nd; d++)
+        res->peak_memory[d] = s->dev[d].peak;
+    int32_t c = 0;
+    for (int32_t v = last; v >= 0 && c <= s->n; v = s->binding[v])
+        c++;
+    res->n_critical = c;
+    res->critical = g_new(int32_t, c + 1);
+    for (int32_t v = last, i = c; v >= 0 && i > 0; v = s->binding[v])
+        res->critical[--i] = v;
+    res->events = s->events;
+    if (timeline) {
+        PsimTimeline *t = psim_timeline_new(psim_graph_name(s->g), "sim", s->nd,
+                                            (const char *const *)plan->devices);
+        for (int32_t v = 0; v < s->n; v++) {
+            if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV)
+                continue;
+            const PsimNode *nv = psim_graph_node(s->g, v);
+            psim_timeline_op_add(t, nv->name, nv->op, v, plan->device_of[v], s->stream[v],
+                                 s->start[v], s->end[v]);
+        }
+        for (int32_t x = 0; x < plan->n_transfers; x++) {
+            const PsimTransfer *tr = &plan->transfers[x];
+            psim_timeline_xfer_add(t, psim_graph_node(s->g, tr->recv)->name, tr->key, x, tr->src,
+                                   tr->dst, s->xfer_start[x], s->end[tr->recv], tr->bytes);
+        }
+        t->step_time_us = step;
+        t->critical_path_us = res->lower_bound_us;
+        memcpy(t->peak_memory, res->peak_memory, sizeof(uint64_t) * (size_t)s->nd);
+        *timeline = t;
+    }
+    sim_free(s);
+    return TRUE;
+}

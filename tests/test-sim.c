@@ -1,0 +1,396 @@
+/* Simulator tests on hand-built plans whose timelines were computed by hand: shared links,
+ * latency, recv earliest starts, memory peaks, capacity, static vs dynamic order, the engine. */
+#include <math.h>
+#include <string.h>
+
+#include "placesim/sim.h"
+
+/* A tiny builder: Task nodes with one output of `bytes` and cost `us` on every device of
+ * type P. Devices are P:0 .. P:n-1. */
+typedef struct {
+    PsimGraph *g;
+    PsimCluster *c;
+    GArray *xfers;
+    int32_t *dev; /* per node */
+    int32_t n_alloc;
+} B;
+
+static void b_init(B *b, int32_t n_dev, double GBps, double lat, gboolean independent)
+{
+    b->g = psim_graph_new("t");
+    b->c = psim_cluster_new();
+    for (int32_t i = 0; i < n_dev; i++) {
+        g_autofree char *nm = g_strdup_printf("P:%d", i);
+        g_assert_cmpint(psim_cluster_device_add(b->c, nm, "P", NULL), ==, i);
+    }
+    psim_cluster_default_link_set(b->c, (PsimLink){GBps, lat, independent});
+    b->xfers = g_array_new(FALSE, TRUE, sizeof(PsimTransfer));
+    b->n_alloc = 64;
+    b->dev = g_new0(int32_t, b->n_alloc);
+}
+
+static PsimNode *b_node(B *b, const char *name, double us, uint64_t bytes, int32_t dev,
+                        const char *in1, const char *in2)
+{
+    PsimNode *n = psim_graph_node_add(b->g, name, "Task", NULL);
+    g_assert_nonnull(n);
+    psim_graph_node_outputs_set(b->g, n, 1);
+    n->outputs[0].bytes = bytes;
+    psim_graph_node_cost_set(b->g, n, "P", us);
+    if (in1)
+        psim_graph_node_input_add_ref(b->g, n, in1);
+    if (in2)
+        psim_graph_node_input_add_ref(b->g, n, in2);
+    b->dev[n->id] = dev;
+    return n;
+}
+
+/* A Send of `src`'s output 0 from its device to dst, and the Recv on dst named recv_name. */
+static void b_xfer(B *b, const char *src, int32_t dst, const char *recv_name, double earliest,
+                   double priority)
+{
+    PsimNode *p = psim_graph_node_find(b->g, src);
+    g_autofree char *sname = g_strdup_printf("send_%s", recv_name);
+    PsimNode *s = psim_graph_node_add(b->g, sname, "Send", NULL);
+    psim_graph_node_input_add(b->g, s, (PsimPort){p->id, 0});
+    PsimNode *r = psim_graph_node_add(b->g, recv_name, "Recv", NULL);
+    psim_graph_node_outputs_set(b->g, r, 1);
+    r->outputs[0].bytes = p->outputs[0].bytes;
+    b->dev[s->id] = b->dev[p->id];
+    b->dev[r->id] = dst;
+    PsimTransfer t = {.send = s->id, .recv = r->id, .src = b->dev[p->id], .dst = dst,
+                      .port = {p->id, 0}, .bytes = p->outputs[0].bytes,
+                      .raw_bytes = p->outputs[0].bytes, .earliest_start = earliest,
+                      .priority = priority, .key = recv_name};
+    g_array_append_val(b->xfers, t);
+}
+
+/* Builds the plan: order on each device = node id order. */
+static PsimPlan *b_plan(B *b)
+{
+    GError *err = NULL;
+    g_assert_true(psim_graph_finalize(b->g, &err));
+    int32_t nd = psim_cluster_n_devices(b->c), n = psim_graph_n_nodes(b->g);
+    g_autofree const char **names = g_new(const char *, nd);
+    for (int32_t d = 0; d < nd; d++)
+        names[d] = psim_cluster_device(b->c, d)->name;
+    PsimPlan *p = psim_plan_new(b->g, nd, names);
+    b->g = NULL;
+    for (int32_t v = 0; v < n; v++)
+        p->device_of[v] = b->dev[v];
+    for (int32_t d = 0; d < nd; d++) {
+        p->order[d] = g_new(int32_t, n);
+        for (int32_t v = 0; v < n; v++)
+            if (b->dev[v] == d)
+                p->order[d][p->n_order[d]++] = v;
+    }
+    p->n_transfers = (int32_t)b->xfers->len;
+    p->transfers = (PsimTransfer *)g_array_free(b->xfers, FALSE);
+    b->xfers = NULL;
+    for (int32_t x = 0; x < p->n_transfers; x++)
+        p->transfer_of_recv[p->transfers[x].recv] = x;
+    for (int32_t v = 0; v < n; v++)
+        p->priority[v] = v;
+    return p;
+}
+
+static void b_free(B *b)
+{
+    psim_graph_free(b->g);
+    psim_cluster_free(b->c);
+    if (b->xfers)
+        g_array_free(b->xfers, TRUE);
+    g_free(b->dev);
+}
+
+static double op_start(const PsimTimeline *t, const char *name)
+{
+    for (guint i = 0; i < t->ops->len; i++) {
+        PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+        if (!strcmp(o->name, name))
+            return o->start;
+    }
+    g_error("no op %s", name);
+    return -1;
+}
+
+static const PsimTimelineXfer *xfer(const PsimTimeline *t, const char *name)
+{
+    for (guint i = 0; i < t->xfers->len; i++) {
+        PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
+        if (!strcmp(x->name, name))
+            return x;
+    }
+    g_error("no transfer %s", name);
+    return NULL;
+}
+
+static PsimTimeline *run(PsimPlan *p, PsimCluster *c, PsimOrder order, PsimSimResult *r)
+{
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    PsimSimOptions o = {.order = order};
+    PsimTimeline *t = NULL;
+    GError *err = NULL;
+    gboolean ok = psim_sim_run(p, m, &o, r, &t, &err);
+    g_assert_no_error(err);
+    g_assert_true(ok);
+    return t;
+}
+
+/* Two 100-byte tensors cross one shared link of 1 byte/us with latency 5 after A ends at 10:
+ * the first occupies the link 10..110 and arrives at 115; the second waits, occupies 110..210
+ * and arrives at 215. */
+static void test_shared_link(void)
+{
+    B b;
+    b_init(&b, 2, 0.001, 5, FALSE);
+    b_node(&b, "A", 10, 100, 0, NULL, NULL);
+    b_node(&b, "A2", 0, 100, 0, "A:0", NULL);
+    b_xfer(&b, "A", 1, "rA", 0, 1);
+    b_xfer(&b, "A2", 1, "rA2", 0, 2);
+    b_node(&b, "B", 3, 4, 1, "rA:0", NULL);
+    b_node(&b, "C", 3, 4, 1, "rA2:0", NULL);
+    g_autoptr(PsimPlan) p = b_plan(&b);
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+    g_assert_cmpfloat(xfer(t, "rA")->start, ==, 10);
+    g_assert_cmpfloat(xfer(t, "rA")->end, ==, 115);
+    g_assert_cmpfloat(xfer(t, "rA2")->start, ==, 110);
+    g_assert_cmpfloat(xfer(t, "rA2")->end, ==, 215);
+    g_assert_cmpfloat(op_start(t, "B"), ==, 115);
+    g_assert_cmpfloat(op_start(t, "C"), ==, 215);
+    g_assert_cmpfloat(r.step_time_us, ==, 218);
+    psim_sim_result_clear(&r);
+    b_free(&b);
+}
+
+/* The same with an independent link: both arrive at 115. And with priorities reversed on a
+ * shared link, the second tensor goes first. */
+static void test_independent_and_priority(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        B b;
+        b_init(&b, 2, 0.001, 5, mode == 0);
+        b_node(&b, "A", 10, 100, 0, NULL, NULL);
+        b_node(&b, "A2", 0, 100, 0, "A:0", NULL);
+        b_xfer(&b, "A", 1, "rA", 0, 2);
+        b_xfer(&b, "A2", 1, "rA2", 0, 1);
+        b_node(&b, "B", 3, 4, 1, "rA:0", NULL);
+        g_autoptr(PsimPlan) p = b_plan(&b);
+        PsimSimResult r;
+        /* Requested at the same time (A2 costs 0): priority decides who waits. */
+        g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+        if (mode == 0) {
+            g_assert_cmpfloat(xfer(t, "rA")->end, ==, 115);
+            g_assert_cmpfloat(xfer(t, "rA2")->end, ==, 115);
+        } else {
+            /* rA was requested first and took the free link; rA2 waits for it. */
+            g_assert_cmpfloat(xfer(t, "rA")->end, ==, 115);
+            g_assert_cmpfloat(xfer(t, "rA2")->start, ==, 110);
+        }
+        psim_sim_result_clear(&r);
+        b_free(&b);
+    }
+    /* Three transfers queued behind a busy link leave in priority order, not request order. */
+    B b;
+    b_init(&b, 2, 0.001, 0, FALSE);
+    b_node(&b, "A", 10, 100, 0, NULL, NULL);
+    b_node(&b, "X", 0, 10, 0, "A:0", NULL);
+    b_node(&b, "Y", 0, 10, 0, "A:0", NULL);
+    b_xfer(&b, "A", 1, "rA", 0, 0);
+    b_xfer(&b, "X", 1, "rX", 0, 9);
+    b_xfer(&b, "Y", 1, "rY", 0, 1);
+    g_autoptr(PsimPlan) p = b_plan(&b);
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+    g_assert_cmpfloat(xfer(t, "rA")->end, ==, 110);
+    g_assert_cmpfloat(xfer(t, "rY")->start, ==, 110);
+    g_assert_cmpfloat(xfer(t, "rY")->end, ==, 120);
+    g_assert_cmpfloat(xfer(t, "rX")->start, ==, 120);
+    psim_sim_result_clear(&r);
+    b_free(&b);
+}
+
+/* Latency is paid once per transfer, not per byte or per hop: 10 + 100/1 + 5 = 115, and a
+ * zero-byte (control) transfer costs exactly the latency. */
+static void test_latency_once(void)
+{
+    B b;
+    b_init(&b, 2, 0.001, 5, FALSE);
+    b_node(&b, "A", 10, 100, 0, NULL, NULL);
+    b_node(&b, "Z", 1, 0, 0, NULL, NULL);
+    b_xfer(&b, "A", 1, "rA", 0, 0);
+    b_xfer(&b, "Z", 1, "rZ", 0, 0);
+    g_autoptr(PsimPlan) p = b_plan(&b);
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+    g_assert_cmpfloat(xfer(t, "rA")->end, ==, 115);
+    /* Z ends at 11, but the link is busy until 110; then 0 bytes + 5 latency. */
+    g_assert_cmpfloat(xfer(t, "rZ")->start, ==, 110);
+    g_assert_cmpfloat(xfer(t, "rZ")->end, ==, 115);
+    g_assert_cmpfloat(r.lower_bound_us, ==, 115);
+    psim_sim_result_clear(&r);
+    b_free(&b);
+}
+
+/* A Recv whose earliest start is 50 does not start at 10 when its tensor is ready. */
+static void test_earliest_start(void)
+{
+    B b;
+    b_init(&b, 2, 0.001, 5, FALSE);
+    b_node(&b, "A", 10, 20, 0, NULL, NULL);
+    b_xfer(&b, "A", 1, "rA", 50, 0);
+    b_node(&b, "B", 1, 4, 1, "rA:0", NULL);
+    g_autoptr(PsimPlan) p = b_plan(&b);
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+    g_assert_cmpfloat(xfer(t, "rA")->start, ==, 50);
+    g_assert_cmpfloat(xfer(t, "rA")->end, ==, 75);
+    g_assert_cmpfloat(op_start(t, "B"), ==, 75);
+    g_assert_cmpfloat(r.step_time_us, ==, 76);
+    psim_sim_result_clear(&r);
+    b_free(&b);
+}
+
+/* A (10 B) feeds B and C (100 B each), which feed D and E (1 B, fetched). With one stream the
+ * peak is 10 + 100 + 1 = 111 (A, C, and D's kept output); with two streams B and C overlap from
+ * time 1 to 6: 10 + 100 + 100 = 210 (at 6 A is freed before D and E start). A capacity of 150
+ * is exceeded only then, when C starts at time 1. */
+static void test_memory_overlap(void)
+{
+    for (int streams = 1; streams <= 2; streams++) {
+        B b;
+        b_init(&b, 1, 1, 0, FALSE);
+        psim_cluster_device(b.c, 0)->n_streams = streams;
+        psim_cluster_device(b.c, 0)->memory_bytes = 150;
+        b_node(&b, "A", 1, 10, 0, NULL, NULL);
+        b_node(&b, "B", 5, 100, 0, "A:0", NULL);
+        b_node(&b, "D", 1, 1, 0, "B:0", NULL);
+        b_node(&b, "C", 5, 100, 0, "A:0", NULL);
+        b_node(&b, "E", 1, 1, 0, "C:0", NULL);
+        g_autoptr(PsimPlan) p = b_plan(&b);
+        psim_graph_output_add(p->graph, (PsimPort){psim_graph_node_find(p->graph, "D")->id, 0});
+        psim_graph_output_add(p->graph, (PsimPort){psim_graph_node_find(p->graph, "E")->id, 0});
+        PsimSimResult r;
+        g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_DYNAMIC, &r);
+        if (streams == 1) {
+            g_assert_cmpuint(r.peak_memory[0], ==, 111);
+            g_assert_cmpint(r.over_device, ==, -1);
+        } else {
+            g_assert_cmpuint(r.peak_memory[0], ==, 210);
+            g_assert_cmpint(r.over_device, ==, 0);
+            g_assert_cmpstr(psim_graph_node(p->graph, r.over_node)->name, ==, "C");
+            g_assert_cmpfloat(r.over_time_us, ==, 1);
+        }
+        psim_sim_result_clear(&r);
+        b_free(&b);
+    }
+}
+
+/* Static order follows the plan even when another ready node could go first; dynamic order
+ * takes the ready node of lowest priority. A static order against the dependencies deadlocks
+ * and is reported, naming a node. */
+static void test_static_dynamic(void)
+{
+    B b;
+    b_init(&b, 1, 1, 0, FALSE);
+    b_node(&b, "A", 10, 1, 0, NULL, NULL);
+    b_node(&b, "B", 1, 1, 0, "A:0", NULL);
+    b_node(&b, "C", 1, 1, 0, NULL, NULL);
+    g_autoptr(PsimPlan) p = b_plan(&b);
+    /* Order A, B, C; priorities favour C. */
+    p->priority[2] = -1;
+    PsimSimResult r;
+    PsimTimeline *t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+    g_assert_cmpfloat(op_start(t, "C"), ==, 11);
+    psim_timeline_free(t);
+    psim_sim_result_clear(&r);
+    t = run(p, b.c, PSIM_ORDER_DYNAMIC, &r);
+    g_assert_cmpfloat(op_start(t, "C"), ==, 0);
+    g_assert_cmpfloat(op_start(t, "A"), ==, 1);
+    psim_timeline_free(t);
+    psim_sim_result_clear(&r);
+    /* Swap A and B in the static order: B waits for A forever. */
+    p->order[0][0] = 1;
+    p->order[0][1] = 0;
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, NULL);
+    GError *err = NULL;
+    PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+    g_assert_false(psim_sim_run(p, m, &o, &r, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "deadlock"));
+    g_clear_error(&err);
+    b_free(&b);
+}
+
+/* Same inputs, same timeline, field by field. */
+static void test_deterministic(void)
+{
+    B b;
+    b_init(&b, 3, 0.01, 1, FALSE);
+    char name[16], in[20];
+    for (int i = 0; i < 60; i++) {
+        g_snprintf(name, sizeof name, "n%d", i);
+        g_snprintf(in, sizeof in, "n%d:0", i / 2);
+        b_node(&b, name, 1 + i % 7, 100 + i, 0, i ? in : NULL, NULL);
+    }
+    g_autoptr(PsimPlan) p = b_plan(&b);
+    PsimSimResult r1, r2;
+    g_autoptr(PsimTimeline) t1 = run(p, b.c, PSIM_ORDER_DYNAMIC, &r1);
+    g_autoptr(PsimTimeline) t2 = run(p, b.c, PSIM_ORDER_DYNAMIC, &r2);
+    g_assert_cmpuint(t1->ops->len, ==, t2->ops->len);
+    for (guint i = 0; i < t1->ops->len; i++) {
+        PsimTimelineOp *a = &g_array_index(t1->ops, PsimTimelineOp, i);
+        PsimTimelineOp *c = &g_array_index(t2->ops, PsimTimelineOp, i);
+        g_assert_cmpstr(a->name, ==, c->name);
+        g_assert_true(a->start == c->start && a->end == c->end && a->device == c->device);
+    }
+    psim_sim_result_clear(&r1);
+    psim_sim_result_clear(&r2);
+    b_free(&b);
+}
+
+/* The incremental engine agrees with the simulator for a plan committed in one order: a chain
+ * A(dev0) -> B(dev1) -> C(dev0) over a link of 1 byte/us and latency 2. */
+static void test_engine(void)
+{
+    g_autoptr(PsimGraph) g = psim_graph_new("e");
+    g_autoptr(PsimCluster) c = psim_cluster_new();
+    psim_cluster_device_add(c, "P:0", "P", NULL);
+    psim_cluster_device_add(c, "P:1", "P", NULL);
+    psim_cluster_default_link_set(c, (PsimLink){0.001, 2, FALSE});
+    const char *names[] = {"A", "B", "C"};
+    for (int i = 0; i < 3; i++) {
+        PsimNode *n = psim_graph_node_add(g, names[i], "Task", NULL);
+        psim_graph_node_outputs_set(g, n, 1);
+        n->outputs[0].bytes = 10;
+        psim_graph_node_cost_set(g, n, "P", 5);
+        if (i)
+            psim_graph_node_input_add(g, n, (PsimPort){i - 1, 0});
+    }
+    g_assert_true(psim_graph_finalize(g, NULL));
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(PsimSimEngine) e = psim_sim_engine_new(g, m, NULL);
+    g_assert_cmpfloat(psim_sim_engine_commit(e, 0, 0), ==, 5);
+    g_assert_cmpfloat(psim_sim_engine_probe(e, 1, 0, NULL), ==, 10);
+    g_assert_cmpfloat(psim_sim_engine_probe(e, 1, 1, NULL), ==, 5 + 10 + 2 + 5);
+    g_assert_cmpfloat(psim_sim_engine_commit(e, 1, 1), ==, 22);
+    g_assert_cmpfloat(psim_sim_engine_probe(e, 2, 0, NULL), ==, 22 + 12 + 5);
+    g_assert_cmpfloat(psim_sim_engine_probe(e, 2, 1, NULL), ==, 27);
+    g_assert_cmpfloat(psim_sim_engine_commit(e, 2, 1), ==, 27);
+    g_assert_cmpfloat(psim_sim_engine_makespan(e), ==, 27);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/sim/shared-link", test_shared_link);
+    g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
+    g_test_add_func("/sim/latency-once", test_latency_once);
+    g_test_add_func("/sim/earliest-start", test_earliest_start);
+    g_test_add_func("/sim/memory-overlap", test_memory_overlap);
+    g_test_add_func("/sim/static-dynamic", test_static_dynamic);
+    g_test_add_func("/sim/deterministic", test_deterministic);
+    g_test_add_func("/sim/engine", test_engine);
+    return g_test_run();
+}

@@ -27,6 +27,9 @@ void psim__igraph_init(void)
     if (g_once_init_enter(&once)) {
         igraph_set_error_handler(igraph_error_quiet);
         igraph_set_warning_handler(igraph_warning_quiet);
+        /* The C attribute handler, attached before any igraph graph exists so that every graph
+         * has its attribute record (the DOT and GraphML exporters name vertices with it). */
+        igraph_set_attribute_table(&igraph_cattribute_table);
         g_once_init_leave(&once, 1);
     }
 }

@@ -8,8 +8,6 @@ PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GEr
 { (void)data; (void)len; NOT_YET(path); return NULL; }
 PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text, GError **error)
 { (void)data; (void)len; (void)text; NOT_YET(path); return NULL; }
-char *psim_export_dot(const PsimGraph *g, GError **error) { (void)g; NOT_YET("dot"); return NULL; }
-char *psim_export_graphml(const PsimGraph *g, GError **error) { (void)g; NOT_YET("graphml"); return NULL; }
 char *psim_export_pbtxt(const PsimGraph *g, GError **error) { (void)g; NOT_YET("pbtxt"); return NULL; }
 PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_feeds,
                             const char *const *fetches, int n_fetches, GError **error)

@@ -15,8 +15,6 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
 PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
 { (void)g; (void)n_merged; NOT_YET("cse"); return NULL; }
 int32_t psim_graph_fold_constants(PsimGraph *g, GError **error) { (void)g; (void)error; return 0; }
-const char *const *psim_zoo_list(int32_t *n) { *n = 0; static const char *none[] = {NULL}; return none; }
-PsimGraph *psim_zoo_make(const char *name, GError **error) { NOT_YET(name); return NULL; }
 #include "placesim/cluster.h"
 #include "placesim/kernels.h"
 gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char *device_type)

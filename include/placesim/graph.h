@@ -433,7 +433,11 @@ gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *
 
 /* Built-in models (the zoo), made in code so that a fresh clone can run without files. */
 const char *const *psim_zoo_list(int32_t *n);
+/* A graph of a built-in model (NULL with an error naming the known models); the graph is
+ * finalized and shapes are inferred. Free with psim_graph_free. */
 PsimGraph *psim_zoo_make(const char *name, GError **error);
+/* A one-line description of a built-in model (static storage), or NULL. */
+const char *psim_zoo_description(const char *name);
 
 G_END_DECLS
 

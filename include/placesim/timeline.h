@@ -50,6 +50,30 @@ void psim_timeline_op_add(PsimTimeline *t, const char *name, const char *op, int
 void psim_timeline_xfer_add(PsimTimeline *t, const char *name, const char *key, int32_t transfer,
                             int32_t src, int32_t dst, double start, double end, uint64_t bytes);
 
+/* Chrome Trace Event Format (readable by Perfetto and chrome://tracing): one pid per device,
+ * one tid per compute stream and per link ("to DEV" on the sender, "from DEV" on the receiver),
+ * "X" slices for ops (cat "op") and transfers (cat "transfer"), flow events from each send to
+ * its receive, and the step's figures under otherData.placesim. g_free the string. */
+char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len);
+gboolean psim_timeline_save_chrome(const PsimTimeline *t, const char *path, GError **error);
+/* Reads a trace written by psim_timeline_save_chrome (sim or run); errors name the file. */
+PsimTimeline *psim_timeline_load_chrome(const char *path, GError **error);
+PsimTimeline *psim_timeline_parse_chrome(const char *path, const char *data, gsize len,
+                                         GError **error);
+
+/* Appends the timeline to an SQLite database (tables runs, run_devices, ops, transfers; see
+ * docs/formats.md), creating them if needed; label names the run (graph/algo). Returns the new
+ * run id, or -1 with an error. */
+int64_t psim_timeline_save_sqlite(const PsimTimeline *t, const char *path, const char *label,
+                                  GError **error);
+
+/* A Gantt chart through gnuplot (run as a process): devices' streams and links as rows. The
+ * format comes from the file name (.png or .svg). */
+gboolean psim_timeline_plot_gantt(const PsimTimeline *t, const char *path, const char *title,
+                                  GError **error);
+/* Runs gnuplot with `script` on stdin; errors carry gnuplot's message. */
+gboolean psim_gnuplot_run(const char *script, GError **error);
+
 G_END_DECLS
 
 #endif

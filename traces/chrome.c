@@ -1,0 +1,277 @@
+/* Timelines as Chrome Trace Event JSON (Perfetto, chrome://tracing): writer and reader. */
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "placesim/graph.h"
+#include "placesim/timeline.h"
+
+static void jstr(GString *s, const char *v)
+{
+    g_string_append_c(s, '"');
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            g_string_append_c(s, '\\'), g_string_append_c(s, (char)*p);
+        else if (*p < 0x20)
+            g_string_append_printf(s, "\\u%04x", *p);
+        else
+            g_string_append_c(s, (char)*p);
+    }
+    g_string_append_c(s, '"');
+}
+
+static void jnum(GString *s, double v)
+{
+    char buf[40];
+    if (!isfinite(v))
+        v = 0;
+    g_ascii_formatd(buf, sizeof buf, "%.17g", v);
+    /* Shorter when exact: most times are round numbers of microseconds. */
+    char short_buf[40];
+    g_ascii_formatd(short_buf, sizeof short_buf, "%.6f", v);
+    char *end = short_buf + strlen(short_buf) - 1;
+    while (*end == '0')
+        *end-- = '\0';
+    if (*end == '.')
+        *end = '\0';
+    g_string_append(s, g_ascii_strtod(short_buf, NULL) == v ? short_buf : buf);
+}
+
+/* Link tracks are numbered after the streams: 1000 + peer device. */
+#define LINK_TID 1000
+
+char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len)
+{
+    GString *s = g_string_sized_new(256 + 160 * (t->ops->len + 2 * t->xfers->len));
+    g_string_append(s, "{\"displayTimeUnit\": \"ns\",\n\"otherData\": {\"placesim\": {\"graph\": ");
+    jstr(s, t->graph);
+    g_string_append(s, ", \"kind\": ");
+    jstr(s, t->kind);
+    g_string_append(s, ", \"step_time_us\": ");
+    jnum(s, t->step_time_us);
+    g_string_append(s, ", \"critical_path_us\": ");
+    jnum(s, t->critical_path_us);
+    g_string_append(s, ", \"devices\": [");
+    for (int32_t d = 0; d < t->n_devices; d++) {
+        if (d)
+            g_string_append(s, ", ");
+        jstr(s, t->devices[d]);
+    }
+    g_string_append(s, "], \"peak_memory_bytes\": [");
+    for (int32_t d = 0; d < t->n_devices; d++)
+        g_string_append_printf(s, "%s%" G_GUINT64_FORMAT, d ? ", " : "", t->peak_memory[d]);
+    g_string_append(s, "]}},\n\"traceEvents\": [\n");
+    gboolean first = TRUE;
+#define SEP() (first ? (first = FALSE, "") : ",\n")
+    /* Track names: processes are devices; threads are streams and links. */
+    g_autofree uint32_t *streams = g_new0(uint32_t, t->n_devices + 1);
+    for (guint i = 0; i < t->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+        if (o->device >= 0 && o->device < t->n_devices && o->stream >= 0 && o->stream < 32)
+            streams[o->device] |= 1u << o->stream;
+    }
+    g_autofree uint8_t *links = g_new0(uint8_t, (size_t)t->n_devices * t->n_devices + 1);
+    for (guint i = 0; i < t->xfers->len; i++) {
+        const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
+        if (x->src >= 0 && x->dst >= 0 && x->src < t->n_devices && x->dst < t->n_devices)
+            links[(size_t)x->src * t->n_devices + x->dst] = 1;
+    }
+    for (int32_t d = 0; d < t->n_devices; d++) {
+        g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": ", SEP(), d);
+        jstr(s, t->devices[d]);
+        g_string_append(s, "}}");
+        g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}", SEP(), d, d);
+        for (int k = 0; k < 32; k++)
+            if (streams[d] >> k & 1u)
+                g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"stream %d\"}}", SEP(), d, k, k);
+        for (int32_t e = 0; e < t->n_devices; e++) {
+            if (links[(size_t)d * t->n_devices + e]) {
+                g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", SEP(), d, LINK_TID + e);
+                g_autofree char *nm = g_strdup_printf("to %s", t->devices[e]);
+                jstr(s, nm);
+                g_string_append(s, "}}");
+            }
+            if (links[(size_t)e * t->n_devices + d]) {
+                g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", SEP(), d, LINK_TID + t->n_devices + e);
+                g_autofree char *nm = g_strdup_printf("from %s", t->devices[e]);
+                jstr(s, nm);
+                g_string_append(s, "}}");
+            }
+        }
+    }
+    for (guint i = 0; i < t->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+        g_string_append_printf(s, "%s{\"ph\": \"X\", \"cat\": \"op\", \"name\": ", SEP());
+        jstr(s, o->name);
+        g_string_append_printf(s, ", \"pid\": %d, \"tid\": %d, \"ts\": ", o->device, o->stream);
+        jnum(s, o->start);
+        g_string_append(s, ", \"dur\": ");
+        jnum(s, o->end - o->start);
+        g_string_append(s, ", \"args\": {\"op\": ");
+        jstr(s, o->op);
+        g_string_append_printf(s, ", \"node\": %d}}", o->node);
+    }
+    for (guint i = 0; i < t->xfers->len; i++) {
+        const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
+        for (int side = 0; side < 2; side++) {
+            int32_t pid = side ? x->dst : x->src;
+            int32_t tid = side ? LINK_TID + t->n_devices + x->src : LINK_TID + x->dst;
+            g_string_append_printf(s, "%s{\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", SEP(),
+                                   side ? "transfer" : "send");
+            jstr(s, x->name);
+            g_string_append_printf(s, ", \"pid\": %d, \"tid\": %d, \"ts\": ", pid, tid);
+            jnum(s, x->start);
+            g_string_append(s, ", \"dur\": ");
+            jnum(s, x->end - x->start);
+            g_string_append_printf(s, ", \"args\": {\"bytes\": %" G_GUINT64_FORMAT ", \"transfer\": %d, \"src\": %d, \"dst\": %d, \"key\": ",
+                                   x->bytes, x->transfer, x->src, x->dst);
+            jstr(s, x->key);
+            g_string_append(s, "}}");
+        }
+        /* A flow arrow from the send slice to the receive slice. */
+        g_string_append_printf(s, "%s{\"ph\": \"s\", \"cat\": \"flow\", \"name\": \"xfer\", \"id\": %u, \"pid\": %d, \"tid\": %d, \"ts\": ",
+                               SEP(), i, x->src, LINK_TID + x->dst);
+        jnum(s, x->start);
+        g_string_append(s, "}");
+        g_string_append_printf(s, "%s{\"ph\": \"f\", \"bp\": \"e\", \"cat\": \"flow\", \"name\": \"xfer\", \"id\": %u, \"pid\": %d, \"tid\": %d, \"ts\": ",
+                               SEP(), i, x->dst, LINK_TID + t->n_devices + x->src);
+        jnum(s, x->end);
+        g_string_append(s, "}");
+    }
+#undef SEP
+    g_string_append(s, "\n]}\n");
+    if (len)
+        *len = s->len;
+    return g_string_free(s, FALSE);
+}
+
+gboolean psim_timeline_save_chrome(const PsimTimeline *t, const char *path, GError **error)
+{
+    gsize len;
+    g_autofree char *text = psim_timeline_to_chrome(t, &len);
+    g_autoptr(GError) err = NULL;
+    if (!g_file_set_contents(path, text, (gssize)len, &err)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: cannot write: %s", path, err->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean fail(GError **error, const char *path, const char *msg)
+{
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, msg);
+    return FALSE;
+}
+
+PsimTimeline *psim_timeline_parse_chrome(const char *path, const char *data, gsize len,
+                                         GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new_immutable();
+    g_autoptr(GError) perr = NULL;
+    if (!json_parser_load_from_data(parser, data, (gssize)len, &perr)) {
+        g_autofree char *m = g_strdup_printf("not valid JSON: %s", perr->message);
+        fail(error, path, m);
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        fail(error, path, "a Chrome trace must be a JSON object with traceEvents");
+        return NULL;
+    }
+    JsonObject *o = json_node_get_object(root);
+    JsonNode *evn = json_object_get_member(o, "traceEvents");
+    if (!evn || !JSON_NODE_HOLDS_ARRAY(evn)) {
+        fail(error, path, "field 'traceEvents' is missing or not a list");
+        return NULL;
+    }
+    JsonObject *ps = NULL;
+    JsonNode *od = json_object_get_member(o, "otherData");
+    if (od && JSON_NODE_HOLDS_OBJECT(od)) {
+        JsonNode *pn = json_object_get_member(json_node_get_object(od), "placesim");
+        if (pn && JSON_NODE_HOLDS_OBJECT(pn))
+            ps = json_node_get_object(pn);
+    }
+    if (!ps) {
+        fail(error, path, "not a placesim trace (otherData.placesim is missing)");
+        return NULL;
+    }
+    JsonNode *devn = json_object_get_member(ps, "devices");
+    if (!devn || !JSON_NODE_HOLDS_ARRAY(devn)) {
+        fail(error, path, "otherData.placesim.devices is missing");
+        return NULL;
+    }
+    JsonArray *da = json_node_get_array(devn);
+    int32_t nd = (int32_t)json_array_get_length(da);
+    g_autofree const char **names = g_new0(const char *, nd + 1);
+    for (int32_t d = 0; d < nd; d++) {
+        names[d] = json_array_get_string_element(da, (guint)d);
+        if (!names[d]) {
+            fail(error, path, "otherData.placesim.devices must hold strings");
+            return NULL;
+        }
+    }
+    g_autoptr(PsimTimeline) t = psim_timeline_new(json_object_get_string_member_with_default(ps, "graph", "graph"),
+                                                  json_object_get_string_member_with_default(ps, "kind", "sim"),
+                                                  nd, names);
+    t->step_time_us = json_object_get_double_member_with_default(ps, "step_time_us", 0);
+    t->critical_path_us = json_object_get_double_member_with_default(ps, "critical_path_us", 0);
+    JsonNode *pm = json_object_get_member(ps, "peak_memory_bytes");
+    if (pm && JSON_NODE_HOLDS_ARRAY(pm)) {
+        JsonArray *a = json_node_get_array(pm);
+        for (int32_t d = 0; d < nd && d < (int32_t)json_array_get_length(a); d++)
+            t->peak_memory[d] = (uint64_t)json_array_get_int_element(a, (guint)d);
+    }
+    JsonArray *ev = json_node_get_array(evn);
+    for (guint i = 0; i < json_array_get_length(ev); i++) {
+        JsonNode *en = json_array_get_element(ev, i);
+        if (!JSON_NODE_HOLDS_OBJECT(en))
+            continue;
+        JsonObject *e = json_node_get_object(en);
+        const char *ph = json_object_get_string_member_with_default(e, "ph", "");
+        const char *cat = json_object_get_string_member_with_default(e, "cat", "");
+        if (strcmp(ph, "X") || (strcmp(cat, "op") && strcmp(cat, "transfer")))
+            continue;
+        const char *name = json_object_get_string_member_with_default(e, "name", NULL);
+        JsonNode *an = json_object_get_member(e, "args");
+        JsonObject *args = an && JSON_NODE_HOLDS_OBJECT(an) ? json_node_get_object(an) : NULL;
+        gint64 pid = json_object_get_int_member_with_default(e, "pid", -1);
+        double ts = json_object_get_double_member_with_default(e, "ts", NAN);
+        double dur = json_object_get_double_member_with_default(e, "dur", NAN);
+        if (!name || !args || pid < 0 || pid >= nd || !isfinite(ts) || !isfinite(dur) || dur < 0) {
+            g_autofree char *m = g_strdup_printf("traceEvents[%u]: an %s event needs name, pid (a device), ts, dur and args", i, cat);
+            fail(error, path, m);
+            return NULL;
+        }
+        if (!strcmp(cat, "op")) {
+            psim_timeline_op_add(t, name, json_object_get_string_member_with_default(args, "op", ""),
+                                 (int32_t)json_object_get_int_member_with_default(args, "node", -1),
+                                 (int32_t)pid, (int32_t)json_object_get_int_member_with_default(e, "tid", 0),
+                                 ts, ts + dur);
+        } else {
+            gint64 src = json_object_get_int_member_with_default(args, "src", -1);
+            gint64 dst = json_object_get_int_member_with_default(args, "dst", -1);
+            if (src < 0 || src >= nd || dst < 0 || dst >= nd) {
+                g_autofree char *m = g_strdup_printf("traceEvents[%u]: transfer '%s' has no valid src/dst", i, name);
+                fail(error, path, m);
+                return NULL;
+            }
+            psim_timeline_xfer_add(t, name, json_object_get_string_member_with_default(args, "key", ""),
+                                   (int32_t)json_object_get_int_member_with_default(args, "transfer", -1),
+                                   (int32_t)src, (int32_t)dst, ts, ts + dur,
+                                   (uint64_t)json_object_get_int_member_with_default(args, "bytes", 0));
+        }
+    }
+    return g_steal_pointer(&t);
+}
+
+PsimTimeline *psim_timeline_load_chrome(const char *path, GError **error)
+{
+    g_autofree char *data = NULL;
+    gsize len = 0;
+    g_autoptr(GError) err = NULL;
+    if (!g_file_get_contents(path, &data, &len, &err)) {
+        fail(error, path, err->message);
+        return NULL;
+    }
+    return psim_timeline_parse_chrome(path, data, len, error);
+}

@@ -20,6 +20,7 @@ struct PsimGraph {
     char *name;
     char *source;
     uint64_t version;
+    int64_t opset;         /* ONNX default-domain opset, 0 if unknown */
     int32_t n_nodes;
     GPtrArray *pages;      /* PsimNode[PAGE_SIZE] each */
     GHashTable *by_name;   /* name -> id + 1 */
@@ -116,6 +117,8 @@ void psim_graph_set_source(PsimGraph *g, const char *path)
     g->source = g_strdup(path);
 }
 uint64_t psim_graph_version(const PsimGraph *g) { return g->version; }
+int64_t psim_graph_opset(const PsimGraph *g) { return g->opset; }
+void psim_graph_set_opset(PsimGraph *g, int64_t version) { g->opset = version > 0 ? version : 0; }
 int32_t psim_graph_n_nodes(const PsimGraph *g) { return g->n_nodes; }
 void psim__graph_set_grow_outputs(PsimGraph *g, gboolean grow) { g->grow_outputs = grow; }
 
@@ -123,6 +126,7 @@ void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from)
 {
     psim_graph_set_name(to, from->name);
     psim_graph_set_source(to, from->source);
+    to->opset = from->opset;
 }
 
 PsimNode *psim_graph_node(const PsimGraph *g, int32_t id)

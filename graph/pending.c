@@ -4,8 +4,6 @@
 
 #define NOT_YET(path) psim__error_file(error, path, "not implemented yet")
 
-PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GError **error)
-{ (void)data; (void)len; NOT_YET(path); return NULL; }
 PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text, GError **error)
 { (void)data; (void)len; (void)text; NOT_YET(path); return NULL; }
 char *psim_export_pbtxt(const PsimGraph *g, GError **error) { (void)g; NOT_YET("pbtxt"); return NULL; }
@@ -24,8 +22,3 @@ const PsimKernelDef *psim_kernel_for_node(const PsimGraph *g, const PsimNode *n,
 void psim_kernel_register(const PsimKernelDef *def) { (void)def; }
 const PsimKernelDef *psim_kernel_lookup(const char *op, const char *device_type, PsimDType dtype)
 { (void)op; (void)device_type; (void)dtype; return NULL; }
-PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error) { (void)name; NOT_YET(path); return NULL; }
-PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len, char **name, GError **error)
-{ (void)data; (void)len; (void)name; NOT_YET(path); return NULL; }
-gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path, GError **error)
-{ (void)t; (void)name; NOT_YET(path); return FALSE; }

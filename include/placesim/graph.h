@@ -203,6 +203,10 @@ const char *psim_graph_source(const PsimGraph *g);
 void psim_graph_set_source(PsimGraph *g, const char *path);
 /* A counter bumped on every structural change; caches compare it. */
 uint64_t psim_graph_version(const PsimGraph *g);
+/* The ONNX opset version of the default domain the graph was written for, 0 when unknown (files
+ * of other formats). Shape inference consults it where an op changed between opsets. */
+int64_t psim_graph_opset(const PsimGraph *g);
+void psim_graph_set_opset(PsimGraph *g, int64_t version);
 
 int32_t psim_graph_n_nodes(const PsimGraph *g);
 /* Node by id. Pointers stay valid until the graph is freed (nodes live in stable pages). */

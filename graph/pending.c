@@ -22,3 +22,4 @@ const PsimKernelDef *psim_kernel_for_node(const PsimGraph *g, const PsimNode *n,
 void psim_kernel_register(const PsimKernelDef *def) { (void)def; }
 const PsimKernelDef *psim_kernel_lookup(const char *op, const char *device_type, PsimDType dtype)
 { (void)op; (void)device_type; (void)dtype; return NULL; }
+gboolean psim_plugin_load(const char *path, GError **error) { NOT_YET(path); return FALSE; }

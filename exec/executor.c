@@ -1,0 +1,962 @@
+/* The per-device executor: prepares a (sub)graph once (what the fetches need, cut at the feeds;
+ * the constant subgraph evaluated; kernels found and prepared; pending counts, successor lists
+ * and tensor use counts precomputed), then runs steps by pending counts and a ready queue, as
+ * in the TensorFlow whitepaper's single-device executor. The dispatch path does no hashing and
+ * no bookkeeping allocation: only the kernels' own output tensors are allocated. */
+#include <string.h>
+
+#include "exec-private.h"
+
+enum {
+    KIND_NONE = 0, /* not needed by the fetches */
+    KIND_EXEC,     /* runs at every step */
+    KIND_CONST,    /* evaluated once when prepared */
+    KIND_KNOWN,    /* all outputs known in the graph (PsimOutput.value) */
+    KIND_FED,      /* outputs given at each step */
+};
+
+struct PsimExecutor {
+    const PsimGraph *g;
+    PsimWorker *w;
+    PsimExecOptions opts;
+    int32_t *static_order; /* local exec indices (STATIC) */
+    double *prio;          /* per local exec index (PRIORITY) */
+    int32_t n_nodes;
+    uint8_t *kind;         /* per graph node */
+    int32_t *local;        /* per graph node: exec index or -1 */
+
+    /* Tensor slots: one per output of every needed node. */
+    int32_t *slot_base; /* per graph node, -1 when not needed */
+    int32_t n_slots;
+    PsimTensor **slots;
+    int32_t *uses_init; /* consumer inputs (exec nodes) plus fetches reading the slot */
+    int32_t *uses;
+    PsimTensor **const_vals; /* per slot: the constant value kept across steps, or NULL */
+    int32_t n_const_slots;
+    int32_t *const_slots; /* slots with a constant value used at each step */
+
+    /* Exec nodes, by local index. */
+    int32_t n_exec;
+    int32_t *exec_node;
+    const PsimKernelDef **kdef;
+    void **kstate;
+    gboolean *prepared;
+    PsimKernelCtx *ctx;
+    int32_t *in_off; /* n_exec + 1 */
+    int32_t *in_slot;
+    PsimTensor **in_ptrs;
+    int32_t *succ_off; /* n_exec + 1 */
+    int32_t *succ;
+    int32_t *pending_init;
+    int32_t *pending;
+    int32_t n_initial_ready;
+    int32_t *initial_ready;
+    int32_t *queue; /* ring buffer or heap of n_exec entries */
+
+    int32_t n_feeds;
+    PsimPort *feed_port;
+    int32_t *feed_slot;
+    int32_t n_fetches;
+    PsimPort *fetch_port; /* node -1 never; index -1 for targets */
+    int32_t *fetch_slot;  /* -1 for targets */
+
+    void *workspace;
+    size_t workspace_bytes;
+
+    /* Stats. */
+    int32_t n_run;
+    int32_t *ran;
+    double *t_start, *t_end;
+    double step_us, step_start;
+    int32_t n_const, n_fed;
+    uint64_t n_steps, n_kernel_runs, peak_bytes;
+};
+
+/* --- Built-in kernels the executor can always run (structural ops) ------------------------ */
+
+static gboolean noop_run(PsimKernelCtx *ctx, GError **error)
+{
+    (void)ctx;
+    (void)error;
+    return TRUE;
+}
+
+static gboolean identity_run(PsimKernelCtx *ctx, GError **error)
+{
+    (void)error;
+    for (int32_t k = 0; k < ctx->n_outputs && k < ctx->n_inputs; k++)
+        ctx->outputs[k] = psim_tensor_ref(ctx->inputs[k]);
+    return TRUE;
+}
+
+static const PsimKernelDef builtin_noop = {
+    .op = "NoOp", .device_type = "CPU", .name = "exec-noop", .description = "does nothing",
+    .run = noop_run};
+static const PsimKernelDef builtin_identity = {
+    .op = "Identity", .device_type = "CPU", .name = "exec-identity",
+    .description = "passes its input through (shares it)", .run = identity_run};
+
+static const PsimKernelDef *kernel_find(const PsimGraph *g, const PsimNode *n, const char *type)
+{
+    const PsimKernelDef *k = psim_kernel_for_node(g, n, type);
+    if (k)
+        return k;
+    if (!strcmp(n->op, "NoOp"))
+        return &builtin_noop;
+    if (!strcmp(n->op, "Identity"))
+        return &builtin_identity;
+    return NULL;
+}
+
+static gboolean kernel_missing(const PsimGraph *g, const PsimNode *n, const char *type,
+                               GError **error)
+{
+    const PsimOpDef *d = psim_op_lookup(n->op);
+    PsimDType dt = PSIM_DTYPE_UNDEFINED;
+    if (n->n_inputs > 0 && n->inputs[0].node >= 0) {
+        const PsimNode *src = psim_graph_node(g, n->inputs[0].node);
+        dt = src->outputs[n->inputs[0].index].dtype;
+    } else if (n->n_outputs > 0) {
+        dt = n->outputs[0].dtype;
+    }
+    if (d && (d->flags & PSIM_OP_ABSTRACT))
+        psim__exec_error(error, PSIM_ERROR_INPUT, g, n,
+                         "op '%s' is abstract (task graphs): it can be simulated, not run", n->op);
+    else
+        psim__exec_error(error, PSIM_ERROR_INPUT, g, n, "no %s kernel for op '%s' (%s)", type,
+                         n->op, psim_dtype_name(dt));
+    return FALSE;
+}
+
+/* Kernel errors should name the node; add "FILE: node 'x': " when they do not. */
+static void kernel_error(GError **error, GError *err, const PsimGraph *g, const PsimNode *n,
+                         const PsimKernelDef *k)
+{
+    if (!err) {
+        psim__exec_error(error, PSIM_ERROR_RUNTIME, g, n, "kernel %s failed without a reason",
+                         k->name ? k->name : n->op);
+        return;
+    }
+    int code = err->domain == PSIM_ERROR ? err->code : PSIM_ERROR_RUNTIME;
+    g_autofree char *needle = g_strdup_printf("'%s'", n->name);
+    if (strstr(err->message, needle) && err->domain == PSIM_ERROR) {
+        g_propagate_error(error, err);
+        return;
+    }
+    psim__exec_error(error, code, g, n, "%s", err->message);
+    g_error_free(err);
+}
+
+/* --- Preparation ------------------------------------------------------------------------- */
+
+/* Resolves a ref: "node", "node:k", "^node", or a tensor name (PsimOutput.name). */
+gboolean psim__exec_resolve_ref(const PsimGraph *g, const char *ref, gboolean allow_target,
+                            PsimPort *port, GError **error)
+{
+    g_autofree char *name = NULL;
+    int32_t index = 0;
+    gboolean control = FALSE;
+    const PsimNode *n = psim_graph_node_find(g, ref);
+    if (n) {
+        port->node = n->id;
+        port->index = n->n_outputs > 0 ? 0 : -1;
+        return TRUE;
+    }
+    if (psim_ref_parse(ref, &name, &index, &control) && (n = psim_graph_node_find(g, name))) {
+        if (control) {
+            if (!allow_target) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, n, "a control ref cannot be fed");
+                return FALSE;
+            }
+            port->node = n->id;
+            port->index = -1;
+            return TRUE;
+        }
+        if (index < 0 || index >= n->n_outputs) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, g, n, "has no output %d (it has %d)",
+                             index, n->n_outputs);
+            return FALSE;
+        }
+        port->node = n->id;
+        port->index = index;
+        return TRUE;
+    }
+    for (int32_t i = 0; i < psim_graph_n_nodes(g); i++) {
+        const PsimNode *m = psim_graph_node(g, i);
+        for (int32_t k = 0; k < m->n_outputs; k++)
+            if (m->outputs[k].name && !strcmp(m->outputs[k].name, ref)) {
+                port->node = i;
+                port->index = k;
+                return TRUE;
+            }
+    }
+    psim__exec_error(error, PSIM_ERROR_INPUT, g, NULL, "'%s' names no node or tensor", ref);
+    return FALSE;
+}
+
+static gboolean all_outputs_known(const PsimNode *n)
+{
+    if (n->n_outputs <= 0)
+        return FALSE;
+    for (int32_t k = 0; k < n->n_outputs; k++)
+        if (!n->outputs[k].value)
+            return FALSE;
+    const PsimOpDef *d = psim_op_lookup(n->op);
+    return !(d && (d->flags & PSIM_OP_STATEFUL));
+}
+
+static gboolean mark_needed(PsimExecutor *e, GError **error)
+{
+    const PsimGraph *g = e->g;
+    const int32_t *poff, *pred;
+    psim_graph_pred(g, &poff, &pred);
+    int32_t *stack = g_new(int32_t, e->n_nodes + 1);
+    uint8_t *seen = g_new0(uint8_t, e->n_nodes + 1);
+    int32_t sp = 0;
+    for (int32_t i = 0; i < e->n_fetches; i++)
+        if (!seen[e->fetch_port[i].node]) {
+            seen[e->fetch_port[i].node] = 1;
+            stack[sp++] = e->fetch_port[i].node;
+        }
+    while (sp > 0) {
+        int32_t v = stack[--sp];
+        const PsimNode *n = psim_graph_node(g, v);
+        e->kind[v] = KIND_EXEC; /* needed; refined by classify */
+        gboolean fed = FALSE;
+        for (int32_t i = 0; i < e->n_feeds && !fed; i++)
+            fed = e->feed_port[i].node == v;
+        if (fed) {
+            e->kind[v] = KIND_FED;
+            continue;
+        }
+        if (all_outputs_known(n)) {
+            e->kind[v] = KIND_KNOWN;
+            continue;
+        }
+        for (int32_t j = poff[v]; j < poff[v + 1]; j++)
+            if (!seen[pred[j]]) {
+                seen[pred[j]] = 1;
+                stack[sp++] = pred[j];
+            }
+    }
+    g_free(stack);
+    g_free(seen);
+    /* A fed node is fed on every output something reads. */
+    for (int32_t i = 0; i < e->n_nodes; i++) {
+        if (e->kind[i] == KIND_NONE || e->kind[i] == KIND_FED)
+            continue;
+        const PsimNode *n = psim_graph_node(g, i);
+        if (e->kind[i] == KIND_KNOWN)
+            continue;
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            PsimPort p = n->inputs[k];
+            if (p.node < 0 || e->kind[p.node] != KIND_FED)
+                continue;
+            gboolean ok = FALSE;
+            for (int32_t f = 0; f < e->n_feeds; f++)
+                if (e->feed_port[f].node == p.node && e->feed_port[f].index == p.index)
+                    ok = TRUE;
+            if (!ok) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, psim_graph_node(g, p.node),
+                                 "output %d is needed by '%s' but only other outputs are fed",
+                                 p.index, n->name);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
+}
+
+static gboolean classify(PsimExecutor *e, GError **error)
+{
+    const PsimGraph *g = e->g;
+    const int32_t *poff, *pred;
+    psim_graph_pred(g, &poff, &pred);
+    g_autofree int32_t *topo = psim_graph_topo_order(g, error);
+    if (!topo)
+        return FALSE;
+    for (int32_t t = 0; t < e->n_nodes; t++) {
+        int32_t v = topo[t];
+        if (e->kind[v] != KIND_EXEC)
+            continue;
+        const PsimNode *n = psim_graph_node(g, v);
+        const PsimOpDef *d = psim_op_lookup(n->op);
+        if (!strcmp(n->op, "Placeholder") || (n->flags & PSIM_NODE_FED)) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, g, n,
+                             "graph input is needed but not fed (use --feed %s=FILE.pb)",
+                             n->name);
+            return FALSE;
+        }
+        if (e->opts.no_constant_folding || (d && (d->flags & (PSIM_OP_STATEFUL | PSIM_OP_ABSTRACT))))
+            continue;
+        gboolean constant = TRUE;
+        for (int32_t j = poff[v]; j < poff[v + 1]; j++)
+            if (e->kind[pred[j]] != KIND_CONST && e->kind[pred[j]] != KIND_KNOWN)
+                constant = FALSE;
+        if (constant)
+            e->kind[v] = KIND_CONST;
+    }
+    return TRUE;
+}
+
+static gboolean build(PsimExecutor *e, GError **error)
+{
+    const PsimGraph *g = e->g;
+    const int32_t *poff, *pred;
+    psim_graph_pred(g, &poff, &pred);
+    const char *type = psim_worker_device_type(e->w);
+
+    /* Slots. */
+    e->slot_base = g_new(int32_t, e->n_nodes);
+    e->local = g_new(int32_t, e->n_nodes);
+    e->n_slots = 0;
+    e->n_exec = 0;
+    for (int32_t v = 0; v < e->n_nodes; v++) {
+        e->slot_base[v] = -1;
+        e->local[v] = -1;
+        if (e->kind[v] == KIND_NONE)
+            continue;
+        e->slot_base[v] = e->n_slots;
+        e->n_slots += psim_graph_node(g, v)->n_outputs;
+        if (e->kind[v] == KIND_EXEC)
+            e->local[v] = e->n_exec++;
+        else if (e->kind[v] == KIND_CONST)
+            e->n_const++;
+    }
+    int32_t ns = e->n_slots ? e->n_slots : 1, nx = e->n_exec ? e->n_exec : 1;
+    e->slots = g_new0(PsimTensor *, ns);
+    e->uses_init = g_new0(int32_t, ns);
+    e->uses = g_new0(int32_t, ns);
+    e->const_vals = g_new0(PsimTensor *, ns);
+
+    /* Exec nodes: kernels, inputs, successors, pending counts. */
+    e->exec_node = g_new(int32_t, nx);
+    e->kdef = g_new0(const PsimKernelDef *, nx);
+    e->kstate = g_new0(void *, nx);
+    e->prepared = g_new0(gboolean, nx);
+    e->ctx = g_new0(PsimKernelCtx, nx);
+    e->in_off = g_new0(int32_t, nx + 1);
+    e->succ_off = g_new0(int32_t, nx + 1);
+    e->pending_init = g_new0(int32_t, nx);
+    e->pending = g_new0(int32_t, nx);
+    e->initial_ready = g_new(int32_t, nx);
+    e->queue = g_new(int32_t, nx);
+    e->ran = g_new(int32_t, nx);
+    e->t_start = g_new0(double, nx);
+    e->t_end = g_new0(double, nx);
+    int32_t n_in = 0;
+    for (int32_t v = 0; v < e->n_nodes; v++) {
+        int32_t i = e->local[v];
+        if (i < 0)
+            continue;
+        const PsimNode *n = psim_graph_node(g, v);
+        e->exec_node[i] = v;
+        e->kdef[i] = kernel_find(g, n, type);
+        if (!e->kdef[i])
+            return kernel_missing(g, n, type, error);
+        e->in_off[i] = n_in;
+        n_in += n->n_inputs;
+        for (int32_t j = poff[v]; j < poff[v + 1]; j++)
+            if (e->kind[pred[j]] == KIND_EXEC) {
+                e->pending_init[i]++;
+                e->succ_off[e->local[pred[j]] + 1]++;
+            }
+    }
+    e->in_off[e->n_exec] = n_in;
+    e->in_slot = g_new(int32_t, n_in ? n_in : 1);
+    e->in_ptrs = g_new0(PsimTensor *, n_in ? n_in : 1);
+    for (int32_t i = 0; i < e->n_exec; i++)
+        e->succ_off[i + 1] += e->succ_off[i];
+    e->succ = g_new(int32_t, e->succ_off[e->n_exec] ? e->succ_off[e->n_exec] : 1);
+    g_autofree int32_t *fill = g_memdup2(e->succ_off, sizeof(int32_t) * (gsize)nx);
+    for (int32_t i = 0; i < e->n_exec; i++) {
+        int32_t v = e->exec_node[i];
+        const PsimNode *n = psim_graph_node(g, v);
+        for (int32_t j = poff[v]; j < poff[v + 1]; j++)
+            if (e->kind[pred[j]] == KIND_EXEC)
+                e->succ[fill[e->local[pred[j]]]++] = i;
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            PsimPort p = n->inputs[k];
+            int32_t s = p.node >= 0 ? e->slot_base[p.node] + p.index : -1;
+            e->in_slot[e->in_off[i] + k] = s;
+            if (s >= 0)
+                e->uses_init[s]++;
+        }
+        PsimKernelCtx *c = &e->ctx[i];
+        c->graph = g;
+        c->node = n;
+        c->n_inputs = n->n_inputs;
+        c->inputs = e->in_ptrs + e->in_off[i];
+        c->n_outputs = n->n_outputs;
+        c->outputs = e->slots + e->slot_base[v];
+        c->device = e->w;
+        c->device_type = type;
+        c->alloc = psim__exec_alloc;
+        c->alloc_user = e->w;
+        if (e->kdef[i]->workspace) {
+            size_t ws = e->kdef[i]->workspace(g, n);
+            if (ws > e->workspace_bytes)
+                e->workspace_bytes = ws;
+        }
+        if (e->pending_init[i] == 0)
+            e->initial_ready[e->n_initial_ready++] = i;
+    }
+    for (int32_t f = 0; f < e->n_fetches; f++) {
+        PsimPort p = e->fetch_port[f];
+        e->fetch_slot[f] = p.index >= 0 ? e->slot_base[p.node] + p.index : -1;
+        if (e->fetch_slot[f] >= 0)
+            e->uses_init[e->fetch_slot[f]]++;
+    }
+    for (int32_t f = 0; f < e->n_feeds; f++) {
+        PsimPort p = e->feed_port[f];
+        e->feed_slot[f] = e->slot_base[p.node] >= 0 ? e->slot_base[p.node] + p.index : -1;
+        for (int32_t f2 = 0; f2 < f; f2++)
+            if (e->feed_port[f2].node == p.node && e->feed_port[f2].index == p.index) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, psim_graph_node(g, p.node),
+                                 "output %d is fed twice", p.index);
+                return FALSE;
+            }
+        if (e->kind[p.node] == KIND_FED)
+            e->n_fed++;
+    }
+    for (int32_t i = 0; i < e->n_exec; i++)
+        e->ctx[i].workspace_bytes = e->workspace_bytes;
+
+    /* Orders. */
+    if (e->opts.order == PSIM_EXEC_ORDER_STATIC) {
+        e->static_order = g_new(int32_t, nx);
+        int32_t m = 0;
+        g_autofree gboolean *seen = g_new0(gboolean, nx);
+        for (int32_t k = 0; k < e->opts.n_static_order; k++) {
+            int32_t v = e->opts.static_order[k];
+            if (v < 0 || v >= e->n_nodes || e->local[v] < 0)
+                continue; /* not run here (pruned, constant or fed) */
+            if (seen[e->local[v]]) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, psim_graph_node(g, v),
+                                 "appears twice in the static order");
+                return FALSE;
+            }
+            seen[e->local[v]] = TRUE;
+            e->static_order[m++] = e->local[v];
+        }
+        for (int32_t i = 0; i < e->n_exec; i++)
+            if (!seen[i]) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, psim_graph_node(g, e->exec_node[i]),
+                                 "is missing from the static order");
+                return FALSE;
+            }
+    } else if (e->opts.order == PSIM_EXEC_ORDER_PRIORITY) {
+        e->prio = g_new(double, nx);
+        for (int32_t i = 0; i < e->n_exec; i++)
+            e->prio[i] = e->opts.priority ? e->opts.priority[e->exec_node[i]] : 0;
+    }
+    return TRUE;
+}
+
+/* Runs node v (constant subgraph) with inputs from const_vals; stores its outputs there. */
+static gboolean eval_const(PsimExecutor *e, int32_t v, GError **error)
+{
+    const PsimGraph *g = e->g;
+    const PsimNode *n = psim_graph_node(g, v);
+    const char *type = psim_worker_device_type(e->w);
+    const PsimKernelDef *k = kernel_find(g, n, type);
+    if (!k)
+        return kernel_missing(g, n, type, error);
+    g_autofree PsimTensor **in = g_new0(PsimTensor *, n->n_inputs + 1);
+    for (int32_t i = 0; i < n->n_inputs; i++)
+        if (n->inputs[i].node >= 0)
+            in[i] = e->const_vals[e->slot_base[n->inputs[i].node] + n->inputs[i].index];
+    PsimKernelCtx c = {
+        .graph = g, .node = n, .n_inputs = n->n_inputs, .inputs = in,
+        .n_outputs = n->n_outputs, .outputs = e->const_vals + e->slot_base[v],
+        .device = e->w, .device_type = type, .alloc = psim__exec_alloc, .alloc_user = e->w};
+    size_t ws = k->workspace ? k->workspace(g, n) : 0;
+    g_autofree void *wsbuf = ws ? g_malloc0(ws) : NULL;
+    c.workspace = wsbuf;
+    c.workspace_bytes = ws;
+    GError *err = NULL;
+    if (k->prepare && !k->prepare(g, n, e->w, &c.state, &err)) {
+        kernel_error(error, err, g, n, k);
+        return FALSE;
+    }
+    gboolean ok = k->run(&c, &err);
+    e->n_kernel_runs++;
+    if (k->release)
+        k->release(c.state);
+    if (!ok) {
+        kernel_error(error, err, g, n, k);
+        return FALSE;
+    }
+    for (int32_t i = 0; i < n->n_outputs; i++)
+        if (!c.outputs[i] && e->uses_init[e->slot_base[v] + i] > 0) {
+            psim__exec_error(error, PSIM_ERROR_RUNTIME, g, n, "kernel %s did not set output %d",
+                             k->name ? k->name : n->op, i);
+            return FALSE;
+        }
+    return TRUE;
+}
+
+static gboolean prepare_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    PsimExecutor *e = arg;
+    const PsimGraph *g = e->g;
+    for (int32_t i = 0; i < e->n_exec; i++) {
+        const PsimKernelDef *k = e->kdef[i];
+        if (!k->prepare)
+            continue;
+        GError *err = NULL;
+        const PsimNode *n = psim_graph_node(g, e->exec_node[i]);
+        if (!k->prepare(g, n, e->w, &e->kstate[i], &err)) {
+            kernel_error(error, err, g, n, k);
+            return FALSE;
+        }
+        e->prepared[i] = TRUE;
+        e->ctx[i].state = e->kstate[i];
+    }
+    if (e->workspace_bytes) {
+        e->workspace = g_try_malloc0(e->workspace_bytes);
+        if (!e->workspace) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                        "out of memory for a %zu-byte kernel workspace", e->workspace_bytes);
+            return FALSE;
+        }
+        for (int32_t i = 0; i < e->n_exec; i++)
+            e->ctx[i].workspace = e->workspace;
+    }
+    /* The constant subgraph, in topological order. */
+    if (e->n_const > 0) {
+        g_autofree int32_t *topo = psim_graph_topo_order(g, error);
+        if (!topo)
+            return FALSE;
+        for (int32_t t = 0; t < e->n_nodes; t++)
+            if (e->kind[topo[t]] == KIND_CONST && !eval_const(e, topo[t], error))
+                return FALSE;
+    }
+    return TRUE;
+}
+
+PsimExecutor *psim_executor_new(const PsimGraph *g, PsimWorker *w, const char *const *feeds,
+                                int32_t n_feeds, const char *const *fetches, int32_t n_fetches,
+                                const PsimExecOptions *opts, GError **error)
+{
+    g_return_val_if_fail(g != NULL && w != NULL, NULL);
+    g_return_val_if_fail(n_feeds >= 0 && n_fetches >= 0, NULL);
+    PsimExecutor *e = g_new0(PsimExecutor, 1);
+    e->g = g;
+    e->w = w;
+    if (opts)
+        e->opts = *opts;
+    e->opts.static_order = NULL;
+    e->opts.priority = NULL;
+    e->n_nodes = psim_graph_n_nodes(g);
+    e->kind = g_new0(uint8_t, e->n_nodes ? e->n_nodes : 1);
+    e->n_feeds = n_feeds;
+    e->feed_port = g_new0(PsimPort, n_feeds + 1);
+    e->feed_slot = g_new0(int32_t, n_feeds + 1);
+    e->n_fetches = n_fetches;
+    e->fetch_port = g_new0(PsimPort, n_fetches + 1);
+    e->fetch_slot = g_new0(int32_t, n_fetches + 1);
+    for (int32_t i = 0; i < n_feeds; i++)
+        if (!psim__exec_resolve_ref(g, feeds[i], FALSE, &e->feed_port[i], error))
+            goto fail;
+    for (int32_t i = 0; i < n_fetches; i++)
+        if (!psim__exec_resolve_ref(g, fetches[i], TRUE, &e->fetch_port[i], error))
+            goto fail;
+    for (int32_t i = 0; i < n_feeds; i++)
+        if (e->feed_port[i].index < 0) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, g, psim_graph_node(g, e->feed_port[i].node),
+                             "has no outputs to feed");
+            goto fail;
+        }
+    if (opts && opts->order == PSIM_EXEC_ORDER_STATIC) {
+        e->opts.static_order = g_memdup2(opts->static_order,
+                                         sizeof(int32_t) * (gsize)MAX(opts->n_static_order, 0));
+    }
+    if (opts && opts->order == PSIM_EXEC_ORDER_PRIORITY && opts->priority)
+        e->opts.priority = g_memdup2(opts->priority, sizeof(double) * (gsize)e->n_nodes);
+    if (!mark_needed(e, error) || !classify(e, error) || !build(e, error))
+        goto fail;
+    /* Known values are kept as constants (no copy: they are immutable). */
+    for (int32_t v = 0; v < e->n_nodes; v++)
+        if (e->kind[v] == KIND_KNOWN) {
+            const PsimNode *n = psim_graph_node(g, v);
+            for (int32_t k = 0; k < n->n_outputs; k++)
+                e->const_vals[e->slot_base[v] + k] = psim_tensor_ref(n->outputs[k].value);
+        }
+    if (!psim_worker_call(w, prepare_job, e, error))
+        goto fail;
+    /* Keep only the constants a step reads. */
+    e->const_slots = g_new(int32_t, e->n_slots ? e->n_slots : 1);
+    for (int32_t s = 0; s < e->n_slots; s++) {
+        if (!e->const_vals[s])
+            continue;
+        if (e->uses_init[s] > 0) {
+            e->const_slots[e->n_const_slots++] = s;
+        } else {
+            psim_tensor_unref(e->const_vals[s]);
+            e->const_vals[s] = NULL;
+        }
+    }
+    return e;
+fail:
+    psim_executor_free(e);
+    return NULL;
+}
+
+static gboolean release_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    (void)error;
+    PsimExecutor *e = arg;
+    for (int32_t i = 0; i < e->n_exec; i++)
+        if (e->prepared[i] && e->kdef[i]->release)
+            e->kdef[i]->release(e->kstate[i]);
+    return TRUE;
+}
+
+void psim_executor_free(PsimExecutor *e)
+{
+    if (!e)
+        return;
+    if (e->prepared)
+        psim_worker_call(e->w, release_job, e, NULL);
+    for (int32_t s = 0; s < e->n_slots; s++) {
+        psim_tensor_unref(e->slots[s]);
+        if (e->const_vals)
+            psim_tensor_unref(e->const_vals[s]);
+    }
+    g_free((void *)e->opts.static_order);
+    g_free((void *)e->opts.priority);
+    g_free(e->static_order);
+    g_free(e->prio);
+    g_free(e->kind);
+    g_free(e->local);
+    g_free(e->slot_base);
+    g_free(e->slots);
+    g_free(e->uses_init);
+    g_free(e->uses);
+    g_free(e->const_vals);
+    g_free(e->const_slots);
+    g_free(e->exec_node);
+    g_free(e->kdef);
+    g_free(e->kstate);
+    g_free(e->prepared);
+    g_free(e->ctx);
+    g_free(e->in_off);
+    g_free(e->in_slot);
+    g_free(e->in_ptrs);
+    g_free(e->succ_off);
+    g_free(e->succ);
+    g_free(e->pending_init);
+    g_free(e->pending);
+    g_free(e->initial_ready);
+    g_free(e->queue);
+    g_free(e->feed_port);
+    g_free(e->feed_slot);
+    g_free(e->fetch_port);
+    g_free(e->fetch_slot);
+    g_free(e->workspace);
+    g_free(e->ran);
+    g_free(e->t_start);
+    g_free(e->t_end);
+    g_free(e);
+}
+
+/* --- Steps ------------------------------------------------------------------------------- */
+
+static void shape_str(GString *s, int32_t rank, const int64_t *dims)
+{
+    g_string_append_c(s, '[');
+    for (int32_t i = 0; i < rank; i++)
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "," : "", dims[i]);
+    g_string_append_c(s, ']');
+}
+
+gboolean psim_executor_check_feeds(const PsimExecutor *e, PsimTensor *const *feeds,
+                                   GError **error)
+{
+    for (int32_t f = 0; f < e->n_feeds; f++) {
+        PsimPort p = e->feed_port[f];
+        const PsimNode *n = psim_graph_node(e->g, p.node);
+        const PsimOutput *o = &n->outputs[p.index];
+        const PsimTensor *t = feeds ? feeds[f] : NULL;
+        if (!t) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, e->g, n, "feed for output %d is missing",
+                             p.index);
+            return FALSE;
+        }
+        if (o->dtype != PSIM_DTYPE_UNDEFINED && t->dtype != o->dtype) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, e->g, n,
+                             "feed is %s but the graph expects %s", psim_dtype_name(t->dtype),
+                             psim_dtype_name(o->dtype));
+            return FALSE;
+        }
+        gboolean bad = o->rank >= 0 && o->rank != t->rank;
+        for (int32_t i = 0; !bad && o->rank >= 0 && i < o->rank; i++)
+            if (o->dims[i] >= 0 && o->dims[i] != t->dims[i])
+                bad = TRUE;
+        if (bad) {
+            g_autoptr(GString) a = g_string_new(NULL);
+            g_autoptr(GString) b = g_string_new(NULL);
+            shape_str(a, t->rank, t->dims);
+            shape_str(b, o->rank, o->dims);
+            psim__exec_error(error, PSIM_ERROR_INPUT, e->g, n,
+                             "feed has shape %s but the graph expects %s (-1: any)", a->str,
+                             b->str);
+            return FALSE;
+        }
+        if (t->device >= 0 && !strcmp(psim_worker_device_type(e->w), "CPU")) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, e->g, n,
+                             "feed is in device memory; the CPU executor needs a host tensor");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* A binary min-heap of local indices keyed by e->prio (ties: lower index). */
+static inline gboolean prio_less(const PsimExecutor *e, int32_t a, int32_t b)
+{
+    return e->prio[a] < e->prio[b] || (e->prio[a] == e->prio[b] && a < b);
+}
+
+static void heap_push(PsimExecutor *e, int32_t *n, int32_t x)
+{
+    int32_t *h = e->queue, i = (*n)++;
+    while (i > 0) {
+        int32_t parent = (i - 1) / 2;
+        if (!prio_less(e, x, h[parent]))
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = x;
+}
+
+static int32_t heap_pop(PsimExecutor *e, int32_t *n)
+{
+    int32_t *h = e->queue, top = h[0], x = h[--(*n)], i = 0;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && prio_less(e, h[c + 1], h[c]))
+            c++;
+        if (!prio_less(e, h[c], x))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+    return top;
+}
+
+static void release_slots(PsimExecutor *e)
+{
+    for (int32_t s = 0; s < e->n_slots; s++)
+        if (e->slots[s]) {
+            psim_tensor_unref(e->slots[s]);
+            e->slots[s] = NULL;
+        }
+}
+
+gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                                GError **error)
+{
+    if (outputs)
+        memset(outputs, 0, sizeof(PsimTensor *) * (size_t)e->n_fetches);
+    if (!psim_executor_check_feeds(e, feeds, error))
+        return FALSE;
+    psim_worker_memory_reset_peak(e->w);
+    double t0 = psim_exec_now_us();
+    e->step_start = t0;
+    e->n_run = 0;
+
+    memcpy(e->uses, e->uses_init, sizeof(int32_t) * (size_t)e->n_slots);
+    memcpy(e->pending, e->pending_init, sizeof(int32_t) * (size_t)e->n_exec);
+    for (int32_t k = 0; k < e->n_const_slots; k++) {
+        int32_t s = e->const_slots[k];
+        e->slots[s] = psim_tensor_ref(e->const_vals[s]);
+    }
+    for (int32_t f = 0; f < e->n_feeds; f++) {
+        int32_t s = e->feed_slot[f];
+        if (s >= 0 && e->uses_init[s] > 0)
+            e->slots[s] = psim_tensor_ref(feeds[f]);
+    }
+
+    /* The ready queue: a ring (FIFO), a heap (PRIORITY) or a cursor over the static order. */
+    const PsimExecOrder order = e->opts.order;
+    int32_t head = 0, tail = 0, n_heap = 0, cursor = 0;
+    const int32_t cap = e->n_exec;
+    if (order == PSIM_EXEC_ORDER_PRIORITY) {
+        for (int32_t k = 0; k < e->n_initial_ready; k++)
+            heap_push(e, &n_heap, e->initial_ready[k]);
+    } else if (order == PSIM_EXEC_ORDER_FIFO) {
+        memcpy(e->queue, e->initial_ready, sizeof(int32_t) * (size_t)e->n_initial_ready);
+        tail = e->n_initial_ready;
+    }
+    int32_t n_ready = order == PSIM_EXEC_ORDER_FIFO ? tail : n_heap;
+    for (int32_t done = 0; done < e->n_exec; done++) {
+        int32_t i;
+        if (order == PSIM_EXEC_ORDER_STATIC) {
+            i = e->static_order[cursor++];
+            if (e->pending[i] != 0) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, e->g,
+                                 psim_graph_node(e->g, e->exec_node[i]),
+                                 "comes in the static order before its inputs are ready");
+                goto fail;
+            }
+        } else if (n_ready == 0) {
+            psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, NULL,
+                             "no node is ready after %d of %d ran (a cycle?)", done, e->n_exec);
+            goto fail;
+        } else if (order == PSIM_EXEC_ORDER_FIFO) {
+            i = e->queue[head];
+            head = head + 1 == cap ? 0 : head + 1;
+            n_ready--;
+        } else {
+            i = heap_pop(e, &n_heap);
+            n_ready--;
+        }
+        const int32_t in0 = e->in_off[i], in1 = e->in_off[i + 1];
+        for (int32_t k = in0; k < in1; k++)
+            e->in_ptrs[k] = e->in_slot[k] >= 0 ? e->slots[e->in_slot[k]] : NULL;
+        PsimKernelCtx *c = &e->ctx[i];
+        const PsimKernelDef *kd = e->kdef[i];
+        GError *err = NULL;
+        double ts = psim_exec_now_us();
+        gboolean ok = kd->run(c, &err);
+        double te = psim_exec_now_us();
+        e->n_kernel_runs++;
+        e->ran[e->n_run] = e->exec_node[i];
+        e->t_start[e->n_run] = ts - t0;
+        e->t_end[e->n_run] = te - t0;
+        e->n_run++;
+        const int32_t base = (int32_t)(c->outputs - e->slots);
+        if (!ok) {
+            kernel_error(error, err, e->g, c->node, kd);
+            goto fail;
+        }
+        for (int32_t k = 0; k < c->n_outputs; k++) {
+            int32_t s = base + k;
+            if (e->uses_init[s] == 0) {
+                if (e->slots[s]) {
+                    psim_tensor_unref(e->slots[s]);
+                    e->slots[s] = NULL;
+                }
+            } else if (!e->slots[s]) {
+                psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, c->node,
+                                 "kernel %s did not set output %d", kd->name ? kd->name : kd->op,
+                                 k);
+                goto fail;
+            }
+        }
+        /* Release inputs whose last consumer this was. */
+        for (int32_t k = in0; k < in1; k++) {
+            int32_t s = e->in_slot[k];
+            if (s >= 0 && --e->uses[s] == 0) {
+                psim_tensor_unref(e->slots[s]);
+                e->slots[s] = NULL;
+            }
+        }
+        for (int32_t j = e->succ_off[i]; j < e->succ_off[i + 1]; j++) {
+            int32_t x = e->succ[j];
+            if (--e->pending[x] == 0 && order != PSIM_EXEC_ORDER_STATIC) {
+                if (order == PSIM_EXEC_ORDER_FIFO) {
+                    e->queue[tail] = x;
+                    tail = tail + 1 == cap ? 0 : tail + 1;
+                } else {
+                    heap_push(e, &n_heap, x);
+                }
+                n_ready++;
+            }
+        }
+    }
+    for (int32_t f = 0; f < e->n_fetches; f++) {
+        int32_t s = e->fetch_slot[f];
+        if (s < 0)
+            continue;
+        if (outputs)
+            outputs[f] = psim_tensor_ref(e->slots[s]);
+        if (--e->uses[s] == 0) {
+            psim_tensor_unref(e->slots[s]);
+            e->slots[s] = NULL;
+        }
+    }
+    /* Constants and feeds that no node read (fetched only, or cut) are released here. */
+    release_slots(e);
+    e->step_us = psim_exec_now_us() - t0;
+    psim_worker_memory(e->w, &e->peak_bytes);
+    e->n_steps++;
+    return TRUE;
+fail:
+    release_slots(e);
+    if (outputs)
+        for (int32_t f = 0; f < e->n_fetches; f++) {
+            psim_tensor_unref(outputs[f]);
+            outputs[f] = NULL;
+        }
+    e->step_us = psim_exec_now_us() - t0;
+    return FALSE;
+}
+
+typedef struct {
+    PsimExecutor *e;
+    PsimTensor *const *feeds;
+    PsimTensor **outputs;
+} RunArgs;
+
+static gboolean run_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    RunArgs *a = arg;
+    return psim_executor_run_here(a->e, a->feeds, a->outputs, error);
+}
+
+gboolean psim_executor_run(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                           GError **error)
+{
+    if (!psim_executor_check_feeds(e, feeds, error))
+        return FALSE;
+    RunArgs a = {e, feeds, outputs};
+    return psim_worker_call(e->w, run_job, &a, error);
+}
+
+/* --- Introspection ----------------------------------------------------------------------- */
+
+void psim_executor_stats(const PsimExecutor *e, PsimExecStats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_run = e->n_run;
+    out->nodes = e->ran;
+    out->start = e->t_start;
+    out->end = e->t_end;
+    out->step_us = e->step_us;
+    out->step_start_us = e->step_start;
+    out->n_exec = e->n_exec;
+    out->n_const = e->n_const;
+    out->n_fed = e->n_fed;
+    out->n_steps = e->n_steps;
+    out->n_kernel_runs = e->n_kernel_runs;
+    out->peak_bytes = e->peak_bytes;
+}
+
+void psim_executor_timeline_add(const PsimExecutor *e, PsimTimeline *t, int32_t device,
+                                double offset_us)
+{
+    for (int32_t k = 0; k < e->n_run; k++) {
+        const PsimNode *n = psim_graph_node(e->g, e->ran[k]);
+        psim_timeline_op_add(t, n->name, n->op, n->id, device, 0, e->t_start[k] + offset_us,
+                             e->t_end[k] + offset_us);
+    }
+    if (e->step_us + offset_us > t->step_time_us)
+        t->step_time_us = e->step_us + offset_us;
+    if (device >= 0 && device < t->n_devices && e->peak_bytes > t->peak_memory[device])
+        t->peak_memory[device] = e->peak_bytes;
+}
+
+const PsimGraph *psim_executor_graph(const PsimExecutor *e) { return e->g; }
+int32_t psim_executor_n_feeds(const PsimExecutor *e) { return e->n_feeds; }
+PsimPort psim_executor_feed_port(const PsimExecutor *e, int32_t i) { return e->feed_port[i]; }
+PsimPort psim_executor_fetch_port(const PsimExecutor *e, int32_t i) { return e->fetch_port[i]; }

@@ -1,0 +1,310 @@
+/* Device workers: one thread per device that runs posted closures in order. A CPU worker pins
+ * its thread to the device's cores, so that devices of one machine do not fight over cores.
+ * Tensor memory allocated through a worker is accounted (live and peak bytes). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec-private.h"
+
+double psim_exec_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+void psim__exec_error(GError **error, int code, const PsimGraph *g, const PsimNode *n,
+                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    const char *src = psim_graph_source(g) ? psim_graph_source(g)
+                      : psim_graph_name(g)  ? psim_graph_name(g)
+                                            : "graph";
+    if (n)
+        g_set_error(error, PSIM_ERROR, code, "%s: node '%s': %s", src, n->name, msg);
+    else
+        g_set_error(error, PSIM_ERROR, code, "%s: %s", src, msg);
+}
+
+/* Memory accounting outlives the worker: tensors it allocated may be released later (fetched
+ * outputs), so each holds a reference to the counter. */
+typedef struct {
+    atomic_int refcount;
+    atomic_int_least64_t live;
+    atomic_int_least64_t peak;
+} MemCounter;
+
+static void mem_counter_unref(MemCounter *m)
+{
+    if (atomic_fetch_sub(&m->refcount, 1) == 1)
+        g_free(m);
+}
+
+typedef struct {
+    PsimWorkerFn fn;
+    void *arg;
+} Job;
+
+struct PsimWorker {
+    const PsimWorkerClass *klass;
+    const PsimDevice *device;
+    char *name;
+    GThread *thread;
+    GMutex lock;
+    GCond cond;
+    GQueue jobs;       /* Job*, guarded by lock */
+    int n_unfinished;  /* posted and not yet run, guarded by lock */
+    GError *first_error;
+    gboolean stop;
+    MemCounter *mem;
+};
+
+/* --- CPU workers ------------------------------------------------------------------------- */
+
+static gboolean cpu_thread_init(PsimWorker *w, GError **error)
+{
+    const PsimDevice *d = w->device;
+    if (!d || d->n_cores <= 0)
+        return TRUE;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int32_t i = 0; i < d->n_cores; i++) {
+        if (d->cores[i] < 0 || d->cores[i] >= CPU_SETSIZE) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device %s: core %d does not exist",
+                        w->name, d->cores[i]);
+            return FALSE;
+        }
+        CPU_SET(d->cores[i], &set);
+    }
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "device %s: cannot pin its thread to its %d core(s): %s", w->name,
+                    d->n_cores, g_strerror(rc));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static const PsimWorkerClass cpu_worker_class = {
+    .name = "CPU",
+    .description = "a host thread pinned to the device's cores; kernels run on it in turn",
+    .thread_init = cpu_thread_init,
+};
+
+static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class};
+
+/* --- The worker thread ------------------------------------------------------------------- */
+
+static GPrivate current_worker;
+
+static gpointer worker_main(gpointer data)
+{
+    PsimWorker *w = data;
+    g_private_set(&current_worker, w);
+    g_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->stop && g_queue_is_empty(&w->jobs))
+            g_cond_wait(&w->cond, &w->lock);
+        Job *job = g_queue_pop_head(&w->jobs);
+        if (!job)
+            break; /* stop requested and nothing left */
+        g_mutex_unlock(&w->lock);
+        GError *err = NULL;
+        gboolean ok = job->fn(w, job->arg, &err);
+        g_free(job);
+        g_mutex_lock(&w->lock);
+        if (!ok) {
+            if (!err)
+                g_set_error(&err, PSIM_ERROR, PSIM_ERROR_RUNTIME, "device %s: work failed",
+                            w->name);
+            if (!w->first_error)
+                w->first_error = err;
+            else
+                g_error_free(err);
+        }
+        w->n_unfinished--;
+        g_cond_broadcast(&w->cond);
+    }
+    g_mutex_unlock(&w->lock);
+    if (w->klass->thread_fini)
+        w->klass->thread_fini(w);
+    return NULL;
+}
+
+static gboolean worker_init_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)arg;
+    return w->klass->thread_init ? w->klass->thread_init(w, error) : TRUE;
+}
+
+PsimWorker *psim_worker_new(const PsimDevice *device, GError **error)
+{
+    const char *type = device ? device->type : "CPU";
+    const PsimWorkerClass *klass = NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(worker_classes); i++)
+        if (type && !strcmp(worker_classes[i]->name, type))
+            klass = worker_classes[i];
+    if (!klass) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
+                    "device %s: the executor cannot run devices of type %s yet",
+                    device && device->short_name ? device->short_name : "?", type ? type : "?");
+        return NULL;
+    }
+    PsimWorker *w = g_new0(PsimWorker, 1);
+    w->klass = klass;
+    w->device = device;
+    w->name = g_strdup(device ? (device->short_name ? device->short_name : device->name) : "CPU");
+    g_mutex_init(&w->lock);
+    g_cond_init(&w->cond);
+    g_queue_init(&w->jobs);
+    w->mem = g_new0(MemCounter, 1);
+    atomic_init(&w->mem->refcount, 1);
+    g_autofree char *tname = g_strdup_printf("psim-%s", w->name);
+    w->thread = g_thread_try_new(tname, worker_main, w, error);
+    if (!w->thread) {
+        psim_worker_free(w);
+        return NULL;
+    }
+    if (!psim_worker_call(w, worker_init_job, NULL, error)) {
+        psim_worker_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void psim_worker_free(PsimWorker *w)
+{
+    if (!w)
+        return;
+    if (w->thread) {
+        g_mutex_lock(&w->lock);
+        w->stop = TRUE;
+        g_cond_broadcast(&w->cond);
+        g_mutex_unlock(&w->lock);
+        g_thread_join(w->thread);
+    }
+    if (w->first_error)
+        g_error_free(w->first_error);
+    g_mutex_clear(&w->lock);
+    g_cond_clear(&w->cond);
+    mem_counter_unref(w->mem);
+    g_free(w->name);
+    g_free(w);
+}
+
+const PsimDevice *psim_worker_device(const PsimWorker *w) { return w->device; }
+const char *psim_worker_device_type(const PsimWorker *w) { return w->klass->name; }
+const char *psim_worker_name(const PsimWorker *w) { return w->name; }
+
+void psim_worker_post(PsimWorker *w, PsimWorkerFn fn, void *arg)
+{
+    Job *job = g_new(Job, 1);
+    job->fn = fn;
+    job->arg = arg;
+    g_mutex_lock(&w->lock);
+    g_queue_push_tail(&w->jobs, job);
+    w->n_unfinished++;
+    g_cond_broadcast(&w->cond);
+    g_mutex_unlock(&w->lock);
+}
+
+gboolean psim_worker_wait(PsimWorker *w, GError **error)
+{
+    g_mutex_lock(&w->lock);
+    while (w->n_unfinished > 0)
+        g_cond_wait(&w->cond, &w->lock);
+    GError *err = w->first_error;
+    w->first_error = NULL;
+    g_mutex_unlock(&w->lock);
+    if (err) {
+        g_propagate_error(error, err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean psim_worker_call(PsimWorker *w, PsimWorkerFn fn, void *arg, GError **error)
+{
+    if (g_private_get(&current_worker) == w)
+        return fn(w, arg, error);
+    psim_worker_post(w, fn, arg);
+    return psim_worker_wait(w, error);
+}
+
+/* --- Memory ------------------------------------------------------------------------------ */
+
+uint64_t psim_worker_memory(const PsimWorker *w, uint64_t *peak)
+{
+    if (peak)
+        *peak = (uint64_t)atomic_load(&w->mem->peak);
+    return (uint64_t)atomic_load(&w->mem->live);
+}
+
+void psim_worker_memory_reset_peak(PsimWorker *w)
+{
+    atomic_store(&w->mem->peak, atomic_load(&w->mem->live));
+}
+
+static void host_release(PsimTensor *t, void *user)
+{
+    MemCounter *m = user;
+    atomic_fetch_sub(&m->live, (int64_t)t->nbytes);
+    free(t->data);
+    mem_counter_unref(m);
+}
+
+PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
+                                   const int64_t *dims, GError **error)
+{
+    size_t esize = psim_dtype_size(dtype);
+    int64_t ne = rank >= 0 && rank <= 64 && (rank == 0 || dims) ? psim_shape_elems(rank, dims) : -1;
+    if (ne < 0 || esize == 0 || dtype == PSIM_DTYPE_STRING) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "cannot allocate a %s tensor of rank %d: its shape is unknown, negative or "
+                    "too large, or its dtype is not supported",
+                    psim_dtype_name(dtype), rank);
+        return NULL;
+    }
+    size_t nbytes = (size_t)ne * esize;
+    size_t sz = (nbytes + 63) & ~(size_t)63;
+    if (sz == 0)
+        sz = 64;
+    const PsimDevice *d = w->device;
+    int64_t live = atomic_fetch_add(&w->mem->live, (int64_t)nbytes) + (int64_t)nbytes;
+    if (d && d->memory_bytes && (uint64_t)live > d->memory_bytes) {
+        atomic_fetch_sub(&w->mem->live, (int64_t)nbytes);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "out of memory on %s: %zu more bytes would exceed its %" G_GUINT64_FORMAT,
+                    w->name, nbytes, d->memory_bytes);
+        return NULL;
+    }
+    void *data = aligned_alloc(64, sz);
+    if (!data) {
+        atomic_fetch_sub(&w->mem->live, (int64_t)nbytes);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "out of memory on %s for %zu bytes",
+                    w->name, nbytes);
+        return NULL;
+    }
+    memset(data, 0, sz);
+    int64_t peak = atomic_load(&w->mem->peak);
+    while (live > peak && !atomic_compare_exchange_weak(&w->mem->peak, &peak, live))
+        ;
+    atomic_fetch_add(&w->mem->refcount, 1);
+    return psim_tensor_new_wrap(dtype, rank, dims, data, host_release, w->mem);
+}
+
+PsimTensor *psim__exec_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
+                             const int64_t *dims, GError **error)
+{
+    return psim_worker_tensor_new(ctx->alloc_user, dtype, rank, dims, error);
+}

@@ -1,0 +1,192 @@
+/* The real executor (the TensorFlow whitepaper's): device workers, the per-device executor that
+ * runs a (sub)graph with pending counts and a ready queue, and sessions that prune, prepare and
+ * cache executors per feeds/fetches signature.
+ *
+ * Layers, bottom up:
+ *  - PsimWorker: one device. A CPU device is a thread pinned to its cores; a GPU device will be a
+ *    host thread driving CUDA streams. Work is posted to the worker's thread as closures.
+ *  - PsimExecutor: one (sub)graph on one worker. Prepared once (pruned to the fetches and cut
+ *    at the feeds, constant subgraphs evaluated, kernels looked up and prepared, pending counts
+ *    and tensor use counts precomputed); each step then dispatches without hashing or
+ *    per-node bookkeeping allocations. Tensors are reference counted and released when their
+ *    last consumer finishes.
+ *  - PsimSession: a graph on a cluster; run(feeds, fetches) looks its signature up in a cache of
+ *    prepared executors, preparing one (which prunes) on a miss. With several devices (a Plan),
+ *    the graph is pruned (psim_graph_prune), placed and partitioned, and each device gets one
+ *    executor over its partition, Send/Recv through a rendezvous. */
+#ifndef PLACESIM_EXEC_H
+#define PLACESIM_EXEC_H
+
+#include "placesim/cluster.h"
+#include "placesim/graph.h"
+#include "placesim/kernels.h"
+#include "placesim/timeline.h"
+
+G_BEGIN_DECLS
+
+/* Microseconds on the monotonic clock that every executor timestamp uses. */
+double psim_exec_now_us(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Device workers. */
+
+typedef struct PsimWorker PsimWorker;
+
+/* A device kind, as a plug-in: the built-ins are chosen by the device's type ("CPU"). All
+ * hooks run on the worker's own thread. */
+typedef struct PsimWorkerClass {
+    const char *name;        /* device type it drives: "CPU", "GPU" */
+    const char *description;
+    /* Once, when the thread starts: pin to cores, set BLAS threads, create streams. */
+    gboolean (*thread_init)(PsimWorker *w, GError **error);
+    void (*thread_fini)(PsimWorker *w);
+    /* Waits for asynchronous kernels (stream order) at the end of a step; NULL: nothing. */
+    gboolean (*sync)(PsimWorker *w, GError **error);
+} PsimWorkerClass;
+
+/* Work run on a worker's thread. A FALSE return sets the error that psim_worker_wait reports. */
+typedef gboolean (*PsimWorkerFn)(PsimWorker *w, void *arg, GError **error);
+
+/* Starts a worker for `device` (not copied: it must outlive the worker), or, when device is
+ * NULL, an unpinned host CPU worker. Returns after the thread has started and pinned itself;
+ * NULL with an error (RUNTIME) if pinning fails, or (UNSUPPORTED) for a device type without a
+ * worker class. Free with psim_worker_free, which joins the thread. */
+PsimWorker *psim_worker_new(const PsimDevice *device, GError **error);
+void psim_worker_free(PsimWorker *w);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimWorker, psim_worker_free)
+
+const PsimDevice *psim_worker_device(const PsimWorker *w);
+/* "CPU", "GPU": the type kernels are looked up for. */
+const char *psim_worker_device_type(const PsimWorker *w);
+/* The short device name ("CPU:0"), or "CPU" for the host worker. */
+const char *psim_worker_name(const PsimWorker *w);
+/* Queues fn(w, arg) on the worker's thread and returns at once. */
+void psim_worker_post(PsimWorker *w, PsimWorkerFn fn, void *arg);
+/* Waits until everything posted so far has run. FALSE with the first error any of them
+ * returned since the last wait (later errors are dropped). */
+gboolean psim_worker_wait(PsimWorker *w, GError **error);
+/* Runs fn(w, arg) on the worker's thread and waits for it (runs it directly when called from
+ * that thread). */
+gboolean psim_worker_call(PsimWorker *w, PsimWorkerFn fn, void *arg, GError **error);
+/* Bytes of tensors allocated on this worker's device (ctx->alloc) and still alive; *peak
+ * (optional) gets the most alive at once since psim_worker_memory_reset_peak. */
+uint64_t psim_worker_memory(const PsimWorker *w, uint64_t *peak);
+void psim_worker_memory_reset_peak(PsimWorker *w);
+/* Allocates a zeroed tensor in the worker's device memory, accounted as above (what the
+ * executor gives kernels as ctx->alloc). NULL with a RUNTIME error when out of memory, an
+ * INPUT error when the shape is unknown or absurd. Free with psim_tensor_unref. */
+PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
+                                   const int64_t *dims, GError **error);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The per-device executor. */
+
+typedef enum {
+    PSIM_EXEC_ORDER_FIFO = 0, /* ready nodes run in the order they became ready */
+    PSIM_EXEC_ORDER_STATIC,   /* exactly the order given (a plan's per-device order) */
+    PSIM_EXEC_ORDER_PRIORITY, /* among ready nodes, the lowest priority value first */
+} PsimExecOrder;
+
+typedef struct {
+    PsimExecOrder order;
+    const int32_t *static_order; /* STATIC: node ids of the graph; copied */
+    int32_t n_static_order;
+    const double *priority;      /* PRIORITY: one per node id of the graph; copied */
+    /* Evaluate constant subgraphs at every step instead of once when prepared. */
+    gboolean no_constant_folding;
+} PsimExecOptions;
+
+typedef struct PsimExecutor PsimExecutor;
+
+/* Prepares graph g to run on worker w. feeds are refs ("node" or "node:k") of the tensors given
+ * at each step, in that order; fetches are refs of the tensors returned at each step, or
+ * targets ("^node") that are run and return nothing. Only what the fetches need runs, cut at
+ * the feeds (partial execution). Nodes whose outputs are all known (PsimOutput.value), and
+ * nodes whose inputs all come from such nodes (weights made by ConstantOfShape, shape
+ * arithmetic), form the constant subgraph: it is evaluated here once, on the worker, and its
+ * results are reused by every step. opts may be NULL.
+ * g is not copied: it must stay unchanged and outlive the executor. Errors (INPUT, naming the
+ * file and the node): a ref that names no tensor; a needed graph input that is not fed; a node
+ * without a kernel for the worker's device type. A kernel failing while constants are
+ * evaluated is a RUNTIME error naming the node. Free with psim_executor_free. */
+PsimExecutor *psim_executor_new(const PsimGraph *g, PsimWorker *w, const char *const *feeds,
+                                int32_t n_feeds, const char *const *fetches, int32_t n_fetches,
+                                const PsimExecOptions *opts, GError **error);
+void psim_executor_free(PsimExecutor *e);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimExecutor, psim_executor_free)
+
+/* Checks feeds against what the graph expects (dtype, rank, known dimensions): an INPUT error
+ * naming the fed node otherwise. feeds[i] corresponds to the executor's i-th feed. */
+gboolean psim_executor_check_feeds(const PsimExecutor *e, PsimTensor *const *feeds,
+                                   GError **error);
+/* Runs one step on the worker's thread and waits for it. feeds are checked and not taken;
+ * outputs (one per fetch, NULL for targets) get new references the caller unrefs. A kernel
+ * failure is a RUNTIME error naming the node (INPUT if the kernel found its inputs invalid);
+ * every tensor of the step is then released and outputs are left NULL. */
+gboolean psim_executor_run(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                           GError **error);
+/* The same, on the calling thread, which must be the worker's (psim_worker_post a closure that
+ * calls it to run several devices' executors at once). */
+gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                                GError **error);
+
+typedef struct {
+    int32_t n_run;        /* nodes run by the last step */
+    const int32_t *nodes; /* their ids in the graph, in the order they ran (owned by e) */
+    const double *start;  /* per entry of nodes: start and end, microseconds from the step's */
+    const double *end;    /*   start on the psim_exec_now_us clock (owned by e) */
+    double step_us;       /* last step, on the worker's thread */
+    double step_start_us; /* last step's start on the psim_exec_now_us clock */
+    int32_t n_exec;       /* nodes each step runs */
+    int32_t n_const;      /* nodes of the constant subgraph evaluated when prepared */
+    int32_t n_fed;
+    uint64_t n_steps;
+    uint64_t n_kernel_runs; /* kernels invoked since prepared, constants included */
+    uint64_t peak_bytes;    /* device memory at the last step's peak */
+} PsimExecStats;
+
+void psim_executor_stats(const PsimExecutor *e, PsimExecStats *out);
+/* Appends the last step's nodes to t as device `device`, stream 0, shifted by `offset_us`
+ * (so that several devices' steps share one origin). */
+void psim_executor_timeline_add(const PsimExecutor *e, PsimTimeline *t, int32_t device,
+                                double offset_us);
+const PsimGraph *psim_executor_graph(const PsimExecutor *e);
+int32_t psim_executor_n_feeds(const PsimExecutor *e);
+/* The node and output a feed or fetch resolved to (node -1 never happens for valid i). */
+PsimPort psim_executor_feed_port(const PsimExecutor *e, int32_t i);
+PsimPort psim_executor_fetch_port(const PsimExecutor *e, int32_t i);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sessions. */
+
+typedef struct PsimSession PsimSession;
+
+typedef struct {
+    uint64_t n_runs;
+    uint64_t n_cache_hits;
+    uint64_t n_prunes;   /* executors built (each prunes and prepares) */
+    uint64_t n_invalidations;
+} PsimSessionStats;
+
+/* A session running g (not copied; it may be extended, which invalidates the cache) on one
+ * device of cluster c (not copied; must outlive): `device` is a full or short name, or NULL for
+ * the first CPU device. opts as for executors (may be NULL). Free with psim_session_free. */
+PsimSession *psim_session_new(PsimGraph *g, const PsimCluster *c, const char *device,
+                              const PsimExecOptions *opts, GError **error);
+void psim_session_free(PsimSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimSession, psim_session_free)
+
+/* Runs one step: feeds named by refs, fetches by refs or targets ("^node"). The first run of a
+ * signature (feed names and fetches, in order) prepares an executor (pruning, constants);
+ * later runs reuse it. outputs as psim_executor_run. */
+gboolean psim_session_run(PsimSession *s, int32_t n_feeds, const char *const *feed_names,
+                          PsimTensor *const *feeds, int32_t n_fetches,
+                          const char *const *fetches, PsimTensor **outputs, GError **error);
+void psim_session_stats(const PsimSession *s, PsimSessionStats *out);
+/* The executor the last run used (owned by the session), or NULL. */
+PsimExecutor *psim_session_last_executor(PsimSession *s);
+PsimWorker *psim_session_worker(PsimSession *s);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# placesim run: outputs saved and checked, --json figures, exit 2 with one error line for bad
+# feeds (wrong shape, unknown name, unreadable file, malformed flag) and exit 1 for a failed check.
+set -euo pipefail
+PSIM="${PSIM:-./build/placesim}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+graph() { # NAME SHAPE: x (float32 SHAPE) -> y = Identity(x)
+    cat > "$tmp/$1.json" <<EOF
+{"format": "placesim.graph/1", "name": "$1",
+ "nodes": [{"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": $2}]},
+           {"name": "y", "op": "Identity", "inputs": ["x:0"]}],
+ "inputs": ["x"], "outputs": ["y:0"]}
+EOF
+}
+expect() { # CODE CMD...: runs CMD, wants exit CODE and (for failures) one stderr line
+    local want=$1; shift
+    set +e; "$@" > "$tmp/out.txt" 2> "$tmp/err.txt"; local rc=$?; set -e
+    [ "$rc" = "$want" ] || { echo "FAIL: $* exited $rc, expected $want"; cat "$tmp/err.txt"; exit 1; }
+    if [ "$want" != 0 ]; then
+        [ "$(wc -l < "$tmp/err.txt")" = 1 ] || { echo "FAIL: $*: not one error line"; cat "$tmp/err.txt"; exit 1; }
+    fi
+}
+graph g23 "[2, 3]"
+graph g32 "[3, 2]"
+graph g6 "[6]"
+
+# Outputs saved, then read back as a feed and as the expected output.
+expect 0 "$PSIM" run "$tmp/g23.json" --steps 3 --save-outputs "$tmp/out23"
+grep -q "3 steps" "$tmp/out.txt"
+[ -s "$tmp/out23/output_0.pb" ]
+expect 0 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/out23/output_0.pb" --check "$tmp/out23/output_0.pb" --json
+for key in '"step_time_us":{"median":' '"min":' '"max":' '"steps":1' '"check":{"ok":true' \
+           '"max_abs_err":0' '"max_rel_err":0'; do
+    grep -qF "$key" "$tmp/out.txt" || { echo "FAIL: --json lacks $key"; cat "$tmp/out.txt"; exit 1; }
+done
+expect 0 "$PSIM" run "$tmp/g32.json" --save-outputs "$tmp/out32"
+
+# Bad feeds: exit 2, one line naming the node and what is wrong.
+expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/out32/output_0.pb"
+grep -q "node 'x'.*shape \[3,2\].*expects \[2,3\]" "$tmp/err.txt"
+expect 2 "$PSIM" run "$tmp/g23.json" --feed "nope=$tmp/out23/output_0.pb"
+grep -q "'nope'" "$tmp/err.txt"
+expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/missing.pb"
+grep -q "missing.pb" "$tmp/err.txt"
+expect 2 "$PSIM" run "$tmp/g23.json" --feed x
+expect 2 "$PSIM" run "$tmp/g23.json" --steps 0
+echo 'not a protobuf' > "$tmp/junk.pb"
+expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/junk.pb"
+
+# A failed check: exit 1 with the reason. Same values, other shape ([6] vs [2,3]).
+expect 1 "$PSIM" run "$tmp/g6.json" --check "$tmp/out23/output_0.pb"
+grep -q "check failed.*shape \[6\].*\[2,3\]" "$tmp/err.txt"
+
+echo ok

@@ -1,0 +1,405 @@
+/* placesim run: runs a graph for real on one device for N steps, with feeds from ONNX
+ * TensorProto files (or arange(n)/n, as ONNX made its reference outputs), checks the first
+ * output against a file, and reports step times. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "placesim/exec.h"
+#include "tools/cli.h"
+
+/* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
+static gboolean names_input(const PsimNode *n, const char *name)
+{
+    if (!strcmp(name, n->name))
+        return TRUE;
+    size_t l = strlen(n->name);
+    if (!strncmp(name, n->name, l) && !strcmp(name + l, ":0"))
+        return TRUE;
+    return n->n_outputs > 0 && n->outputs[0].name && !strcmp(n->outputs[0].name, name);
+}
+
+/* arange(n)/n in the input's shape, unknown dims taken as 1. */
+static PsimTensor *default_feed(const PsimGraph *g, const PsimNode *n, GError **error)
+{
+    const PsimOutput *o = &n->outputs[0];
+    if (o->rank < 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: node '%s': graph input of unknown rank: give it with --feed %s=FILE.pb",
+                    psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g), n->name,
+                    n->name);
+        return NULL;
+    }
+    int64_t *dims = g_new(int64_t, o->rank + 1);
+    for (int32_t i = 0; i < o->rank; i++)
+        dims[i] = o->dims[i] >= 0 ? o->dims[i] : 1;
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, o->rank, dims, error);
+    g_free(dims);
+    if (!t) {
+        g_prefix_error(error, "%s: node '%s': ",
+                       psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g), n->name);
+        return NULL;
+    }
+    float *p = t->data;
+    for (int64_t i = 0; i < t->n_elems; i++)
+        p[i] = (float)((double)i / (double)t->n_elems);
+    return t;
+}
+
+static void shape_append(GString *s, const PsimTensor *t)
+{
+    g_string_append_c(s, '[');
+    for (int32_t i = 0; i < t->rank; i++)
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "," : "", t->dims[i]);
+    g_string_append_c(s, ']');
+}
+
+typedef struct {
+    gboolean done, ok;
+    double max_abs, max_rel;
+    int64_t n_bad;
+    char *message; /* why it failed (shape), or NULL */
+} Check;
+
+/* ONNX's runner: |a - b| <= atol + rtol * |b| for every element (b the expected value). */
+static void check_compare(Check *c, const PsimTensor *got, const PsimTensor *want, double rtol,
+                          double atol)
+{
+    c->done = TRUE;
+    c->ok = TRUE;
+    gboolean same = got->n_elems == want->n_elems;
+    if (same && got->rank == want->rank)
+        for (int32_t i = 0; i < got->rank; i++)
+            same = same && got->dims[i] == want->dims[i];
+    else if (same) {
+        /* Equal sizes but different ranks ([1,1000] vs [1000]): ONNX's runner rejects it too. */
+        same = FALSE;
+    }
+    if (!same) {
+        g_autoptr(GString) s = g_string_new("output has shape ");
+        shape_append(s, got);
+        g_string_append(s, ", expected ");
+        shape_append(s, want);
+        c->message = g_strdup(s->str);
+        c->ok = FALSE;
+        c->max_abs = c->max_rel = INFINITY;
+        return;
+    }
+    if (got->dtype == PSIM_DTYPE_STRING || want->dtype == PSIM_DTYPE_STRING) {
+        c->message = g_strdup("string outputs cannot be compared");
+        c->ok = FALSE;
+        return;
+    }
+    for (int64_t i = 0; i < got->n_elems; i++) {
+        double a = psim_tensor_get_f64(got, i), b = psim_tensor_get_f64(want, i);
+        double d = fabs(a - b);
+        if (isnan(a) && isnan(b))
+            continue;
+        if (isnan(d))
+            d = INFINITY;
+        if (d > c->max_abs)
+            c->max_abs = d;
+        double r = b != 0 ? d / fabs(b) : (d > 0 ? INFINITY : 0);
+        if (r > c->max_rel)
+            c->max_rel = r;
+        if (!(d <= atol + rtol * fabs(b)))
+            c->n_bad++;
+    }
+    c->ok = c->n_bad == 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void json_double(JsonBuilder *b, const char *name, double v)
+{
+    json_builder_set_member_name(b, name);
+    if (isfinite(v))
+        json_builder_add_double_value(b, v);
+    else
+        json_builder_add_null_value(b);
+}
+
+int psim_cmd_run(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    char *cluster_spec = NULL, *device = NULL, *check_path = NULL, *save_dir = NULL;
+    char **feed_args = NULL, **plugins = NULL;
+    int steps = 1;
+    double rtol = 1e-3, atol = 1e-7;
+    GOptionEntry entries[] = {
+        {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_spec,
+         "local, local:N or a cluster file (default local:1)", "SPEC"},
+        {"device", 0, 0, G_OPTION_ARG_STRING, &device,
+         "the cluster device to run on (default: its first CPU)", "NAME"},
+        {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "measured steps after one warm-up (default 1)",
+         "N"},
+        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feed_args,
+         "feed input NAME from an ONNX TensorProto file (repeatable)", "NAME=FILE.pb"},
+        {"check", 0, 0, G_OPTION_ARG_FILENAME, &check_path,
+         "compare the first output with this TensorProto file", "FILE.pb"},
+        {"rtol", 0, 0, G_OPTION_ARG_DOUBLE, &rtol, "relative tolerance of --check (1e-3)", "R"},
+        {"atol", 0, 0, G_OPTION_ARG_DOUBLE, &atol, "absolute tolerance of --check (1e-7)", "A"},
+        {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &save_dir,
+         "write each output as DIR/output_K.pb", "DIR"},
+        {"plugin", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
+         "load a shared library that registers ops and kernels (repeatable)", "PATH.so"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - run a graph for real");
+    g_option_context_set_summary(ctx,
+        "Runs GRAPH on one device of the cluster: one warm-up step, then N measured steps.\n"
+        "Graph inputs without --feed get arange(n)/n in their shape (unknown dims as 1).\n"
+        "--check passes when |a-b| <= atol + rtol*|b| for every element of the first output.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    int code = 2;
+    GError *err = NULL;
+    PsimGraph *g = NULL;
+    PsimCluster *c = NULL;
+    PsimSession *s = NULL;
+    GPtrArray *feed_names = g_ptr_array_new_with_free_func(g_free);
+    GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+    GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
+    PsimTensor **outputs = NULL, **step_out = NULL;
+    double *times = NULL;
+    g_autofree char *device_name = NULL;
+    Check chk = {0};
+    int n_out = 0;
+    if (!psim_cli_parse(ctx, &argc, &argv, "run"))
+        goto out;
+    if (argc != 2) {
+        code = psim_cli_usage("run", "expected one GRAPH");
+        goto out;
+    }
+    if (steps < 1 || steps > 1000000) {
+        code = psim_cli_usage("run", "--steps must be between 1 and 1000000");
+        goto out;
+    }
+    if (!(rtol >= 0) || !(atol >= 0)) {
+        code = psim_cli_usage("run", "--rtol and --atol must be non-negative");
+        goto out;
+    }
+    for (char **p = plugins; p && *p; p++)
+        if (!psim_plugin_load(*p, &err)) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+    g = psim_cli_load_graph(argv[1], FALSE, &err);
+    if (!g) {
+        code = psim_cli_fail(err);
+        goto out;
+    }
+    c = psim_cluster_from_spec(cluster_spec ? cluster_spec : "local:1", &err);
+    if (!c) {
+        code = psim_cli_fail(err);
+        goto out;
+    }
+
+    /* Feeds: the files given, then arange(n)/n for the float inputs left. */
+    for (char **p = feed_args; p && *p; p++) {
+        const char *eq = strchr(*p, '=');
+        if (!eq || eq == *p || !eq[1]) {
+            code = psim_cli_usage("run", "--feed '%s': expected NAME=FILE.pb", *p);
+            goto out;
+        }
+        PsimTensor *t = psim_tensor_load_pb(eq + 1, NULL, &err);
+        if (!t) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        g_ptr_array_add(feed_names, g_strndup(*p, (gsize)(eq - *p)));
+        g_ptr_array_add(feeds, t);
+    }
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
+        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
+        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER))
+            continue; /* an initializer */
+        gboolean given = FALSE;
+        for (guint k = 0; k < feed_names->len && !given; k++)
+            given = names_input(n, g_ptr_array_index(feed_names, k));
+        if (given || n->outputs[0].dtype != PSIM_DTYPE_FLOAT32)
+            continue; /* other dtypes need --feed; the executor says so if they are needed */
+        PsimTensor *t = default_feed(g, n, &err);
+        if (!t) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        g_ptr_array_add(feed_names, g_strdup(n->name));
+        g_ptr_array_add(feeds, t);
+    }
+    n_out = psim_graph_n_outputs(g);
+    if (n_out == 0) {
+        code = psim_cli_usage("run", "%s has no graph outputs to fetch", argv[1]);
+        goto out;
+    }
+    for (int32_t i = 0; i < n_out; i++)
+        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
+
+    s = psim_session_new(g, c, device, NULL, &err);
+    if (!s) {
+        code = psim_cli_fail(err);
+        goto out;
+    }
+    device_name = g_strdup(psim_worker_name(psim_session_worker(s)));
+    outputs = g_new0(PsimTensor *, n_out);
+    step_out = g_new0(PsimTensor *, n_out);
+    times = g_new0(double, steps);
+    for (int step = -1; step < steps; step++) {
+        if (!psim_session_run(s, (int32_t)feeds->len, (const char *const *)feed_names->pdata,
+                              (PsimTensor *const *)feeds->pdata, n_out,
+                              (const char *const *)fetches->pdata, step_out, &err)) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        for (int32_t i = 0; i < n_out; i++) {
+            psim_tensor_unref(outputs[i]);
+            outputs[i] = step_out[i];
+            step_out[i] = NULL;
+        }
+        PsimExecStats st;
+        psim_executor_stats(psim_session_last_executor(s), &st);
+        if (step >= 0)
+            times[step] = st.step_us;
+    }
+    PsimExecStats st;
+    psim_executor_stats(psim_session_last_executor(s), &st);
+
+    if (save_dir) {
+        if (g_mkdir_with_parents(save_dir, 0755) != 0) {
+            g_set_error(&err, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: cannot create the folder: %s",
+                        save_dir, g_strerror(errno));
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        for (int32_t i = 0; i < n_out; i++) {
+            PsimPort p = psim_graph_output(g, i);
+            const PsimNode *n = psim_graph_node(g, p.node);
+            const char *name = n->outputs[p.index].name ? n->outputs[p.index].name : n->name;
+            g_autofree char *file = g_strdup_printf("output_%d.pb", i);
+            g_autofree char *path = g_build_filename(save_dir, file, NULL);
+            if (!psim_tensor_save_pb(outputs[i], name, path, &err)) {
+                code = psim_cli_fail(err);
+                goto out;
+            }
+        }
+    }
+    if (check_path) {
+        g_autoptr(PsimTensor) want = psim_tensor_load_pb(check_path, NULL, &err);
+        if (!want) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        check_compare(&chk, outputs[0], want, rtol, atol);
+    }
+
+    qsort(times, (size_t)steps, sizeof(double), cmp_double);
+    double median = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
+    const char *first = g_ptr_array_index(fetches, 0);
+    if (json) {
+        JsonBuilder *b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "graph");
+        json_builder_add_string_value(b, psim_graph_name(g));
+        json_builder_set_member_name(b, "device");
+        json_builder_add_string_value(b, device_name);
+        json_builder_set_member_name(b, "steps");
+        json_builder_add_int_value(b, steps);
+        json_builder_set_member_name(b, "step_time_us");
+        json_builder_begin_object(b);
+        json_double(b, "median", median);
+        json_double(b, "min", times[0]);
+        json_double(b, "max", times[steps - 1]);
+        json_builder_end_object(b);
+        json_builder_set_member_name(b, "nodes_run");
+        json_builder_add_int_value(b, st.n_exec);
+        json_builder_set_member_name(b, "constant_nodes");
+        json_builder_add_int_value(b, st.n_const);
+        json_builder_set_member_name(b, "peak_bytes");
+        json_builder_add_int_value(b, (gint64)st.peak_bytes);
+        json_builder_set_member_name(b, "outputs");
+        json_builder_begin_array(b);
+        for (int32_t i = 0; i < n_out; i++) {
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "name");
+            json_builder_add_string_value(b, g_ptr_array_index(fetches, i));
+            json_builder_set_member_name(b, "dtype");
+            json_builder_add_string_value(b, psim_dtype_name(outputs[i]->dtype));
+            json_builder_set_member_name(b, "shape");
+            json_builder_begin_array(b);
+            for (int32_t k = 0; k < outputs[i]->rank; k++)
+                json_builder_add_int_value(b, outputs[i]->dims[k]);
+            json_builder_end_array(b);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "check");
+        if (chk.done) {
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "ok");
+            json_builder_add_boolean_value(b, chk.ok);
+            json_double(b, "max_abs_err", chk.max_abs);
+            json_double(b, "max_rel_err", chk.max_rel);
+            json_builder_set_member_name(b, "n_bad");
+            json_builder_add_int_value(b, chk.n_bad);
+            json_double(b, "rtol", rtol);
+            json_double(b, "atol", atol);
+            json_builder_end_object(b);
+        } else {
+            json_builder_add_null_value(b);
+        }
+        json_builder_end_object(b);
+        psim_cli_print_json(b);
+    } else {
+        printf("graph      %s on %s\n", psim_graph_name(g), device_name);
+        printf("nodes      %d per step, %d constant (evaluated once)\n", st.n_exec, st.n_const);
+        printf("step time  median %.1f us, min %.1f, max %.1f (%d step%s after a warm-up)\n",
+               median, times[0], times[steps - 1], steps, steps > 1 ? "s" : "");
+        printf("peak       %.3f MB\n", st.peak_bytes / 1e6);
+        for (int32_t i = 0; i < n_out; i++) {
+            g_autoptr(GString) sh = g_string_new(NULL);
+            shape_append(sh, outputs[i]);
+            printf("output     %s %s %s\n", (char *)g_ptr_array_index(fetches, i),
+                   psim_dtype_name(outputs[i]->dtype), sh->str);
+        }
+        if (chk.done)
+            printf("check      %s: %s max_abs_err %.3g max_rel_err %.3g (rtol %g, atol %g)\n",
+                   first, chk.ok ? "ok" : "FAILED", chk.max_abs, chk.max_rel, rtol, atol);
+    }
+    code = 0;
+    if (chk.done && !chk.ok) {
+        if (chk.message)
+            fprintf(stderr, "placesim: %s: check failed for output %s: %s\n", check_path, first,
+                    chk.message);
+        else
+            fprintf(stderr,
+                    "placesim: %s: check failed for output %s: %" G_GINT64_FORMAT
+                    " element(s) outside atol %g + rtol %g; max_abs_err %.6g, max_rel_err %.6g\n",
+                    check_path, first, chk.n_bad, atol, rtol, chk.max_abs, chk.max_rel);
+        code = 1;
+    }
+out:
+    if (outputs)
+        for (int32_t i = 0; i < n_out; i++)
+            psim_tensor_unref(outputs[i]);
+    g_free(outputs);
+    g_free(step_out);
+    g_free(times);
+    g_free(chk.message);
+    psim_session_free(s);
+    g_ptr_array_free(feeds, TRUE);
+    g_ptr_array_free(feed_names, TRUE);
+    g_ptr_array_free(fetches, TRUE);
+    psim_cluster_free(c);
+    psim_graph_free(g);
+    g_free(cluster_spec);
+    g_free(device);
+    g_free(check_path);
+    g_free(save_dir);
+    g_strfreev(feed_args);
+    g_strfreev(plugins);
+    return code;
+}

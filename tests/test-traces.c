@@ -149,6 +149,39 @@ static void test_gantt(void)
     g_rmdir(dir);
 }
 
+/* Measured = simulated with conv1 twice as long and fc missing: step error and rows follow. */
+static void test_compare(void)
+{
+    g_autoptr(PsimTimeline) sim = sample();
+    const char *devs[] = {sim->devices[0], sim->devices[1]};
+    g_autoptr(PsimTimeline) run = psim_timeline_new("g", "run", 2, devs);
+    psim_timeline_op_add(run, "conv1", "Conv", 0, 0, 0, 0, 25);
+    psim_timeline_op_add(run, "relu1", "Relu", 1, 0, 0, 25, 25.5);
+    psim_timeline_op_add(run, "extra", "Add", 9, 1, 0, 26, 27);
+    run->step_time_us = 40;
+    PsimCompare c;
+    GError *err = NULL;
+    g_assert_true(psim_timeline_compare(sim, run, &c, &err));
+    g_assert_cmpfloat(c.error_pct, ==, -25);
+    g_assert_cmpint(c.n_matched, ==, 2);
+    g_assert_cmpint(c.n_only_sim, ==, 1);
+    g_assert_cmpint(c.n_only_run, ==, 1);
+    g_assert_cmpstr(c.rows[0].name, ==, "conv1");
+    g_assert_cmpfloat(c.rows[0].sim_us, ==, 12.5);
+    g_assert_cmpfloat(c.rows[0].run_us, ==, 25);
+    g_assert_cmpfloat(c.median_abs_op_error_pct, ==, 50);
+    if (g_find_program_in_path("gnuplot")) {
+        g_autofree char *dir = g_dir_make_tmp("psim-cmp-XXXXXX", NULL);
+        g_autofree char *path = g_build_filename(dir, "c.png", NULL);
+        g_assert_true(psim_compare_plot(sim, run, &c, path, &err));
+        g_assert_no_error(err);
+        g_assert_true(g_file_test(path, G_FILE_TEST_EXISTS));
+        g_unlink(path);
+        g_rmdir(dir);
+    }
+    psim_compare_clear(&c);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -156,5 +189,6 @@ int main(int argc, char **argv)
     g_test_add_func("/traces/chrome-errors", test_chrome_errors);
     g_test_add_func("/traces/sqlite", test_sqlite);
     g_test_add_func("/traces/gantt", test_gantt);
+    g_test_add_func("/traces/compare", test_compare);
     return g_test_run();
 }

@@ -57,11 +57,11 @@ char *psim__gnuplot_terminal(const char *path, int width, int height, GError **e
 
 #define MAX_BOXES 200000
 
-gboolean psim_timeline_plot_gantt(const PsimTimeline *t, const char *path, const char *title,
-                                  GError **error)
+/* Appends the commands that plot t's Gantt chart (ytics, ranges, the data inline) to s.
+ * xmax > 0 fixes the time axis. Returns the row count (0: nothing to plot). */
+static int32_t gantt_commands(GString *s, const PsimTimeline *t, const char *title, double xmax)
 {
     int32_t nd = t->n_devices;
-    /* Rows: each device's streams in use, then each link in use. */
     g_autofree uint32_t *streams = g_new0(uint32_t, nd + 1);
     for (guint i = 0; i < t->ops->len; i++) {
         const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
@@ -104,28 +104,21 @@ gboolean psim_timeline_plot_gantt(const PsimTimeline *t, const char *path, const
     g_string_append(tics, ")\n");
     if (rows == 0) {
         g_string_free(tics, TRUE);
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: the timeline is empty", path);
-        return FALSE;
+        return 0;
     }
-    int height = CLAMP(120 + rows * 28, 240, 4000);
-    g_autofree char *term = psim__gnuplot_terminal(path, 1400, height, error);
-    if (!term) {
-        g_string_free(tics, TRUE);
-        return FALSE;
-    }
-    GString *s = g_string_new(term);
     g_autofree char *safe_title = g_strdup(title ? title : t->graph);
     g_strdelimit(safe_title, "\"\\\n", ' ');
     guint n_boxes = t->ops->len + t->xfers->len;
     g_string_append_printf(s, "set title \"%s%s\" noenhanced\n", safe_title,
                            n_boxes > MAX_BOXES ? " (first 200000 boxes)" : "");
-    g_string_append(s, "set xlabel 'time (us)'\nunset key\nset grid x\nset border 3\n"
-                       "set style fill solid 0.9 noborder\n");
+    g_string_append(s, "set xlabel 'time (us)'\nset ylabel ''\nunset key\nset grid x\nset border 3\n"
+                       "set style fill solid 0.9 noborder\nunset logscale\n");
     g_string_append_printf(s, "set yrange [%d.6:-0.6]\n", rows - 1);
     g_string_append(s, "set ytics noenhanced nomirror\n");
     g_string_append(s, tics->str);
     g_string_free(tics, TRUE);
-    g_string_append_printf(s, "set xrange [0:%.6g]\n", t->step_time_us > 0 ? t->step_time_us * 1.02 : 1);
+    double xm = xmax > 0 ? xmax : t->step_time_us;
+    g_string_append_printf(s, "set xrange [0:%.6g]\n", xm > 0 ? xm * 1.02 : 1);
     g_string_append(s, "plot '-' using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable\n");
     guint written = 0;
     for (guint i = 0; i < t->ops->len && written < MAX_BOXES; i++, written++) {
@@ -145,11 +138,73 @@ gboolean psim_timeline_plot_gantt(const PsimTimeline *t, const char *path, const
                                x->start, x->end, r - 0.3, r + 0.3, 0x888888u);
     }
     g_string_append(s, "e\n");
+    return rows;
+}
+
+static gboolean write_plot(GString *s, const char *path, GError **error)
+{
     gboolean ok = psim_gnuplot_run(s->str, error);
-    g_string_free(s, TRUE);
     if (ok && !g_file_test(path, G_FILE_TEST_EXISTS)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: gnuplot wrote nothing", path);
         return FALSE;
     }
     return ok;
+}
+
+gboolean psim_timeline_plot_gantt(const PsimTimeline *t, const char *path, const char *title,
+                                  GError **error)
+{
+    g_autoptr(GString) body = g_string_new(NULL);
+    int32_t rows = gantt_commands(body, t, title, 0);
+    if (rows == 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: the timeline is empty", path);
+        return FALSE;
+    }
+    g_autofree char *term = psim__gnuplot_terminal(path, 1400, CLAMP(120 + rows * 28, 240, 4000), error);
+    if (!term)
+        return FALSE;
+    g_string_prepend(body, term);
+    return write_plot(body, path, error);
+}
+
+gboolean psim_compare_plot(const PsimTimeline *sim, const PsimTimeline *run, const PsimCompare *c,
+                           const char *path, GError **error)
+{
+    g_autoptr(GString) a = g_string_new(NULL), b = g_string_new(NULL);
+    double xmax = MAX(sim->step_time_us, run->step_time_us);
+    int32_t ra = gantt_commands(a, sim, "simulated", xmax);
+    int32_t rb = gantt_commands(b, run, "measured", xmax);
+    if (!ra || !rb) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: a timeline is empty", path);
+        return FALSE;
+    }
+    int rows = MAX(ra, rb);
+    g_autofree char *term = psim__gnuplot_terminal(path, 2100, CLAMP(200 + rows * 28, 420, 4000), error);
+    if (!term)
+        return FALSE;
+    g_autoptr(GString) s = g_string_new(term);
+    g_string_append(s, "set multiplot layout 1,3\n");
+    g_string_append(s, a->str);
+    g_string_append(s, b->str);
+    /* The scatter: each op's predicted against measured duration, and the diagonal. */
+    double lo = 1e300, hi = 0;
+    for (int32_t i = 0; i < c->n_rows; i++) {
+        double x = MAX(c->rows[i].run_us, 1e-3), y = MAX(c->rows[i].sim_us, 1e-3);
+        lo = MIN(lo, MIN(x, y));
+        hi = MAX(hi, MAX(x, y));
+    }
+    if (c->n_rows == 0) {
+        lo = 1;
+        hi = 10;
+    }
+    g_string_append_printf(s, "set title 'per-op time: predicted vs measured (step error %+.1f%%)'\n"
+                              "unset ytics\nset ytics auto\nset xtics auto\nset grid xtics ytics\nset border 3\n"
+                              "set logscale xy\nset xlabel 'measured (us)'\nset ylabel 'predicted (us)'\n"
+                              "set xrange [%.6g:%.6g]\nset yrange [%.6g:%.6g]\nunset key\n",
+                           c->error_pct, lo / 1.5, hi * 1.5, lo / 1.5, hi * 1.5);
+    g_string_append(s, "plot x with lines lc rgb '#999999', '-' using 1:2 with points pt 7 ps 0.6 lc rgb '#4e79a7'\n");
+    for (int32_t i = 0; i < c->n_rows; i++)
+        g_string_append_printf(s, "%.6g %.6g\n", MAX(c->rows[i].run_us, 1e-3), MAX(c->rows[i].sim_us, 1e-3));
+    g_string_append(s, "e\nunset multiplot\n");
+    return write_plot(s, path, error);
 }

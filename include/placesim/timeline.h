@@ -71,6 +71,33 @@ int64_t psim_timeline_save_sqlite(const PsimTimeline *t, const char *path, const
  * format comes from the file name (.png or .svg). */
 gboolean psim_timeline_plot_gantt(const PsimTimeline *t, const char *path, const char *title,
                                   GError **error);
+/* Simulated vs measured, matched per node name. */
+typedef struct {
+    const char *name; /* owned by the sim timeline */
+    const char *op;
+    int32_t device;
+    double sim_us, run_us; /* durations */
+} PsimCompareRow;
+
+typedef struct {
+    double sim_step_us, run_step_us;
+    double error_pct;            /* 100 * (sim - run) / run */
+    int32_t n_matched, n_only_sim, n_only_run;
+    int32_t n_rows;
+    PsimCompareRow *rows;        /* matched ops, largest absolute error first */
+    double median_abs_op_error_pct; /* over ops of at least 10 us measured */
+    double sum_sim_us, sum_run_us;  /* total op time */
+} PsimCompare;
+
+/* Compares two timelines of the same plan (ops matched by name). */
+gboolean psim_timeline_compare(const PsimTimeline *sim, const PsimTimeline *run, PsimCompare *out,
+                               GError **error);
+void psim_compare_clear(PsimCompare *c);
+/* One image: the two Gantt charts side by side on one time scale, and the per-op scatter of
+ * predicted against measured durations (log-log). */
+gboolean psim_compare_plot(const PsimTimeline *sim, const PsimTimeline *run, const PsimCompare *c,
+                           const char *path, GError **error);
+
 /* Runs gnuplot with `script` on stdin; errors carry gnuplot's message. */
 gboolean psim_gnuplot_run(const char *script, GError **error);
 

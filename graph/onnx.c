@@ -245,6 +245,8 @@ static PsimTensor *tensor_from_proto(const PsimOnnx__TensorProto *tp, GError **e
         return t;
     }
     void *d = t->data;
+    if (nvals == 0)
+        return t;
     if (dtype == PSIM_DTYPE_FLOAT32 || dtype == PSIM_DTYPE_COMPLEX64) {
         memcpy(d, tp->float_data, sizeof(float) * (size_t)nvals);
     } else if (dtype == PSIM_DTYPE_FLOAT64 || dtype == PSIM_DTYPE_COMPLEX128) {
@@ -322,7 +324,9 @@ gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *
     tp.data_type = t->dtype;
     tp.name = (char *)name;
     g_autofree ProtobufCBinaryData *strs = NULL;
+#if G_BYTE_ORDER == G_BIG_ENDIAN
     g_autofree guint8 *swapped = NULL;
+#endif
     if (t->dtype == PSIM_DTYPE_STRING) {
         strs = g_new0(ProtobufCBinaryData, t->n_elems ? (gsize)t->n_elems : 1);
         for (int64_t i = 0; i < t->n_elems; i++) {

@@ -1,13 +1,33 @@
-/* The cost model: annotations first, then measured rows, then the analytic estimate. */
+/* The cost model: annotations first, then measured rows, then the analytic estimate with each
+ * device's calibrated rates; transfers from the fitted link model, else the cluster's links.
+ * A DB row stored under another device fingerprint is never used: the first time one is found
+ * for a device, a warning goes to stderr and the model falls back to the estimate. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "placesim/cost.h"
 #include "placesim/kernels.h"
 
+typedef struct {
+    gboolean loaded, calibrated, warned;
+    double peak_gflops, mem_bw_GBps, launch_us;
+} DeviceRates;
+
+typedef struct {
+    gboolean loaded, measured;
+    PsimLink link;
+} LinkFit;
+
 struct PsimCostModel {
     const PsimCluster *cluster;
     PsimCostDb *db;
+    GMutex lock;
+    int32_t n_dev;
+    DeviceRates *rates;   /* n_dev */
+    LinkFit *links;       /* n_dev x n_dev */
+    GHashTable *measured; /* "device\nsignature" -> double* median us, or NULL: no row */
+    gboolean db_error_warned;
 };
 
 const char *psim_cost_source_name(PsimCostSource s)
@@ -26,11 +46,124 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     PsimCostModel *m = g_new0(PsimCostModel, 1);
     m->cluster = c;
     m->db = db;
+    g_mutex_init(&m->lock);
+    m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     return m;
 }
 
-void psim_cost_model_free(PsimCostModel *m) { g_free(m); }
+void psim_cost_model_free(PsimCostModel *m)
+{
+    if (!m)
+        return;
+    g_hash_table_destroy(m->measured);
+    g_free(m->rates);
+    g_free(m->links);
+    g_mutex_clear(&m->lock);
+    g_free(m);
+}
+
 const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m) { return m->cluster; }
+
+/* Per-device caches follow the cluster if devices were added after the model was made. Called
+ * with the lock held. */
+static void ensure_size(PsimCostModel *m)
+{
+    int32_t n = psim_cluster_n_devices(m->cluster);
+    if (n == m->n_dev)
+        return;
+    g_free(m->rates);
+    g_free(m->links);
+    m->rates = g_new0(DeviceRates, n ? n : 1);
+    m->links = g_new0(LinkFit, (gsize)(n ? n : 1) * (gsize)(n ? n : 1));
+    m->n_dev = n;
+    g_hash_table_remove_all(m->measured);
+}
+
+static void warn_db_error(PsimCostModel *m, GError *err)
+{
+    if (!m->db_error_warned)
+        fprintf(stderr, "placesim: warning: %s; using estimates\n", err->message);
+    m->db_error_warned = TRUE;
+    g_error_free(err);
+}
+
+static DeviceRates *rates(PsimCostModel *m, int32_t device)
+{
+    DeviceRates *r = &m->rates[device];
+    if (r->loaded)
+        return r;
+    const PsimDevice *d = psim_cluster_device(m->cluster, device);
+    r->peak_gflops = d->peak_gflops;
+    r->mem_bw_GBps = d->mem_bw_GBps;
+    r->launch_us = d->launch_us;
+    if (m->db) {
+        GError *err = NULL;
+        double v;
+        if (psim_cost_db_calibration_get(m->db, d, "gemm_gflops", &v, &err) && v > 0) {
+            r->peak_gflops = v;
+            r->calibrated = TRUE;
+        }
+        if (!err && psim_cost_db_calibration_get(m->db, d, "copy_GBps", &v, &err) && v > 0) {
+            r->mem_bw_GBps = v;
+            r->calibrated = TRUE;
+        }
+        if (!err && psim_cost_db_calibration_get(m->db, d, "launch_us", &v, &err) && v >= 0) {
+            r->launch_us = v;
+            r->calibrated = TRUE;
+        }
+        if (err)
+            warn_db_error(m, err);
+    }
+    r->loaded = TRUE;
+    return r;
+}
+
+void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak_gflops,
+                                  double *mem_bw_GBps, double *launch_us, gboolean *calibrated)
+{
+    g_return_if_fail(device >= 0 && device < psim_cluster_n_devices(m->cluster));
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    DeviceRates *r = rates(m, device);
+    if (peak_gflops)
+        *peak_gflops = r->peak_gflops;
+    if (mem_bw_GBps)
+        *mem_bw_GBps = r->mem_bw_GBps;
+    if (launch_us)
+        *launch_us = r->launch_us;
+    if (calibrated)
+        *calibrated = r->calibrated;
+    g_mutex_unlock(&m->lock);
+}
+
+/* The measured median of node n on device, or NAN. Called with the lock held. */
+static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device)
+{
+    g_autofree char *sig = psim_cost_signature(g, n);
+    g_autofree char *key = g_strdup_printf("%d\n%s", device, sig);
+    gpointer v;
+    if (g_hash_table_lookup_extended(m->measured, key, NULL, &v))
+        return v ? *(double *)v : NAN;
+    const PsimDevice *d = psim_cluster_device(m->cluster, device);
+    PsimTimingStats st;
+    gboolean other = FALSE;
+    GError *err = NULL;
+    double *us = NULL;
+    if (psim_cost_db_kernel_get(m->db, d, sig, &st, &other, &err))
+        us = g_memdup2(&st.median_us, sizeof(double));
+    else if (err)
+        warn_db_error(m, err);
+    else if (other && !m->rates[device].warned) {
+        fprintf(stderr,
+                "placesim: warning: cost DB %s: timings of %s were measured under another device "
+                "fingerprint (different hardware or library versions); they are not used "
+                "(profile again to use measurements)\n",
+                psim_cost_db_path(m->db), d->short_name);
+        m->rates[device].warned = TRUE;
+    }
+    g_hash_table_insert(m->measured, g_steal_pointer(&key), us);
+    return us ? *us : NAN;
+}
 
 /* Ops that do no work at run time. */
 static gboolean is_free_op(const char *op)
@@ -65,17 +198,66 @@ double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, i
         *src = PSIM_COST_SOURCE_NONE;
         return INFINITY;
     }
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    if (m->db) {
+        us = measured(m, g, n, device);
+        if (!isnan(us)) {
+            g_mutex_unlock(&m->lock);
+            *src = PSIM_COST_SOURCE_MEASURED;
+            return us;
+        }
+    }
+    DeviceRates r = *rates(m, device);
+    g_mutex_unlock(&m->lock);
     PsimOpCount c;
     psim_graph_node_count(g, n, &c);
-    double flop_us = d->peak_gflops > 0 ? c.flops / (d->peak_gflops * 1e3) : 0;
-    double byte_us = d->mem_bw_GBps > 0 ? (double)(c.bytes_read + c.bytes_written) / (d->mem_bw_GBps * 1e3) : 0;
+    double flop_us = r.peak_gflops > 0 ? c.flops / (r.peak_gflops * 1e3) : 0;
+    double byte_us = r.mem_bw_GBps > 0 ? (double)(c.bytes_read + c.bytes_written) / (r.mem_bw_GBps * 1e3) : 0;
     *src = PSIM_COST_SOURCE_ESTIMATE;
-    return MAX(flop_us, byte_us) + d->launch_us;
+    return MAX(flop_us, byte_us) + r.launch_us;
+}
+
+double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,
+                              PsimCostSource *src)
+{
+    PsimCostSource dummy;
+    if (!src)
+        src = &dummy;
+    if (a == b) {
+        *src = PSIM_COST_SOURCE_FREE;
+        return 0;
+    }
+    if (m->db) {
+        g_mutex_lock(&m->lock);
+        ensure_size(m);
+        LinkFit *f = &m->links[(size_t)a * m->n_dev + b];
+        if (!f->loaded) {
+            GError *err = NULL;
+            f->measured = psim_cost_db_link_fit(m->db, psim_cluster_device(m->cluster, a),
+                                                psim_cluster_device(m->cluster, b), &f->link, NULL,
+                                                NULL, &err);
+            if (err)
+                warn_db_error(m, err);
+            f->loaded = TRUE;
+        }
+        LinkFit fit = *f;
+        g_mutex_unlock(&m->lock);
+        if (fit.measured) {
+            *src = PSIM_COST_SOURCE_MEASURED;
+            double t = fit.link.latency_us;
+            if (fit.link.bandwidth_GBps > 0)
+                t += (double)bytes / (fit.link.bandwidth_GBps * 1e3);
+            return t;
+        }
+    }
+    *src = PSIM_COST_SOURCE_ESTIMATE;
+    return psim_cluster_link_time(m->cluster, a, b, bytes);
 }
 
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b)
 {
-    return psim_cluster_link_time(m->cluster, a, b, bytes);
+    return psim_cost_transfer_src(m, bytes, a, b, NULL);
 }
 
 double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error)

@@ -36,12 +36,100 @@ double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, i
                       PsimCostSource *src);
 /* Microseconds for `bytes` from device a to device b (0 when a == b). */
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b);
+/* The same with its source: MEASURED (latency and bandwidth fitted to the DB's link rows of the
+ * pair), ESTIMATE (the cluster's link, or its default), FREE (a == b). src may be NULL. */
+double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,
+                              PsimCostSource *src);
+/* The rates the analytic estimate uses for a device: calibrated rows of the DB when present for
+ * the device's fingerprint (*calibrated TRUE), else the cluster's figures. Any out may be NULL. */
+void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak_gflops,
+                                  double *mem_bw_GBps, double *launch_us, gboolean *calibrated);
 /* The whole table for a graph: n_nodes x n_devices, row-major, +inf where infeasible. g_free. */
 double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error);
 
 /* The signature that keys measurements: op, attrs, input dtypes and shapes (not the device);
  * identical nodes share one (StarPU's footprint). g_free. */
 char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The cost DB: an SQLite file of measured kernel and link timings and device calibrations,
+ * keyed by device name and fingerprint. Schema and example queries: docs/cost-db.md. */
+
+#define PSIM_COST_DB_SCHEMA_VERSION 2
+
+/* What identifies the hardware and software a timing was measured with. Rows are used only for
+ * a device whose fingerprint digest equals the current one. */
+typedef struct {
+    char *cpu_model;        /* the CPU (for GPUs: the host's CPU) */
+    char *gpu_name;         /* GPU devices; "" otherwise */
+    char *driver_version;   /* GPU: CUDA driver and runtime; "" for CPUs */
+    char *library_versions; /* "placesim=0.1.0 openblas=..." (+ cuBLAS and cuDNN on GPUs) */
+    int32_t n_cores;        /* cores the device's thread may use (CPU) */
+    char *digest;           /* SHA-256 (hex, 16 chars) of the fields above and the type */
+} PsimFingerprint;
+
+/* The fingerprint of device d as seen by this process (its description is the CPU model or GPU
+ * name; versions are this process's). Free with psim_fingerprint_free. */
+PsimFingerprint *psim_fingerprint_new(const PsimDevice *d);
+void psim_fingerprint_free(PsimFingerprint *f);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimFingerprint, psim_fingerprint_free)
+
+/* Summary statistics of repeated timings, in microseconds. */
+typedef struct {
+    int64_t n;
+    double mean_us, stddev_us, min_us, median_us;
+} PsimTimingStats;
+
+/* Computes the statistics of n samples (sorts them in place). */
+void psim_timing_stats(double *samples, int64_t n, PsimTimingStats *out);
+
+/* Opens or creates a cost DB (WAL mode, busy timeout, migrations to the current schema).
+ * PSIM_ERROR_INPUT (exit 2) for a file that is not SQLite, a corrupt database, an SQLite file
+ * that is not a cost DB, or one written by a newer schema. Free with psim_cost_db_close. */
+PsimCostDb *psim_cost_db_open(const char *path, GError **error);
+void psim_cost_db_close(PsimCostDb *db);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCostDb, psim_cost_db_close)
+const char *psim_cost_db_path(const PsimCostDb *db);
+int psim_cost_db_schema_version(PsimCostDb *db);
+
+/* Stores (replacing) the timing of `signature` on device d; `source` is "clock" or "cupti".
+ * Each write is one transaction, retried while another writer holds the lock. */
+gboolean psim_cost_db_kernel_put(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                 const char *op, const char *source, const PsimTimingStats *s,
+                                 GError **error);
+/* The timing of `signature` on device d: a row of d with d's current fingerprint, else of another
+ * device with the same fingerprint (identical hardware). Returns TRUE with *s filled when found.
+ * *other_fingerprint (may be NULL) is set when only rows of d under another fingerprint exist. */
+gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                 PsimTimingStats *s, gboolean *other_fingerprint, GError **error);
+/* TRUE if a row exists for (signature, d with its current fingerprint) (the profiler's skip). */
+gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                 GError **error);
+/* Stores the timing of a `bytes` transfer from src to dst. */
+gboolean psim_cost_db_link_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
+                               uint64_t bytes, const char *source, const PsimTimingStats *s,
+                               GError **error);
+/* Fits latency + bytes / bandwidth (least squares on relative error, over the medians of the
+ * pair's rows at every size, both devices under their current fingerprints; latency clamped at
+ * 0). FALSE without error when fewer than two sizes were measured. *rms_rel and *n_sizes may be
+ * NULL. Reads only. */
+gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
+                               PsimLink *out, double *rms_rel, int *n_sizes, GError **error);
+/* Records a fit in the link_fits table (for sqlite3 users; the model refits from the rows). */
+gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
+                                   const PsimLink *fit, int n_sizes, double rms_rel,
+                                   GError **error);
+/* The same fit on raw arrays (exposed for tests and tools): TRUE when n >= 2. */
+gboolean psim_link_fit(const double *bytes, const double *us, int n, PsimLink *out,
+                       double *rms_rel);
+/* Calibration figures of a device: kind "gemm_gflops", "copy_GBps" or "launch_us". */
+gboolean psim_cost_db_calibration_put(PsimCostDb *db, const PsimDevice *d, const char *kind,
+                                      double value, const char *detail, GError **error);
+/* TRUE with *value when d (current fingerprint) has a calibration of `kind`. */
+gboolean psim_cost_db_calibration_get(PsimCostDb *db, const PsimDevice *d, const char *kind,
+                                      double *value, GError **error);
+/* Row count of a table of the DB ("kernels", "links", "devices", "calibration"); -1 on error. */
+int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error);
 
 G_END_DECLS
 

@@ -1,0 +1,97 @@
+/* Device fingerprints: the hardware and software versions a timing depends on. A measured row is
+ * used only while the fingerprint it was stored under is the current one. */
+#include <string.h>
+
+#include <cblas.h>
+
+#include "placesim/cost.h"
+
+#ifdef PSIM_HAVE_CUDA
+#include <cuda_runtime.h>
+#if __has_include(<cublas_api.h>)
+#include <cublas_api.h>
+#endif
+#if __has_include(<cudnn_version.h>)
+#include <cudnn_version.h>
+#endif
+#endif
+
+/* This host's CPU model, read once. */
+static const char *host_cpu_model(void)
+{
+    static char *model;
+    if (g_once_init_enter(&model)) {
+        char *m = NULL;
+        g_autofree char *text = NULL;
+        if (g_file_get_contents("/proc/cpuinfo", &text, NULL, NULL)) {
+            char *p = strstr(text, "model name");
+            if (p && (p = strchr(p, ':'))) {
+                char *end = strchr(p, '\n');
+                m = g_strstrip(g_strndup(p + 1, end ? (gsize)(end - p - 1) : strlen(p + 1)));
+            }
+        }
+        g_once_init_leave(&model, m ? m : g_strdup("unknown CPU"));
+    }
+    return model;
+}
+
+/* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64" -> "0.3.21-Zen"-like: the whole
+ * configuration string without spaces, since the core type it picked changes the timings. */
+static const char *cpu_libraries(void)
+{
+    static char *libs;
+    if (g_once_init_enter(&libs)) {
+        g_autofree char *cfg = g_strdup(openblas_get_config());
+        g_strdelimit(g_strstrip(cfg), " ", '_');
+        g_once_init_leave(&libs, g_strdup_printf("placesim=%s openblas=%s", PSIM_VERSION_STRING, cfg));
+    }
+    return libs;
+}
+
+PsimFingerprint *psim_fingerprint_new(const PsimDevice *d)
+{
+    PsimFingerprint *f = g_new0(PsimFingerprint, 1);
+    f->n_cores = d->kind == PSIM_DEVICE_TYPE_CPU ? MAX(d->n_cores, 1) : 0;
+    if (d->kind == PSIM_DEVICE_TYPE_GPU) {
+        f->cpu_model = g_strdup(host_cpu_model());
+        f->gpu_name = g_strdup(d->description ? d->description : "unknown GPU");
+        int drv = 0, rt = 0;
+#ifdef PSIM_HAVE_CUDA
+        if (cudaDriverGetVersion(&drv) != cudaSuccess || cudaRuntimeGetVersion(&rt) != cudaSuccess)
+            (void)cudaGetLastError();
+#endif
+        f->driver_version = g_strdup_printf("driver=%d runtime=%d", drv, rt);
+        GString *libs = g_string_new(cpu_libraries());
+#if defined(PSIM_HAVE_CUDA) && defined(CUBLAS_VER_MAJOR)
+        g_string_append_printf(libs, " cublas=%d.%d.%d", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
+#endif
+#if defined(PSIM_HAVE_CUDA) && defined(CUDNN_MAJOR)
+        g_string_append_printf(libs, " cudnn=%d.%d.%d", CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
+#endif
+        f->library_versions = g_string_free(libs, FALSE);
+    } else {
+        /* A CPU device's model is its description (a cluster file may describe another
+         * machine); this host's CPU when it has none. */
+        f->cpu_model = g_strdup(d->description ? d->description : host_cpu_model());
+        f->gpu_name = g_strdup("");
+        f->driver_version = g_strdup("");
+        f->library_versions = g_strdup(cpu_libraries());
+    }
+    g_autofree char *all = g_strdup_printf("%s\n%s\n%s\n%s\n%s\n%d", d->type, f->cpu_model, f->gpu_name,
+                                           f->driver_version, f->library_versions, f->n_cores);
+    g_autofree char *sha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, all, -1);
+    f->digest = g_strndup(sha, 16);
+    return f;
+}
+
+void psim_fingerprint_free(PsimFingerprint *f)
+{
+    if (!f)
+        return;
+    g_free(f->cpu_model);
+    g_free(f->gpu_name);
+    g_free(f->driver_version);
+    g_free(f->library_versions);
+    g_free(f->digest);
+    g_free(f);
+}

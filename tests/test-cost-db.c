@@ -1,0 +1,345 @@
+/* Tests of the cost DB: schema and migrations, rows and fingerprints, bad files (not SQLite,
+ * corrupt, foreign, newer schema), two processes writing one DB at once, and the link fit. */
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+#include <sqlite3.h>
+
+#include "cost/db-private.h"
+#include "placesim/cost.h"
+
+static char *tmp_dir;
+
+static char *tmp_path(const char *name) { return g_build_filename(tmp_dir, name, NULL); }
+
+static PsimCluster *two_cpus(const char *model0, const char *model1)
+{
+    PsimCluster *c = psim_cluster_new();
+    int32_t a = psim_cluster_device_add(c, "CPU:0", "CPU", NULL);
+    int32_t b = psim_cluster_device_add(c, "CPU:1", "CPU", NULL);
+    psim_cluster_device(c, a)->description = g_strdup(model0);
+    psim_cluster_device(c, b)->description = g_strdup(model1);
+    return c;
+}
+
+static PsimTimingStats stats(double median)
+{
+    return (PsimTimingStats){.n = 7, .mean_us = median * 1.01, .stddev_us = median * 0.01,
+                             .min_us = median * 0.98, .median_us = median};
+}
+
+static char *raw_query(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    g_assert_cmpint(sqlite3_open(path, &db), ==, SQLITE_OK);
+    sqlite3_stmt *st;
+    g_assert_cmpint(sqlite3_prepare_v2(db, sql, -1, &st, NULL), ==, SQLITE_OK);
+    char *out = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        out = g_strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+static void raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    g_assert_cmpint(sqlite3_open(path, &db), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_exec(db, sql, NULL, NULL, NULL), ==, SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void test_rows(void)
+{
+    g_autofree char *path = tmp_path("rows.db");
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, PSIM_COST_DB_SCHEMA_VERSION);
+    g_autofree char *mode = raw_query(path, "PRAGMA journal_mode");
+    g_assert_cmpstr(mode, ==, "wal");
+
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    PsimDevice *d0 = psim_cluster_device(c, 0), *d1 = psim_cluster_device(c, 1);
+    PsimTimingStats s = stats(120), got;
+    g_assert_false(psim_cost_db_kernel_has(db, d0, "MatMul(x)", &err));
+    g_assert_true(psim_cost_db_kernel_put(db, d0, "MatMul(x)", "MatMul", "clock", &s, &err));
+    g_assert_no_error(err);
+    g_assert_true(psim_cost_db_kernel_has(db, d0, "MatMul(x)", &err));
+    g_assert_true(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, NULL, &err));
+    g_assert_cmpint(got.n, ==, 7);
+    g_assert_cmpfloat(got.median_us, ==, 120);
+    g_assert_cmpfloat(got.min_us, ==, s.min_us);
+    /* Replacing keeps one row per (signature, device). */
+    s = stats(100);
+    g_assert_true(psim_cost_db_kernel_put(db, d0, "MatMul(x)", "MatMul", "clock", &s, &err));
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, 1);
+    g_assert_true(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    /* A device of identical hardware borrows the row, but has none of its own. */
+    g_assert_false(psim_cost_db_kernel_has(db, d1, "MatMul(x)", &err));
+    g_assert_true(psim_cost_db_kernel_get(db, d1, "MatMul(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    s = stats(90);
+    g_assert_true(psim_cost_db_kernel_put(db, d1, "MatMul(x)", "MatMul", "clock", &s, &err));
+    g_assert_true(psim_cost_db_kernel_get(db, d1, "MatMul(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 90);
+    g_assert_true(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    g_assert_cmpint(psim_cost_db_count(db, "devices", &err), ==, 2);
+
+    /* Another CPU model: another fingerprint, the rows are not used, and the caller learns why. */
+    g_free(d0->description);
+    d0->description = g_strdup("cpu B");
+    gboolean other = FALSE;
+    g_assert_false(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, &other, &err));
+    g_assert_no_error(err);
+    g_assert_true(other);
+    g_assert_false(psim_cost_db_kernel_get(db, d0, "Relu(x)", &got, &other, &err));
+    g_assert_false(other);
+
+    double v = 0;
+    g_assert_false(psim_cost_db_calibration_get(db, d1, "gemm_gflops", &v, &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d1, "gemm_gflops", 42.5, "sgemm 1024", &err));
+    g_assert_true(psim_cost_db_calibration_get(db, d1, "gemm_gflops", &v, &err));
+    g_assert_cmpfloat(v, ==, 42.5);
+    g_assert_no_error(err);
+    /* Users read the DB with sqlite3: the view joins the device names. */
+    g_autofree char *dev = raw_query(path, "SELECT device FROM kernel_times WHERE median_us = 90");
+    g_assert_cmpstr(dev, ==, "/job:localhost/replica:0/task:0/device:CPU:1");
+}
+
+static void test_fingerprint(void)
+{
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    PsimDevice *d = psim_cluster_device(c, 0);
+    g_autoptr(PsimFingerprint) f1 = psim_fingerprint_new(d);
+    g_autoptr(PsimFingerprint) f2 = psim_fingerprint_new(psim_cluster_device(c, 1));
+    g_assert_cmpstr(f1->digest, ==, f2->digest);
+    g_assert_cmpint(strlen(f1->digest), ==, 16);
+    g_assert_cmpstr(f1->cpu_model, ==, "cpu A");
+    g_assert_nonnull(strstr(f1->library_versions, "openblas="));
+    d->n_cores = 4; /* more cores: other timings */
+    g_autoptr(PsimFingerprint) f3 = psim_fingerprint_new(d);
+    g_assert_cmpstr(f1->digest, !=, f3->digest);
+}
+
+static void test_migration(void)
+{
+    g_autofree char *path = tmp_path("v1.db");
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    PsimTimingStats s = stats(55);
+    PsimCostDb *db = psim__cost_db_open_version(path, 1, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 1);
+    g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), "Relu(x)", "Relu", "clock", &s, &err));
+    g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, -1); /* no such table in v1 */
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_RUNTIME);
+    g_clear_error(&err);
+    psim_cost_db_close(db);
+
+    db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 2);
+    PsimTimingStats got;
+    g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, 0), "Relu(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 55);
+    g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 0);
+    g_assert_no_error(err);
+    psim_cost_db_close(db);
+    g_autofree char *v = raw_query(path, "SELECT value FROM meta WHERE key = 'schema_version'");
+    g_assert_cmpstr(v, ==, "2");
+}
+
+static void expect_open_error(const char *path, const char *needle)
+{
+    GError *err = NULL;
+    PsimCostDb *db = psim_cost_db_open(path, &err);
+    g_assert_null(db);
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    if (!strstr(err->message, path) || !strstr(err->message, needle))
+        g_error("expected '%s' and '%s' in '%s'", path, needle, err->message);
+    g_error_free(err);
+}
+
+static void test_bad_files(void)
+{
+    g_autofree char *text = tmp_path("text.db");
+    g_assert_true(g_file_set_contents(text, "this is not a database, just some text\n", -1, NULL));
+    expect_open_error(text, "not an SQLite database");
+
+    g_autofree char *newer = tmp_path("newer.db");
+    GError *err = NULL;
+    psim_cost_db_close(psim_cost_db_open(newer, &err));
+    g_assert_no_error(err);
+    raw_exec(newer, "PRAGMA user_version = 99");
+    expect_open_error(newer, "newer");
+
+    g_autofree char *foreign = tmp_path("foreign.db");
+    raw_exec(foreign, "CREATE TABLE people(name TEXT); INSERT INTO people VALUES ('x')");
+    expect_open_error(foreign, "not a placesim cost DB");
+
+    /* A DB with several pages, then garbage over its second page onwards. */
+    g_autofree char *corrupt = tmp_path("corrupt.db");
+    PsimCostDb *db = psim_cost_db_open(corrupt, &err);
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    PsimTimingStats s = stats(10);
+    for (int i = 0; i < 200; i++) {
+        g_autofree char *sig = g_strdup_printf("Conv(float32[1x64x56x56],%d)", i);
+        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, "Conv", "clock", &s, &err));
+    }
+    psim_cost_db_close(db);
+    g_autofree char *data = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(corrupt, &data, &len, NULL));
+    g_assert_cmpuint(len, >, 3 * 4096);
+    for (gsize i = 4096; i < len; i++)
+        data[i] = (char)(0xa5 ^ (i * 7));
+    g_assert_true(g_file_set_contents(corrupt, data, (gssize)len, NULL));
+    expect_open_error(corrupt, "corrupt");
+}
+
+/* Two processes write 150 kernel rows and 30 link rows each, one transaction per row, into one
+ * fresh DB (both also race to create the schema); every row must be there afterwards. */
+static void test_concurrent_writers(void)
+{
+    g_autofree char *path = tmp_path("shared.db");
+    enum { N_KERNELS = 150, N_LINKS = 30 };
+    pid_t pids[2];
+    int gate[2];
+    g_assert_cmpint(pipe(gate), ==, 0);
+    for (int w = 0; w < 2; w++) {
+        pids[w] = fork();
+        g_assert_cmpint(pids[w], >=, 0);
+        if (pids[w] == 0) {
+            /* Both start together: wait until the parent closes the gate's write end. */
+            char ch;
+            close(gate[1]);
+            if (read(gate[0], &ch, 1) != 0)
+                _exit(6);
+            GError *err = NULL;
+            PsimCostDb *db = psim_cost_db_open(path, &err);
+            if (!db) {
+                g_printerr("writer %d: %s\n", w, err->message);
+                _exit(3);
+            }
+            g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+            for (int i = 0; i < N_KERNELS; i++) {
+                g_autofree char *sig = g_strdup_printf("Op%d(w%d)", i, w);
+                PsimTimingStats s = stats(1000 * w + i + 1);
+                if (!psim_cost_db_kernel_put(db, psim_cluster_device(c, w), sig, "Op", "clock", &s, &err)) {
+                    g_printerr("writer %d: %s\n", w, err->message);
+                    _exit(4);
+                }
+                if (i < N_LINKS) {
+                    PsimTimingStats l = stats(i + 1);
+                    if (!psim_cost_db_link_put(db, psim_cluster_device(c, w), psim_cluster_device(c, 1 - w),
+                                               1024u << i % 20, "clock", &l, &err)) {
+                        g_printerr("writer %d: %s\n", w, err->message);
+                        _exit(5);
+                    }
+                }
+            }
+            psim_cost_db_close(db);
+            _exit(0);
+        }
+    }
+    close(gate[0]);
+    close(gate[1]);
+    for (int w = 0; w < 2; w++) {
+        int status;
+        g_assert_cmpint(waitpid(pids[w], &status, 0), ==, pids[w]);
+        g_assert_true(WIFEXITED(status));
+        g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    }
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, 2 * N_KERNELS);
+    g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 2 * 20); /* 20 distinct sizes each way */
+    g_assert_cmpint(psim_cost_db_count(db, "devices", &err), ==, 2);
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < N_KERNELS; i++) {
+            g_autofree char *sig = g_strdup_printf("Op%d(w%d)", i, w);
+            PsimTimingStats got;
+            g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, w), sig, &got, NULL, &err));
+            g_assert_cmpfloat(got.median_us, ==, 1000 * w + i + 1);
+        }
+}
+
+static void test_link_fit(void)
+{
+    /* t = 4 us + bytes / 12 GB/s, with +-2% alternating noise, at 1 KiB .. 256 MiB. */
+    double xs[10], ts[10];
+    for (int i = 0; i < 10; i++) {
+        xs[i] = 1024.0 * (1 << (2 * i));
+        ts[i] = (4 + xs[i] / 12e3) * (i % 2 ? 1.02 : 0.98);
+    }
+    PsimLink l;
+    double rms;
+    g_assert_true(psim_link_fit(xs, ts, 10, &l, &rms));
+    g_assert_cmpfloat(fabs(l.latency_us - 4) / 4, <, 0.05);
+    g_assert_cmpfloat(fabs(l.bandwidth_GBps - 12) / 12, <, 0.05);
+    g_assert_cmpfloat(rms, <, 0.03);
+    g_assert_cmpfloat(rms, >, 0.01);
+    /* One size cannot separate latency from bandwidth. */
+    double one[2] = {4096, 4096};
+    g_assert_false(psim_link_fit(one, ts, 2, &l, NULL));
+    /* Time that does not grow with size: pure latency, unlimited bandwidth. */
+    double flat[3] = {5, 5, 5}, sizes[3] = {1e3, 1e6, 1e8};
+    g_assert_true(psim_link_fit(sizes, flat, 3, &l, NULL));
+    g_assert_cmpfloat(l.bandwidth_GBps, ==, 0);
+    g_assert_cmpfloat_with_epsilon(l.latency_us, 5, 1e-9);
+
+    /* Through the DB and into the cost model. */
+    g_autofree char *path = tmp_path("links.db");
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    for (int i = 0; i < 10; i++) {
+        PsimTimingStats s = stats(ts[i]);
+        g_assert_true(psim_cost_db_link_put(db, psim_cluster_device(c, 0), psim_cluster_device(c, 1),
+                                            (uint64_t)xs[i], "clock", &s, &err));
+    }
+    int n_sizes = 0;
+    g_assert_true(psim_cost_db_link_fit(db, psim_cluster_device(c, 0), psim_cluster_device(c, 1), &l, &rms, &n_sizes, &err));
+    g_assert_cmpint(n_sizes, ==, 10);
+    g_assert_true(psim_cost_db_link_fit_put(db, psim_cluster_device(c, 0), psim_cluster_device(c, 1), &l, n_sizes, rms, &err));
+    g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 1);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+    PsimCostSource src;
+    double t = psim_cost_transfer_src(m, 1 << 20, 0, 1, &src);
+    g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+    g_assert_cmpfloat(fabs(t - (4 + (1 << 20) / 12e3)) / t, <, 0.05);
+    /* The reverse pair was never measured: the cluster's link answers. */
+    t = psim_cost_transfer_src(m, 8000, 1, 0, &src);
+    g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+    g_assert_cmpfloat_with_epsilon(t, psim_cluster_link_time(c, 1, 0, 8000), 1e-9);
+    g_assert_cmpfloat(psim_cost_transfer_src(m, 8000, 1, 1, &src), ==, 0);
+    g_assert_cmpint(src, ==, PSIM_COST_SOURCE_FREE);
+    g_assert_no_error(err);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    tmp_dir = g_dir_make_tmp("psim-costdb-XXXXXX", NULL);
+    g_test_add_func("/cost/db/rows", test_rows);
+    g_test_add_func("/cost/db/fingerprint", test_fingerprint);
+    g_test_add_func("/cost/db/migration", test_migration);
+    g_test_add_func("/cost/db/bad-files", test_bad_files);
+    g_test_add_func("/cost/db/concurrent-writers", test_concurrent_writers);
+    g_test_add_func("/cost/db/link-fit", test_link_fit);
+    int rc = g_test_run();
+    g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
+    if (system(cmd) != 0)
+        rc = rc ? rc : 1;
+    g_free(tmp_dir);
+    return rc;
+}

@@ -1,0 +1,170 @@
+/* Tests of the cost model: resolution order (annotation, measured row, estimate), calibrated
+ * rates in the estimate, signatures shared by identical nodes, and the warning for rows of
+ * another device fingerprint. */
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "placesim/cost.h"
+
+static char *tmp_dir;
+
+static const char *graph_json =
+    "{\"format\": \"placesim.graph/1\", \"name\": \"tiny\", \"nodes\": ["
+    " {\"name\": \"x\", \"op\": \"Placeholder\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 64]}]},"
+    " {\"name\": \"w\", \"op\": \"Const\", \"attrs\": {\"fill\": 0.5}, \"outputs\": [{\"dtype\": \"float32\", \"shape\": [64, 64]}]},"
+    " {\"name\": \"y\", \"op\": \"MatMul\", \"inputs\": [\"x:0\", \"w:0\"], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 64]}]},"
+    " {\"name\": \"x2\", \"op\": \"Placeholder\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [16, 64]}]},"
+    " {\"name\": \"q\", \"op\": \"MatMul\", \"inputs\": [\"x2:0\", \"w:0\"]},"
+    " {\"name\": \"y2\", \"op\": \"MatMul\", \"inputs\": [\"y:0\", \"w:0\"]},"
+    " {\"name\": \"z\", \"op\": \"MatMul\", \"inputs\": [\"x:0\", \"w:0\"], \"cost_us\": {\"CPU\": 7}},"
+    " {\"name\": \"t\", \"op\": \"Task\", \"inputs\": [\"y:0\"], \"outputs\": [{\"bytes\": 8}], \"cost_us\": {\"P1\": 3}}"
+    "]}";
+
+static PsimGraph *tiny(void)
+{
+    GError *err = NULL;
+    PsimGraph *g = psim_graph_load_data("tiny.json", PSIM_FORMAT_JSON, (const guint8 *)graph_json,
+                                        strlen(graph_json), NULL, &err);
+    g_assert_no_error(err);
+    return g;
+}
+
+static PsimCluster *one_cpu(const char *model)
+{
+    PsimCluster *c = psim_cluster_new();
+    int32_t i = psim_cluster_device_add(c, "CPU:0", "CPU", NULL);
+    PsimDevice *d = psim_cluster_device(c, i);
+    d->description = g_strdup(model);
+    d->peak_gflops = 10;
+    d->mem_bw_GBps = 1;
+    d->launch_us = 2;
+    return c;
+}
+
+static void test_resolution(void)
+{
+    g_autoptr(PsimGraph) g = tiny();
+    g_autoptr(PsimCluster) c = one_cpu("cpu A");
+    g_autofree char *path = g_build_filename(tmp_dir, "model.db", NULL);
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    PsimNode *y = psim_graph_node_find(g, "y"), *y2 = psim_graph_node_find(g, "y2");
+    PsimNode *z = psim_graph_node_find(g, "z"), *t = psim_graph_node_find(g, "t");
+    PsimNode *w = psim_graph_node_find(g, "w");
+
+    /* Identical nodes share a signature; a different input shape does not. */
+    g_autofree char *sy = psim_cost_signature(g, y), *sy2 = psim_cost_signature(g, y2);
+    g_autofree char *sz = psim_cost_signature(g, z);
+    g_assert_cmpstr(sy, ==, sz);
+    g_assert_cmpstr(sy, ==, sy2); /* y: [32,64] x [64,64]; y2 the same shapes */
+    g_autofree char *sq = psim_cost_signature(g, psim_graph_node_find(g, "q"));
+    g_assert_cmpstr(sy, !=, sq);
+    g_assert_true(g_str_has_prefix(sy, "MatMul("));
+
+    {
+        /* Without rows: the estimate with the cluster's rates. 2*32*64*64 flops at 10 GFLOP/s
+         * = 26.2 us; bytes (8 KiB + 16 KiB read, 8 KiB written) at 1 GB/s = 32.8 us. */
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        PsimCostSource src;
+        PsimOpCount cnt;
+        psim_graph_node_count(g, y, &cnt);
+        double expect = MAX(cnt.flops / 1e4, (cnt.bytes_read + cnt.bytes_written) / 1e3) + 2;
+        g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, y, 0, &src), expect, 1e-9);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+        g_assert_cmpfloat(psim_cost_node(m, g, z, 0, &src), ==, 7);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ANNOTATION);
+        g_assert_cmpfloat(psim_cost_node(m, g, w, 0, &src), ==, 0);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_FREE);
+        g_assert_true(isinf(psim_cost_node(m, g, t, 0, &src)));
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_NONE);
+        gboolean cal = TRUE;
+        psim_cost_model_device_rates(m, 0, NULL, NULL, NULL, &cal);
+        g_assert_false(cal);
+    }
+
+    /* Calibration rows change the estimate's rates. */
+    PsimDevice *d = psim_cluster_device(c, 0);
+    g_assert_true(psim_cost_db_calibration_put(db, d, "gemm_gflops", 100, "test", &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d, "copy_GBps", 100, "test", &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d, "launch_us", 1, "test", &err));
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        PsimCostSource src;
+        PsimOpCount cnt;
+        psim_graph_node_count(g, y, &cnt);
+        double expect = MAX(cnt.flops / 1e5, (cnt.bytes_read + cnt.bytes_written) / 1e5) + 1;
+        g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, y, 0, &src), expect, 1e-9);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+        double peak, bw, launch;
+        gboolean cal;
+        psim_cost_model_device_rates(m, 0, &peak, &bw, &launch, &cal);
+        g_assert_true(cal);
+        g_assert_cmpfloat(peak, ==, 100);
+        g_assert_cmpfloat(launch, ==, 1);
+    }
+
+    /* A measured row answers for every node of that signature; annotations still win. */
+    PsimTimingStats s = {.n = 9, .mean_us = 51, .stddev_us = 1, .min_us = 49, .median_us = 50};
+    g_assert_true(psim_cost_db_kernel_put(db, d, sy, "MatMul", "clock", &s, &err));
+    g_assert_no_error(err);
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        PsimCostSource src;
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, &src), ==, 50);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+        g_assert_cmpfloat(psim_cost_node(m, g, y2, 0, &src), ==, 50);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+        g_assert_cmpfloat(psim_cost_node(m, g, z, 0, &src), ==, 7);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ANNOTATION);
+        g_autofree double *table = psim_cost_table(m, g, &err);
+        g_assert_cmpfloat(table[y->id], ==, 50);
+        g_assert_true(isinf(table[t->id]));
+    }
+}
+
+/* Rows of CPU:0 measured on another CPU model are not used, and a warning says so once. */
+static void test_other_fingerprint(void)
+{
+    if (g_test_subprocess()) {
+        g_autoptr(PsimGraph) g = tiny();
+        g_autoptr(PsimCluster) a = one_cpu("cpu A");
+        g_autoptr(PsimCluster) b = one_cpu("cpu B");
+        g_autofree char *path = g_build_filename(tmp_dir, "fp.db", NULL);
+        GError *err = NULL;
+        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        PsimNode *y = psim_graph_node_find(g, "y");
+        g_autofree char *sig = psim_cost_signature(g, y);
+        PsimTimingStats s = {.n = 9, .mean_us = 51, .stddev_us = 1, .min_us = 49, .median_us = 50};
+        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(a, 0), sig, "MatMul", "clock", &s, &err));
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(b, db);
+        PsimCostSource src;
+        double us = psim_cost_node(m, g, y, 0, &src);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+        g_assert_cmpfloat(us, !=, 50);
+        psim_cost_node(m, g, psim_graph_node_find(g, "y2"), 0, &src);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+        return;
+    }
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    g_test_trap_assert_stderr("*warning*CPU:0*another device fingerprint*");
+    /* Once, not once per node. */
+    g_test_trap_assert_stderr_unmatched("*another device fingerprint*another device fingerprint*");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    tmp_dir = g_dir_make_tmp("psim-cost-XXXXXX", NULL);
+    g_test_add_func("/cost/model/resolution", test_resolution);
+    g_test_add_func("/cost/model/other-fingerprint", test_other_fingerprint);
+    int rc = g_test_run();
+    g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
+    if (system(cmd) != 0 && !rc)
+        rc = 1;
+    g_free(tmp_dir);
+    return rc;
+}

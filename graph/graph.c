@@ -23,7 +23,11 @@ struct PsimGraph {
     int64_t opset;         /* ONNX default-domain opset, 0 if unknown */
     int32_t n_nodes;
     GPtrArray *pages;      /* PsimNode[PAGE_SIZE] each */
-    GHashTable *by_name;   /* name -> id + 1 */
+    /* Name index: open addressing with linear probing, cap a power of two, at most half full.
+     * A slot holds (hash << 32) | (id + 1), 0 when empty: 8 bytes a slot, a third of what a
+     * GHashTable of string keys takes, which matters at millions of nodes. */
+    uint64_t *index;
+    uint32_t index_cap;
     GStringChunk *strings;
     GPtrArray *blocks;     /* arena blocks */
     char *cur;
@@ -69,7 +73,6 @@ PsimGraph *psim_graph_new(const char *name)
     PsimGraph *g = g_new0(PsimGraph, 1);
     g->name = g_strdup(name ? name : "graph");
     g->pages = g_ptr_array_new_with_free_func(g_free);
-    g->by_name = g_hash_table_new(g_str_hash, g_str_equal);
     g->strings = g_string_chunk_new(64 * 1024);
     g->blocks = g_ptr_array_new_with_free_func(g_free);
     g->pending = g_array_new(FALSE, FALSE, sizeof(PendingRef));
@@ -89,7 +92,7 @@ void psim_graph_free(PsimGraph *g)
     g_free(g->name);
     g_free(g->source);
     g_ptr_array_free(g->pages, TRUE);
-    g_hash_table_destroy(g->by_name);
+    g_free(g->index);
     g_string_chunk_free(g->strings);
     g_ptr_array_free(g->blocks, TRUE);
     g_array_free(g->pending, TRUE);
@@ -136,10 +139,54 @@ PsimNode *psim_graph_node(const PsimGraph *g, int32_t id)
     return &page[id & (PAGE_SIZE - 1)];
 }
 
+static inline uint32_t index_start(uint32_t hash, uint32_t cap)
+{
+    /* Fibonacci hashing spreads g_str_hash's values over the table's bits. */
+    return (uint32_t)(((uint64_t)hash * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (cap - 1);
+}
+
+/* The slot holding `name`, or the empty slot where it would go. */
+static uint32_t index_probe(const PsimGraph *g, const char *name, uint32_t hash)
+{
+    uint32_t mask = g->index_cap - 1;
+    for (uint32_t i = index_start(hash, g->index_cap);; i = (i + 1) & mask) {
+        uint64_t e = g->index[i];
+        if (!e)
+            return i;
+        if ((uint32_t)(e >> 32) == hash &&
+            strcmp(psim_graph_node(g, (int32_t)(uint32_t)e - 1)->name, name) == 0)
+            return i;
+    }
+}
+
+static void index_grow(PsimGraph *g)
+{
+    uint32_t cap = g->index_cap ? 2 * g->index_cap : 64;
+    uint64_t *old = g->index;
+    uint32_t old_cap = g->index_cap;
+    g->index = g_new0(uint64_t, cap);
+    g->index_cap = cap;
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (old[i]) {
+            uint32_t j = index_start((uint32_t)(old[i] >> 32), cap);
+            while (g->index[j])
+                j = (j + 1) & (cap - 1);
+            g->index[j] = old[i];
+        }
+    g_free(old);
+}
+
+static gboolean name_taken(const PsimGraph *g, const char *name)
+{
+    return g->index_cap && g->index[index_probe(g, name, g_str_hash(name))] != 0;
+}
+
 PsimNode *psim_graph_node_find(const PsimGraph *g, const char *name)
 {
-    gpointer v = g_hash_table_lookup(g->by_name, name);
-    return v ? psim_graph_node(g, GPOINTER_TO_INT(v) - 1) : NULL;
+    if (!g->index_cap)
+        return NULL;
+    uint64_t e = g->index[index_probe(g, name, g_str_hash(name))];
+    return e ? psim_graph_node(g, (int32_t)(uint32_t)e - 1) : NULL;
 }
 
 int64_t psim_graph_n_edges(const PsimGraph *g)
@@ -182,11 +229,11 @@ const char *psim_graph_intern(PsimGraph *g, const char *s)
 
 const char *psim_graph_unique_name(PsimGraph *g, const char *base)
 {
-    if (!g_hash_table_contains(g->by_name, base))
+    if (!name_taken(g, base))
         return psim_graph_intern(g, base);
     for (int i = 1;; i++) {
         g_autofree char *s = g_strdup_printf("%s_%d", base, i);
-        if (!g_hash_table_contains(g->by_name, s))
+        if (!name_taken(g, s))
             return psim_graph_intern(g, s);
     }
 }
@@ -198,12 +245,16 @@ PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GE
         psim__error_node(error, g, NULL, "a node of op '%s' has an empty name", op);
         return NULL;
     }
-    if (g_hash_table_contains(g->by_name, name)) {
-        psim__error_node(error, g, NULL, "node '%s': two nodes have this name", name);
+    /* 2^30 nodes would take over 100 GiB; the limit keeps the name index's size in range. */
+    if (g->n_nodes >= (1 << 30)) {
+        psim__error_node(error, g, NULL, "too many nodes");
         return NULL;
     }
-    if (g->n_nodes == G_MAXINT32 - 1) {
-        psim__error_node(error, g, NULL, "too many nodes");
+    if ((uint64_t)(g->n_nodes + 1) * 2 > g->index_cap)
+        index_grow(g);
+    uint32_t hash = g_str_hash(name), slot = index_probe(g, name, hash);
+    if (g->index[slot]) {
+        psim__error_node(error, g, NULL, "node '%s': two nodes have this name", name);
         return NULL;
     }
     int32_t id = g->n_nodes;
@@ -215,26 +266,34 @@ PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GE
     n->id = id;
     n->name = g_string_chunk_insert(g->strings, name);
     n->op = psim_graph_intern(g, op);
-    g_hash_table_insert(g->by_name, (gpointer)n->name, GINT_TO_POINTER(id + 1));
+    g->index[slot] = ((uint64_t)hash << 32) | (uint32_t)(id + 1);
     g->version++;
     return n;
 }
 
-/* Arrays in nodes grow by doubling with an implicit capacity: the next power of two. */
-static void *grow(PsimGraph *g, void *arr, int32_t n, size_t elem)
+/* Arrays in nodes grow by doubling with an implicit capacity: the next power of two. Input and
+ * control arrays start at two (most nodes have one or two inputs: this saves an allocation and
+ * a copy per node); a one-element arena block of 8 or 4 bytes has room for two anyway, since
+ * the arena rounds sizes up to 16. */
+static void *grow_from(PsimGraph *g, void *arr, int32_t n, size_t elem, int32_t first)
 {
-    if (n != 0 && (n & (n - 1)) != 0)
+    if ((n != 0 && (n & (n - 1)) != 0) || (n != 0 && n < first))
         return arr;
-    int32_t cap = n ? 2 * n : 1;
+    int32_t cap = n ? 2 * n : first;
     void *p = psim_graph_alloc(g, (size_t)cap * elem);
     if (n)
         memcpy(p, arr, (size_t)n * elem);
     return p;
 }
 
+static void *grow(PsimGraph *g, void *arr, int32_t n, size_t elem)
+{
+    return grow_from(g, arr, n, elem, 1);
+}
+
 void psim_graph_node_input_add(PsimGraph *g, PsimNode *n, PsimPort p)
 {
-    n->inputs = grow(g, n->inputs, n->n_inputs, sizeof(PsimPort));
+    n->inputs = grow_from(g, n->inputs, n->n_inputs, sizeof(PsimPort), 2);
     n->inputs[n->n_inputs++] = p;
     g->version++;
 }
@@ -244,7 +303,7 @@ void psim_graph_node_control_add(PsimGraph *g, PsimNode *n, int32_t src)
     for (int32_t i = 0; i < n->n_controls; i++)
         if (n->controls[i] == src && src >= 0)
             return;
-    n->controls = grow(g, n->controls, n->n_controls, sizeof(int32_t));
+    n->controls = grow_from(g, n->controls, n->n_controls, sizeof(int32_t), 2);
     n->controls[n->n_controls++] = src;
     g->version++;
 }
@@ -255,7 +314,7 @@ void psim_graph_node_input_add_ref(PsimGraph *g, PsimNode *n, const char *ref)
     if (ref[0] == '^') {
         pr.control = TRUE;
         pr.slot = n->n_controls;
-        n->controls = grow(g, n->controls, n->n_controls, sizeof(int32_t));
+        n->controls = grow_from(g, n->controls, n->n_controls, sizeof(int32_t), 2);
         n->controls[n->n_controls++] = -2;
     } else {
         pr.slot = n->n_inputs;
@@ -739,7 +798,17 @@ static int32_t node_sources(const PsimNode *n, int32_t *buf)
         if (n->controls[k] >= 0)
             buf[c++] = n->controls[k];
     if (c > 1) {
-        qsort(buf, (size_t)c, sizeof(int32_t), cmp_i32);
+        /* Most nodes have a few sources: insertion sort beats a qsort call there. */
+        if (c <= 16) {
+            for (int32_t i = 1; i < c; i++) {
+                int32_t x = buf[i], j = i;
+                for (; j > 0 && buf[j - 1] > x; j--)
+                    buf[j] = buf[j - 1];
+                buf[j] = x;
+            }
+        } else {
+            qsort(buf, (size_t)c, sizeof(int32_t), cmp_i32);
+        }
         int32_t u = 1;
         for (int32_t i = 1; i < c; i++)
             if (buf[i] != buf[u - 1])

@@ -14,12 +14,3 @@ PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
 { (void)g; (void)n_merged; NOT_YET("cse"); return NULL; }
 int32_t psim_graph_fold_constants(PsimGraph *g, GError **error) { (void)g; (void)error; return 0; }
 #include "placesim/cluster.h"
-#include "placesim/kernels.h"
-gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char *device_type)
-{ (void)g; (void)device_type; const PsimOpDef *d = psim_op_lookup(n->op); return !(d && (d->flags & PSIM_OP_ABSTRACT)); }
-const PsimKernelDef *psim_kernel_for_node(const PsimGraph *g, const PsimNode *n, const char *device_type)
-{ (void)g; (void)n; (void)device_type; return NULL; }
-void psim_kernel_register(const PsimKernelDef *def) { (void)def; }
-const PsimKernelDef *psim_kernel_lookup(const char *op, const char *device_type, PsimDType dtype)
-{ (void)op; (void)device_type; (void)dtype; return NULL; }
-gboolean psim_plugin_load(const char *path, GError **error) { NOT_YET(path); return FALSE; }

@@ -1,0 +1,100 @@
+/* Helpers shared by the CPU kernels: errors naming the node, output allocation through the
+ * context, views, attribute-or-input integer lists, and n-ary numpy broadcasting. */
+#ifndef PLACESIM_KERNELS_CPU_PRIVATE_H
+#define PLACESIM_KERNELS_CPU_PRIVATE_H
+
+#include "kernels/kernels-private.h"
+
+#include "graph/graph-private.h"
+
+#include <string.h>
+
+#define PSIM_CPU_MAX_RANK 16
+
+#define KERR(ctx, error, ...) psim__error_node((error), (ctx)->graph, (ctx)->node, __VA_ARGS__)
+
+/* Input k, or NULL when absent (optional inputs). */
+static inline PsimTensor *psim__cpu_in(const PsimKernelCtx *ctx, int32_t k)
+{
+    return k < ctx->n_inputs ? ctx->inputs[k] : NULL;
+}
+
+/* TRUE if the node asks for output k (optional outputs such as MaxPool's Indices). */
+static inline gboolean psim__cpu_wants(const PsimKernelCtx *ctx, int32_t k)
+{
+    return k < ctx->n_outputs;
+}
+
+/* Allocates output k through ctx->alloc and stores it in ctx->outputs[k]. */
+PsimTensor *psim__cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
+                          const int64_t *dims, GError **error);
+/* Output k as a view of src's data with another shape (same element count): no copy. */
+PsimTensor *psim__cpu_view(PsimKernelCtx *ctx, int32_t k, PsimTensor *src, int32_t rank,
+                           const int64_t *dims, GError **error);
+/* Requires n inputs present (the first n), of rank at most PSIM_CPU_MAX_RANK. */
+gboolean psim__cpu_need(PsimKernelCtx *ctx, int32_t n, GError **error);
+/* Normalizes a possibly negative axis against rank (ONNX: -rank <= axis < rank). */
+gboolean psim__cpu_axis(PsimKernelCtx *ctx, int64_t axis, int32_t rank, int32_t *out,
+                        GError **error);
+/* Integers from input k when present (any integer dtype), else from attribute `attr`; *n is -1
+ * when neither is there. The array (g_free) has at least one slot. */
+gboolean psim__cpu_ints(PsimKernelCtx *ctx, int32_t k, const char *attr, int64_t **v, int32_t *n,
+                        GError **error);
+/* Element size as the copy kernels see it; 0 for dtypes they cannot move (strings). */
+size_t psim__cpu_esize(PsimDType t);
+
+/* numpy broadcasting of up to 3 inputs to an output shape. Dims are collapsed where every
+ * input's pattern (broadcast or not) is the same, so the inner loop is as long as possible and
+ * each input's inner stride is 0 or 1. */
+typedef struct {
+    int32_t rank;
+    int64_t dims[PSIM_CPU_MAX_RANK];
+    int64_t strides[3][PSIM_CPU_MAX_RANK];
+    int32_t n_in;
+} PsimBcast;
+
+/* Output shape of broadcasting a and b; FALSE with an error naming the node if incompatible. */
+gboolean psim__cpu_bcast_shape(PsimKernelCtx *ctx, int32_t ra, const int64_t *da, int32_t rb,
+                               const int64_t *db, int32_t *r, int64_t *dims, GError **error);
+void psim__cpu_bcast_init(PsimBcast *b, int32_t n_in, const PsimTensor *const *in,
+                          int32_t out_rank, const int64_t *out_dims);
+/* Calls fn for each inner row: offsets (elements) of each input and of the output, the row
+ * length, and each input's inner stride (0 or 1). */
+typedef void (*PsimBcastRow)(void *user, const int64_t *off, int64_t out_off, int64_t n,
+                             const int64_t *stride);
+void psim__cpu_bcast_run(const PsimBcast *b, PsimBcastRow fn, void *user);
+
+/* A thread-local scratch buffer of at least `bytes` (64-byte aligned), reused across calls on
+ * the same thread (each device runs its kernels on its own thread); freed at thread exit. */
+void *psim__cpu_scratch(size_t bytes, GError **error);
+
+/* Sliding-window geometry of Conv and pooling over n spatial dims (at most 3): reads strides,
+ * dilations, pads and auto_pad from the node; fills per-dim stride, dilation, padding and the
+ * output size. FALSE with an error on inconsistent attributes or an empty output. */
+typedef struct {
+    int32_t n;
+    int64_t in[3], k[3], stride[3], dil[3], pad0[3], pad1[3], out[3];
+} PsimWindow;
+gboolean psim__cpu_window(PsimKernelCtx *ctx, int32_t n, const int64_t *in, const int64_t *k,
+                          gboolean ceil_mode, gboolean use_dilations, PsimWindow *w,
+                          GError **error);
+
+/* Registration tables of each kernel file. */
+void psim__cpu_register_elementwise(void);
+void psim__cpu_register_matmul(void);
+void psim__cpu_register_conv(void);
+void psim__cpu_register_pool(void);
+void psim__cpu_register_norm(void);
+void psim__cpu_register_shape(void);
+void psim__cpu_register_reduce(void);
+
+/* Helpers for registration: one definition per dtype in a 0-terminated list. */
+void psim__cpu_add(const char *op, const char *name, const char *description,
+                   gboolean (*run)(PsimKernelCtx *, GError **), const PsimDType *dtypes,
+                   size_t (*workspace)(const PsimGraph *, const PsimNode *));
+
+/* IEEE half and bfloat16 conversions (Cast). */
+float psim__half_to_float(uint16_t h);
+uint16_t psim__float_to_half(float f);
+
+#endif

@@ -1,0 +1,206 @@
+/* Pooling over 1 to 3 spatial dims: MaxPool (with optional Indices, dilations, ceil_mode),
+ * AveragePool (count_include_pad), and the global forms. Padding is never materialized: window
+ * positions outside the input are skipped (max) or counted as the attribute says (average). */
+#include "cpu-private.h"
+
+#include <math.h>
+
+typedef struct {
+    int64_t in[3], out[3], k[3], s[3], d[3], p0[3], p1[3];
+} Geo3;
+
+/* Spreads an n-dim window to 3 dims, leading dims of size 1. */
+static void geo3(const PsimWindow *w, Geo3 *g)
+{
+    int32_t lead = 3 - w->n;
+    for (int32_t i = 0; i < 3; i++) {
+        int32_t j = i - lead;
+        g->in[i] = j >= 0 ? w->in[j] : 1;
+        g->out[i] = j >= 0 ? w->out[j] : 1;
+        g->k[i] = j >= 0 ? w->k[j] : 1;
+        g->s[i] = j >= 0 ? w->stride[j] : 1;
+        g->d[i] = j >= 0 ? w->dil[j] : 1;
+        g->p0[i] = j >= 0 ? w->pad0[j] : 0;
+        g->p1[i] = j >= 0 ? w->pad1[j] : 0;
+    }
+}
+
+static gboolean pool_setup(PsimKernelCtx *ctx, gboolean is_max, PsimWindow *w, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    if (x->dtype != PSIM_DTYPE_FLOAT32 || x->rank < 3 || x->rank > 5) {
+        KERR(ctx, error, "%s needs a float32 input of rank 3 to 5", ctx->node->op);
+        return FALSE;
+    }
+    const int64_t *ks = NULL;
+    int32_t nk = psim_node_attr_ints(ctx->node, "kernel_shape", &ks);
+    if (nk != x->rank - 2) {
+        KERR(ctx, error, "kernel_shape must have %d entries", x->rank - 2);
+        return FALSE;
+    }
+    gboolean ceil_mode = psim_node_attr_int(ctx->node, "ceil_mode", 0) != 0;
+    return psim__cpu_window(ctx, nk, x->dims + 2, ks, ceil_mode, is_max, w, error);
+}
+
+static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
+{
+    PsimWindow w;
+    if (!pool_setup(ctx, TRUE, &w, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    int64_t od[5] = {x->dims[0], x->dims[1]};
+    for (int32_t i = 0; i < w.n; i++)
+        od[2 + i] = w.out[i];
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    if (!y)
+        return FALSE;
+    PsimTensor *ind = NULL;
+    if (psim__cpu_wants(ctx, 1) &&
+        !(ind = psim__cpu_out(ctx, 1, PSIM_DTYPE_INT64, x->rank, od, error)))
+        return FALSE;
+    gboolean col_major = psim_node_attr_int(ctx->node, "storage_order", 0) != 0;
+    Geo3 g;
+    geo3(&w, &g);
+    int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
+    int64_t out_sz = g.out[0] * g.out[1] * g.out[2];
+    const float *xd = x->data;
+    float *yd = y->data;
+    int64_t *id = ind ? ind->data : NULL;
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xp = xd + nc * in_sz;
+        for (int64_t a = 0; a < g.out[0]; a++)
+            for (int64_t b = 0; b < g.out[1]; b++)
+                for (int64_t c = 0; c < g.out[2]; c++) {
+                    float best = -INFINITY;
+                    int64_t bi = -1;
+                    for (int64_t ka = 0; ka < g.k[0]; ka++) {
+                        int64_t ia = a * g.s[0] - g.p0[0] + ka * g.d[0];
+                        if (ia < 0 || ia >= g.in[0])
+                            continue;
+                        for (int64_t kb = 0; kb < g.k[1]; kb++) {
+                            int64_t ib = b * g.s[1] - g.p0[1] + kb * g.d[1];
+                            if (ib < 0 || ib >= g.in[1])
+                                continue;
+                            const float *row = xp + (ia * g.in[1] + ib) * g.in[2];
+                            for (int64_t kc = 0; kc < g.k[2]; kc++) {
+                                int64_t ic = c * g.s[2] - g.p0[2] + kc * g.d[2];
+                                if (ic < 0 || ic >= g.in[2])
+                                    continue;
+                                if (row[ic] > best || bi < 0) {
+                                    best = row[ic];
+                                    bi = (ia * g.in[1] + ib) * g.in[2] + ic;
+                                    if (col_major) /* ONNX storage_order 1: column-major */
+                                        bi = (ic * g.in[1] + ib) * g.in[0] + ia;
+                                }
+                            }
+                        }
+                    }
+                    int64_t o = nc * out_sz + (a * g.out[1] + b) * g.out[2] + c;
+                    yd[o] = best;
+                    if (id)
+                        id[o] = nc * in_sz + (bi < 0 ? 0 : bi);
+                }
+    }
+    return TRUE;
+}
+
+static gboolean run_avgpool(PsimKernelCtx *ctx, GError **error)
+{
+    PsimWindow w;
+    if (!pool_setup(ctx, FALSE, &w, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    gboolean incl = psim_node_attr_int(ctx->node, "count_include_pad", 0) != 0;
+    int64_t od[5] = {x->dims[0], x->dims[1]};
+    for (int32_t i = 0; i < w.n; i++)
+        od[2 + i] = w.out[i];
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    if (!y)
+        return FALSE;
+    Geo3 g;
+    geo3(&w, &g);
+    int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
+    int64_t out_sz = g.out[0] * g.out[1] * g.out[2];
+    const float *xd = x->data;
+    float *yd = y->data;
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xp = xd + nc * in_sz;
+        for (int64_t a = 0; a < g.out[0]; a++)
+            for (int64_t b = 0; b < g.out[1]; b++)
+                for (int64_t c = 0; c < g.out[2]; c++) {
+                    float sum = 0.0f;
+                    int64_t cnt = 0, cnt_pad = 1;
+                    int64_t lo[3] = {a * g.s[0] - g.p0[0], b * g.s[1] - g.p0[1],
+                                     c * g.s[2] - g.p0[2]};
+                    /* Positions inside the padded input, for count_include_pad. */
+                    for (int32_t i = 0; i < 3; i++) {
+                        int64_t s = lo[i], e = lo[i] + g.k[i];
+                        s = MAX(s, -g.p0[i]);
+                        e = MIN(e, g.in[i] + g.p1[i]);
+                        cnt_pad *= MAX(e - s, 0);
+                    }
+                    for (int64_t ka = MAX(0, -lo[0]); ka < g.k[0] && lo[0] + ka < g.in[0]; ka++)
+                        for (int64_t kb = MAX(0, -lo[1]); kb < g.k[1] && lo[1] + kb < g.in[1];
+                             kb++) {
+                            const float *row = xp + ((lo[0] + ka) * g.in[1] + lo[1] + kb) * g.in[2];
+                            int64_t c0 = MAX(0, -lo[2]), c1 = MIN(g.k[2], g.in[2] - lo[2]);
+                            for (int64_t kc = c0; kc < c1; kc++)
+                                sum += row[lo[2] + kc];
+                            cnt += MAX(c1 - c0, 0);
+                        }
+                    int64_t div = incl ? cnt_pad : cnt;
+                    yd[nc * out_sz + (a * g.out[1] + b) * g.out[2] + c] =
+                        div > 0 ? sum / (float)div : 0.0f;
+                }
+    }
+    return TRUE;
+}
+
+static gboolean run_global(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    if (x->dtype != PSIM_DTYPE_FLOAT32 || x->rank < 2) {
+        KERR(ctx, error, "%s needs a float32 input of rank >= 2", ctx->node->op);
+        return FALSE;
+    }
+    gboolean is_max = !strcmp(ctx->node->op, "GlobalMaxPool");
+    int64_t od[PSIM_CPU_MAX_RANK];
+    for (int32_t i = 0; i < x->rank; i++)
+        od[i] = i < 2 ? x->dims[i] : 1;
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    if (!y)
+        return FALSE;
+    int64_t NC = x->dims[0] * x->dims[1], S = NC ? x->n_elems / NC : 0;
+    const float *xd = x->data;
+    float *yd = y->data;
+    for (int64_t i = 0; i < NC; i++) {
+        const float *restrict p = xd + i * S;
+        float acc = is_max ? -INFINITY : 0.0f;
+        if (is_max)
+            for (int64_t j = 0; j < S; j++)
+                acc = p[j] > acc ? p[j] : acc;
+        else {
+            for (int64_t j = 0; j < S; j++)
+                acc += p[j];
+            acc = S ? acc / (float)S : 0.0f;
+        }
+        yd[i] = acc;
+    }
+    return TRUE;
+}
+
+void psim__cpu_register_pool(void)
+{
+    static const PsimDType f32[] = {PSIM_DTYPE_FLOAT32, -1};
+    psim__cpu_add("MaxPool", "cpu-maxpool", "max over 1-3-D windows, optional Indices",
+                  run_maxpool, f32, NULL);
+    psim__cpu_add("AveragePool", "cpu-avgpool", "mean over 1-3-D windows", run_avgpool, f32, NULL);
+    psim__cpu_add("GlobalAveragePool", "cpu-global-pool", "mean over all spatial dims",
+                  run_global, f32, NULL);
+    psim__cpu_add("GlobalMaxPool", "cpu-global-pool", "max over all spatial dims", run_global,
+                  f32, NULL);
+}

@@ -1,0 +1,166 @@
+/* Reductions over any set of axes: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
+ * ReduceSumSquare, ReduceL1, ReduceL2 (axes from the attribute or, from opset 13/18, input 1;
+ * keepdims; noop_with_empty_axes). The input is walked once in memory order; the output offset
+ * comes from broadcasting the kept shape against the input (so the accumulator row is either a
+ * run or one cell). float32 accumulates in float32 rows, float64/int64 in their own type. */
+#include "cpu-private.h"
+
+#include <math.h>
+
+typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_SUMSQ, R_L1, R_L2 } RKind;
+
+static RKind kind_of(const char *op)
+{
+    static const char *names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                  "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2"};
+    for (int i = 0; i < 8; i++)
+        if (!strcmp(op, names[i]))
+            return (RKind)i;
+    g_assert_not_reached();
+}
+
+typedef struct {
+    RKind k;
+    PsimDType t;
+    const void *x;
+    void *acc;
+} RRun;
+
+#define RED_ROW(T)                                                                                \
+    {                                                                                             \
+        const T *restrict x = (const T *)r->x + in_off;                                           \
+        T *restrict a = (T *)r->acc + off[0];                                                     \
+        if (stride[0])                                                                            \
+            switch (r->k) {                                                                       \
+            case R_MAX: for (int64_t i = 0; i < n; i++) a[i] = x[i] > a[i] ? x[i] : a[i]; break;  \
+            case R_MIN: for (int64_t i = 0; i < n; i++) a[i] = x[i] < a[i] ? x[i] : a[i]; break;  \
+            case R_PROD: for (int64_t i = 0; i < n; i++) a[i] *= x[i]; break;                     \
+            case R_SUMSQ: case R_L2: for (int64_t i = 0; i < n; i++) a[i] += x[i] * x[i]; break;  \
+            case R_L1: for (int64_t i = 0; i < n; i++) a[i] += x[i] < 0 ? -x[i] : x[i]; break;    \
+            default: for (int64_t i = 0; i < n; i++) a[i] += x[i]; break;                         \
+            }                                                                                     \
+        else {                                                                                    \
+            T v = a[0];                                                                           \
+            switch (r->k) {                                                                       \
+            case R_MAX: for (int64_t i = 0; i < n; i++) v = x[i] > v ? x[i] : v; break;           \
+            case R_MIN: for (int64_t i = 0; i < n; i++) v = x[i] < v ? x[i] : v; break;           \
+            case R_PROD: for (int64_t i = 0; i < n; i++) v *= x[i]; break;                        \
+            case R_SUMSQ: case R_L2: for (int64_t i = 0; i < n; i++) v += x[i] * x[i]; break;     \
+            case R_L1: for (int64_t i = 0; i < n; i++) v += x[i] < 0 ? -x[i] : x[i]; break;       \
+            default: for (int64_t i = 0; i < n; i++) v += x[i]; break;                            \
+            }                                                                                     \
+            a[0] = v;                                                                             \
+        }                                                                                         \
+    }
+
+static void red_row(void *user, const int64_t *off, int64_t in_off, int64_t n,
+                    const int64_t *stride)
+{
+    RRun *r = user;
+    if (r->t == PSIM_DTYPE_FLOAT32)
+        RED_ROW(float)
+    else if (r->t == PSIM_DTYPE_FLOAT64)
+        RED_ROW(double)
+    else if (r->t == PSIM_DTYPE_INT64)
+        RED_ROW(int64_t)
+    else
+        RED_ROW(int32_t)
+}
+
+static gboolean run_reduce(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    RKind k = kind_of(ctx->node->op);
+    if (x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64 &&
+        x->dtype != PSIM_DTYPE_INT64 && x->dtype != PSIM_DTYPE_INT32) {
+        KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
+        return FALSE;
+    }
+    g_autofree int64_t *axes = NULL;
+    int32_t na;
+    if (!psim__cpu_ints(ctx, 1, "axes", &axes, &na, error))
+        return FALSE;
+    gboolean keep = psim_node_attr_int(ctx->node, "keepdims", 1) != 0;
+    gboolean noop = psim_node_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
+    if (na <= 0 && noop)
+        return psim__cpu_view(ctx, 0, x, x->rank, x->dims, error) != NULL;
+    gboolean red[PSIM_CPU_MAX_RANK] = {FALSE};
+    for (int32_t i = 0; i < x->rank; i++)
+        red[i] = na <= 0;
+    for (int32_t i = 0; i < na; i++) {
+        int32_t a;
+        if (!psim__cpu_axis(ctx, axes[i], x->rank, &a, error))
+            return FALSE;
+        red[a] = TRUE;
+    }
+    int64_t kd[PSIM_CPU_MAX_RANK], od[PSIM_CPU_MAX_RANK], cnt = 1;
+    int32_t orank = 0;
+    for (int32_t i = 0; i < x->rank; i++) {
+        kd[i] = red[i] ? 1 : x->dims[i];
+        if (red[i])
+            cnt *= x->dims[i];
+        if (!red[i] || keep)
+            od[orank++] = kd[i];
+    }
+    if ((k == R_MAX || k == R_MIN) && cnt == 0) {
+        KERR(ctx, error, "%s over an empty set of values", ctx->node->op);
+        return FALSE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, orank, od, error);
+    if (!y)
+        return FALSE;
+    /* Initialize with the identity of the reduction, or the first slice for max/min. */
+    size_t es = psim_dtype_size(x->dtype);
+    for (int64_t i = 0; i < y->n_elems; i++) {
+        double v = (k == R_PROD) ? 1.0 : 0.0;
+        if (k == R_MAX || k == R_MIN)
+            v = k == R_MAX ? -INFINITY : INFINITY;
+        switch (x->dtype) {
+        case PSIM_DTYPE_FLOAT32: ((float *)y->data)[i] = (float)v; break;
+        case PSIM_DTYPE_FLOAT64: ((double *)y->data)[i] = v; break;
+        case PSIM_DTYPE_INT64:
+            ((int64_t *)y->data)[i] = k == R_MAX ? INT64_MIN : k == R_MIN ? INT64_MAX : (int64_t)v;
+            break;
+        default:
+            ((int32_t *)y->data)[i] = k == R_MAX ? INT32_MIN : k == R_MIN ? INT32_MAX : (int32_t)v;
+        }
+    }
+    (void)es;
+    PsimTensor kept = {.dtype = x->dtype, .rank = x->rank, .dims = kd};
+    const PsimTensor *ins[1] = {&kept};
+    PsimBcast bc;
+    psim__cpu_bcast_init(&bc, 1, ins, x->rank, x->dims);
+    RRun run = {k, x->dtype, x->data, y->data};
+    psim__cpu_bcast_run(&bc, red_row, &run);
+    if (k == R_MEAN || k == R_L2) {
+        for (int64_t i = 0; i < y->n_elems; i++) {
+            if (x->dtype == PSIM_DTYPE_FLOAT32) {
+                float *v = (float *)y->data + i;
+                *v = k == R_MEAN ? (cnt ? *v / (float)cnt : NAN) : sqrtf(*v);
+            } else if (x->dtype == PSIM_DTYPE_FLOAT64) {
+                double *v = (double *)y->data + i;
+                *v = k == R_MEAN ? (cnt ? *v / (double)cnt : NAN) : sqrt(*v);
+            } else if (x->dtype == PSIM_DTYPE_INT64) {
+                int64_t *v = (int64_t *)y->data + i;
+                *v = k == R_MEAN ? (cnt ? *v / cnt : 0) : (int64_t)sqrt((double)*v);
+            } else {
+                int32_t *v = (int32_t *)y->data + i;
+                *v = k == R_MEAN ? (cnt ? (int32_t)(*v / cnt) : 0) : (int32_t)sqrt((double)*v);
+            }
+        }
+    }
+    return TRUE;
+}
+
+void psim__cpu_register_reduce(void)
+{
+    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT64,
+                                      PSIM_DTYPE_INT32, -1};
+    static const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2"};
+    for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+        psim__cpu_add(ops[i], "cpu-reduce", "reduction over a set of axes", run_reduce, types,
+                      NULL);
+}

@@ -1,0 +1,13 @@
+/* The built-in CPU kernel set, registered once by the registry (kernels/registry.c). */
+#include "cpu-private.h"
+
+void psim__kernels_cpu_register(void)
+{
+    psim__cpu_register_elementwise();
+    psim__cpu_register_matmul();
+    psim__cpu_register_conv();
+    psim__cpu_register_pool();
+    psim__cpu_register_norm();
+    psim__cpu_register_shape();
+    psim__cpu_register_reduce();
+}

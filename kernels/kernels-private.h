@@ -1,0 +1,17 @@
+/* Internals of the kernels module shared between the registry and the device kernel sets. */
+#ifndef PLACESIM_KERNELS_PRIVATE_H
+#define PLACESIM_KERNELS_PRIVATE_H
+
+#include "placesim/kernels.h"
+
+/* Registers the built-in CPU kernels (kernels/cpu/register.c); called once by the registry. */
+void psim__kernels_cpu_register(void);
+/* Registers an array of built-in definitions without triggering initialization (used by the
+ * device kernel sets from within psim__kernels_init). */
+void psim__kernels_add(const PsimKernelDef *defs, size_t n);
+/* Registers the built-in kernels of every device kind, once (idempotent, thread-safe). Also sets
+ * OpenBLAS to one thread: a CPU device is one pinned core, and BLAS threads would fight the
+ * other devices' threads for cores. */
+void psim__kernels_init(void);
+
+#endif

@@ -1,0 +1,1274 @@
+/* Tests of the kernel registry and every CPU kernel: each kernel runs on random inputs and is
+ * compared with a plain reference written here with naive loops (relative error bounds), plus
+ * bad-input errors that name the node, registry lookups, and the plug-in loader. */
+#include <math.h>
+#include <string.h>
+
+#include "placesim/kernels.h"
+
+static GRand *rng;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Harness. */
+
+static PsimTensor *host_alloc(PsimKernelCtx *ctx, PsimDType dt, int32_t r, const int64_t *d,
+                              GError **error)
+{
+    (void)ctx;
+    PsimTensor *t = psim_tensor_new(dt, r, d, error);
+    if (t) /* garbage, so kernels that forget to write an element are caught */
+        memset(t->data, 0xA5, t->nbytes);
+    return t;
+}
+
+typedef struct {
+    PsimGraph *g;
+    PsimNode *n;
+} Node;
+
+static Node node_new(const char *op, int32_t n_outputs)
+{
+    Node x;
+    x.g = psim_graph_new("test");
+    psim_graph_set_source(x.g, "test.json");
+    GError *err = NULL;
+    x.n = psim_graph_node_add(x.g, "node0", op, &err);
+    g_assert_no_error(err);
+    psim_graph_node_outputs_set(x.g, x.n, n_outputs);
+    return x;
+}
+
+/* Runs node x on inputs (NULL entries are absent), returning FALSE with *error on failure. */
+static gboolean run_n(Node x, PsimTensor **in, int32_t n_in, PsimTensor **out, GError **error)
+{
+    PsimDType dt = PSIM_DTYPE_UNDEFINED;
+    for (int32_t k = 0; k < n_in && !dt; k++)
+        if (in[k])
+            dt = in[k]->dtype;
+    const PsimKernelDef *def = psim_kernel_lookup(x.n->op, "CPU", dt);
+    g_assert_nonnull(def);
+    for (int32_t k = 0; k < x.n->n_outputs; k++)
+        out[k] = NULL;
+    PsimKernelCtx ctx = {.graph = x.g, .node = x.n, .n_inputs = n_in, .inputs = in,
+                         .n_outputs = x.n->n_outputs, .outputs = out, .device_type = "CPU",
+                         .alloc = host_alloc};
+    gboolean ok = def->run(&ctx, error);
+    if (!ok)
+        for (int32_t k = 0; k < x.n->n_outputs; k++)
+            g_clear_pointer(&out[k], psim_tensor_unref);
+    return ok;
+}
+
+static PsimTensor *run1(Node x, PsimTensor **in, int32_t n_in)
+{
+    PsimTensor *out[8];
+    GError *err = NULL;
+    g_assert_cmpint(x.n->n_outputs, <=, 8);
+    gboolean ok = run_n(x, in, n_in, out, &err);
+    g_assert_no_error(err);
+    g_assert_true(ok);
+    for (int32_t k = 1; k < x.n->n_outputs; k++)
+        psim_tensor_unref(out[k]);
+    return out[0];
+}
+
+static void node_free(Node x)
+{
+    psim_graph_free(x.g);
+}
+
+static PsimTensor *rand_f32(int32_t r, const int64_t *d, double lo, double hi)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, r, d, NULL);
+    for (int64_t i = 0; i < t->n_elems; i++)
+        ((float *)t->data)[i] = (float)g_rand_double_range(rng, lo, hi);
+    return t;
+}
+
+static PsimTensor *rand_i64(int32_t r, const int64_t *d, int64_t lo, int64_t hi)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, r, d, NULL);
+    for (int64_t i = 0; i < t->n_elems; i++)
+        ((int64_t *)t->data)[i] = g_rand_int_range(rng, (gint32)lo, (gint32)hi);
+    return t;
+}
+
+static PsimTensor *ints(int64_t n, const int64_t *v)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, 1, &n, NULL);
+    memcpy(t->data, v, sizeof(int64_t) * (size_t)n);
+    return t;
+}
+
+static PsimTensor *scalar_f32(float v)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, 0, NULL, NULL);
+    *(float *)t->data = v;
+    return t;
+}
+
+static void assert_shape(const PsimTensor *t, int32_t r, const int64_t *d)
+{
+    g_assert_cmpint(t->rank, ==, r);
+    for (int32_t i = 0; i < r; i++)
+        g_assert_cmpint(t->dims[i], ==, d[i]);
+}
+
+/* |got - want| <= atol + rtol * |want| for every element (NaN must match NaN). */
+static void assert_close(const PsimTensor *got, const double *want, double rtol, double atol)
+{
+    for (int64_t i = 0; i < got->n_elems; i++) {
+        double g = psim_tensor_get_f64(got, i), w = want[i];
+        if (isnan(w) && isnan(g))
+            continue;
+        if (!(fabs(g - w) <= atol + rtol * fabs(w)))
+            g_error("element %" G_GINT64_FORMAT ": got %.9g, want %.9g", i, g, w);
+    }
+}
+
+/* Index helpers for references: multi-index of flat i, and flat index of a multi-index in a
+ * shape with numpy broadcasting (size-1 dims read index 0). */
+static void unravel(int64_t i, int32_t r, const int64_t *d, int64_t *idx)
+{
+    for (int32_t k = r - 1; k >= 0; k--) {
+        idx[k] = d[k] ? i % d[k] : 0;
+        i = d[k] ? i / d[k] : 0;
+    }
+}
+
+static int64_t bcast_index(const int64_t *idx, int32_t out_r, const PsimTensor *t)
+{
+    int64_t off = 0;
+    for (int32_t k = 0; k < t->rank; k++) {
+        int64_t j = idx[k + out_r - t->rank];
+        off = off * t->dims[k] + (t->dims[k] == 1 ? 0 : j);
+    }
+    return off;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Registry. */
+
+static void test_registry(void)
+{
+    g_assert_nonnull(psim_kernel_lookup("Conv", "CPU", PSIM_DTYPE_FLOAT32));
+    g_assert_null(psim_kernel_lookup("Conv", "CPU", PSIM_DTYPE_INT8));
+    g_assert_null(psim_kernel_lookup("Conv", "TPU", PSIM_DTYPE_FLOAT32));
+    g_assert_nonnull(psim_kernel_lookup("Add", "CPU", PSIM_DTYPE_INT64));
+    /* Dtype-agnostic kernels are found through the UNDEFINED fallback. */
+    const PsimKernelDef *r = psim_kernel_lookup("Reshape", "CPU", PSIM_DTYPE_BOOL);
+    g_assert_nonnull(r);
+    g_assert_cmpint(r->dtype, ==, PSIM_DTYPE_UNDEFINED);
+    g_assert_nonnull(psim_kernel_lookup("Conv", "CPU", PSIM_DTYPE_FLOAT32)->workspace);
+
+    int32_t n = 0;
+    g_autofree const PsimKernelDef **all = psim_kernel_list(&n);
+    g_assert_cmpint(n, >, 60);
+    for (int32_t i = 1; i < n; i++) {
+        int c = strcmp(all[i - 1]->op, all[i]->op);
+        g_assert_true(c < 0 || (c == 0 && (strcmp(all[i - 1]->device_type, all[i]->device_type) < 0 ||
+                                           all[i - 1]->dtype < all[i]->dtype)));
+    }
+    static const char *required[] = {
+        "Const", "Constant", "Identity", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow",
+        "Sqrt", "Neg", "Exp", "Log", "Max", "Min", "Clip", "Relu", "Sigmoid", "Tanh", "Erf",
+        "Softmax", "LogSoftmax", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool",
+        "BatchNormalization", "LRN", "LayerNormalization", "Concat", "Split", "Slice", "Pad",
+        "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Expand", "Gather", "Shape",
+        "ConstantOfShape", "Equal", "Where", "Cast", "Sum", "ReduceMean", "ReduceSum", "Dropout"};
+    for (size_t i = 0; i < G_N_ELEMENTS(required); i++) {
+        gboolean found = FALSE;
+        for (int32_t j = 0; j < n; j++)
+            found = found || !strcmp(all[j]->op, required[i]);
+        if (!found)
+            g_error("no CPU kernel for %s", required[i]);
+    }
+
+    /* for_node and supported take the dtype from the producer of the first input. */
+    g_autoptr(PsimGraph) g = psim_graph_new("t");
+    GError *err = NULL;
+    PsimNode *x = psim_graph_node_add(g, "x", "Placeholder", &err);
+    PsimNode *c = psim_graph_node_add(g, "c", "Conv", &err);
+    PsimNode *t = psim_graph_node_add(g, "t", "Task", &err);
+    g_assert_no_error(err);
+    psim_graph_node_outputs_set(g, x, 1);
+    int64_t d[4] = {1, 3, 8, 8};
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_INT8, 4, d);
+    psim_graph_node_outputs_set(g, c, 1);
+    psim_graph_node_input_add(g, c, (PsimPort){x->id, 0});
+    g_assert_null(psim_kernel_for_node(g, c, "CPU"));
+    g_assert_false(psim_kernel_supported(g, c, "CPU"));
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 4, d);
+    g_assert_true(psim_kernel_for_node(g, c, "CPU") ==
+                  psim_kernel_lookup("Conv", "CPU", PSIM_DTYPE_FLOAT32));
+    g_assert_true(psim_kernel_supported(g, c, "CPU"));
+    g_assert_false(psim_kernel_supported(g, c, "GPU"));
+    g_assert_true(psim_kernel_supported(g, x, "CPU"));
+    g_assert_false(psim_kernel_supported(g, t, "CPU"));
+    /* Dtype not known yet: any kernel of the op on that device. */
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_UNDEFINED, 4, d);
+    g_assert_nonnull(psim_kernel_for_node(g, c, "CPU"));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Elementwise. */
+
+static double ref_bin(const char *op, double a, double b)
+{
+    if (!strcmp(op, "Add") || !strcmp(op, "Sum"))
+        return a + b;
+    if (!strcmp(op, "Sub"))
+        return a - b;
+    if (!strcmp(op, "Mul"))
+        return a * b;
+    if (!strcmp(op, "Div"))
+        return a / b;
+    if (!strcmp(op, "Pow"))
+        return pow(a, b);
+    if (!strcmp(op, "Max"))
+        return a > b ? a : b;
+    if (!strcmp(op, "Min"))
+        return a < b ? a : b;
+    if (!strcmp(op, "Equal"))
+        return a == b;
+    if (!strcmp(op, "Less"))
+        return a < b;
+    if (!strcmp(op, "Greater"))
+        return a > b;
+    g_assert_not_reached();
+}
+
+static void check_binary(const char *op, PsimTensor *a, PsimTensor *b)
+{
+    Node x = node_new(op, 1);
+    PsimTensor *in[2] = {a, b};
+    g_autoptr(PsimTensor) y = run1(x, in, 2);
+    int32_t r = MAX(a->rank, b->rank);
+    g_assert_cmpint(y->rank, ==, r);
+    g_autofree double *want = g_new(double, y->n_elems + 1);
+    int64_t idx[16];
+    for (int64_t i = 0; i < y->n_elems; i++) {
+        unravel(i, r, y->dims, idx);
+        want[i] = ref_bin(op, psim_tensor_get_f64(a, bcast_index(idx, r, a)),
+                          psim_tensor_get_f64(b, bcast_index(idx, r, b)));
+    }
+    assert_close(y, want, 1e-6, 1e-7);
+    node_free(x);
+}
+
+static void test_binary(void)
+{
+    static const char *ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum",
+                                "Equal", "Less", "Greater"};
+    struct {
+        int32_t ra, rb;
+        int64_t da[4], db[4];
+    } shapes[] = {
+        {3, 3, {2, 3, 4}, {2, 3, 4}}, {3, 0, {2, 3, 4}, {0}},      {0, 3, {0}, {2, 3, 4}},
+        {3, 2, {2, 3, 4}, {3, 1}},    {3, 3, {4, 1, 5}, {1, 3, 1}}, {4, 2, {2, 8, 5, 5}, {1, 5}},
+        {4, 4, {2, 8, 5, 5}, {1, 8, 1, 1}}, {1, 2, {7}, {3, 7}},
+    };
+    for (size_t o = 0; o < G_N_ELEMENTS(ops); o++)
+        for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
+            gboolean pw = !strcmp(ops[o], "Pow");
+            g_autoptr(PsimTensor) a = rand_f32(shapes[s].ra, shapes[s].da, pw ? 0.1 : -2, 2);
+            g_autoptr(PsimTensor) b = rand_f32(shapes[s].rb, shapes[s].db, pw ? -2 : 0.5, 2);
+            if (!strcmp(ops[o], "Equal")) /* make some equal */
+                for (int64_t i = 0; i < MIN(a->n_elems, b->n_elems); i += 2)
+                    ((float *)a->data)[i] = ((float *)b->data)[i];
+            check_binary(ops[o], a, b);
+        }
+    /* int64 arithmetic, as shape computations use it. */
+    int64_t da[2] = {3, 4}, db[1] = {4};
+    static const char *iops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal"};
+    for (size_t o = 0; o < G_N_ELEMENTS(iops); o++) {
+        g_autoptr(PsimTensor) a = rand_i64(2, da, -50, 50);
+        g_autoptr(PsimTensor) b = rand_i64(1, db, 1, 9);
+        Node x = node_new(iops[o], 1);
+        PsimTensor *in[2] = {a, b};
+        g_autoptr(PsimTensor) y = run1(x, in, 2);
+        for (int64_t i = 0; i < 12; i++) {
+            int64_t p = ((int64_t *)a->data)[i], q = ((int64_t *)b->data)[i % 4], w;
+            switch (o) {
+            case 0: w = p + q; break;
+            case 1: w = p - q; break;
+            case 2: w = p * q; break;
+            case 3: w = p / q; break;
+            case 4: w = MAX(p, q); break;
+            case 5: w = MIN(p, q); break;
+            default: w = p == q;
+            }
+            g_assert_cmpint(psim_tensor_get_i64(y, i), ==, w);
+        }
+        node_free(x);
+    }
+    /* Integer division by zero must not trap. */
+    {
+        int64_t one = 1;
+        g_autoptr(PsimTensor) a = ints(1, (int64_t[]){7});
+        g_autoptr(PsimTensor) b = ints(1, (int64_t[]){0});
+        Node x = node_new("Div", 1);
+        PsimTensor *in[2] = {a, b};
+        g_autoptr(PsimTensor) y = run1(x, in, 2);
+        g_assert_cmpint(y->n_elems, ==, one);
+        node_free(x);
+    }
+    /* Mismatched shapes and dtypes are errors naming the node. */
+    {
+        int64_t d1[1] = {3}, d2[1] = {4};
+        g_autoptr(PsimTensor) a = rand_f32(1, d1, 0, 1);
+        g_autoptr(PsimTensor) b = rand_f32(1, d2, 0, 1);
+        g_autoptr(PsimTensor) c = rand_i64(1, d1, 0, 1);
+        Node x = node_new("Add", 1);
+        PsimTensor *in[2] = {a, b}, *out[1];
+        GError *err = NULL;
+        g_assert_false(run_n(x, in, 2, out, &err));
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        g_assert_nonnull(strstr(err->message, "test.json: node 'node0'"));
+        g_clear_error(&err);
+        in[1] = c;
+        g_assert_false(run_n(x, in, 2, out, &err));
+        g_assert_nonnull(strstr(err->message, "dtype"));
+        g_clear_error(&err);
+        node_free(x);
+    }
+}
+
+static void test_variadic(void)
+{
+    int64_t d1[2] = {3, 4}, d2[1] = {4}, d3[2] = {3, 1};
+    g_autoptr(PsimTensor) a = rand_f32(2, d1, -1, 1);
+    g_autoptr(PsimTensor) b = rand_f32(1, d2, -1, 1);
+    g_autoptr(PsimTensor) c = rand_f32(2, d3, -1, 1);
+    static const char *ops[] = {"Sum", "Max", "Min", "Mean"};
+    for (size_t o = 0; o < G_N_ELEMENTS(ops); o++) {
+        Node x = node_new(ops[o], 1);
+        PsimTensor *in[3] = {a, b, c};
+        g_autoptr(PsimTensor) y = run1(x, in, 3);
+        assert_shape(y, 2, d1);
+        double want[12];
+        for (int i = 0; i < 12; i++) {
+            double p = ((float *)a->data)[i], q = ((float *)b->data)[i % 4],
+                   r = ((float *)c->data)[i / 4];
+            switch (o) {
+            case 0: want[i] = p + q + r; break;
+            case 1: want[i] = MAX(p, MAX(q, r)); break;
+            case 2: want[i] = MIN(p, MIN(q, r)); break;
+            default: want[i] = (p + q + r) / 3;
+            }
+        }
+        assert_close(y, want, 1e-6, 1e-7);
+        node_free(x);
+    }
+}
+
+static double ref_un(const char *op, double v)
+{
+    if (!strcmp(op, "Sqrt")) return sqrt(v);
+    if (!strcmp(op, "Neg")) return -v;
+    if (!strcmp(op, "Exp")) return exp(v);
+    if (!strcmp(op, "Log")) return log(v);
+    if (!strcmp(op, "Relu")) return v > 0 ? v : 0;
+    if (!strcmp(op, "Sigmoid")) return 1 / (1 + exp(-v));
+    if (!strcmp(op, "Tanh")) return tanh(v);
+    if (!strcmp(op, "Erf")) return erf(v);
+    if (!strcmp(op, "Abs")) return fabs(v);
+    if (!strcmp(op, "Floor")) return floor(v);
+    if (!strcmp(op, "Ceil")) return ceil(v);
+    if (!strcmp(op, "Reciprocal")) return 1 / v;
+    if (!strcmp(op, "Sin")) return sin(v);
+    if (!strcmp(op, "Cos")) return cos(v);
+    if (!strcmp(op, "Softplus")) return log(1 + exp(v));
+    g_assert_not_reached();
+}
+
+static void test_unary(void)
+{
+    static const char *ops[] = {"Sqrt", "Neg", "Exp", "Log", "Relu", "Sigmoid", "Tanh", "Erf",
+                                "Abs", "Floor", "Ceil", "Reciprocal", "Sin", "Cos", "Softplus"};
+    int64_t d[3] = {2, 5, 7};
+    for (size_t o = 0; o < G_N_ELEMENTS(ops); o++) {
+        gboolean pos = !strcmp(ops[o], "Sqrt") || !strcmp(ops[o], "Log");
+        g_autoptr(PsimTensor) a = rand_f32(3, d, pos ? 0.01 : -20, 20);
+        Node x = node_new(ops[o], 1);
+        PsimTensor *in[1] = {a};
+        g_autoptr(PsimTensor) y = run1(x, in, 1);
+        double want[70];
+        for (int i = 0; i < 70; i++)
+            want[i] = ref_un(ops[o], ((float *)a->data)[i]);
+        assert_close(y, want, 2e-6, 1e-6);
+        node_free(x);
+    }
+    /* Clip with scalar bounds as inputs, and without. */
+    g_autoptr(PsimTensor) a = rand_f32(3, d, -3, 3);
+    g_autoptr(PsimTensor) lo = scalar_f32(-1), hi = scalar_f32(0.5);
+    Node x = node_new("Clip", 1);
+    PsimTensor *in[3] = {a, lo, hi};
+    g_autoptr(PsimTensor) y = run1(x, in, 3);
+    double want[70];
+    for (int i = 0; i < 70; i++)
+        want[i] = CLAMP(((float *)a->data)[i], -1.0, 0.5);
+    assert_close(y, want, 0, 0);
+    in[1] = NULL;
+    g_autoptr(PsimTensor) y2 = run1(x, in, 3);
+    for (int i = 0; i < 70; i++)
+        want[i] = MIN(((float *)a->data)[i], 0.5);
+    assert_close(y2, want, 0, 0);
+    node_free(x);
+}
+
+static void test_where_cast(void)
+{
+    int64_t dc[2] = {3, 1}, dx[2] = {3, 4}, dy[1] = {4};
+    g_autoptr(PsimTensor) c = psim_tensor_new(PSIM_DTYPE_BOOL, 2, dc, NULL);
+    ((uint8_t *)c->data)[0] = 1;
+    ((uint8_t *)c->data)[2] = 1;
+    g_autoptr(PsimTensor) a = rand_f32(2, dx, -1, 1);
+    g_autoptr(PsimTensor) b = rand_f32(1, dy, -1, 1);
+    Node x = node_new("Where", 1);
+    PsimTensor *in[3] = {c, a, b};
+    g_autoptr(PsimTensor) y = run1(x, in, 3);
+    double want[12];
+    for (int i = 0; i < 12; i++)
+        want[i] = ((uint8_t *)c->data)[i / 4] ? ((float *)a->data)[i] : ((float *)b->data)[i % 4];
+    assert_close(y, want, 0, 0);
+    node_free(x);
+
+    /* Cast float32 -> int64 truncates; -> float16 -> float32 rounds to 11 bits. */
+    Node xc = node_new("Cast", 1);
+    psim_graph_node_attr_set_int(xc.g, xc.n, "to", PSIM_DTYPE_INT64);
+    g_autoptr(PsimTensor) f = rand_f32(2, dx, -100, 100);
+    PsimTensor *ci[1] = {f};
+    g_autoptr(PsimTensor) yi = run1(xc, ci, 1);
+    g_assert_cmpint(yi->dtype, ==, PSIM_DTYPE_INT64);
+    for (int i = 0; i < 12; i++)
+        g_assert_cmpint(psim_tensor_get_i64(yi, i), ==, (int64_t)((float *)f->data)[i]);
+    psim_graph_node_attr_set_int(xc.g, xc.n, "to", PSIM_DTYPE_FLOAT16);
+    g_autoptr(PsimTensor) yh = run1(xc, ci, 1);
+    g_assert_cmpint(yh->dtype, ==, PSIM_DTYPE_FLOAT16);
+    psim_graph_node_attr_set_int(xc.g, xc.n, "to", PSIM_DTYPE_FLOAT32);
+    ci[0] = yh;
+    g_autoptr(PsimTensor) yf = run1(xc, ci, 1);
+    for (int i = 0; i < 12; i++)
+        want[i] = ((float *)f->data)[i];
+    assert_close(yf, want, 1.0 / 2048, 0); /* half precision: 11-bit significand */
+    psim_graph_node_attr_set_int(xc.g, xc.n, "to", PSIM_DTYPE_STRING);
+    PsimTensor *out[1];
+    GError *err = NULL;
+    ci[0] = f;
+    g_assert_false(run_n(xc, ci, 1, out, &err));
+    g_clear_error(&err);
+    node_free(xc);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* MatMul and Gemm. */
+
+static void check_matmul(int32_t ra, const int64_t *da, int32_t rb, const int64_t *db,
+                         int32_t ro, const int64_t *dout)
+{
+    g_autoptr(PsimTensor) a = rand_f32(ra, da, -1, 1);
+    g_autoptr(PsimTensor) b = rand_f32(rb, db, -1, 1);
+    Node x = node_new("MatMul", 1);
+    PsimTensor *in[2] = {a, b};
+    g_autoptr(PsimTensor) y = run1(x, in, 2);
+    assert_shape(y, ro, dout);
+    /* Reference: promote 1-D, broadcast batch dims by index. */
+    int64_t M = ra == 1 ? 1 : da[ra - 2], K = da[ra - 1], N = rb == 1 ? 1 : db[rb - 1];
+    int64_t nb = y->n_elems / (M * N);
+    int32_t ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0, bo = MAX(ba, bb);
+    int64_t bd[8];
+    for (int32_t i = 0; i < bo; i++)
+        bd[i] = dout[i];
+    g_autofree double *want = g_new(double, y->n_elems);
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int64_t idx[8];
+        unravel(bi, bo, bd, idx);
+        int64_t ia = 0, ib = 0;
+        for (int32_t k = 0; k < ba; k++)
+            ia = ia * da[k] + (da[k] == 1 ? 0 : idx[k + bo - ba]);
+        for (int32_t k = 0; k < bb; k++)
+            ib = ib * db[k] + (db[k] == 1 ? 0 : idx[k + bo - bb]);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (double)((float *)a->data)[ia * M * K + i * K + k] *
+                         ((float *)b->data)[ib * K * N + k * N + j];
+                want[(bi * M + i) * N + j] = s;
+            }
+    }
+    assert_close(y, want, 1e-4, 1e-5);
+    node_free(x);
+}
+
+static void test_matmul(void)
+{
+    check_matmul(2, (int64_t[]){17, 33}, 2, (int64_t[]){33, 9}, 2, (int64_t[]){17, 9});
+    check_matmul(3, (int64_t[]){3, 4, 5}, 2, (int64_t[]){5, 6}, 3, (int64_t[]){3, 4, 6});
+    check_matmul(4, (int64_t[]){2, 1, 4, 5}, 3, (int64_t[]){3, 5, 2}, 4, (int64_t[]){2, 3, 4, 2});
+    check_matmul(1, (int64_t[]){5}, 2, (int64_t[]){5, 3}, 1, (int64_t[]){3});
+    check_matmul(2, (int64_t[]){4, 5}, 1, (int64_t[]){5}, 1, (int64_t[]){4});
+    check_matmul(1, (int64_t[]){5}, 3, (int64_t[]){2, 5, 3}, 2, (int64_t[]){2, 3});
+    /* int64 */
+    g_autoptr(PsimTensor) a = rand_i64(2, (int64_t[]){3, 4}, -9, 9);
+    g_autoptr(PsimTensor) b = rand_i64(2, (int64_t[]){4, 2}, -9, 9);
+    Node x = node_new("MatMul", 1);
+    PsimTensor *in[2] = {a, b};
+    g_autoptr(PsimTensor) y = run1(x, in, 2);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            int64_t s = 0;
+            for (int k = 0; k < 4; k++)
+                s += ((int64_t *)a->data)[i * 4 + k] * ((int64_t *)b->data)[k * 2 + j];
+            g_assert_cmpint(((int64_t *)y->data)[i * 2 + j], ==, s);
+        }
+    /* Inner mismatch is an error. */
+    g_autoptr(PsimTensor) c = rand_f32(2, (int64_t[]){3, 4}, 0, 1);
+    g_autoptr(PsimTensor) e = rand_f32(2, (int64_t[]){5, 2}, 0, 1);
+    PsimTensor *bad[2] = {c, e}, *out[1];
+    GError *err = NULL;
+    g_assert_false(run_n(x, bad, 2, out, &err));
+    g_assert_nonnull(strstr(err->message, "node0"));
+    g_clear_error(&err);
+    node_free(x);
+}
+
+static void test_gemm(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int cm = 0; cm < 3; cm++) {
+                int64_t M = 7, N = 5, K = 11;
+                int64_t dA[2] = {ta ? K : M, ta ? M : K}, dB[2] = {tb ? N : K, tb ? K : N};
+                int64_t dC[2] = {cm == 2 ? M : 1, N};
+                g_autoptr(PsimTensor) a = rand_f32(2, dA, -1, 1);
+                g_autoptr(PsimTensor) b = rand_f32(2, dB, -1, 1);
+                g_autoptr(PsimTensor) c = cm ? rand_f32(cm == 1 ? 1 : 2, cm == 1 ? dC + 1 : dC, -1, 1) : NULL;
+                Node x = node_new("Gemm", 1);
+                psim_graph_node_attr_set_int(x.g, x.n, "transA", ta);
+                psim_graph_node_attr_set_int(x.g, x.n, "transB", tb);
+                psim_graph_node_attr_set_float(x.g, x.n, "alpha", 0.5);
+                psim_graph_node_attr_set_float(x.g, x.n, "beta", 2.0);
+                PsimTensor *in[3] = {a, b, c};
+                g_autoptr(PsimTensor) y = run1(x, in, cm ? 3 : 2);
+                double want[35];
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < N; j++) {
+                        double s = 0;
+                        for (int64_t k = 0; k < K; k++)
+                            s += (double)((float *)a->data)[ta ? k * M + i : i * K + k] *
+                                 ((float *)b->data)[tb ? j * K + k : k * N + j];
+                        double cv = cm == 0 ? 0 : cm == 1 ? ((float *)c->data)[j]
+                                                          : ((float *)c->data)[i * N + j];
+                        want[i * N + j] = 0.5 * s + 2.0 * cv;
+                    }
+                assert_close(y, want, 1e-4, 1e-5);
+                node_free(x);
+            }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Conv. */
+
+typedef struct {
+    int64_t N, C, H, W, M, kh, kw, group, sh, sw, dh, dw, pt, pl, pb, pr;
+    const char *auto_pad;
+    gboolean bias, one_d;
+} ConvCase;
+
+static void check_conv(const ConvCase *cc)
+{
+    int64_t dx[4] = {cc->N, cc->C, cc->H, cc->W}, dw[4] = {cc->M, cc->C / cc->group, cc->kh, cc->kw};
+    if (cc->one_d) {
+        dx[2] = cc->W;
+        dw[2] = cc->kw;
+    }
+    int32_t r = cc->one_d ? 3 : 4;
+    g_autoptr(PsimTensor) x = rand_f32(r, dx, -1, 1);
+    g_autoptr(PsimTensor) w = rand_f32(r, dw, -1, 1);
+    g_autoptr(PsimTensor) b = cc->bias ? rand_f32(1, &cc->M, -1, 1) : NULL;
+    Node nd = node_new("Conv", 1);
+    psim_graph_node_attr_set_int(nd.g, nd.n, "group", cc->group);
+    if (cc->one_d) {
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 1, &cc->sw);
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "dilations", 1, &cc->dw);
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "pads", 2, (int64_t[]){cc->pl, cc->pr});
+    } else {
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 2, (int64_t[]){cc->sh, cc->sw});
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "dilations", 2, (int64_t[]){cc->dh, cc->dw});
+        if (cc->auto_pad)
+            psim_graph_node_attr_set_string(nd.g, nd.n, "auto_pad", cc->auto_pad);
+        else
+            psim_graph_node_attr_set_ints(nd.g, nd.n, "pads", 4,
+                                          (int64_t[]){cc->pt, cc->pl, cc->pb, cc->pr});
+    }
+    PsimTensor *in[3] = {x, w, b};
+    g_autoptr(PsimTensor) y = run1(nd, in, 3);
+    int64_t H = cc->one_d ? 1 : cc->H, kh = cc->one_d ? 1 : cc->kh;
+    int64_t pt = cc->pt, pl = cc->pl, pb = cc->pb, pr = cc->pr;
+    if (cc->auto_pad) { /* SAME_UPPER */
+        int64_t oh = (H + cc->sh - 1) / cc->sh, ow = (cc->W + cc->sw - 1) / cc->sw;
+        int64_t th = MAX(0, (oh - 1) * cc->sh + (kh - 1) * cc->dh + 1 - H);
+        int64_t tw = MAX(0, (ow - 1) * cc->sw + (cc->kw - 1) * cc->dw + 1 - cc->W);
+        pt = th / 2, pb = th - pt, pl = tw / 2, pr = tw - pl;
+    }
+    if (cc->one_d)
+        pt = pb = 0;
+    int64_t Ho = (H + pt + pb - ((kh - 1) * cc->dh + 1)) / cc->sh + 1;
+    int64_t Wo = (cc->W + pl + pr - ((cc->kw - 1) * cc->dw + 1)) / cc->sw + 1;
+    if (cc->one_d)
+        assert_shape(y, 3, (int64_t[]){cc->N, cc->M, Wo});
+    else
+        assert_shape(y, 4, (int64_t[]){cc->N, cc->M, Ho, Wo});
+    int64_t Cg = cc->C / cc->group, Mg = cc->M / cc->group;
+    g_autofree double *want = g_new(double, y->n_elems);
+    const float *xd = x->data, *wd = w->data;
+    for (int64_t n = 0; n < cc->N; n++)
+        for (int64_t m = 0; m < cc->M; m++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    double s = b ? ((float *)b->data)[m] : 0;
+                    int64_t gi = m / Mg;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t i = 0; i < kh; i++)
+                            for (int64_t j = 0; j < cc->kw; j++) {
+                                int64_t ih = oh * cc->sh - pt + i * cc->dh;
+                                int64_t iw = ow * cc->sw - pl + j * cc->dw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= cc->W)
+                                    continue;
+                                s += (double)xd[((n * cc->C + gi * Cg + c) * H + ih) * cc->W + iw] *
+                                     wd[((m * Cg + c) * kh + i) * cc->kw + j];
+                            }
+                    want[((n * cc->M + m) * Ho + oh) * Wo + ow] = s;
+                }
+    assert_close(y, want, 1e-4, 1e-5);
+    node_free(nd);
+}
+
+static void test_conv(void)
+{
+    ConvCase cases[] = {
+        {2, 3, 9, 11, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},  /* 3x3 pad 1 */
+        {1, 8, 6, 7, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NULL, TRUE, FALSE},   /* direct 1x1 */
+        {1, 8, 9, 9, 6, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, NULL, FALSE, FALSE},  /* 1x1 stride 2 */
+        {2, 4, 12, 10, 6, 3, 5, 2, 2, 3, 1, 1, 2, 1, 0, 2, NULL, TRUE, FALSE}, /* groups, asym */
+        {1, 3, 13, 13, 4, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 2, NULL, TRUE, FALSE}, /* dilation */
+        {1, 6, 8, 8, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},   /* depthwise */
+        {1, 3, 7, 8, 2, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", TRUE, FALSE},
+        {2, 4, 1, 20, 3, 1, 5, 1, 1, 2, 1, 1, 0, 2, 0, 1, NULL, TRUE, TRUE},   /* 1-D */
+        {1, 2, 300, 40, 3, 7, 7, 1, 1, 1, 1, 1, 3, 3, 3, 3, NULL, TRUE, FALSE}, /* several bands */
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+        check_conv(&cases[i]);
+    /* Weights that do not fit the channels are an error. */
+    g_autoptr(PsimTensor) x = rand_f32(4, (int64_t[]){1, 3, 5, 5}, 0, 1);
+    g_autoptr(PsimTensor) w = rand_f32(4, (int64_t[]){2, 2, 3, 3}, 0, 1);
+    Node nd = node_new("Conv", 1);
+    PsimTensor *in[2] = {x, w}, *out[1];
+    GError *err = NULL;
+    g_assert_false(run_n(nd, in, 2, out, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+    node_free(nd);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Pooling. */
+
+static void check_pool(const char *op, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p,
+                       gboolean ceil_mode, gboolean incl)
+{
+    int64_t dx[4] = {2, 3, H, W};
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    gboolean is_max = !strcmp(op, "MaxPool");
+    Node nd = node_new(op, is_max ? 2 : 1);
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "kernel_shape", 2, (int64_t[]){k, k});
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 2, (int64_t[]){s, s});
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "pads", 4, (int64_t[]){p, p, p, p});
+    psim_graph_node_attr_set_int(nd.g, nd.n, "ceil_mode", ceil_mode);
+    psim_graph_node_attr_set_int(nd.g, nd.n, "count_include_pad", incl);
+    PsimTensor *in[1] = {x}, *out[2];
+    GError *err = NULL;
+    g_assert_true(run_n(nd, in, 1, out, &err));
+    g_autoptr(PsimTensor) y = out[0];
+    g_autoptr(PsimTensor) ind = is_max ? out[1] : NULL;
+    int64_t span = H + 2 * p - k;
+    int64_t Ho = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (Ho - 1) * s >= H + p)
+        Ho--;
+    int64_t Wo = Ho; /* square inputs in these cases */
+    assert_shape(y, 4, (int64_t[]){2, 3, Ho, Wo});
+    g_autofree double *want = g_new(double, y->n_elems);
+    const float *xd = x->data;
+    for (int64_t nc = 0; nc < 6; nc++)
+        for (int64_t oh = 0; oh < Ho; oh++)
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                double best = -INFINITY, sum = 0;
+                int64_t cnt = 0, cntp = 0, bi = -1;
+                for (int64_t i = 0; i < k; i++)
+                    for (int64_t j = 0; j < k; j++) {
+                        int64_t ih = oh * s - p + i, iw = ow * s - p + j;
+                        if (ih < H + p && iw < W + p)
+                            cntp++;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                            continue;
+                        double v = xd[(nc * H + ih) * W + iw];
+                        if (v > best) {
+                            best = v;
+                            bi = (nc * H + ih) * W + iw;
+                        }
+                        sum += v;
+                        cnt++;
+                    }
+                int64_t o = (nc * Ho + oh) * Wo + ow;
+                want[o] = is_max ? best : sum / (incl ? cntp : cnt);
+                if (ind)
+                    g_assert_cmpint(((int64_t *)ind->data)[o], ==, bi);
+            }
+    assert_close(y, want, 1e-6, 1e-7);
+    node_free(nd);
+}
+
+static void test_pool(void)
+{
+    check_pool("MaxPool", 8, 8, 3, 2, 1, FALSE, FALSE);
+    check_pool("MaxPool", 7, 7, 3, 2, 0, TRUE, FALSE);
+    check_pool("MaxPool", 6, 6, 2, 2, 0, FALSE, FALSE);
+    check_pool("AveragePool", 8, 8, 3, 2, 1, FALSE, FALSE);
+    check_pool("AveragePool", 8, 8, 3, 2, 1, FALSE, TRUE);
+    check_pool("AveragePool", 7, 7, 3, 1, 0, FALSE, FALSE);
+    check_pool("AveragePool", 7, 7, 2, 2, 0, TRUE, FALSE);
+
+    int64_t dx[4] = {2, 3, 5, 6};
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    Node nd = node_new("GlobalAveragePool", 1);
+    PsimTensor *in[1] = {x};
+    g_autoptr(PsimTensor) y = run1(nd, in, 1);
+    assert_shape(y, 4, (int64_t[]){2, 3, 1, 1});
+    double want[6];
+    for (int c = 0; c < 6; c++) {
+        double s = 0;
+        for (int i = 0; i < 30; i++)
+            s += ((float *)x->data)[c * 30 + i];
+        want[c] = s / 30;
+    }
+    assert_close(y, want, 1e-5, 1e-7);
+    node_free(nd);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Normalizations. */
+
+static void test_norm(void)
+{
+    int64_t dx[4] = {2, 4, 3, 5}, dc = 4;
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -2, 2);
+    g_autoptr(PsimTensor) sc = rand_f32(1, &dc, 0.5, 1.5);
+    g_autoptr(PsimTensor) bi = rand_f32(1, &dc, -1, 1);
+    g_autoptr(PsimTensor) mu = rand_f32(1, &dc, -1, 1);
+    g_autoptr(PsimTensor) var = rand_f32(1, &dc, 0.1, 2);
+    double want[120];
+    const float *xd = x->data;
+    {
+        Node nd = node_new("BatchNormalization", 1);
+        psim_graph_node_attr_set_float(nd.g, nd.n, "epsilon", 1e-3);
+        PsimTensor *in[5] = {x, sc, bi, mu, var};
+        g_autoptr(PsimTensor) y = run1(nd, in, 5);
+        for (int i = 0; i < 120; i++) {
+            int c = (i / 15) % 4;
+            want[i] = (xd[i] - ((float *)mu->data)[c]) / sqrt(((float *)var->data)[c] + 1e-3) *
+                          ((float *)sc->data)[c] + ((float *)bi->data)[c];
+        }
+        assert_close(y, want, 1e-5, 1e-6);
+        node_free(nd);
+    }
+    {
+        Node nd = node_new("LRN", 1);
+        psim_graph_node_attr_set_int(nd.g, nd.n, "size", 3);
+        psim_graph_node_attr_set_float(nd.g, nd.n, "alpha", 0.5);
+        PsimTensor *in[1] = {x};
+        g_autoptr(PsimTensor) y = run1(nd, in, 1);
+        for (int i = 0; i < 120; i++) {
+            int n = i / 60, c = (i / 15) % 4, s = i % 15;
+            double sq = 0;
+            for (int j = c - 1; j <= c + 1; j++)
+                if (j >= 0 && j < 4)
+                    sq += (double)xd[(n * 4 + j) * 15 + s] * xd[(n * 4 + j) * 15 + s];
+            want[i] = xd[i] / pow(1.0 + 0.5 / 3 * sq, 0.75);
+        }
+        assert_close(y, want, 1e-5, 1e-6);
+        node_free(nd);
+    }
+    {
+        int64_t dn[2] = {3, 5};
+        g_autoptr(PsimTensor) s2 = rand_f32(2, dn, 0.5, 1.5);
+        g_autoptr(PsimTensor) b2 = rand_f32(2, dn, -1, 1);
+        Node nd = node_new("LayerNormalization", 3);
+        psim_graph_node_attr_set_int(nd.g, nd.n, "axis", -2);
+        PsimTensor *in[3] = {x, s2, b2}, *out[3];
+        GError *err = NULL;
+        g_assert_true(run_n(nd, in, 3, out, &err));
+        double wm[8], wi[8];
+        for (int o = 0; o < 8; o++) {
+            double m = 0, v = 0;
+            for (int i = 0; i < 15; i++)
+                m += xd[o * 15 + i];
+            m /= 15;
+            for (int i = 0; i < 15; i++)
+                v += (xd[o * 15 + i] - m) * (xd[o * 15 + i] - m);
+            v /= 15;
+            wm[o] = m;
+            wi[o] = 1 / sqrt(v + 1e-5);
+            for (int i = 0; i < 15; i++)
+                want[o * 15 + i] = (xd[o * 15 + i] - m) * wi[o] * ((float *)s2->data)[i] +
+                                   ((float *)b2->data)[i];
+        }
+        assert_close(out[0], want, 1e-5, 1e-6);
+        assert_shape(out[1], 4, (int64_t[]){2, 4, 1, 1});
+        assert_close(out[1], wm, 1e-5, 1e-6);
+        assert_close(out[2], wi, 1e-5, 1e-6);
+        for (int k = 0; k < 3; k++)
+            psim_tensor_unref(out[k]);
+        node_free(nd);
+    }
+    static const char *sm[] = {"Softmax", "LogSoftmax"};
+    for (int o = 0; o < 2; o++)
+        for (int axis = -1; axis <= 1; axis += 2) {
+            Node nd = node_new(sm[o], 1);
+            psim_graph_node_attr_set_int(nd.g, nd.n, "axis", axis);
+            PsimTensor *in[1] = {x};
+            g_autoptr(PsimTensor) y = run1(nd, in, 1);
+            /* axis -1: groups of 5 contiguous; axis 1: 4 values at stride 15. */
+            int64_t A = axis < 0 ? 5 : 4, st = axis < 0 ? 1 : 15;
+            for (int i = 0; i < 120; i++) {
+                int64_t a = (i / st) % A, base = i - a * st;
+                double mx = -INFINITY, s = 0;
+                for (int64_t j = 0; j < A; j++)
+                    mx = MAX(mx, xd[base + j * st]);
+                for (int64_t j = 0; j < A; j++)
+                    s += exp(xd[base + j * st] - mx);
+                want[i] = o ? xd[i] - mx - log(s) : exp(xd[i] - mx) / s;
+            }
+            assert_close(y, want, 1e-5, 1e-6);
+            node_free(nd);
+        }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Shape and data movement. */
+
+static void test_views(void)
+{
+    int64_t dx[4] = {2, 3, 1, 4};
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    {
+        Node nd = node_new("Reshape", 1);
+        g_autoptr(PsimTensor) s = ints(3, (int64_t[]){0, -1, 2});
+        PsimTensor *in[2] = {x, s};
+        g_autoptr(PsimTensor) y = run1(nd, in, 2);
+        assert_shape(y, 3, (int64_t[]){2, 6, 2});
+        g_assert_true(y->data == x->data); /* a view */
+        g_autoptr(PsimTensor) bad = ints(2, (int64_t[]){5, -1});
+        in[1] = bad;
+        PsimTensor *out[1];
+        GError *err = NULL;
+        g_assert_false(run_n(nd, in, 2, out, &err));
+        g_assert_nonnull(strstr(err->message, "node0"));
+        g_clear_error(&err);
+        node_free(nd);
+    }
+    {
+        Node nd = node_new("Flatten", 1);
+        psim_graph_node_attr_set_int(nd.g, nd.n, "axis", 2);
+        PsimTensor *in[1] = {x};
+        g_autoptr(PsimTensor) y = run1(nd, in, 1);
+        assert_shape(y, 2, (int64_t[]){6, 4});
+        node_free(nd);
+    }
+    {
+        Node nd = node_new("Squeeze", 1);
+        PsimTensor *in[1] = {x};
+        g_autoptr(PsimTensor) y = run1(nd, in, 1);
+        assert_shape(y, 3, (int64_t[]){2, 3, 4});
+        g_autoptr(PsimTensor) ax = ints(1, (int64_t[]){1});
+        PsimTensor *in2[2] = {x, ax}, *out[1];
+        GError *err = NULL;
+        g_assert_false(run_n(nd, in2, 2, out, &err)); /* dim 1 is not 1 */
+        g_clear_error(&err);
+        node_free(nd);
+        Node nu = node_new("Unsqueeze", 1);
+        g_autoptr(PsimTensor) ax2 = ints(2, (int64_t[]){0, -1});
+        PsimTensor *in3[2] = {x, ax2};
+        g_autoptr(PsimTensor) z = run1(nu, in3, 2);
+        assert_shape(z, 6, (int64_t[]){1, 2, 3, 1, 4, 1});
+        node_free(nu);
+    }
+    {
+        static const char *ops[] = {"Identity", "Dropout"};
+        for (int o = 0; o < 2; o++) {
+            Node nd = node_new(ops[o], o ? 2 : 1);
+            PsimTensor *in[1] = {x}, *out[2];
+            GError *err = NULL;
+            g_assert_true(run_n(nd, in, 1, out, &err));
+            g_assert_true(out[0]->data == x->data);
+            if (o) {
+                g_assert_cmpint(out[1]->dtype, ==, PSIM_DTYPE_BOOL);
+                for (int64_t i = 0; i < out[1]->n_elems; i++)
+                    g_assert_cmpint(((uint8_t *)out[1]->data)[i], ==, 1);
+                psim_tensor_unref(out[1]);
+            }
+            psim_tensor_unref(out[0]);
+            node_free(nd);
+        }
+    }
+}
+
+static void test_transpose_slice_pad(void)
+{
+    int64_t dx[4] = {2, 3, 4, 5};
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    const float *xd = x->data;
+    double want[1000];
+    int64_t idx[4], src[4];
+    {
+        Node nd = node_new("Transpose", 1);
+        int64_t perm[4] = {0, 2, 3, 1};
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "perm", 4, perm);
+        PsimTensor *in[1] = {x};
+        g_autoptr(PsimTensor) y = run1(nd, in, 1);
+        assert_shape(y, 4, (int64_t[]){2, 4, 5, 3});
+        for (int64_t i = 0; i < 120; i++) {
+            unravel(i, 4, y->dims, idx);
+            for (int d = 0; d < 4; d++)
+                src[perm[d]] = idx[d];
+            want[i] = xd[((src[0] * 3 + src[1]) * 4 + src[2]) * 5 + src[3]];
+        }
+        assert_close(y, want, 0, 0);
+        node_free(nd);
+    }
+    {
+        /* axes 1 and 3: [3:0:-2] and [-4:100:2] */
+        Node nd = node_new("Slice", 1);
+        g_autoptr(PsimTensor) st = ints(2, (int64_t[]){3, -4});
+        g_autoptr(PsimTensor) en = ints(2, (int64_t[]){0, 100});
+        g_autoptr(PsimTensor) ax = ints(2, (int64_t[]){1, -1});
+        g_autoptr(PsimTensor) sp = ints(2, (int64_t[]){-2, 2});
+        PsimTensor *in[5] = {x, st, en, ax, sp};
+        g_autoptr(PsimTensor) y = run1(nd, in, 5);
+        assert_shape(y, 4, (int64_t[]){2, 1, 4, 2});
+        for (int64_t i = 0; i < y->n_elems; i++) {
+            unravel(i, 4, y->dims, idx);
+            want[i] = xd[((idx[0] * 3 + (2 - 2 * idx[1])) * 4 + idx[2]) * 5 + 1 + 2 * idx[3]];
+        }
+        assert_close(y, want, 0, 0);
+        node_free(nd);
+    }
+    static const char *modes[] = {"constant", "reflect", "edge"};
+    for (int m = 0; m < 3; m++) {
+        Node nd = node_new("Pad", 1);
+        psim_graph_node_attr_set_string(nd.g, nd.n, "mode", modes[m]);
+        g_autoptr(PsimTensor) pads = ints(8, (int64_t[]){0, 1, 2, 0, 0, 2, 1, 3});
+        g_autoptr(PsimTensor) cv = scalar_f32(7.5f);
+        PsimTensor *in[3] = {x, pads, cv};
+        g_autoptr(PsimTensor) y = run1(nd, in, 3);
+        assert_shape(y, 4, (int64_t[]){2, 6, 7, 8});
+        int64_t p0[4] = {0, 1, 2, 0};
+        for (int64_t i = 0; i < y->n_elems; i++) {
+            unravel(i, 4, y->dims, idx);
+            gboolean out = FALSE;
+            for (int d = 0; d < 4; d++) {
+                int64_t j = idx[d] - p0[d], n = dx[d];
+                if (j < 0 || j >= n) {
+                    out = TRUE;
+                    if (m == 1) /* reflect */
+                        j = j < 0 ? -j : 2 * (n - 1) - j;
+                    else
+                        j = j < 0 ? 0 : n - 1;
+                }
+                src[d] = j;
+            }
+            want[i] = (out && m == 0) ? 7.5
+                                      : xd[((src[0] * 3 + src[1]) * 4 + src[2]) * 5 + src[3]];
+        }
+        assert_close(y, want, 0, 0);
+        node_free(nd);
+    }
+}
+
+static void test_concat_split_gather(void)
+{
+    int64_t da[3] = {2, 3, 4}, db[3] = {2, 1, 4};
+    g_autoptr(PsimTensor) a = rand_f32(3, da, -1, 1);
+    g_autoptr(PsimTensor) b = rand_f32(3, db, -1, 1);
+    double want[64];
+    Node nc = node_new("Concat", 1);
+    psim_graph_node_attr_set_int(nc.g, nc.n, "axis", -2);
+    PsimTensor *in[3] = {a, b, a};
+    g_autoptr(PsimTensor) y = run1(nc, in, 3);
+    assert_shape(y, 3, (int64_t[]){2, 7, 4});
+    for (int64_t i = 0; i < 56; i++) {
+        int64_t n = i / 28, r = (i / 4) % 7, c = i % 4;
+        want[i] = r < 3 ? ((float *)a->data)[(n * 3 + r) * 4 + c]
+                  : r < 4 ? ((float *)b->data)[n * 4 + c]
+                          : ((float *)a->data)[(n * 3 + r - 4) * 4 + c];
+    }
+    assert_close(y, want, 0, 0);
+    node_free(nc);
+
+    Node ns = node_new("Split", 3);
+    psim_graph_node_attr_set_int(ns.g, ns.n, "axis", 1);
+    g_autoptr(PsimTensor) sp = ints(3, (int64_t[]){3, 1, 3});
+    PsimTensor *sin[2] = {y, sp}, *out[3];
+    GError *err = NULL;
+    g_assert_true(run_n(ns, sin, 2, out, &err));
+    assert_shape(out[1], 3, db);
+    assert_close(out[1], (double[]){((float *)b->data)[0], ((float *)b->data)[1],
+                                    ((float *)b->data)[2], ((float *)b->data)[3],
+                                    ((float *)b->data)[4], ((float *)b->data)[5],
+                                    ((float *)b->data)[6], ((float *)b->data)[7]},
+                 0, 0);
+    for (int64_t i = 0; i < 24; i++) {
+        g_assert_cmpfloat(((float *)out[0]->data)[i], ==, ((float *)a->data)[i]);
+        g_assert_cmpfloat(((float *)out[2]->data)[i], ==, ((float *)a->data)[i]);
+    }
+    for (int k = 0; k < 3; k++)
+        psim_tensor_unref(out[k]);
+    node_free(ns);
+
+    Node ng = node_new("Gather", 1);
+    psim_graph_node_attr_set_int(ng.g, ng.n, "axis", 1);
+    int64_t di[2] = {2, 2};
+    g_autoptr(PsimTensor) ind = psim_tensor_new(PSIM_DTYPE_INT64, 2, di, NULL);
+    int64_t iv[4] = {2, -3, 0, 1};
+    memcpy(ind->data, iv, sizeof iv);
+    PsimTensor *gin[2] = {a, ind};
+    g_autoptr(PsimTensor) gy = run1(ng, gin, 2);
+    assert_shape(gy, 4, (int64_t[]){2, 2, 2, 4});
+    for (int64_t i = 0; i < 32; i++) {
+        int64_t n = i / 16, k = (i / 4) % 4, c = i % 4, r = iv[k] < 0 ? iv[k] + 3 : iv[k];
+        want[i] = ((float *)a->data)[(n * 3 + r) * 4 + c];
+    }
+    assert_close(gy, want, 0, 0);
+    ((int64_t *)ind->data)[3] = 3; /* out of range */
+    g_assert_false(run_n(ng, gin, 2, out, &err));
+    g_assert_nonnull(strstr(err->message, "out of range"));
+    g_clear_error(&err);
+    node_free(ng);
+}
+
+static void test_shape_ops(void)
+{
+    int64_t dx[3] = {2, 3, 4};
+    g_autoptr(PsimTensor) x = rand_f32(3, dx, -1, 1);
+    Node ns = node_new("Shape", 1);
+    PsimTensor *in[1] = {x};
+    g_autoptr(PsimTensor) s = run1(ns, in, 1);
+    g_assert_cmpint(s->dtype, ==, PSIM_DTYPE_INT64);
+    assert_shape(s, 1, (int64_t[]){3});
+    for (int i = 0; i < 3; i++)
+        g_assert_cmpint(((int64_t *)s->data)[i], ==, dx[i]);
+    psim_graph_node_attr_set_int(ns.g, ns.n, "start", -2);
+    g_autoptr(PsimTensor) s2 = run1(ns, in, 1);
+    assert_shape(s2, 1, (int64_t[]){2});
+    g_assert_cmpint(((int64_t *)s2->data)[0], ==, 3);
+    node_free(ns);
+
+    Node nc = node_new("ConstantOfShape", 1);
+    g_autoptr(PsimTensor) v = psim_tensor_new(PSIM_DTYPE_INT64, 1, (int64_t[]){1}, NULL);
+    *(int64_t *)v->data = 42;
+    psim_graph_node_attr_set_tensor(nc.g, nc.n, "value", v);
+    PsimTensor *cin[1] = {s};
+    g_autoptr(PsimTensor) c = run1(nc, cin, 1);
+    assert_shape(c, 3, dx);
+    g_assert_cmpint(c->dtype, ==, PSIM_DTYPE_INT64);
+    for (int64_t i = 0; i < c->n_elems; i++)
+        g_assert_cmpint(((int64_t *)c->data)[i], ==, 42);
+    node_free(nc);
+    Node nz = node_new("ConstantOfShape", 1);
+    g_autoptr(PsimTensor) z = run1(nz, cin, 1);
+    g_assert_cmpint(z->dtype, ==, PSIM_DTYPE_FLOAT32);
+    for (int64_t i = 0; i < z->n_elems; i++)
+        g_assert_cmpfloat(((float *)z->data)[i], ==, 0.0f);
+    g_autoptr(PsimTensor) neg = ints(2, (int64_t[]){3, -2});
+    PsimTensor *bin[1] = {neg}, *out[1];
+    GError *err = NULL;
+    g_assert_false(run_n(nz, bin, 1, out, &err));
+    g_clear_error(&err);
+    node_free(nz);
+
+    Node ne = node_new("Expand", 1);
+    int64_t d1[2] = {3, 1};
+    g_autoptr(PsimTensor) e = rand_f32(2, d1, -1, 1);
+    g_autoptr(PsimTensor) shp = ints(3, (int64_t[]){2, 1, 5});
+    PsimTensor *ein[2] = {e, shp};
+    g_autoptr(PsimTensor) ey = run1(ne, ein, 2);
+    assert_shape(ey, 3, (int64_t[]){2, 3, 5});
+    for (int64_t i = 0; i < 30; i++)
+        g_assert_cmpfloat(((float *)ey->data)[i], ==, ((float *)e->data)[(i / 5) % 3]);
+    node_free(ne);
+
+    /* Const from fill and shape. */
+    Node nf = node_new("Const", 1);
+    psim_graph_node_attr_set_float(nf.g, nf.n, "fill", 0.25);
+    psim_graph_output_set(nf.g, nf.n, 0, PSIM_DTYPE_FLOAT32, 2, (int64_t[]){4, 3});
+    g_autoptr(PsimTensor) f = run1(nf, NULL, 0);
+    assert_shape(f, 2, (int64_t[]){4, 3});
+    for (int64_t i = 0; i < 12; i++)
+        g_assert_cmpfloat(((float *)f->data)[i], ==, 0.25f);
+    node_free(nf);
+    Node nv = node_new("Constant", 1);
+    psim_graph_node_attr_set_tensor(nv.g, nv.n, "value", x);
+    g_autoptr(PsimTensor) cv = run1(nv, NULL, 0);
+    g_assert_true(cv->data == x->data);
+    node_free(nv);
+}
+
+static void test_reduce(void)
+{
+    int64_t dx[4] = {2, 3, 4, 5};
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    const float *xd = x->data;
+    static const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
+    int64_t axsets[][2] = {{1, 3}, {0, -1}, {2, 2}};
+    for (int o = 0; o < 3; o++)
+        for (int a = 0; a < 3; a++)
+            for (int keep = 0; keep < 2; keep++) {
+                Node nd = node_new(ops[o], 1);
+                psim_graph_node_attr_set_int(nd.g, nd.n, "keepdims", keep);
+                int32_t nax = a == 2 ? 1 : 2;
+                g_autoptr(PsimTensor) axes = ints(nax, axsets[a]);
+                gboolean red[4] = {FALSE};
+                for (int i = 0; i < nax; i++)
+                    red[(axsets[a][i] + 4) % 4] = TRUE;
+                PsimTensor *in[2] = {x, axes};
+                g_autoptr(PsimTensor) y = run1(nd, in, 2);
+                int64_t kd[4], od[4], r = 0;
+                for (int d = 0; d < 4; d++) {
+                    kd[d] = red[d] ? 1 : dx[d];
+                    if (!red[d] || keep)
+                        od[r++] = kd[d];
+                }
+                assert_shape(y, (int32_t)r, od);
+                double want[120];
+                int64_t cnt = 120 / y->n_elems;
+                for (int64_t i = 0; i < y->n_elems; i++)
+                    want[i] = o == 2 ? -INFINITY : 0;
+                for (int64_t i = 0; i < 120; i++) {
+                    int64_t idx[4];
+                    unravel(i, 4, dx, idx);
+                    int64_t oi = 0;
+                    for (int d = 0; d < 4; d++)
+                        oi = oi * kd[d] + (red[d] ? 0 : idx[d]);
+                    want[oi] = o == 2 ? MAX(want[oi], xd[i]) : want[oi] + xd[i];
+                }
+                if (o == 1)
+                    for (int64_t i = 0; i < y->n_elems; i++)
+                        want[i] /= cnt;
+                assert_close(y, want, 1e-5, 1e-6);
+                node_free(nd);
+            }
+    /* No axes: all. */
+    Node nd = node_new("ReduceMean", 1);
+    PsimTensor *in[1] = {x};
+    g_autoptr(PsimTensor) y = run1(nd, in, 1);
+    g_assert_cmpint(y->n_elems, ==, 1);
+    double s = 0;
+    for (int i = 0; i < 120; i++)
+        s += xd[i];
+    assert_close(y, (double[]){s / 120}, 1e-5, 1e-6);
+    node_free(nd);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Plug-in: tests/plugin-example.c, built as a module next to this binary. */
+
+static void test_plugin(void)
+{
+    const char *build = g_getenv("PSIM_BUILD");
+    if (!build) {
+        g_test_skip("PSIM_BUILD is not set");
+        return;
+    }
+    g_autofree char *path = g_build_filename(build, "plugin-example.so", NULL);
+    GError *err = NULL;
+    g_assert_null(psim_op_lookup("SquarePlusOne"));
+    g_assert_true(psim_plugin_load(path, &err));
+    g_assert_no_error(err);
+    g_assert_nonnull(psim_op_lookup("SquarePlusOne"));
+    const PsimKernelDef *def = psim_kernel_lookup("SquarePlusOne", "CPU", PSIM_DTYPE_FLOAT32);
+    g_assert_nonnull(def);
+
+    /* A graph using the op: shape inference from the plug-in, then its kernel. */
+    const char *json = "{\"format\": \"placesim.graph/1\", \"nodes\": ["
+                       "{\"name\": \"x\", \"op\": \"Placeholder\", \"outputs\": "
+                       "[{\"dtype\": \"float32\", \"shape\": [2, 3]}]},"
+                       "{\"name\": \"y\", \"op\": \"SquarePlusOne\", \"inputs\": [\"x:0\"]},"
+                       "{\"name\": \"z\", \"op\": \"Relu\", \"inputs\": [\"y:0\"]}]}";
+    g_autoptr(PsimGraph) g = psim_graph_load_data("plugin.json", PSIM_FORMAT_JSON,
+                                                  (const guint8 *)json, strlen(json), NULL, &err);
+    g_assert_no_error(err);
+    PsimNode *y = psim_graph_node_find(g, "y"), *z = psim_graph_node_find(g, "z");
+    g_assert_cmpint(y->outputs[0].rank, ==, 2);
+    g_assert_cmpint(y->outputs[0].dims[1], ==, 3);
+    g_assert_cmpint(y->outputs[0].dtype, ==, PSIM_DTYPE_FLOAT32);
+    g_assert_true(psim_kernel_supported(g, y, "CPU"));
+    g_assert_false(psim_kernel_supported(g, y, "GPU"));
+    g_assert_true(psim_kernel_for_node(g, y, "CPU") == def);
+
+    /* Run the graph's two nodes in order through the registry. */
+    int64_t d[2] = {2, 3};
+    g_autoptr(PsimTensor) x = rand_f32(2, d, -2, 2);
+    PsimTensor *yin[1] = {x}, *yout[1] = {NULL}, *zout[1] = {NULL};
+    PsimKernelCtx cy = {.graph = g, .node = y, .n_inputs = 1, .inputs = yin, .n_outputs = 1,
+                        .outputs = yout, .device_type = "CPU", .alloc = host_alloc};
+    g_assert_true(def->run(&cy, &err));
+    PsimKernelCtx cz = {.graph = g, .node = z, .n_inputs = 1, .inputs = yout, .n_outputs = 1,
+                        .outputs = zout, .device_type = "CPU", .alloc = host_alloc};
+    g_assert_true(psim_kernel_for_node(g, z, "CPU")->run(&cz, &err));
+    double want[6];
+    for (int i = 0; i < 6; i++) {
+        double v = ((float *)x->data)[i];
+        want[i] = v * v + 1;
+    }
+    assert_close(zout[0], want, 1e-6, 0);
+    psim_tensor_unref(yout[0]);
+    psim_tensor_unref(zout[0]);
+
+    /* Bad plug-ins are errors naming the file. */
+    g_assert_false(psim_plugin_load("/nonexistent/plugin.so", &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "/nonexistent/plugin.so"));
+    g_clear_error(&err);
+    g_autofree char *self = g_build_filename(build, "libplacesim.so", NULL);
+    if (g_file_test(self, G_FILE_TEST_EXISTS)) {
+        g_assert_false(psim_plugin_load(self, &err));
+        g_assert_nonnull(strstr(err->message, "psim_plugin_init"));
+        g_clear_error(&err);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    rng = g_rand_new_with_seed(12345);
+    g_test_add_func("/kernels/registry", test_registry);
+    g_test_add_func("/kernels/cpu/binary", test_binary);
+    g_test_add_func("/kernels/cpu/variadic", test_variadic);
+    g_test_add_func("/kernels/cpu/unary", test_unary);
+    g_test_add_func("/kernels/cpu/where-cast", test_where_cast);
+    g_test_add_func("/kernels/cpu/matmul", test_matmul);
+    g_test_add_func("/kernels/cpu/gemm", test_gemm);
+    g_test_add_func("/kernels/cpu/conv", test_conv);
+    g_test_add_func("/kernels/cpu/pool", test_pool);
+    g_test_add_func("/kernels/cpu/norm", test_norm);
+    g_test_add_func("/kernels/cpu/views", test_views);
+    g_test_add_func("/kernels/cpu/transpose-slice-pad", test_transpose_slice_pad);
+    g_test_add_func("/kernels/cpu/concat-split-gather", test_concat_split_gather);
+    g_test_add_func("/kernels/cpu/shape-ops", test_shape_ops);
+    g_test_add_func("/kernels/cpu/reduce", test_reduce);
+    g_test_add_func("/kernels/plugin", test_plugin);
+    int rc = g_test_run();
+    g_rand_free(rng);
+    return rc;
+}

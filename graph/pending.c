@@ -13,4 +13,3 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
 PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
 { (void)g; (void)n_merged; NOT_YET("cse"); return NULL; }
 int32_t psim_graph_fold_constants(PsimGraph *g, GError **error) { (void)g; (void)error; return 0; }
-#include "placesim/cluster.h"

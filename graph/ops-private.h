@@ -7,6 +7,7 @@
 /* Registers an array of definitions (called under psim__ops_init only). */
 void psim__ops_register_group(const PsimOpDef *defs, size_t n);
 void psim__ops_register_basic(void);
+void psim__ops_register_tf(void);
 
 /* The tensor feeding input k of n, or NULL when the input is absent. */
 static inline const PsimOutput *psim__input(const PsimGraph *g, const PsimNode *n, int32_t k)

@@ -59,6 +59,7 @@ void psim__ops_init(void)
     if (g_once_init_enter(&once)) {
         registry = g_hash_table_new(g_str_hash, g_str_equal);
         psim__ops_register_basic();
+        psim__ops_register_tf();
         g_once_init_leave(&once, 1);
     }
 }

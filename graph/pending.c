@@ -4,9 +4,6 @@
 
 #define NOT_YET(path) psim__error_file(error, path, "not implemented yet")
 
-PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text, GError **error)
-{ (void)data; (void)len; (void)text; NOT_YET(path); return NULL; }
-char *psim_export_pbtxt(const PsimGraph *g, GError **error) { (void)g; NOT_YET("pbtxt"); return NULL; }
 PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_feeds,
                             const char *const *fetches, int n_fetches, GError **error)
 { (void)g; (void)feeds; (void)n_feeds; (void)fetches; (void)n_fetches; NOT_YET("prune"); return NULL; }

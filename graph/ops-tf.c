@@ -1,0 +1,570 @@
+/* TensorFlow ops with no ONNX-named equivalent in the IR (StridedSlice, Pack, Unpack, Fill,
+ * ExpandDims, Select, random ops, TF-only elementwise ops): shape and dtype
+ * inference, constant values of small shape arithmetic, and FLOP/byte counts. */
+#include <string.h>
+
+#include "ops-private.h"
+#include "tf-private.h"
+
+/* Values of shape arithmetic are computed only for tensors up to this many elements. */
+#define MAX_VALUE_ELEMS 4096
+
+static gboolean need(PsimGraph *g, PsimNode *n, int32_t k, GError **error)
+{
+    if (n->n_inputs < k) {
+        psim__error_node(error, g, n, "%s needs %d inputs, has %d", n->op, k, n->n_inputs);
+        return FALSE;
+    }
+    for (int32_t i = 0; i < k; i++)
+        if (!psim__input(g, n, i)) {
+            psim__error_node(error, g, n, "%s: input %d is missing", n->op, i);
+            return FALSE;
+        }
+    return TRUE;
+}
+
+static gboolean is_int_dtype(PsimDType t)
+{
+    return t == PSIM_DTYPE_INT32 || t == PSIM_DTYPE_INT64 || t == PSIM_DTYPE_INT16 ||
+           t == PSIM_DTYPE_INT8 || t == PSIM_DTYPE_UINT8 || t == PSIM_DTYPE_UINT16 ||
+           t == PSIM_DTYPE_UINT32 || t == PSIM_DTYPE_UINT64;
+}
+
+/* A known 1-D (or scalar) integer value of at most max elements. */
+static int32_t int_values(const PsimOutput *o, int64_t *out, int32_t max)
+{
+    if (!o || !o->value || !is_int_dtype(o->value->dtype) || o->value->rank > 1 ||
+        o->value->n_elems > max)
+        return -1;
+    for (int64_t i = 0; i < o->value->n_elems; i++)
+        out[i] = psim_tensor_get_i64(o->value, i);
+    return (int32_t)o->value->n_elems;
+}
+
+static gboolean rank_known(const PsimOutput *o)
+{
+    return o && o->rank >= 0;
+}
+
+/* ---- elementwise ---- */
+
+static gboolean infer_unary(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *in = psim__input(g, n, 0);
+    PsimDType dt = in->dtype;
+    if (!strcmp(n->op, "IsInf") || !strcmp(n->op, "IsFinite"))
+        dt = PSIM_DTYPE_BOOL;
+    psim_graph_output_set(g, n, 0, dt, in->rank, in->dims);
+    return TRUE;
+}
+
+/* Numpy broadcasting of two shapes; unknown dims stay unknown unless the other is known > 1. */
+static gboolean broadcast(PsimGraph *g, PsimNode *n, const PsimOutput *a, const PsimOutput *b,
+                          int32_t *rank, int64_t *dims, GError **error)
+{
+    if (!rank_known(a) || !rank_known(b)) {
+        *rank = PSIM_RANK_UNKNOWN;
+        return TRUE;
+    }
+    int32_t r = MAX(a->rank, b->rank);
+    for (int32_t i = 0; i < r; i++) {
+        int32_t ia = i - (r - a->rank), ib = i - (r - b->rank);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da == 1)
+            dims[i] = db;
+        else if (db == 1)
+            dims[i] = da;
+        else if (da < 0)
+            dims[i] = db;
+        else if (db < 0 || da == db)
+            dims[i] = da;
+        else {
+            psim__error_node(error, g, n, "shapes do not broadcast: dimension %d is %" G_GINT64_FORMAT
+                             " and %" G_GINT64_FORMAT, i, da, db);
+            return FALSE;
+        }
+    }
+    *rank = r;
+    return TRUE;
+}
+
+static gboolean infer_binary(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *a = psim__input(g, n, 0), *b = psim__input(g, n, 1);
+    int64_t dims[64];
+    int32_t rank;
+    if (a->rank > 64 || b->rank > 64) {
+        psim__error_node(error, g, n, "rank over 64");
+        return FALSE;
+    }
+    if (!broadcast(g, n, a, b, &rank, dims, error))
+        return FALSE;
+    static const char *const cmp[] = {"NotEqual", "ApproximateEqual"};
+    PsimDType dt = a->dtype;
+    for (guint i = 0; i < G_N_ELEMENTS(cmp); i++)
+        if (!strcmp(n->op, cmp[i]))
+            dt = PSIM_DTYPE_BOOL;
+    psim_graph_output_set(g, n, 0, dt, rank, dims);
+    return TRUE;
+}
+
+/* TF Select: t and e of one shape; cond of that shape, or a vector over the first dim. */
+static gboolean infer_select(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 3, error))
+        return FALSE;
+    const PsimOutput *t = psim__input(g, n, 1), *e = psim__input(g, n, 2);
+    const PsimOutput *src = rank_known(t) ? t : e;
+    psim_graph_output_set(g, n, 0, t->dtype ? t->dtype : e->dtype, src->rank, src->dims);
+    return TRUE;
+}
+
+static uint64_t in_bytes(const PsimGraph *g, const PsimNode *n)
+{
+    uint64_t b = 0;
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        const PsimOutput *o = psim__input(g, n, k);
+        if (o)
+            b += o->bytes;
+    }
+    return b;
+}
+
+static uint64_t out_bytes(const PsimNode *n)
+{
+    uint64_t b = 0;
+    for (int32_t k = 0; k < n->n_outputs; k++)
+        b += n->outputs[k].bytes;
+    return b;
+}
+
+/* One FLOP per output element. */
+static void count_elementwise(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    memset(out, 0, sizeof *out);
+    out->bytes_read = in_bytes(g, n);
+    out->bytes_written = out_bytes(n);
+    if (n->n_outputs > 0) {
+        int64_t e = psim_shape_elems(n->outputs[0].rank, n->outputs[0].dims);
+        out->flops = e > 0 ? (double)e : 0;
+    }
+}
+
+/* Data movement only. */
+static void count_move(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    memset(out, 0, sizeof *out);
+    out->bytes_read = in_bytes(g, n);
+    out->bytes_written = out_bytes(n);
+}
+
+/* Only writes its output (Fill, variables read no tensor data). */
+static void count_write(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    (void)g;
+    memset(out, 0, sizeof *out);
+    out->bytes_written = out_bytes(n);
+}
+
+/* ---- StridedSlice ---- */
+
+/* Per input dim: first index, step, element count (-1 unknown), and whether it is kept. */
+typedef struct {
+    int64_t start, step, len;
+} SliceDim;
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static gboolean infer_strided_slice(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 4, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    int64_t begin[64], end[64], strides[64];
+    int32_t kb = int_values(psim__input(g, n, 1), begin, 64);
+    int32_t ke = int_values(psim__input(g, n, 2), end, 64);
+    int32_t ks = int_values(psim__input(g, n, 3), strides, 64);
+    if (!rank_known(x) || kb < 0 || ke < 0 || ks < 0) {
+        psim_graph_output_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL);
+        return TRUE;
+    }
+    if (kb != ke || kb != ks) {
+        psim__error_node(error, g, n, "begin, end and strides have %d, %d and %d entries", kb, ke, ks);
+        return FALSE;
+    }
+    uint64_t bm = (uint64_t)psim_node_attr_int(n, "begin_mask", 0);
+    uint64_t em = (uint64_t)psim_node_attr_int(n, "end_mask", 0);
+    uint64_t elm = (uint64_t)psim_node_attr_int(n, "ellipsis_mask", 0);
+    uint64_t nam = (uint64_t)psim_node_attr_int(n, "new_axis_mask", 0);
+    uint64_t sam = (uint64_t)psim_node_attr_int(n, "shrink_axis_mask", 0);
+    if (elm & (elm - 1)) {
+        psim__error_node(error, g, n, "StridedSlice has more than one ellipsis");
+        return FALSE;
+    }
+    int32_t r = x->rank, k = kb;
+    SliceDim sd[64];
+    int64_t out_dims[128];
+    int32_t out_rank = 0, d = 0;
+    gboolean ellipsis = FALSE;
+    for (int32_t i = 0; i < k; i++) {
+        uint64_t bit = (uint64_t)1 << i;
+        if (elm & bit) {
+            int32_t after = 0;
+            for (int32_t j = i + 1; j < k; j++)
+                after += (nam >> j) & 1;
+            int32_t next = MIN(r, r - (k - i) + 1 + after);
+            for (; d < next; d++) {
+                sd[d] = (SliceDim){0, 1, x->dims[d]};
+                out_dims[out_rank++] = x->dims[d];
+            }
+            ellipsis = TRUE;
+            continue;
+        }
+        if (nam & bit) {
+            out_dims[out_rank++] = 1;
+            continue;
+        }
+        if (d >= r) {
+            psim__error_node(error, g, n, "StridedSlice indexes %d dimensions of a rank-%d tensor",
+                             d + 1, r);
+            return FALSE;
+        }
+        int64_t size = x->dims[d], s = strides[i], b = begin[i], e = end[i];
+        if (s == 0) {
+            psim__error_node(error, g, n, "StridedSlice stride %d is zero", i);
+            return FALSE;
+        }
+        if (sam & bit) {
+            if (size >= 0) {
+                int64_t idx = b < 0 ? b + size : b;
+                if (idx < 0 || idx >= size) {
+                    psim__error_node(error, g, n, "StridedSlice index %" G_GINT64_FORMAT
+                                     " is out of range for dimension %d of size %" G_GINT64_FORMAT,
+                                     b, d, size);
+                    return FALSE;
+                }
+                sd[d] = (SliceDim){idx, 1, 1};
+            } else {
+                sd[d] = (SliceDim){0, 1, -1};
+            }
+            d++;
+            continue;
+        }
+        int64_t len = -1, start = 0;
+        if (size >= 0) {
+            if (s > 0) {
+                b = (bm & bit) ? 0 : clamp64(b < 0 ? b + size : b, 0, size);
+                e = (em & bit) ? size : clamp64(e < 0 ? e + size : e, 0, size);
+                len = e > b ? (e - b + s - 1) / s : 0;
+            } else {
+                b = (bm & bit) ? size - 1 : clamp64(b < 0 ? b + size : b, -1, size - 1);
+                e = (em & bit) ? -1 : clamp64(e < 0 ? e + size : e, -1, size - 1);
+                len = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+            }
+            start = b;
+        }
+        sd[d] = (SliceDim){start, s, len};
+        out_dims[out_rank++] = len;
+        d++;
+        if (out_rank > 64) {
+            psim__error_node(error, g, n, "StridedSlice output rank exceeds 64");
+            return FALSE;
+        }
+    }
+    (void)ellipsis;
+    for (; d < r; d++) {
+        sd[d] = (SliceDim){0, 1, x->dims[d]};
+        if (out_rank >= 64) {
+            psim__error_node(error, g, n, "StridedSlice output rank exceeds 64");
+            return FALSE;
+        }
+        out_dims[out_rank++] = x->dims[d];
+    }
+    psim_graph_output_set(g, n, 0, x->dtype, out_rank, out_dims);
+    /* Shape arithmetic: slice a known value. */
+    const PsimTensor *v = x->value;
+    int64_t ne = psim_shape_elems(out_rank, out_dims);
+    if (v && ne >= 0 && ne <= MAX_VALUE_ELEMS && v->dtype != PSIM_DTYPE_STRING) {
+        g_autoptr(PsimTensor) t = psim_tensor_new(v->dtype, out_rank, out_dims, NULL);
+        if (!t)
+            return TRUE;
+        size_t es = psim_dtype_size(v->dtype);
+        int64_t idx[64] = {0};
+        for (int64_t o = 0; o < ne; o++) {
+            int64_t off = 0;
+            for (int32_t j = 0; j < r; j++)
+                off = off * v->dims[j] + sd[j].start + idx[j] * sd[j].step;
+            memcpy((char *)t->data + o * es, (const char *)v->data + off * es, es);
+            for (int32_t j = r - 1; j >= 0; j--) {
+                if (++idx[j] < sd[j].len)
+                    break;
+                idx[j] = 0;
+            }
+        }
+        psim_graph_output_value_set(g, n, 0, t);
+    }
+    return TRUE;
+}
+
+/* ---- Pack / Unpack ---- */
+
+static gboolean infer_pack(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (n->n_inputs < 1 || !need(g, n, n->n_inputs, error)) {
+        if (n->n_inputs < 1)
+            psim__error_node(error, g, n, "Pack needs at least one input");
+        return FALSE;
+    }
+    const PsimOutput *first = NULL;
+    for (int32_t i = 0; i < n->n_inputs && !first; i++)
+        if (rank_known(psim__input(g, n, i)))
+            first = psim__input(g, n, i);
+    PsimDType dt = psim__input(g, n, 0)->dtype;
+    if (!first) {
+        psim_graph_output_set(g, n, 0, dt, PSIM_RANK_UNKNOWN, NULL);
+        return TRUE;
+    }
+    int32_t r = first->rank;
+    if (r >= 64) {
+        psim__error_node(error, g, n, "Pack of rank-%d tensors", r);
+        return FALSE;
+    }
+    int64_t axis = psim_node_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += r + 1;
+    if (axis < 0 || axis > r) {
+        psim__error_node(error, g, n, "Pack axis %" G_GINT64_FORMAT " is out of range for rank %d",
+                         psim_node_attr_int(n, "axis", 0), r);
+        return FALSE;
+    }
+    int64_t dims[64];
+    for (int32_t j = 0; j < r; j++)
+        dims[j] = first->dims[j];
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        const PsimOutput *o = psim__input(g, n, i);
+        if (!rank_known(o))
+            continue;
+        if (o->rank != r) {
+            psim__error_node(error, g, n, "Pack inputs have ranks %d and %d", r, o->rank);
+            return FALSE;
+        }
+        for (int32_t j = 0; j < r; j++) {
+            if (dims[j] < 0)
+                dims[j] = o->dims[j];
+            else if (o->dims[j] >= 0 && o->dims[j] != dims[j]) {
+                psim__error_node(error, g, n, "Pack inputs differ in dimension %d", j);
+                return FALSE;
+            }
+        }
+    }
+    int64_t od[65];
+    for (int32_t j = 0, k = 0; j <= r; j++)
+        od[j] = j == axis ? n->n_inputs : dims[k++];
+    psim_graph_output_set(g, n, 0, dt, r + 1, od);
+    /* Values: all inputs known and of one dtype. */
+    int64_t ne = psim_shape_elems(r + 1, od);
+    if (ne < 0 || ne > MAX_VALUE_ELEMS || dt == PSIM_DTYPE_STRING)
+        return TRUE;
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        const PsimOutput *o = psim__input(g, n, i);
+        if (!o->value || o->value->dtype != dt)
+            return TRUE;
+    }
+    g_autoptr(PsimTensor) t = psim_tensor_new(dt, r + 1, od, NULL);
+    if (!t)
+        return TRUE;
+    size_t es = psim_dtype_size(dt);
+    int64_t outer = 1, inner = 1;
+    for (int32_t j = 0; j < axis; j++)
+        outer *= dims[j];
+    for (int32_t j = (int32_t)axis; j < r; j++)
+        inner *= dims[j];
+    for (int64_t a = 0; a < outer; a++)
+        for (int32_t i = 0; i < n->n_inputs; i++)
+            memcpy((char *)t->data + ((a * n->n_inputs + i) * inner) * es,
+                   (const char *)psim__input(g, n, i)->value->data + a * inner * es,
+                   (size_t)inner * es);
+    psim_graph_output_value_set(g, n, 0, t);
+    return TRUE;
+}
+
+static int32_t unpack_outputs(const PsimNode *n)
+{
+    int64_t num = psim_node_attr_int(n, "num", 1);
+    return num >= 0 && num <= 4096 ? (int32_t)num : 1;
+}
+
+static gboolean infer_unpack(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    int64_t num = psim_node_attr_int(n, "num", n->n_outputs);
+    if (num != n->n_outputs) {
+        psim__error_node(error, g, n, "Unpack num %" G_GINT64_FORMAT " but %d outputs", num,
+                         n->n_outputs);
+        return FALSE;
+    }
+    if (!rank_known(x)) {
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            psim_graph_output_set(g, n, k, x->dtype, PSIM_RANK_UNKNOWN, NULL);
+        return TRUE;
+    }
+    int32_t r = x->rank;
+    int64_t axis = psim_node_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += r;
+    if (axis < 0 || axis >= r || r > 64) {
+        psim__error_node(error, g, n, "Unpack axis %" G_GINT64_FORMAT " is out of range for rank %d",
+                         psim_node_attr_int(n, "axis", 0), r);
+        return FALSE;
+    }
+    if (x->dims[axis] >= 0 && x->dims[axis] != num) {
+        psim__error_node(error, g, n, "Unpack num %" G_GINT64_FORMAT " but dimension %" G_GINT64_FORMAT
+                         " is %" G_GINT64_FORMAT, num, axis, x->dims[axis]);
+        return FALSE;
+    }
+    int64_t dims[64];
+    for (int32_t j = 0, k = 0; j < r; j++)
+        if (j != axis)
+            dims[k++] = x->dims[j];
+    for (int32_t k = 0; k < n->n_outputs; k++)
+        psim_graph_output_set(g, n, k, x->dtype, r - 1, dims);
+    return TRUE;
+}
+
+/* ---- Fill, ExpandDims ---- */
+
+static gboolean infer_fill(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *shape = psim__input(g, n, 0), *val = psim__input(g, n, 1);
+    int64_t dims[64];
+    int32_t r = int_values(shape, dims, 64);
+    if (r >= 0) {
+        for (int32_t j = 0; j < r; j++)
+            if (dims[j] < 0) {
+                psim__error_node(error, g, n, "Fill dimension %d is negative", j);
+                return FALSE;
+            }
+        if (psim_shape_elems(r, dims) < 0) {
+            psim__error_node(error, g, n, "Fill shape is too large (over 2^36 elements)");
+            return FALSE;
+        }
+        psim_graph_output_set(g, n, 0, val->dtype, r, dims);
+    } else if (shape->rank == 1 && shape->dims[0] >= 0 && shape->dims[0] <= 64) {
+        r = (int32_t)shape->dims[0];
+        for (int32_t j = 0; j < r; j++)
+            dims[j] = PSIM_DIM_UNKNOWN;
+        psim_graph_output_set(g, n, 0, val->dtype, r, dims);
+    } else {
+        psim_graph_output_set(g, n, 0, val->dtype, PSIM_RANK_UNKNOWN, NULL);
+    }
+    return TRUE;
+}
+
+static gboolean infer_expand_dims(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    int64_t ax[1];
+    if (!rank_known(x) || int_values(psim__input(g, n, 1), ax, 1) != 1) {
+        psim_graph_output_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL);
+        return TRUE;
+    }
+    int32_t r = x->rank;
+    int64_t a = ax[0] < 0 ? ax[0] + r + 1 : ax[0];
+    if (a < 0 || a > r || r >= 64) {
+        psim__error_node(error, g, n, "ExpandDims axis %" G_GINT64_FORMAT " is out of range for rank %d",
+                         ax[0], r);
+        return FALSE;
+    }
+    int64_t dims[65];
+    for (int32_t j = 0, k = 0; j <= r; j++)
+        dims[j] = j == a ? 1 : x->dims[k++];
+    psim_graph_output_set(g, n, 0, x->dtype, r + 1, dims);
+    if (x->value && x->value->dtype != PSIM_DTYPE_STRING && x->value->n_elems <= MAX_VALUE_ELEMS) {
+        g_autoptr(PsimTensor) t = psim_tensor_new(x->value->dtype, r + 1, dims, NULL);
+        if (t) {
+            memcpy(t->data, x->value->data, x->value->nbytes);
+            psim_graph_output_value_set(g, n, 0, t);
+        }
+    }
+    return TRUE;
+}
+
+/* ---- TF random ops: shape from input 0's value, dtype from the attr ---- */
+
+static gboolean infer_random(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 1, error))
+        return FALSE;
+    const PsimAttr *a = psim_node_attr(n, "dtype");
+    PsimDType dt = a && a->type == PSIM_ATTR_DTYPE ? a->v.dt : PSIM_DTYPE_FLOAT32;
+    const PsimOutput *shape = psim__input(g, n, 0);
+    int64_t dims[64];
+    int32_t r = int_values(shape, dims, 64);
+    if (r >= 0) {
+        for (int32_t j = 0; j < r; j++)
+            if (dims[j] < 0) {
+                psim__error_node(error, g, n, "%s dimension %d is negative", n->op, j);
+                return FALSE;
+            }
+        if (psim_shape_elems(r, dims) < 0) {
+            psim__error_node(error, g, n, "%s shape is too large (over 2^36 elements)", n->op);
+            return FALSE;
+        }
+        psim_graph_output_set(g, n, 0, dt, r, dims);
+    } else {
+        psim_graph_output_set(g, n, 0, dt, PSIM_RANK_UNKNOWN, NULL);
+    }
+    return TRUE;
+}
+
+#define UNARY(name, desc) {name, desc, 0, infer_unary, count_elementwise}
+#define BINARY(name, desc) {name, desc, 0, infer_binary, count_elementwise}
+
+static const PsimOpDef tf_ops[] = {
+    {"StridedSlice", "TF strided slice with begin/end/ellipsis/new-axis/shrink masks", 0,
+     infer_strided_slice, count_move},
+    {"Pack", "TF stack of N tensors along a new axis", 0, infer_pack, count_move},
+    {"Unpack", "TF unstack along an axis into num outputs", 0, infer_unpack, count_move,
+     unpack_outputs},
+    {"Fill", "TF tensor of a shape (input 0) filled with a scalar (input 1)", 0, infer_fill,
+     count_write},
+    {"ExpandDims", "TF insert a size-1 dimension", 0, infer_expand_dims, count_move},
+    {"Select", "TF select by condition (v1 broadcasting)", 0, infer_select, count_elementwise},
+    {"RandomStandardNormal", "TF normal samples of a shape given as input", PSIM_OP_STATEFUL,
+     infer_random, count_write},
+    {"TruncatedNormal", "TF truncated normal samples of a shape given as input",
+     PSIM_OP_STATEFUL, infer_random, count_write},
+    UNARY("Rsqrt", "1/sqrt(x)"), UNARY("Square", "x*x"), UNARY("Relu6", "min(max(x,0),6)"),
+    UNARY("Softsign", "x/(1+|x|)"), UNARY("Log1p", "log(1+x)"), UNARY("Expm1", "exp(x)-1"),
+    UNARY("ZerosLike", "zeros"), UNARY("OnesLike", "ones"), UNARY("PreventGradient", "identity"),
+    UNARY("IsInf", "isinf"), UNARY("IsFinite", "isfinite"),
+    BINARY("SquaredDifference", "(a-b)^2"), BINARY("FloorDiv", "floor(a/b)"),
+    BINARY("TruncateDiv", "trunc(a/b)"), BINARY("NotEqual", "a!=b"),
+    BINARY("Atan2", "atan2(a,b)"), BINARY("DivNoNan", "a/b or 0"),
+};
+
+gboolean psim__ops_tf_owns(const char *op)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(tf_ops); i++)
+        if (!strcmp(op, tf_ops[i].name))
+            return TRUE;
+    return FALSE;
+}
+
+void psim__ops_register_tf(void)
+{
+    psim__ops_register_group(tf_ops, G_N_ELEMENTS(tf_ops));
+}

@@ -1,0 +1,404 @@
+/* TensorFlow text GraphDef (.pbtxt) export of any graph. IR ops that the importer mapped from TF
+ * ops are written back under their TF names, constant axes that were turned into attrs become
+ * inputs again, and each node's device field is its assigned device, else its requested one. */
+#include <math.h>
+#include <string.h>
+
+#include "tf-private.h"
+#include "tf.pb-c.h"
+
+static const char *tf_type_name(PsimDType t)
+{
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+        &psim_tf__data_type__descriptor, psim__tf_dtype_from_psim(t));
+    return v ? v->name : "DT_INVALID";
+}
+
+static void indent(GString *s, int level)
+{
+    for (int i = 0; i < level; i++)
+        g_string_append(s, "  ");
+}
+
+static void write_float(GString *s, double v)
+{
+    if (isnan(v))
+        g_string_append(s, "nan");
+    else if (isinf(v))
+        g_string_append(s, v > 0 ? "inf" : "-inf");
+    else {
+        char buf[G_ASCII_DTOSTR_BUF_SIZE];
+        g_ascii_formatd(buf, sizeof buf, "%.17g", v);
+        g_string_append(s, buf);
+    }
+}
+
+static void write_shape(GString *s, int32_t rank, const int64_t *dims)
+{
+    g_string_append(s, "{");
+    if (rank < 0)
+        g_string_append(s, " unknown_rank: true");
+    for (int32_t i = 0; i < rank; i++)
+        g_string_append_printf(s, " dim { size: %" G_GINT64_FORMAT " }", dims[i]);
+    g_string_append(s, " }");
+}
+
+static void write_tensor(GString *s, const PsimTensor *t)
+{
+    g_string_append_printf(s, "{ dtype: %s tensor_shape ", tf_type_name(t->dtype));
+    write_shape(s, t->rank, t->dims);
+    if (t->dtype == PSIM_DTYPE_STRING) {
+        for (int64_t i = 0; i < t->n_elems; i++) {
+            const char *v = ((char **)t->data)[i];
+            g_string_append(s, " string_val: ");
+            psim__pbtxt_quote(s, v ? v : "", v ? strlen(v) : 0);
+        }
+    } else if (t->nbytes) {
+        g_string_append(s, " tensor_content: ");
+        psim__pbtxt_quote(s, t->data, t->nbytes);
+    }
+    g_string_append(s, " }");
+}
+
+/* A Const of a known shape with no value (JSON "fill", or a large TF splat). */
+static void write_fill_tensor(GString *s, const PsimOutput *o, double fill)
+{
+    PsimDType dt = o->dtype ? o->dtype : PSIM_DTYPE_FLOAT32;
+    g_string_append_printf(s, "{ dtype: %s tensor_shape ", tf_type_name(dt));
+    write_shape(s, o->rank < 0 ? 0 : o->rank, o->dims);
+    switch (dt) {
+    case PSIM_DTYPE_FLOAT32: g_string_append(s, " float_val: "); write_float(s, fill); break;
+    case PSIM_DTYPE_FLOAT64: g_string_append(s, " double_val: "); write_float(s, fill); break;
+    case PSIM_DTYPE_INT64: g_string_append_printf(s, " int64_val: %" G_GINT64_FORMAT, (gint64)fill); break;
+    case PSIM_DTYPE_BOOL: g_string_append_printf(s, " bool_val: %s", fill != 0 ? "true" : "false"); break;
+    case PSIM_DTYPE_INT32: case PSIM_DTYPE_INT16: case PSIM_DTYPE_INT8: case PSIM_DTYPE_UINT8:
+    case PSIM_DTYPE_UINT16:
+        g_string_append_printf(s, " int_val: %d", (int)fill);
+        break;
+    default: break; /* zeros */
+    }
+    g_string_append(s, " }");
+}
+
+static void write_attr_value(GString *s, const PsimAttr *a)
+{
+    switch (a->type) {
+    case PSIM_ATTR_INT: g_string_append_printf(s, "{ i: %" G_GINT64_FORMAT " }", a->v.i); break;
+    case PSIM_ATTR_FLOAT: g_string_append(s, "{ f: "); write_float(s, a->v.f); g_string_append(s, " }"); break;
+    case PSIM_ATTR_STRING:
+        g_string_append(s, "{ s: ");
+        psim__pbtxt_quote(s, a->v.s ? a->v.s : "", a->v.s ? strlen(a->v.s) : 0);
+        g_string_append(s, " }");
+        break;
+    case PSIM_ATTR_BOOL: g_string_append_printf(s, "{ b: %s }", a->v.b ? "true" : "false"); break;
+    case PSIM_ATTR_DTYPE: g_string_append_printf(s, "{ type: %s }", tf_type_name(a->v.dt)); break;
+    case PSIM_ATTR_SHAPE:
+        g_string_append(s, "{ shape ");
+        write_shape(s, a->v.shape.rank, a->v.shape.dims);
+        g_string_append(s, " }");
+        break;
+    case PSIM_ATTR_TENSOR:
+        g_string_append(s, "{ tensor ");
+        if (a->v.t)
+            write_tensor(s, a->v.t);
+        else
+            g_string_append(s, "{ }");
+        g_string_append(s, " }");
+        break;
+    default:
+        g_string_append(s, "{ list {");
+        for (int32_t i = 0; i < a->n; i++) {
+            switch (a->type) {
+            case PSIM_ATTR_INTS: g_string_append_printf(s, " i: %" G_GINT64_FORMAT, a->v.ints[i]); break;
+            case PSIM_ATTR_FLOATS: g_string_append(s, " f: "); write_float(s, a->v.floats[i]); break;
+            case PSIM_ATTR_STRINGS:
+                g_string_append(s, " s: ");
+                psim__pbtxt_quote(s, a->v.strs[i], strlen(a->v.strs[i]));
+                break;
+            case PSIM_ATTR_BOOLS: g_string_append_printf(s, " b: %s", a->v.bools[i] ? "true" : "false"); break;
+            case PSIM_ATTR_DTYPES: g_string_append_printf(s, " type: %s", tf_type_name(a->v.dts[i])); break;
+            case PSIM_ATTR_SHAPES:
+                g_string_append(s, " shape ");
+                write_shape(s, a->v.shapes[i].rank, a->v.shapes[i].dims);
+                break;
+            case PSIM_ATTR_TENSORS:
+                g_string_append(s, " tensor ");
+                if (a->v.ts[i])
+                    write_tensor(s, a->v.ts[i]);
+                else
+                    g_string_append(s, "{ }");
+                break;
+            default: break;
+            }
+        }
+        g_string_append(s, " } }");
+    }
+}
+
+static void write_attr(GString *s, const char *name, const PsimAttr *a)
+{
+    indent(s, 1);
+    g_string_append(s, "attr { key: ");
+    psim__pbtxt_quote(s, name, strlen(name));
+    g_string_append(s, " value ");
+    write_attr_value(s, a);
+    g_string_append(s, " }\n");
+}
+
+/* How an IR op is written in TF: its TF name, the attrs the importer added (not written), and
+ * where a constant axis input goes back (-1: none; INT_MAX: last). */
+typedef struct {
+    const char *ir, *tf;
+    const char *skip[3];
+    const char *axis_attr; /* the attr holding the constant input's value */
+    int axis_pos;
+} Reverse;
+
+static const Reverse reverses[] = {
+    {"Add", "AddV2", {NULL}, NULL, -1},
+    {"Div", "RealDiv", {NULL}, NULL, -1},
+    {"Max", "Maximum", {NULL}, NULL, -1},
+    {"Min", "Minimum", {NULL}, NULL, -1},
+    {"Where", "SelectV2", {NULL}, NULL, -1},
+    {"LessOrEqual", "LessEqual", {NULL}, NULL, -1},
+    {"GreaterOrEqual", "GreaterEqual", {NULL}, NULL, -1},
+    {"And", "LogicalAnd", {NULL}, NULL, -1},
+    {"Or", "LogicalOr", {NULL}, NULL, -1},
+    {"Not", "LogicalNot", {NULL}, NULL, -1},
+    {"Mod", "FloorMod", {NULL}, NULL, -1},
+    {"IsNaN", "IsNan", {NULL}, NULL, -1},
+    {"Reshape", "Reshape", {"allowzero"}, NULL, -1},
+    {"Cast", "Cast", {"to"}, NULL, -1},
+    {"Squeeze", "Squeeze", {"axes"}, NULL, -1},
+    {"Concat", "ConcatV2", {"axis"}, "axis", G_MAXINT},
+    {"Split", "Split", {"axis", "num_outputs"}, "axis", 0},
+    {"Transpose", "Transpose", {"perm"}, "perm", 1},
+    {"Gather", "GatherV2", {"axis"}, "axis", 2},
+    {"ReduceMean", "Mean", {"axes", "keepdims"}, "axes", 1},
+    {"ReduceSum", "Sum", {"axes", "keepdims"}, "axes", 1},
+    {"ReduceMax", "Max", {"axes", "keepdims"}, "axes", 1},
+    {"ReduceMin", "Min", {"axes", "keepdims"}, "axes", 1},
+    {"ReduceProd", "Prod", {"axes", "keepdims"}, "axes", 1},
+};
+
+static const Reverse *reverse_of(const PsimNode *n)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(reverses); i++)
+        if (!strcmp(n->op, reverses[i].ir))
+            return &reverses[i];
+    return NULL;
+}
+
+static gboolean skipped(const Reverse *r, const char *attr)
+{
+    for (int i = 0; r && i < 3 && r->skip[i]; i++)
+        if (!strcmp(r->skip[i], attr))
+            return TRUE;
+    return FALSE;
+}
+
+/* The attr's ints (INT as one) equal the tensor's values. */
+static gboolean tensor_matches(const PsimTensor *t, const PsimAttr *a)
+{
+    if (!t || !a || t->dtype == PSIM_DTYPE_STRING || t->rank > 1)
+        return FALSE;
+    const int64_t *v = a->type == PSIM_ATTR_INT ? &a->v.i : a->type == PSIM_ATTR_INTS ? a->v.ints : NULL;
+    int32_t n = a->type == PSIM_ATTR_INT ? 1 : a->n;
+    if (!v || t->n_elems != n || (a->type == PSIM_ATTR_INT) != (t->rank == 0))
+        return FALSE;
+    for (int32_t i = 0; i < n; i++)
+        if (psim_tensor_get_i64(t, i) != v[i])
+            return FALSE;
+    return TRUE;
+}
+
+static void write_ref(GString *s, const char *ref)
+{
+    indent(s, 1);
+    g_string_append(s, "input: ");
+    psim__pbtxt_quote(s, ref, strlen(ref));
+    g_string_append_c(s, '\n');
+}
+
+static char *port_ref(const PsimGraph *g, PsimPort p)
+{
+    const PsimNode *src = psim_graph_node(g, p.node);
+    return p.index ? g_strdup_printf("%s:%d", src->name, p.index) : g_strdup(src->name);
+}
+
+/* An axis Const the exporter adds for a node whose axis has no Const input any more. */
+static void write_axis_const(GString *s, const char *name, const PsimAttr *a)
+{
+    g_string_append(s, "node {\n");
+    indent(s, 1);
+    g_string_append(s, "name: ");
+    psim__pbtxt_quote(s, name, strlen(name));
+    g_string_append(s, "\n  op: \"Const\"\n");
+    indent(s, 1);
+    g_string_append(s, "attr { key: \"dtype\" value { type: DT_INT64 } }\n");
+    indent(s, 1);
+    g_string_append(s, "attr { key: \"value\" value { tensor { dtype: DT_INT64 tensor_shape {");
+    if (a->type == PSIM_ATTR_INTS)
+        g_string_append_printf(s, " dim { size: %d }", a->n);
+    g_string_append(s, " }");
+    int32_t n = a->type == PSIM_ATTR_INT ? 1 : a->n;
+    const int64_t *v = a->type == PSIM_ATTR_INT ? &a->v.i : a->v.ints;
+    for (int32_t i = 0; i < n; i++)
+        g_string_append_printf(s, " int64_val: %" G_GINT64_FORMAT, v[i]);
+    g_string_append(s, " } } }\n}\n");
+}
+
+static const char *tf_op_name(const PsimNode *n, const Reverse *r, char *buf, size_t len)
+{
+    if (r) {
+        if (!strcmp(n->op, "Split") && n->n_inputs >= 2 && n->inputs[1].node >= 0)
+            return "SplitV";
+        return r->tf;
+    }
+    /* "TfMaxPool": a TF op renamed on import because an IR op of another meaning has its name. */
+    if (!strncmp(n->op, "Tf", 2) && g_ascii_isupper(n->op[2])) {
+        g_strlcpy(buf, n->op + 2, len);
+        return buf;
+    }
+    return n->op;
+}
+
+static void write_node(GString *s, const PsimGraph *g, const PsimNode *n, GHashTable *names)
+{
+    const Reverse *r = reverse_of(n);
+    const PsimAttr *axis = r && r->axis_attr ? psim_node_attr(n, r->axis_attr) : NULL;
+    if (axis && axis->type != PSIM_ATTR_INT && axis->type != PSIM_ATTR_INTS)
+        axis = NULL;
+    /* The control input that carried the constant axis on import, if it still matches. */
+    int32_t axis_src = -1;
+    g_autofree char *axis_name = NULL;
+    if (axis) {
+        for (int32_t k = 0; k < n->n_controls && axis_src < 0; k++) {
+            const PsimNode *c = psim_graph_node(g, n->controls[k]);
+            if (c->n_outputs > 0 && tensor_matches(c->outputs[0].value, axis))
+                axis_src = n->controls[k];
+        }
+        if (axis_src < 0) {
+            g_autofree char *base = g_strconcat(n->name, "/axis", NULL);
+            axis_name = g_strdup(base);
+            for (int i = 1; g_hash_table_contains(names, axis_name); i++) {
+                g_free(axis_name);
+                axis_name = g_strdup_printf("%s_%d", base, i);
+            }
+            g_hash_table_add(names, g_strdup(axis_name));
+            write_axis_const(s, axis_name, axis);
+        }
+    }
+    char buf[256];
+    const char *op = tf_op_name(n, r, buf, sizeof buf);
+    g_string_append(s, "node {\n");
+    indent(s, 1);
+    g_string_append(s, "name: ");
+    psim__pbtxt_quote(s, n->name, strlen(n->name));
+    g_string_append(s, "\n");
+    indent(s, 1);
+    g_string_append(s, "op: ");
+    psim__pbtxt_quote(s, op, strlen(op));
+    g_string_append(s, "\n");
+    const char *axis_ref = axis ? (axis_src >= 0 ? psim_graph_node(g, axis_src)->name : axis_name) : NULL;
+    int pos = axis ? (r->axis_pos == G_MAXINT ? n->n_inputs : r->axis_pos) : -1;
+    /* A Split with a sizes input is a SplitV: value, sizes, axis. */
+    if (axis && !strcmp(n->op, "Split") && !strcmp(op, "SplitV"))
+        pos = 2;
+    int32_t written = 0;
+    for (int32_t k = 0; k <= n->n_inputs; k++) {
+        if (written == pos)
+            write_ref(s, axis_ref), written++;
+        if (k == n->n_inputs)
+            break;
+        if (n->inputs[k].node < 0)
+            continue; /* absent optional input */
+        g_autofree char *ref = port_ref(g, n->inputs[k]);
+        write_ref(s, ref);
+        written++;
+    }
+    if (axis && written <= pos)
+        write_ref(s, axis_ref);
+    for (int32_t k = 0; k < n->n_controls; k++) {
+        if (n->controls[k] == axis_src)
+            continue;
+        g_autofree char *ref = g_strconcat("^", psim_graph_node(g, n->controls[k])->name, NULL);
+        write_ref(s, ref);
+    }
+    const char *dev = n->assigned_device ? n->assigned_device : n->device;
+    if (dev) {
+        indent(s, 1);
+        g_string_append(s, "device: ");
+        psim__pbtxt_quote(s, dev, strlen(dev));
+        g_string_append_c(s, '\n');
+    }
+    gboolean is_const = !strcmp(n->op, "Const") || !strcmp(n->op, "Constant");
+    gboolean has_value = FALSE, has_dtype = FALSE, has_shape = FALSE;
+    for (int32_t i = 0; i < n->n_attrs; i++) {
+        const PsimAttr *a = &n->attrs[i];
+        if (skipped(r, a->name) || (is_const && !strcmp(a->name, "fill")))
+            continue;
+        has_value |= !strcmp(a->name, "value");
+        has_dtype |= !strcmp(a->name, "dtype");
+        has_shape |= !strcmp(a->name, "shape");
+        write_attr(s, a->name, a);
+    }
+    /* Attrs TF needs that other formats keep elsewhere. */
+    if (r && !strcmp(n->op, "Cast") && !psim_node_attr(n, "DstT")) {
+        PsimAttr t = {.name = "DstT", .type = PSIM_ATTR_DTYPE};
+        t.v.dt = (PsimDType)psim_node_attr_int(n, "to", 0);
+        write_attr(s, "DstT", &t);
+    }
+    if (r && !strncmp(n->op, "Reduce", 6) && !psim_node_attr(n, "keep_dims")) {
+        PsimAttr kd = {.name = "keep_dims", .type = PSIM_ATTR_BOOL};
+        kd.v.b = psim_node_attr_int(n, "keepdims", 1) != 0;
+        write_attr(s, "keep_dims", &kd);
+    }
+    if (r && !strcmp(n->op, "Squeeze") && !psim_node_attr(n, "squeeze_dims") &&
+        psim_node_attr(n, "axes")) {
+        PsimAttr sd = *psim_node_attr(n, "axes");
+        sd.name = "squeeze_dims";
+        write_attr(s, "squeeze_dims", &sd);
+    }
+    if (r && !strcmp(n->op, "Split") && !psim_node_attr(n, "num_split")) {
+        PsimAttr ns = {.name = "num_split", .type = PSIM_ATTR_INT};
+        ns.v.i = n->n_outputs;
+        write_attr(s, "num_split", &ns);
+    }
+    const PsimOutput *o0 = n->n_outputs > 0 ? &n->outputs[0] : NULL;
+    if (is_const && !has_value && o0) {
+        indent(s, 1);
+        g_string_append(s, "attr { key: \"value\" value { tensor ");
+        if (o0->value)
+            write_tensor(s, o0->value);
+        else
+            write_fill_tensor(s, o0, psim_node_attr_float(n, "fill", 0));
+        g_string_append(s, " } }\n");
+    }
+    if ((is_const || !strcmp(n->op, "Placeholder")) && !has_dtype && o0 && o0->dtype) {
+        PsimAttr dt = {.name = "dtype", .type = PSIM_ATTR_DTYPE};
+        dt.v.dt = o0->dtype;
+        write_attr(s, "dtype", &dt);
+    }
+    if (!strcmp(n->op, "Placeholder") && !has_shape && o0) {
+        PsimAttr sh = {.name = "shape", .type = PSIM_ATTR_SHAPE};
+        sh.v.shape.rank = o0->rank;
+        sh.v.shape.dims = o0->dims;
+        write_attr(s, "shape", &sh);
+    }
+    g_string_append(s, "}\n");
+}
+
+char *psim_export_pbtxt(const PsimGraph *g, GError **error)
+{
+    (void)error;
+    GString *s = g_string_new(NULL);
+    g_autoptr(GHashTable) names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    int32_t nn = psim_graph_n_nodes(g);
+    for (int32_t i = 0; i < nn; i++)
+        g_hash_table_add(names, g_strdup(psim_graph_node(g, i)->name));
+    for (int32_t i = 0; i < nn; i++)
+        write_node(s, g, psim_graph_node(g, i), names);
+    g_string_append(s, "versions {\n  producer: 27\n}\n");
+    return g_string_free(s, FALSE);
+}

@@ -5,6 +5,7 @@
 #include "graph-private.h"
 #include "onnx.pb-c.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +495,24 @@ static gboolean import_input(Importer *im, const PsimOnnx__ValueInfoProto *vi, G
     return tensor_define(im, tname, n, 0, error);
 }
 
+/* ONNX float attributes are float32: keep the shortest decimal that reads back as the same
+ * float (1e-5f becomes 1e-5, not 9.99999974737875e-06), so that exports and comparisons read as
+ * the model's author wrote them while a cast back to float still gives the file's bits. */
+static double float_attr(float f)
+{
+    if (!isfinite(f))
+        return f;
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    static const char *const fmts[] = {"%.6g", "%.7g", "%.8g", "%.9g"};
+    for (size_t i = 0; i < G_N_ELEMENTS(fmts); i++) {
+        g_ascii_formatd(buf, sizeof buf, fmts[i], (double)f);
+        double d = g_ascii_strtod(buf, NULL);
+        if ((float)d == f)
+            return d;
+    }
+    return f;
+}
+
 static const char *attr_type_name(int t)
 {
     static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR",
@@ -540,7 +559,7 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
     int type = attr_type_of(a);
     switch (type) {
     case PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
-        psim_graph_node_attr_set_float(g, n, aname, a->f);
+        psim_graph_node_attr_set_float(g, n, aname, float_attr(a->f));
         return TRUE;
     case PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
         psim_graph_node_attr_set_int(g, n, aname, a->i);
@@ -567,7 +586,7 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
     case PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: {
         g_autofree double *v = g_new(double, a->n_floats ? a->n_floats : 1);
         for (size_t i = 0; i < a->n_floats; i++)
-            v[i] = a->floats[i];
+            v[i] = float_attr(a->floats[i]);
         psim_graph_node_attr_set_floats(g, n, aname, (int32_t)a->n_floats, v);
         return TRUE;
     }

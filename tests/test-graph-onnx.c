@@ -138,6 +138,13 @@ static GByteArray *small_graph(void)
     GByteArray *add = node_pb("", "Add", "r,w", "y");
     static const int64_t perm[] = {1, 0};
     put_msg(add, 5, attr_ints("unused_ints", 2, perm));
+    GByteArray *fa = g_byte_array_new();
+    put_str(fa, 1, "eps");
+    float eps = 1e-5f;
+    put_varint(fa, 2 << 3 | 5);
+    g_byte_array_append(fa, (const guint8 *)&eps, 4);
+    put_int(fa, 20, 1);
+    put_msg(add, 5, fa);
     put_msg(g, 1, add);
     put_str(g, 2, "small");
     static const float w[4] = {1, 2, 3, 4};
@@ -355,6 +362,8 @@ static void test_names_and_inputs(void)
     const int64_t *ints;
     g_assert_cmpint(psim_node_attr_ints(add, "unused_ints", &ints), ==, 2);
     g_assert_cmpint(ints[0], ==, 1);
+    /* float32 attributes read as the decimal their author wrote. */
+    g_assert_cmpfloat(psim_node_attr_float(add, "eps", 0), ==, 1e-5);
     PsimPort o = psim_graph_output(g, 0);
     g_assert_cmpint(o.node, ==, add->id);
 
@@ -364,7 +373,7 @@ static void test_names_and_inputs(void)
     put_msg(gb, 1, node_pb("x", "Relu", "x", "a"));
     put_msg(gb, 1, node_pb(NULL, "Relu", "a", "b"));
     put_msg(gb, 1, node_pb("b", "Relu", "a", "b2"));
-    GByteArray *clip = node_pb(NULL, "Clip", "b,,b2", "c");
+    GByteArray *clip = node_pb(NULL, "Mystery", "b,,b2", "c");
     put_str(clip, 7, "com.example");
     put_msg(gb, 1, clip);
     put_msg(gb, 1, node_pb(NULL, "Dropout", "c", ",mask"));

@@ -242,13 +242,23 @@ static gboolean run_softmax(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "%s needs an input of rank >= 1", ctx->node->op);
         return FALSE;
     }
-    if (!psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", -1), x->rank, &axis, error))
+    /* Before opset 13, (Log)Softmax coerces its input to 2-D at `axis` (default 1) and
+     * normalizes over all the trailing dimensions together; from 13 on, along one axis
+     * (default -1). */
+    int64_t opset = psim_graph_opset(ctx->graph);
+    gboolean coerce = opset > 0 && opset < 13;
+    if (!psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", coerce ? 1 : -1), x->rank,
+                        &axis, error))
         return FALSE;
     PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     int64_t outer = psim_shape_elems(axis, x->dims), A = x->dims[axis];
     int64_t inner = psim_shape_elems(x->rank - axis - 1, x->dims + axis + 1);
+    if (coerce) {
+        A *= inner;
+        inner = 1;
+    }
     if (!outer || !A || !inner)
         return TRUE;
     float *acc = psim__cpu_scratch(sizeof(float) * (size_t)inner * 2, error);

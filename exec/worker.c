@@ -59,8 +59,8 @@ struct PsimWorker {
     const PsimDevice *device;
     char *name;
     GThread *thread;
-    GMutex lock;
-    GCond cond;
+    pthread_mutex_t lock; /* pthread, not GMutex: ThreadSanitizer sees these */
+    pthread_cond_t cond;
     GQueue jobs;       /* Job*, guarded by lock */
     int n_unfinished;  /* posted and not yet run, guarded by lock */
     GError *first_error;
@@ -105,24 +105,24 @@ static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class};
 
 /* --- The worker thread ------------------------------------------------------------------- */
 
-static GPrivate current_worker;
+static __thread PsimWorker *current_worker;
 
 static gpointer worker_main(gpointer data)
 {
     PsimWorker *w = data;
-    g_private_set(&current_worker, w);
-    g_mutex_lock(&w->lock);
+    current_worker = w;
+    pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->stop && g_queue_is_empty(&w->jobs))
-            g_cond_wait(&w->cond, &w->lock);
+            pthread_cond_wait(&w->cond, &w->lock);
         Job *job = g_queue_pop_head(&w->jobs);
         if (!job)
             break; /* stop requested and nothing left */
-        g_mutex_unlock(&w->lock);
+        pthread_mutex_unlock(&w->lock);
         GError *err = NULL;
         gboolean ok = job->fn(w, job->arg, &err);
         g_free(job);
-        g_mutex_lock(&w->lock);
+        pthread_mutex_lock(&w->lock);
         if (!ok) {
             if (!err)
                 g_set_error(&err, PSIM_ERROR, PSIM_ERROR_RUNTIME, "device %s: work failed",
@@ -133,9 +133,9 @@ static gpointer worker_main(gpointer data)
                 g_error_free(err);
         }
         w->n_unfinished--;
-        g_cond_broadcast(&w->cond);
+        pthread_cond_broadcast(&w->cond);
     }
-    g_mutex_unlock(&w->lock);
+    pthread_mutex_unlock(&w->lock);
     if (w->klass->thread_fini)
         w->klass->thread_fini(w);
     return NULL;
@@ -164,8 +164,8 @@ PsimWorker *psim_worker_new(const PsimDevice *device, GError **error)
     w->klass = klass;
     w->device = device;
     w->name = g_strdup(device ? (device->short_name ? device->short_name : device->name) : "CPU");
-    g_mutex_init(&w->lock);
-    g_cond_init(&w->cond);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
     g_queue_init(&w->jobs);
     w->mem = g_new0(MemCounter, 1);
     atomic_init(&w->mem->refcount, 1);
@@ -187,16 +187,16 @@ void psim_worker_free(PsimWorker *w)
     if (!w)
         return;
     if (w->thread) {
-        g_mutex_lock(&w->lock);
+        pthread_mutex_lock(&w->lock);
         w->stop = TRUE;
-        g_cond_broadcast(&w->cond);
-        g_mutex_unlock(&w->lock);
+        pthread_cond_broadcast(&w->cond);
+        pthread_mutex_unlock(&w->lock);
         g_thread_join(w->thread);
     }
     if (w->first_error)
         g_error_free(w->first_error);
-    g_mutex_clear(&w->lock);
-    g_cond_clear(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
     mem_counter_unref(w->mem);
     g_free(w->name);
     g_free(w);
@@ -211,21 +211,21 @@ void psim_worker_post(PsimWorker *w, PsimWorkerFn fn, void *arg)
     Job *job = g_new(Job, 1);
     job->fn = fn;
     job->arg = arg;
-    g_mutex_lock(&w->lock);
+    pthread_mutex_lock(&w->lock);
     g_queue_push_tail(&w->jobs, job);
     w->n_unfinished++;
-    g_cond_broadcast(&w->cond);
-    g_mutex_unlock(&w->lock);
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
 }
 
 gboolean psim_worker_wait(PsimWorker *w, GError **error)
 {
-    g_mutex_lock(&w->lock);
+    pthread_mutex_lock(&w->lock);
     while (w->n_unfinished > 0)
-        g_cond_wait(&w->cond, &w->lock);
+        pthread_cond_wait(&w->cond, &w->lock);
     GError *err = w->first_error;
     w->first_error = NULL;
-    g_mutex_unlock(&w->lock);
+    pthread_mutex_unlock(&w->lock);
     if (err) {
         g_propagate_error(error, err);
         return FALSE;
@@ -235,7 +235,7 @@ gboolean psim_worker_wait(PsimWorker *w, GError **error)
 
 gboolean psim_worker_call(PsimWorker *w, PsimWorkerFn fn, void *arg, GError **error)
 {
-    if (g_private_get(&current_worker) == w)
+    if (current_worker == w)
         return fn(w, arg, error);
     psim_worker_post(w, fn, arg);
     return psim_worker_wait(w, error);

@@ -53,4 +53,14 @@ expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/junk.pb"
 expect 1 "$PSIM" run "$tmp/g6.json" --check "$tmp/out23/output_0.pb"
 grep -q "check failed.*shape \[6\].*\[2,3\]" "$tmp/err.txt"
 
+# Real models (when the data is there): squeezenet matches ONNX's reference output.
+DATA="${PSIM_DATA:-../shared/data}"
+if [ -f "$DATA/onnx-light/squeezenet.onnx" ]; then
+    expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" \
+        --check "$DATA/onnx-light/squeezenet_output_0.pb" --json
+    grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+    # A feed of the wrong shape for the model's input.
+    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --feed "data_0=$tmp/out23/output_0.pb"
+    grep -q "shape \[2,3\]" "$tmp/err.txt"
+fi
 echo ok

@@ -1,0 +1,386 @@
+/* The single-device executor: pending-count order, tensors released after their last consumer,
+ * partial execution, constant subgraphs evaluated once, and clear errors. The ops and kernels
+ * here are tiny test ones registered by this file (X* ops), so that these tests do not depend on
+ * the real kernels. */
+#include <string.h>
+
+#include "placesim/exec.h"
+
+#define N_ELEM 1000
+
+static int count_runs;   /* XCount kernel invocations */
+static uint64_t live_seen_max; /* most live bytes any XScale saw while running */
+
+static gboolean scale_run(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimTensor *a = ctx->inputs[0];
+    PsimTensor *o = ctx->alloc(ctx, a->dtype, a->rank, a->dims, error);
+    if (!o)
+        return FALSE;
+    const float *x = a->data;
+    float *y = o->data;
+    for (int64_t i = 0; i < a->n_elems; i++)
+        y[i] = 2 * x[i];
+    ctx->outputs[0] = o;
+    uint64_t live = psim_worker_memory(ctx->device, NULL);
+    if (live > live_seen_max)
+        live_seen_max = live;
+    return TRUE;
+}
+
+static gboolean add_run(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimTensor *a = ctx->inputs[0], *b = ctx->inputs[1];
+    if (a->n_elems != b->n_elems) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "XAdd: sizes differ");
+        return FALSE;
+    }
+    PsimTensor *o = ctx->alloc(ctx, a->dtype, a->rank, a->dims, error);
+    if (!o)
+        return FALSE;
+    const float *x = a->data, *z = b->data;
+    float *y = o->data;
+    for (int64_t i = 0; i < a->n_elems; i++)
+        y[i] = x[i] + z[i];
+    ctx->outputs[0] = o;
+    return TRUE;
+}
+
+static gboolean count_run(PsimKernelCtx *ctx, GError **error)
+{
+    (void)error;
+    g_atomic_int_inc(&count_runs);
+    ctx->outputs[0] = psim_tensor_ref(ctx->inputs[0]);
+    return TRUE;
+}
+
+static gboolean fail_run(PsimKernelCtx *ctx, GError **error)
+{
+    (void)ctx;
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "simulated device failure");
+    return FALSE;
+}
+
+static const PsimKernelDef test_kernels[] = {
+    {.op = "XScale", .device_type = "CPU", .name = "test-scale", .run = scale_run},
+    {.op = "XAdd", .device_type = "CPU", .name = "test-add", .run = add_run},
+    {.op = "XCount", .device_type = "CPU", .name = "test-count", .run = count_run},
+    {.op = "XFail", .device_type = "CPU", .name = "test-fail", .run = fail_run},
+};
+
+/* Builds a graph from "name=op(in1,in2)" lines; every node outputs float32 [N_ELEM] and a node
+ * of op Placeholder is a graph input. */
+static PsimGraph *build(const char *const *lines)
+{
+    PsimGraph *g = psim_graph_new("test");
+    int64_t dims[1] = {N_ELEM};
+    for (int i = 0; lines[i]; i++) {
+        g_auto(GStrv) parts = g_strsplit_set(lines[i], "=(),", -1);
+        PsimNode *n = psim_graph_node_add(g, parts[0], parts[1], NULL);
+        g_assert_nonnull(n);
+        for (int k = 2; parts[k]; k++)
+            if (*parts[k])
+                psim_graph_node_input_add_ref(g, n, parts[k]);
+        psim_graph_node_outputs_set(g, n, 1);
+        psim_graph_output_set(g, n, 0, PSIM_DTYPE_FLOAT32, 1, dims);
+        if (!strcmp(parts[1], "Placeholder"))
+            psim_graph_input_add(g, n->id);
+    }
+    g_autoptr(GError) err = NULL;
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_no_error(err);
+    return g;
+}
+
+static PsimTensor *vec(float v)
+{
+    int64_t dims[1] = {N_ELEM};
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, dims, NULL);
+    for (int i = 0; i < N_ELEM; i++)
+        ((float *)t->data)[i] = v + (float)i;
+    return t;
+}
+
+static int position(const PsimExecStats *st, const PsimGraph *g, const char *name)
+{
+    int32_t id = psim_graph_node_find(g, name)->id;
+    for (int32_t k = 0; k < st->n_run; k++)
+        if (st->nodes[k] == id)
+            return k;
+    return -1;
+}
+
+/* A diamond with a long branch: every node must run after all its inputs, whatever the order. */
+static void test_order(void)
+{
+    const char *lines[] = {"x=Placeholder()", "a=XScale(x)", "b=XScale(a)", "c=XScale(b)",
+                           "d=XScale(x)",     "e=XAdd(c,d)", "f=XAdd(e,a)", NULL};
+    g_autoptr(PsimGraph) g = build(lines);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"x"}, *fetches[] = {"f"};
+    PsimExecOrder orders[] = {PSIM_EXEC_ORDER_FIFO, PSIM_EXEC_ORDER_PRIORITY};
+    for (int o = 0; o < 2; o++) {
+        /* Priorities that favour the short branch (d) first. */
+        double prio[7] = {0, 5, 5, 5, 1, 0, 0};
+        PsimExecOptions opts = {.order = orders[o], .priority = prio};
+        g_autoptr(PsimExecutor) e = psim_executor_new(g, w, feeds, 1, fetches, 1, &opts, &err);
+        g_assert_no_error(err);
+        g_autoptr(PsimTensor) x = vec(1);
+        PsimTensor *out = NULL;
+        g_assert_true(psim_executor_run(e, &x, &out, &err));
+        g_assert_no_error(err);
+        /* f = 8x + 2x + 2x = 12x */
+        for (int i = 0; i < N_ELEM; i++)
+            g_assert_cmpfloat(((float *)out->data)[i], ==, 12 * (1 + (float)i));
+        psim_tensor_unref(out);
+        PsimExecStats st;
+        psim_executor_stats(e, &st);
+        g_assert_cmpint(st.n_run, ==, 6);
+        const char *edges[][2] = {{"a", "b"}, {"b", "c"}, {"c", "e"}, {"d", "e"},
+                                  {"e", "f"}, {"a", "f"}};
+        for (size_t k = 0; k < G_N_ELEMENTS(edges); k++)
+            g_assert_cmpint(position(&st, g, edges[k][0]), <, position(&st, g, edges[k][1]));
+        for (int32_t k = 0; k < st.n_run; k++)
+            g_assert_cmpfloat(st.start[k], <=, st.end[k]);
+        for (int32_t k = 1; k < st.n_run; k++)
+            g_assert_cmpfloat(st.end[k - 1], <=, st.start[k]);
+        if (orders[o] == PSIM_EXEC_ORDER_PRIORITY)
+            g_assert_cmpint(position(&st, g, "d"), ==, 0);
+        else /* FIFO: a and d both ready at the start; a is first by id */
+            g_assert_cmpint(position(&st, g, "a"), ==, 0);
+    }
+    /* A static order that is not topological is an error naming the node. */
+    int32_t bad[] = {1, 3, 2, 4, 5, 6}; /* c before b */
+    PsimExecOptions opts = {.order = PSIM_EXEC_ORDER_STATIC, .static_order = bad,
+                            .n_static_order = 6};
+    g_autoptr(PsimExecutor) e = psim_executor_new(g, w, feeds, 1, fetches, 1, &opts, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimTensor) x = vec(1);
+    PsimTensor *out = NULL;
+    g_assert_false(psim_executor_run(e, &x, &out, &err));
+    g_assert_null(out);
+    g_assert_nonnull(strstr(err->message, "node 'c'"));
+    g_assert_cmpuint(psim_worker_memory(w, NULL), ==, 0); /* the failed step released all */
+}
+
+/* A chain of 12 scalings: with release after the last consumer, at most an input and an output
+ * are alive at any time; keeping them all would need 12. */
+static void test_release(void)
+{
+    GPtrArray *lines = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(lines, g_strdup("x=Placeholder()"));
+    g_ptr_array_add(lines, g_strdup("s0=XScale(x)"));
+    for (int i = 1; i < 12; i++)
+        g_ptr_array_add(lines, g_strdup_printf("s%d=XScale(s%d)", i, i - 1));
+    g_ptr_array_add(lines, NULL);
+    g_autoptr(PsimGraph) g = build((const char *const *)lines->pdata);
+    g_ptr_array_free(lines, TRUE);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"x"}, *fetches[] = {"s11:0"};
+    g_autoptr(PsimExecutor) e = psim_executor_new(g, w, feeds, 1, fetches, 1, NULL, &err);
+    g_assert_no_error(err);
+    const uint64_t one = N_ELEM * sizeof(float);
+    for (int step = 0; step < 3; step++) {
+        live_seen_max = 0;
+        g_autoptr(PsimTensor) x = vec(0);
+        PsimTensor *out = NULL;
+        g_assert_true(psim_executor_run(e, &x, &out, &err));
+        g_assert_cmpfloat(((float *)out->data)[3], ==, 3.0f * 4096);
+        PsimExecStats st;
+        psim_executor_stats(e, &st);
+        g_assert_cmpuint(st.peak_bytes, ==, 2 * one);
+        g_assert_cmpuint(live_seen_max, ==, 2 * one);
+        /* After the step only the fetched tensor is alive, until the caller drops it. */
+        g_assert_cmpuint(psim_worker_memory(w, NULL), ==, one);
+        psim_tensor_unref(out);
+        g_assert_cmpuint(psim_worker_memory(w, NULL), ==, 0);
+    }
+}
+
+/* Feeding an intermediate tensor cuts its producers: they do not run and their inputs need no
+ * feed. */
+static void test_partial(void)
+{
+    const char *lines[] = {"x=Placeholder()", "a=XCount(x)", "b=XScale(a)", "c=XAdd(b,b)",
+                           "d=XScale(x)", NULL};
+    g_autoptr(PsimGraph) g = build(lines);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"b:0"}, *fetches[] = {"c"};
+    g_autoptr(PsimExecutor) e = psim_executor_new(g, w, feeds, 1, fetches, 1, NULL, &err);
+    g_assert_no_error(err);
+    count_runs = 0;
+    g_autoptr(PsimTensor) b = vec(3);
+    PsimTensor *out = NULL;
+    g_assert_true(psim_executor_run(e, &b, &out, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(((float *)out->data)[10], ==, 2 * 13.0f);
+    psim_tensor_unref(out);
+    PsimExecStats st;
+    psim_executor_stats(e, &st);
+    g_assert_cmpint(st.n_run, ==, 1); /* only c */
+    g_assert_cmpint(st.n_fed, ==, 1);
+    g_assert_cmpint(count_runs, ==, 0);
+
+    /* Without the feed, x is needed and not fed. */
+    const char *none[] = {NULL};
+    g_autoptr(PsimExecutor) e2 = psim_executor_new(g, w, none, 0, fetches, 1, NULL, &err);
+    g_assert_null(e2);
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "node 'x'"));
+    g_assert_nonnull(strstr(err->message, "not fed"));
+    g_clear_error(&err);
+
+    /* Targets run and return nothing; fetching a fed tensor returns the feed. */
+    const char *fetches3[] = {"^d", "b:0"}, *feeds3[] = {"x", "b"};
+    g_autoptr(PsimExecutor) e3 = psim_executor_new(g, w, feeds3, 2, fetches3, 2, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimTensor) x = vec(0);
+    PsimTensor *in3[2] = {x, b}, *out3[2] = {NULL, NULL};
+    g_assert_true(psim_executor_run(e3, in3, out3, &err));
+    g_assert_null(out3[0]);
+    g_assert_true(out3[1] == b);
+    psim_tensor_unref(out3[1]);
+    psim_executor_stats(e3, &st);
+    g_assert_cmpint(st.n_run, ==, 1); /* d */
+}
+
+/* Weights made from constants (XCount over a known Const) are computed once when prepared. */
+static void test_constant_once(void)
+{
+    const char *lines[] = {"x=Placeholder()", "w=Const()", "k=XCount(w)", "k2=XScale(k)",
+                           "y=XAdd(x,k2)", NULL};
+    g_autoptr(PsimGraph) g = build(lines);
+    PsimNode *wn = psim_graph_node_find(g, "w");
+    g_autoptr(PsimTensor) wv = vec(100);
+    psim_graph_output_value_set(g, wn, 0, wv);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"x"}, *fetches[] = {"y"};
+    for (int fold = 0; fold < 2; fold++) {
+        PsimExecOptions opts = {.no_constant_folding = fold == 1};
+        count_runs = 0;
+        g_autoptr(PsimExecutor) e = psim_executor_new(g, w, feeds, 1, fetches, 1, &opts, &err);
+        g_assert_no_error(err);
+        for (int step = 0; step < 3; step++) {
+            g_autoptr(PsimTensor) x = vec((float)step);
+            PsimTensor *out = NULL;
+            g_assert_true(psim_executor_run(e, &x, &out, &err));
+            g_assert_cmpfloat(((float *)out->data)[5], ==, step + 5 + 2 * 105.0f);
+            psim_tensor_unref(out);
+        }
+        PsimExecStats st;
+        psim_executor_stats(e, &st);
+        g_assert_cmpint(count_runs, ==, fold ? 3 : 1);
+        g_assert_cmpint(st.n_const, ==, fold ? 0 : 2);
+        g_assert_cmpint(st.n_run, ==, fold ? 3 : 1);
+    }
+    g_assert_cmpuint(psim_worker_memory(w, NULL), ==, 0);
+}
+
+static void test_errors(void)
+{
+    const char *lines[] = {"x=Placeholder()", "a=XScale(x)", "m=XMissing(a)", "f=XFail(a)",
+                           NULL};
+    g_autoptr(PsimGraph) g = build(lines);
+    psim_graph_set_source(g, "t.json");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"x"};
+
+    /* No kernel for an op: an input error naming file, node and op. */
+    const char *f1[] = {"m"};
+    g_assert_null(psim_executor_new(g, w, feeds, 1, f1, 1, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_cmpstr(err->message, ==, "t.json: node 'm': no CPU kernel for op 'XMissing' (float32)");
+    g_clear_error(&err);
+
+    /* A ref naming nothing. */
+    const char *f2[] = {"nope:0"};
+    g_assert_null(psim_executor_new(g, w, feeds, 1, f2, 1, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+
+    const char *f3[] = {"a"};
+    g_autoptr(PsimExecutor) e = psim_executor_new(g, w, feeds, 1, f3, 1, NULL, &err);
+    g_assert_no_error(err);
+    PsimTensor *out = NULL;
+    /* Missing feed. */
+    PsimTensor *nofeed[1] = {NULL};
+    g_assert_false(psim_executor_run(e, nofeed, &out, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "node 'x'"));
+    g_clear_error(&err);
+    /* Wrong shape. */
+    int64_t d2[2] = {10, 100};
+    g_autoptr(PsimTensor) wrong = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d2, NULL);
+    g_assert_false(psim_executor_run(e, &wrong, &out, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_cmpstr(err->message, ==,
+                    "t.json: node 'x': feed has shape [10,100] but the graph expects [1000] "
+                    "(-1: any)");
+    g_clear_error(&err);
+    /* Wrong dtype. */
+    int64_t d1[1] = {N_ELEM};
+    g_autoptr(PsimTensor) wrongt = psim_tensor_new(PSIM_DTYPE_INT64, 1, d1, NULL);
+    g_assert_false(psim_executor_run(e, &wrongt, &out, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "int64"));
+    g_clear_error(&err);
+    g_assert_null(out);
+
+    /* A kernel failure is a runtime error naming the node; nothing leaks. */
+    const char *f4[] = {"f"};
+    g_autoptr(PsimExecutor) e4 = psim_executor_new(g, w, feeds, 1, f4, 1, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimTensor) x = vec(0);
+    g_assert_false(psim_executor_run(e4, &x, &out, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_RUNTIME);
+    g_assert_cmpstr(err->message, ==, "t.json: node 'f': simulated device failure");
+    g_clear_error(&err);
+    g_assert_cmpuint(psim_worker_memory(w, NULL), ==, 0);
+}
+
+/* A worker pinned to a core runs there; a core that does not exist is a clear error. */
+static void test_worker(void)
+{
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    g_assert_nonnull(c);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(psim_cluster_device(c, 0), &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(psim_worker_device_type(w), ==, "CPU");
+    g_assert_cmpstr(psim_worker_name(w), ==, "CPU:0");
+    PsimCluster *bad = psim_cluster_new();
+    int32_t id = psim_cluster_device_add(bad, "CPU:0", "CPU", NULL);
+    PsimDevice *d = psim_cluster_device(bad, id);
+    d->n_cores = 1;
+    d->cores = g_new(int32_t, 1);
+    d->cores[0] = 100000;
+    g_assert_null(psim_worker_new(d, &err));
+    g_assert_nonnull(err);
+    g_assert_nonnull(strstr(err->message, "CPU:0"));
+    g_clear_error(&err);
+    psim_cluster_free(bad);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    for (size_t i = 0; i < G_N_ELEMENTS(test_kernels); i++)
+        psim_kernel_register(&test_kernels[i]);
+    g_test_add_func("/exec/order", test_order);
+    g_test_add_func("/exec/release", test_release);
+    g_test_add_func("/exec/partial", test_partial);
+    g_test_add_func("/exec/constant-once", test_constant_once);
+    g_test_add_func("/exec/errors", test_errors);
+    g_test_add_func("/exec/worker", test_worker);
+    return g_test_run();
+}

@@ -12,6 +12,7 @@ static const PsimCommand commands[] = {
     {"compare", "compare a simulated trace with a measured one (errors, plots)", psim_cmd_compare},
     {"cluster", "print a cluster's devices and links (a cluster file or this machine)", psim_cmd_cluster},
     {"run", "run a graph for real on one device; check outputs, time steps", psim_cmd_run},
+    {"place", "place a graph on a cluster and partition it into a plan", psim_cmd_place},
 };
 
 static void usage(FILE *f)

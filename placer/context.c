@@ -1,0 +1,529 @@
+/* The placement problem: cost table by device class, edges with transfer sizes, link times,
+ * and the constraints (device requests, kernels, assigned devices, colocation groups, memory).
+ * Every algorithm reads only this, so that they all obey the same constraints. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "placer/placer-private.h"
+
+void psim_place_options_init(PsimPlaceOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->budget_ms = 1000;
+    o->seed = 1;
+    o->recv_margin_us = -1;
+}
+
+static void node_error(GError **error, const PsimGraph *g, int32_t v, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static void node_error(GError **error, const PsimGraph *g, int32_t v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    const char *src = psim_graph_source(g);
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s",
+                src ? src : psim_graph_name(g), psim_graph_node(g, v)->name, msg);
+}
+
+/* "TYPE:N" of a full or short device name (the key's tail after "device:"). */
+static const char *short_key(const char *k)
+{
+    const char *p = strstr(k, "device:");
+    return p ? p + 7 : k;
+}
+
+/* Devices share a cost class when nothing can tell them apart: same type and rates, and no
+ * annotation in the graph names one of them specifically. */
+static void cost_classes(PsimPlaceCtx *c)
+{
+    const PsimGraph *g = c->g;
+    g_autoptr(GHashTable) keys = g_hash_table_new(g_str_hash, g_str_equal);
+    for (int32_t v = 0; v < c->n; v++) {
+        const PsimNode *nd = psim_graph_node(g, v);
+        for (int32_t k = 0; k < nd->n_costs; k++)
+            g_hash_table_add(keys, (gpointer)nd->costs[k].device);
+    }
+    g_autoptr(GHashTable) cls = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    c->cls_of = g_new(int32_t, c->nd);
+    c->n_cls = 0;
+    for (int32_t d = 0; d < c->nd; d++) {
+        const PsimDevice *dev = psim_cluster_device(c->cluster, d);
+        gboolean named = FALSE;
+        GHashTableIter it;
+        gpointer k;
+        g_hash_table_iter_init(&it, keys);
+        while (!named && g_hash_table_iter_next(&it, &k, NULL))
+            named = !strcmp(k, dev->name) || !strcmp(short_key(k), dev->short_name);
+        char *key = named ? g_strdup_printf("#%d", d)
+                          : g_strdup_printf("%s|%d|%.17g|%.17g|%.17g|%s", dev->type, dev->kind,
+                                            dev->peak_gflops, dev->mem_bw_GBps, dev->launch_us,
+                                            dev->description ? dev->description : "");
+        gpointer found;
+        if (g_hash_table_lookup_extended(cls, key, NULL, &found)) {
+            c->cls_of[d] = GPOINTER_TO_INT(found);
+            g_free(key);
+        } else {
+            c->cls_of[d] = c->n_cls;
+            g_hash_table_insert(cls, key, GINT_TO_POINTER(c->n_cls));
+            c->n_cls++;
+        }
+    }
+    int32_t *rep = g_new(int32_t, c->n_cls);
+    for (int32_t d = c->nd - 1; d >= 0; d--)
+        rep[c->cls_of[d]] = d;
+    c->cost = g_new(double, (size_t)c->n * c->n_cls + 1);
+    for (int32_t v = 0; v < c->n; v++) {
+        const PsimNode *nd = psim_graph_node(g, v);
+        for (int32_t k = 0; k < c->n_cls; k++)
+            c->cost[(size_t)v * c->n_cls + k] = psim_cost_node(c->model, g, nd, rep[k], NULL);
+    }
+    g_free(rep);
+}
+
+static uint64_t wire_bytes(const PsimPlaceCtx *c, const PsimOutput *o)
+{
+    if (c->opt.compress && o->dtype == PSIM_DTYPE_FLOAT32)
+        return o->bytes / 2;
+    return o->bytes;
+}
+
+static void build_edges(PsimPlaceCtx *c)
+{
+    const PsimGraph *g = c->g;
+    int32_t n = c->n;
+    int64_t m = 0;
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nd = psim_graph_node(g, v);
+        m += nd->n_inputs + nd->n_controls;
+    }
+    c->in_off = g_new(int32_t, n + 1);
+    c->in_src = g_new(int32_t, m + 1);
+    c->in_bytes = g_new(uint64_t, m + 1);
+    g_autofree int32_t *slot = g_new(int32_t, n);
+    for (int32_t v = 0; v < n; v++)
+        slot[v] = -1;
+    int32_t e = 0;
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nd = psim_graph_node(g, v);
+        c->in_off[v] = e;
+        int32_t first = e;
+        for (int32_t k = 0; k < nd->n_inputs + nd->n_controls; k++) {
+            int32_t u;
+            uint64_t b = 0;
+            if (k < nd->n_inputs) {
+                u = nd->inputs[k].node;
+                if (u < 0)
+                    continue;
+                b = wire_bytes(c, &psim_graph_node(g, u)->outputs[nd->inputs[k].index]);
+            } else {
+                u = nd->controls[k - nd->n_inputs];
+            }
+            if (slot[u] >= first && slot[u] < e && c->in_src[slot[u]] == u) {
+                if (b > c->in_bytes[slot[u]])
+                    c->in_bytes[slot[u]] = b;
+                continue;
+            }
+            slot[u] = e;
+            c->in_src[e] = u;
+            c->in_bytes[e] = b;
+            e++;
+        }
+    }
+    c->in_off[n] = e;
+    c->out_off = g_new0(int32_t, n + 1);
+    c->out_dst = g_new(int32_t, e + 1);
+    c->out_bytes = g_new(uint64_t, e + 1);
+    for (int32_t i = 0; i < e; i++)
+        c->out_off[c->in_src[i] + 1]++;
+    for (int32_t v = 0; v < n; v++)
+        c->out_off[v + 1] += c->out_off[v];
+    g_autofree int32_t *fill = g_memdup2(c->out_off, sizeof(int32_t) * (n + 1));
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t i = c->in_off[v]; i < c->in_off[v + 1]; i++) {
+            int32_t u = c->in_src[i], j = fill[u]++;
+            c->out_dst[j] = v;
+            c->out_bytes[j] = c->in_bytes[i];
+        }
+}
+
+static gboolean build_topo(PsimPlaceCtx *c, GError **error)
+{
+    int32_t n = c->n, head = 0, tail = 0;
+    c->topo = g_new(int32_t, n + 1);
+    c->topo_pos = g_new(int32_t, n + 1);
+    g_autofree int32_t *deg = g_new(int32_t, n + 1);
+    for (int32_t v = 0; v < n; v++) {
+        deg[v] = c->in_off[v + 1] - c->in_off[v];
+        if (!deg[v])
+            c->topo[tail++] = v;
+    }
+    while (head < tail) {
+        int32_t u = c->topo[head++];
+        for (int32_t i = c->out_off[u]; i < c->out_off[u + 1]; i++)
+            if (--deg[c->out_dst[i]] == 0)
+                c->topo[tail++] = c->out_dst[i];
+    }
+    if (tail != n) {
+        for (int32_t v = 0; v < n; v++)
+            if (deg[v]) {
+                node_error(error, c->g, v, "is on a cycle");
+                return FALSE;
+            }
+    }
+    for (int32_t i = 0; i < n; i++)
+        c->topo_pos[c->topo[i]] = i;
+    return TRUE;
+}
+
+static void build_links(PsimPlaceCtx *c)
+{
+    int32_t nd = c->nd;
+    c->lat = g_new0(double, (size_t)nd * nd);
+    c->inv_bw = g_new0(double, (size_t)nd * nd);
+    double sl = 0, sb = 0;
+    for (int32_t a = 0; a < nd; a++)
+        for (int32_t b = 0; b < nd; b++) {
+            if (a == b)
+                continue;
+            PsimLink l = psim_cluster_link(c->cluster, a, b);
+            size_t k = (size_t)a * nd + b;
+            c->lat[k] = l.latency_us > 0 ? l.latency_us : 0;
+            c->inv_bw[k] = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps) ? 1.0 / (l.bandwidth_GBps * 1e3) : 0;
+            sl += c->lat[k];
+            sb += c->inv_bw[k];
+        }
+    if (nd > 1) {
+        c->mean_lat = sl / ((double)nd * (nd - 1));
+        c->mean_inv_bw = sb / ((double)nd * (nd - 1));
+    }
+}
+
+/* Ops that must live with the variable they read or write (TF's reference edges). */
+static gboolean is_variable(const char *op)
+{
+    return !strcmp(op, "Variable") || !strcmp(op, "VariableV2") || !strcmp(op, "VarHandleOp");
+}
+
+static gboolean uses_variable(const char *op)
+{
+    static const char *const ops[] = {"Assign", "AssignAdd", "AssignSub", "ReadVariableOp",
+                                      "AssignVariableOp", "AssignAddVariableOp",
+                                      "AssignSubVariableOp", "Identity", "ScatterUpdate",
+                                      "ResourceGather", "IsVariableInitialized",
+                                      "VarIsInitializedOp"};
+    for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+        if (!strcmp(op, ops[i]))
+            return TRUE;
+    return g_str_has_prefix(op, "Apply") || g_str_has_prefix(op, "ResourceApply") ||
+           g_str_has_prefix(op, "SparseApply");
+}
+
+static int32_t uf_find(int32_t *par, int32_t v)
+{
+    while (par[v] != v) {
+        par[v] = par[par[v]];
+        v = par[v];
+    }
+    return v;
+}
+
+static void uf_union(int32_t *par, int32_t a, int32_t b)
+{
+    a = uf_find(par, a);
+    b = uf_find(par, b);
+    if (a != b) {
+        if (a < b)
+            par[b] = a;
+        else
+            par[a] = b;
+    }
+}
+
+static void colocate_class(const PsimPlaceCtx *c, int32_t *par, int32_t v, const char *s)
+{
+    if (!g_str_has_prefix(s, "loc:@"))
+        return;
+    const PsimNode *o = psim_graph_node_find(c->g, s + 5);
+    if (o)
+        uf_union(par, v, o->id);
+}
+
+/* Why node v cannot go on device d, for messages. */
+static char *why_not(const PsimPlaceCtx *c, int32_t v, int32_t d)
+{
+    const PsimNode *nd = psim_graph_node(c->g, v);
+    const PsimDevice *dev = psim_cluster_device(c->cluster, d);
+    if (nd->device && !psim_device_matches(dev, nd->device))
+        return g_strdup_printf("it requests device '%s'", nd->device);
+    if (!isfinite(psim__cost(c, v, d)))
+        return g_strdup_printf("op '%s' has no kernel or cost there", nd->op);
+    return g_strdup("it is assigned elsewhere");
+}
+
+static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
+{
+    const PsimGraph *g = c->g;
+    int32_t n = c->n, nd = c->nd;
+    c->fixed = g_new(int32_t, n);
+    c->feas = g_new(int32_t, n);
+    g_autofree guint8 *mask = g_new(guint8, nd);
+    g_autoptr(GHashTable) ids = g_hash_table_new_full(g_bytes_hash, g_bytes_equal,
+                                                      (GDestroyNotify)g_bytes_unref, NULL);
+    GByteArray *masks = g_byte_array_new();
+    gboolean ok = TRUE;
+    for (int32_t v = 0; v < n && ok; v++) {
+        const PsimNode *node = psim_graph_node(g, v);
+        c->fixed[v] = -1;
+        if (node->assigned_device) {
+            c->fixed[v] = psim_cluster_device_find(c->cluster, node->assigned_device);
+            if (c->fixed[v] < 0) {
+                node_error(error, g, v, "assigned device '%s' is not in the cluster",
+                           node->assigned_device);
+                ok = FALSE;
+                break;
+            }
+        }
+        int32_t n_ok = 0, n_match = 0;
+        for (int32_t d = 0; d < nd; d++) {
+            const PsimDevice *dev = psim_cluster_device(c->cluster, d);
+            gboolean match = psim_device_matches(dev, node->device) && (c->fixed[v] < 0 || c->fixed[v] == d);
+            n_match += match;
+            mask[d] = match && isfinite(psim__cost(c, v, d));
+            n_ok += mask[d];
+        }
+        if (!n_ok) {
+            if (c->fixed[v] >= 0)
+                node_error(error, g, v, "op '%s' cannot run on its assigned device '%s'",
+                           node->op, node->assigned_device);
+            else if (!n_match)
+                node_error(error, g, v, "no device in the cluster matches requested device '%s'",
+                           node->device);
+            else if (node->device)
+                node_error(error, g, v, "op '%s' has no kernel or cost on requested device '%s'",
+                           node->op, node->device);
+            else
+                node_error(error, g, v, "op '%s' has no kernel or cost on any device of the cluster",
+                           node->op);
+            ok = FALSE;
+            break;
+        }
+        if (n_ok == nd) {
+            c->feas[v] = -1;
+            continue;
+        }
+        GBytes *key = g_bytes_new(mask, nd);
+        gpointer id;
+        if (g_hash_table_lookup_extended(ids, key, NULL, &id)) {
+            c->feas[v] = GPOINTER_TO_INT(id);
+            g_bytes_unref(key);
+        } else {
+            c->feas[v] = c->n_masks;
+            g_hash_table_insert(ids, key, GINT_TO_POINTER(c->n_masks));
+            g_byte_array_append(masks, mask, nd);
+            c->n_masks++;
+        }
+    }
+    c->masks = g_byte_array_free(masks, FALSE);
+    if (!ok)
+        return FALSE;
+
+    /* Colocation groups: `_class: loc:@x` attributes and variables with their users. */
+    g_autofree int32_t *par = g_new(int32_t, n);
+    for (int32_t v = 0; v < n; v++)
+        par[v] = v;
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *node = psim_graph_node(g, v);
+        const PsimAttr *a = psim_node_attr(node, "_class");
+        if (a && a->type == PSIM_ATTR_STRING)
+            colocate_class(c, par, v, a->v.s);
+        else if (a && a->type == PSIM_ATTR_STRINGS)
+            for (int32_t k = 0; k < a->n; k++)
+                colocate_class(c, par, v, a->v.strs[k]);
+        if (uses_variable(node->op))
+            for (int32_t k = 0; k < node->n_inputs; k++)
+                if (node->inputs[k].node >= 0 && is_variable(psim_graph_node(g, node->inputs[k].node)->op))
+                    uf_union(par, v, node->inputs[k].node);
+    }
+    c->group = g_new(int32_t, n);
+    g_autofree int32_t *size = g_new0(int32_t, n);
+    for (int32_t v = 0; v < n; v++)
+        size[uf_find(par, v)]++;
+    g_autofree int32_t *gid = g_new(int32_t, n);
+    c->n_groups = 0;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t r = uf_find(par, v);
+        gid[v] = (r == v && size[v] > 1) ? c->n_groups++ : -1;
+    }
+    for (int32_t v = 0; v < n; v++)
+        c->group[v] = gid[uf_find(par, v)];
+    if (!c->n_groups)
+        return TRUE;
+    /* Each group's feasible devices: the intersection over its members. */
+    int32_t ng = c->n_groups;
+    g_autofree guint8 *gm = g_new(guint8, (size_t)ng * nd);
+    memset(gm, 1, (size_t)ng * nd);
+    g_autofree int32_t *gfirst = g_new(int32_t, ng), *gfix = g_new(int32_t, ng);
+    for (int32_t k = 0; k < ng; k++)
+        gfirst[k] = gfix[k] = -1;
+    for (int32_t v = 0; v < n; v++) {
+        int32_t k = c->group[v];
+        if (k < 0)
+            continue;
+        if (gfirst[k] < 0)
+            gfirst[k] = v;
+        gboolean any = FALSE;
+        int32_t lost = -1;
+        for (int32_t d = 0; d < nd; d++) {
+            gboolean f = psim__feasible(c, v, d);
+            if (gm[(size_t)k * nd + d] && !f && lost < 0)
+                lost = d;
+            gm[(size_t)k * nd + d] &= f;
+            any |= gm[(size_t)k * nd + d];
+        }
+        if (!any) {
+            g_autofree char *why = why_not(c, v, lost >= 0 ? lost : 0);
+            const PsimNode *node = psim_graph_node(g, v);
+            node_error(error, g, v,
+                       "cannot be colocated with '%s': no device suits the whole group (%s, device '%s' "
+                       "refused)",
+                       psim_graph_node(g, gfirst[k])->name, why,
+                       psim_cluster_device(c->cluster, lost >= 0 ? lost : 0)->name);
+            (void)node;
+            return FALSE;
+        }
+    }
+    /* Members take the group's mask (appended as new masks). */
+    GByteArray *all = g_byte_array_new_take(c->masks, (gsize)c->n_masks * nd);
+    int32_t *gmask = g_new(int32_t, ng);
+    for (int32_t k = 0; k < ng; k++) {
+        gmask[k] = c->n_masks++;
+        g_byte_array_append(all, gm + (size_t)k * nd, nd);
+    }
+    c->masks = g_byte_array_free(all, FALSE);
+    for (int32_t v = 0; v < n; v++)
+        if (c->group[v] >= 0) {
+            c->feas[v] = gmask[c->group[v]];
+            if (c->fixed[v] >= 0)
+                gfix[c->group[v]] = c->fixed[v];
+        }
+    for (int32_t v = 0; v < n; v++)
+        if (c->group[v] >= 0 && gfix[c->group[v]] >= 0)
+            c->fixed[v] = gfix[c->group[v]];
+    g_free(gmask);
+    return TRUE;
+}
+
+static void build_memory(PsimPlaceCtx *c)
+{
+    int32_t n = c->n, nd = c->nd;
+    c->param_bytes = g_new0(uint64_t, n);
+    c->out_bytes_total = g_new0(uint64_t, n);
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *node = psim_graph_node(c->g, v);
+        uint64_t b = 0;
+        for (int32_t k = 0; k < node->n_outputs; k++)
+            b += node->outputs[k].bytes;
+        if ((node->flags & PSIM_NODE_PARAMETER) || is_variable(node->op))
+            c->param_bytes[v] = b;
+        else
+            c->out_bytes_total[v] = b;
+    }
+    c->capacity = g_new0(uint64_t, nd);
+    for (int32_t d = 0; d < nd; d++) {
+        uint64_t cap = psim_cluster_device(c->cluster, d)->memory_bytes;
+        if (c->opt.mem_limit && (!cap || c->opt.mem_limit < cap))
+            cap = c->opt.mem_limit;
+        c->capacity[d] = cap;
+    }
+}
+
+static void build_summaries(PsimPlaceCtx *c)
+{
+    int32_t n = c->n;
+    c->min_cost = g_new(double, n + 1);
+    c->mean_cost = g_new(double, n + 1);
+    double work = 0;
+    for (int32_t v = 0; v < n; v++) {
+        double mn = INFINITY, s = 0;
+        int32_t k = 0;
+        for (int32_t d = 0; d < c->nd; d++)
+            if (psim__feasible(c, v, d)) {
+                double w = psim__cost(c, v, d);
+                mn = MIN(mn, w);
+                s += w;
+                k++;
+            }
+        c->min_cost[v] = mn;
+        c->mean_cost[v] = s / k;
+        work += mn;
+    }
+    g_autofree double *bl = psim__blevel(c);
+    double cp = 0;
+    for (int32_t v = 0; v < n; v++)
+        cp = MAX(cp, bl[v]);
+    c->lower_bound = MAX(cp, work / c->nd);
+}
+
+PsimPlaceCtx *psim_place_ctx_new(const PsimGraph *g, PsimCostModel *m, const PsimPlaceOptions *o,
+                                 GError **error)
+{
+    g_return_val_if_fail(g && m, NULL);
+    psim_plan_ops_register();
+    PsimPlaceCtx *c = g_new0(PsimPlaceCtx, 1);
+    c->g = g;
+    c->model = m;
+    c->cluster = psim_cost_model_cluster(m);
+    if (o)
+        c->opt = *o;
+    else
+        psim_place_options_init(&c->opt);
+    c->n = psim_graph_n_nodes(g);
+    c->nd = psim_cluster_n_devices(c->cluster);
+    if (c->nd <= 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "the cluster has no devices");
+        g_free(c);
+        return NULL;
+    }
+    cost_classes(c);
+    build_edges(c);
+    build_links(c);
+    if (!build_topo(c, error) || !build_constraints(c, error)) {
+        psim_place_ctx_free(c);
+        return NULL;
+    }
+    build_memory(c);
+    build_summaries(c);
+    return c;
+}
+
+void psim_place_ctx_free(PsimPlaceCtx *c)
+{
+    if (!c)
+        return;
+    g_free(c->cls_of);
+    g_free(c->cost);
+    g_free(c->min_cost);
+    g_free(c->mean_cost);
+    g_free(c->in_off);
+    g_free(c->in_src);
+    g_free(c->in_bytes);
+    g_free(c->out_off);
+    g_free(c->out_dst);
+    g_free(c->out_bytes);
+    g_free(c->topo);
+    g_free(c->topo_pos);
+    g_free(c->lat);
+    g_free(c->inv_bw);
+    g_free(c->feas);
+    g_free(c->masks);
+    g_free(c->fixed);
+    g_free(c->group);
+    g_free(c->param_bytes);
+    g_free(c->out_bytes_total);
+    g_free(c->capacity);
+    g_free(c);
+}
+
+double psim_place_ctx_lower_bound(const PsimPlaceCtx *c) { return c->lower_bound; }

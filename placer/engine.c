@@ -1,0 +1,507 @@
+/* The static-order engine shared by every algorithm and by `search` (one engine for estimates
+ * and step times), list-scheduling helpers (ranks, insertion), the memory check, and the
+ * registry with psim_place(). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "placer/placer-private.h"
+
+static const PsimPlacer *const registry[] = {
+    &psim__placer_greedy, &psim__placer_heft,   &psim__placer_etf,
+    &psim__placer_metf,   &psim__placer_msct,   &psim__placer_mtopo,
+    &psim__placer_single, &psim__placer_round_robin, &psim__placer_file,
+    &psim__placer_search, NULL,
+};
+
+const PsimPlacer *const *psim_placer_list(int32_t *n)
+{
+    if (n)
+        *n = (int32_t)G_N_ELEMENTS(registry) - 1;
+    return registry;
+}
+
+const PsimPlacer *psim_placer_lookup(const char *name)
+{
+    for (int32_t i = 0; registry[i]; i++)
+        if (!strcmp(registry[i]->name, name))
+            return registry[i];
+    return NULL;
+}
+
+PsimPlacement *psim_placement_new(int32_t n_nodes, int32_t n_devices, const char *algo)
+{
+    PsimPlacement *p = g_new0(PsimPlacement, 1);
+    p->algo = g_strdup(algo);
+    p->n_nodes = n_nodes;
+    p->n_devices = n_devices;
+    p->device_of = g_new(int32_t, n_nodes + 1);
+    for (int32_t i = 0; i < n_nodes; i++)
+        p->device_of[i] = -1;
+    p->seq = g_new(int32_t, n_nodes + 1);
+    p->start = g_new0(double, n_nodes + 1);
+    p->finish = g_new0(double, n_nodes + 1);
+    return p;
+}
+
+void psim_placement_free(PsimPlacement *p)
+{
+    if (!p)
+        return;
+    g_free(p->algo);
+    g_free(p->device_of);
+    g_free(p->seq);
+    g_free(p->start);
+    g_free(p->finish);
+    g_free(p);
+}
+
+/* ---- levels ---- */
+
+double *psim__rank_upward(const PsimPlaceCtx *c)
+{
+    double *r = g_new(double, c->n + 1);
+    for (int32_t i = c->n - 1; i >= 0; i--) {
+        int32_t v = c->topo[i];
+        double best = 0;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
+            double x = psim__xfer_mean(c, c->out_bytes[j]) + r[c->out_dst[j]];
+            best = MAX(best, x);
+        }
+        r[v] = c->mean_cost[v] + best;
+    }
+    return r;
+}
+
+double *psim__blevel(const PsimPlaceCtx *c)
+{
+    double *r = g_new(double, c->n + 1);
+    for (int32_t i = c->n - 1; i >= 0; i--) {
+        int32_t v = c->topo[i];
+        double best = 0;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
+            best = MAX(best, r[c->out_dst[j]]);
+        r[v] = c->min_cost[v] + best;
+    }
+    return r;
+}
+
+double *psim__tlevel(const PsimPlaceCtx *c)
+{
+    double *t = g_new(double, c->n + 1);
+    for (int32_t i = 0; i < c->n; i++) {
+        int32_t v = c->topo[i];
+        double best = 0;
+        for (int32_t j = c->in_off[v]; j < c->in_off[v + 1]; j++) {
+            int32_t u = c->in_src[j];
+            best = MAX(best, t[u] + c->min_cost[u]);
+        }
+        t[v] = best;
+    }
+    return t;
+}
+
+/* ---- the engine ---- */
+
+double psim__engine_run(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq,
+                        double *start, double *finish)
+{
+    int32_t n = c->n, nd = c->nd;
+    g_autofree int32_t *deg = g_new(int32_t, n + 1), *next = g_new(int32_t, n + 1),
+                       *last = g_new(int32_t, nd), *queue = g_new(int32_t, n + 1);
+    g_autofree double *ready = g_new0(double, n + 1);
+    for (int32_t d = 0; d < nd; d++)
+        last[d] = -1;
+    for (int32_t v = 0; v < n; v++) {
+        deg[v] = c->in_off[v + 1] - c->in_off[v];
+        next[v] = -1;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = seq[i], d = dev[v];
+        if (last[d] >= 0) {
+            next[last[d]] = v;
+            deg[v]++;
+        }
+        last[d] = v;
+    }
+    int32_t head = 0, tail = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!deg[seq[i]])
+            queue[tail++] = seq[i];
+    double makespan = 0;
+    while (head < tail) {
+        int32_t v = queue[head++], d = dev[v];
+        double s = psim__arrival(c, v, d, dev, finish);
+        if (ready[v] > s)
+            s = ready[v];
+        start[v] = s;
+        finish[v] = s + psim__cost(c, v, d);
+        if (finish[v] > makespan)
+            makespan = finish[v];
+        if (next[v] >= 0) {
+            ready[next[v]] = finish[v];
+            if (--deg[next[v]] == 0)
+                queue[tail++] = next[v];
+        }
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
+            if (--deg[c->out_dst[j]] == 0)
+                queue[tail++] = c->out_dst[j];
+    }
+    return tail == n ? makespan : -1;
+}
+
+gboolean psim_placement_evaluate(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
+{
+    double m = psim__engine_run(c, p->device_of, p->seq, p->start, p->finish);
+    if (m < 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "placement '%s': the order on the devices contradicts the graph (deadlock)",
+                    p->algo);
+        return FALSE;
+    }
+    p->makespan_us = m;
+    return TRUE;
+}
+
+typedef struct {
+    const PsimPlaceCtx *c;
+    const double *start, *finish;
+} SeqCmp;
+
+static int cmp_start(const void *a, const void *b, void *user)
+{
+    const SeqCmp *s = user;
+    int32_t u = *(const int32_t *)a, v = *(const int32_t *)b;
+    if (s->start[u] != s->start[v])
+        return s->start[u] < s->start[v] ? -1 : 1;
+    if (s->finish && s->finish[u] != s->finish[v])
+        return s->finish[u] < s->finish[v] ? -1 : 1;
+    return s->c->topo_pos[u] - s->c->topo_pos[v];
+}
+
+void psim__seq_from_start(const PsimPlaceCtx *c, const double *start, const double *finish,
+                          int32_t *seq)
+{
+    /* Zero-length nodes go before a node starting at the same time on their device. */
+    SeqCmp s = {c, start, finish};
+    for (int32_t v = 0; v < c->n; v++)
+        seq[v] = c->topo[v];
+    qsort_r(seq, (size_t)c->n, sizeof(int32_t), cmp_start, &s);
+}
+
+/* A binary heap of node ids ordered by (key descending, topological position ascending). */
+typedef struct {
+    int32_t *a;
+    int32_t n;
+    const double *key;
+    const int32_t *pos;
+} Heap;
+
+static inline gboolean heap_before(const Heap *h, int32_t u, int32_t v)
+{
+    if (h->key[u] != h->key[v])
+        return h->key[u] > h->key[v];
+    return h->pos[u] < h->pos[v];
+}
+
+static void heap_push(Heap *h, int32_t v)
+{
+    int32_t i = h->n++;
+    while (i > 0) {
+        int32_t p = (i - 1) / 2;
+        if (!heap_before(h, v, h->a[p]))
+            break;
+        h->a[i] = h->a[p];
+        i = p;
+    }
+    h->a[i] = v;
+}
+
+static int32_t heap_pop(Heap *h)
+{
+    int32_t top = h->a[0], v = h->a[--h->n], i = 0;
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        int32_t mv = v;
+        if (l < h->n && heap_before(h, h->a[l], mv)) {
+            m = l;
+            mv = h->a[l];
+        }
+        if (r < h->n && heap_before(h, h->a[r], mv))
+            m = r;
+        if (m == i)
+            break;
+        h->a[i] = h->a[m];
+        i = m;
+    }
+    if (h->n)
+        h->a[i] = v;
+    return top;
+}
+
+void psim__seq_by_key(const PsimPlaceCtx *c, const double *key, int32_t *seq)
+{
+    int32_t n = c->n, k = 0;
+    g_autofree int32_t *deg = g_new(int32_t, n + 1);
+    Heap h = {g_new(int32_t, n + 1), 0, key, c->topo_pos};
+    for (int32_t v = 0; v < n; v++) {
+        deg[v] = c->in_off[v + 1] - c->in_off[v];
+        if (!deg[v])
+            heap_push(&h, v);
+    }
+    while (h.n) {
+        int32_t v = heap_pop(&h);
+        seq[k++] = v;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
+            if (--deg[c->out_dst[j]] == 0)
+                heap_push(&h, c->out_dst[j]);
+    }
+    g_free(h.a);
+}
+
+/* ---- list scheduling with insertion ---- */
+
+/* Idle gaps of one device, sorted by start; bounded so that huge graphs stay linear (the
+ * oldest gap is forgotten, which only loses insertion chances). */
+#define MAX_GAPS 64
+
+typedef struct {
+    double s, e;
+} Gap;
+
+typedef struct {
+    Gap *gaps;   /* nd * MAX_GAPS */
+    int32_t *n_gaps;
+    double *end; /* per device: end of its last node */
+} Slots;
+
+static double slot_find(const Slots *sl, int32_t d, double ready, double w)
+{
+    const Gap *g = sl->gaps + (size_t)d * MAX_GAPS;
+    for (int32_t i = 0; i < sl->n_gaps[d]; i++) {
+        double s = MAX(g[i].s, ready);
+        if (s + w <= g[i].e)
+            return s;
+    }
+    return MAX(ready, sl->end[d]);
+}
+
+static void gap_insert(Slots *sl, int32_t d, int32_t at, double s, double e)
+{
+    if (e <= s)
+        return;
+    Gap *g = sl->gaps + (size_t)d * MAX_GAPS;
+    int32_t *n = &sl->n_gaps[d];
+    if (*n == MAX_GAPS) {
+        if (at == 0)
+            return;
+        memmove(g, g + 1, sizeof(Gap) * (MAX_GAPS - 1));
+        (*n)--;
+        at--;
+    }
+    memmove(g + at + 1, g + at, sizeof(Gap) * (*n - at));
+    g[at] = (Gap){s, e};
+    (*n)++;
+}
+
+static void slot_take(Slots *sl, int32_t d, double s, double w)
+{
+    if (w <= 0)
+        return;
+    if (s >= sl->end[d]) {
+        double old = sl->end[d];
+        sl->end[d] = s + w;
+        gap_insert(sl, d, sl->n_gaps[d], old, s);
+        return;
+    }
+    Gap *g = sl->gaps + (size_t)d * MAX_GAPS;
+    for (int32_t i = 0; i < sl->n_gaps[d]; i++)
+        if (g[i].s <= s && s + w <= g[i].e) {
+            Gap old = g[i];
+            memmove(g + i, g + i + 1, sizeof(Gap) * (sl->n_gaps[d] - i - 1));
+            sl->n_gaps[d]--;
+            gap_insert(sl, d, i, s + w, old.e);
+            gap_insert(sl, d, i, old.s, s);
+            return;
+        }
+    g_assert_not_reached();
+}
+
+void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int32_t *fixed_dev,
+                          int32_t *dev, double *start, double *finish, GRand *rng)
+{
+    int32_t nd = c->nd;
+    Slots sl = {g_new(Gap, (size_t)nd * MAX_GAPS), g_new0(int32_t, nd), g_new0(double, nd)};
+    g_autofree int32_t *gdev = g_new(int32_t, c->n_groups + 1);
+    for (int32_t k = 0; k < c->n_groups; k++)
+        gdev[k] = -1;
+    for (int32_t i = 0; i < c->n; i++) {
+        int32_t v = list[i];
+        int32_t only = fixed_dev ? fixed_dev[v] : psim__group_device(c, gdev, v);
+        double best_f = INFINITY, best_s = 0;
+        int32_t best_d = -1, n_ties = 0;
+        for (int32_t d = only >= 0 ? only : 0; d < (only >= 0 ? only + 1 : nd); d++) {
+            if (only < 0 && !psim__feasible(c, v, d))
+                continue;
+            double w = psim__cost(c, v, d);
+            double s = slot_find(&sl, d, psim__arrival(c, v, d, dev, finish), w);
+            double f = s + w;
+            if (f < best_f) {
+                best_f = f;
+                best_s = s;
+                best_d = d;
+                n_ties = 1;
+            } else if (f == best_f && rng && g_rand_int_range(rng, 0, ++n_ties) == 0) {
+                best_s = s;
+                best_d = d;
+            }
+        }
+        g_assert(best_d >= 0);
+        dev[v] = best_d;
+        start[v] = best_s;
+        finish[v] = best_f;
+        slot_take(&sl, best_d, best_s, best_f - best_s);
+        if (c->group[v] >= 0)
+            gdev[c->group[v]] = best_d;
+    }
+    g_free(sl.gaps);
+    g_free(sl.n_gaps);
+    g_free(sl.end);
+}
+
+/* ---- memory ---- */
+
+typedef struct {
+    double t;
+    int64_t delta;
+    int32_t dev, node;
+} MemEvent;
+
+static int cmp_event(const void *a, const void *b)
+{
+    const MemEvent *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    if ((x->delta < 0) != (y->delta < 0))
+        return x->delta < 0 ? -1 : 1;
+    return x->node - y->node;
+}
+
+gboolean psim__memory_check(const PsimPlaceCtx *c, const PsimPlacement *p, GError **error)
+{
+    int32_t nd = c->nd, n = c->n;
+    gboolean any = FALSE;
+    for (int32_t d = 0; d < nd; d++)
+        any |= c->capacity[d] > 0;
+    if (!any)
+        return TRUE;
+    const int32_t *dev = p->device_of;
+    g_autofree uint64_t *base = g_new0(uint64_t, nd);
+    GArray *ev = g_array_new(FALSE, FALSE, sizeof(MemEvent));
+    g_autofree double *last_on = g_new(double, nd);
+    for (int32_t v = 0; v < n; v++) {
+        base[dev[v]] += c->param_bytes[v];
+        uint64_t b = c->out_bytes_total[v];
+        if (!b)
+            continue;
+        for (int32_t d = 0; d < nd; d++)
+            last_on[d] = -1;
+        double keep = c->out_off[v] == c->out_off[v + 1] ? p->makespan_us : p->finish[v];
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
+            int32_t w = c->out_dst[j], d = dev[w];
+            last_on[d] = MAX(last_on[d], p->finish[w]);
+            if (d != dev[v])
+                keep = MAX(keep, p->finish[v] + psim__xfer(c, dev[v], d, c->out_bytes[j]));
+        }
+        g_array_append_val(ev, ((MemEvent){p->start[v], (int64_t)b, dev[v], v}));
+        g_array_append_val(ev, ((MemEvent){MAX(keep, last_on[dev[v]]), -(int64_t)b, dev[v], v}));
+        for (int32_t d = 0; d < nd; d++)
+            if (d != dev[v] && last_on[d] >= 0) {
+                g_array_append_val(ev, ((MemEvent){p->finish[v], (int64_t)b, d, v}));
+                g_array_append_val(ev, ((MemEvent){last_on[d], -(int64_t)b, d, v}));
+            }
+    }
+    qsort(ev->data, ev->len, sizeof(MemEvent), cmp_event);
+    g_autofree int64_t *cur = g_new0(int64_t, nd);
+    gboolean ok = TRUE;
+    for (int32_t d = 0; d < nd && ok; d++)
+        if (c->capacity[d] && base[d] > c->capacity[d]) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "placement '%s': device '%s' needs %" G_GUINT64_FORMAT
+                        " bytes of parameters, over its limit of %" G_GUINT64_FORMAT,
+                        p->algo, psim_cluster_device(c->cluster, d)->name, base[d], c->capacity[d]);
+            ok = FALSE;
+        }
+    for (guint i = 0; i < ev->len && ok; i++) {
+        const MemEvent *e = &g_array_index(ev, MemEvent, i);
+        cur[e->dev] += e->delta;
+        uint64_t used = base[e->dev] + (uint64_t)MAX(cur[e->dev], 0);
+        if (c->capacity[e->dev] && used > c->capacity[e->dev]) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "placement '%s': device '%s' needs %" G_GUINT64_FORMAT
+                        " bytes at %.3f us (node '%s'), over its limit of %" G_GUINT64_FORMAT,
+                        p->algo, psim_cluster_device(c->cluster, e->dev)->name, used, e->t,
+                        c->g ? psim_graph_node(c->g, e->node)->name : "?", c->capacity[e->dev]);
+            ok = FALSE;
+        }
+    }
+    g_array_free(ev, TRUE);
+    return ok;
+}
+
+/* ---- running an algorithm ---- */
+
+static gboolean check_devices(const PsimPlaceCtx *c, const PsimPlacement *p, GError **error)
+{
+    g_autofree int32_t *gdev = g_new(int32_t, c->n_groups + 1);
+    for (int32_t k = 0; k < c->n_groups; k++)
+        gdev[k] = -1;
+    for (int32_t v = 0; v < c->n; v++) {
+        int32_t d = p->device_of[v];
+        const char *name = c->g ? psim_graph_node(c->g, v)->name : "?";
+        if (d < 0 || d >= c->nd || !psim__feasible(c, v, d) || (c->fixed[v] >= 0 && c->fixed[v] != d)) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "placement '%s': node '%s': device %s is not allowed for it", p->algo, name,
+                        d >= 0 && d < c->nd ? psim_cluster_device(c->cluster, d)->name : "(none)");
+            return FALSE;
+        }
+        int32_t k = c->group[v];
+        if (k >= 0 && gdev[k] >= 0 && gdev[k] != d) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "placement '%s': node '%s': on %s, away from its colocation group on %s",
+                        p->algo, name, psim_cluster_device(c->cluster, d)->name,
+                        psim_cluster_device(c->cluster, gdev[k])->name);
+            return FALSE;
+        }
+        if (k >= 0)
+            gdev[k] = d;
+    }
+    return TRUE;
+}
+
+PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
+{
+    const PsimPlacer *pl = psim_placer_lookup(algo);
+    if (!pl) {
+        GString *names = g_string_new(NULL);
+        for (int32_t i = 0; registry[i]; i++)
+            g_string_append_printf(names, "%s%s", i ? ", " : "", registry[i]->name);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "unknown algorithm '%s' (one of: %s)",
+                    algo, names->str);
+        g_string_free(names, TRUE);
+        return NULL;
+    }
+    PsimPlacement *p = psim_placement_new(c->n, c->nd, pl->name);
+    double t0 = psim__now_ms();
+    if (!pl->place(c, p, error) || !check_devices(c, p, error) ||
+        !psim_placement_evaluate(c, p, error)) {
+        psim_placement_free(p);
+        return NULL;
+    }
+    p->elapsed_ms = psim__now_ms() - t0;
+    if (!psim__memory_check(c, p, error)) {
+        psim_placement_free(p);
+        return NULL;
+    }
+    return p;
+}

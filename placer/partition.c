@@ -1,0 +1,371 @@
+/* Partitioning a placed graph into a Plan (TF's graph_partition.cc): Send/Recv pairs where
+ * edges cross devices, one Recv per (tensor, destination device); then the recv schedule
+ * (TF's scheduler.cc: ASAP, ALAP, slack) and the plan's order, starts and priorities. */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "placer/placer-private.h"
+
+int32_t psim_plan_n_sends(const PsimPlan *p)
+{
+    int32_t k = 0;
+    for (int32_t v = 0; v < psim_graph_n_nodes(p->graph); v++)
+        k += !strcmp(psim_graph_node(p->graph, v)->op, "Send");
+    return k;
+}
+
+/* Copies node v of g into pg without its inputs. */
+static PsimNode *copy_node(PsimGraph *pg, const PsimGraph *g, int32_t v, const char *assigned,
+                           GError **error)
+{
+    const PsimNode *s = psim_graph_node(g, v);
+    PsimNode *n = psim_graph_node_add(pg, s->name, s->op, error);
+    if (!n)
+        return NULL;
+    n->flags = s->flags;
+    if (s->domain)
+        n->domain = psim_graph_intern(pg, s->domain);
+    if (s->n_outputs) {
+        psim_graph_node_outputs_set(pg, n, s->n_outputs);
+        for (int32_t k = 0; k < s->n_outputs; k++) {
+            const PsimOutput *o = &s->outputs[k];
+            psim_graph_output_set(pg, n, k, o->dtype, o->rank, o->dims);
+            if (o->value)
+                psim_graph_output_value_set(pg, n, k, o->value);
+            n->outputs[k].bytes = o->bytes;
+            if (o->name)
+                n->outputs[k].name = psim_graph_intern(pg, o->name);
+        }
+    }
+    for (int32_t k = 0; k < s->n_attrs; k++)
+        psim_graph_node_attr_set(pg, n, &s->attrs[k]);
+    for (int32_t k = 0; k < s->n_costs; k++)
+        psim_graph_node_cost_set(pg, n, s->costs[k].device, s->costs[k].us);
+    if (s->device)
+        psim_graph_node_device_set(pg, n, s->device);
+    psim_graph_node_assigned_set(pg, n, assigned);
+    return n;
+}
+
+typedef struct {
+    PsimPlaceCtx *c;
+    const PsimPlacement *p;
+    PsimGraph *pg;
+    GHashTable *index; /* "u:k>d" -> transfer index + 1 */
+    GArray *xfers;     /* PsimTransfer */
+    GArray *src_dev;   /* device of every plan node, grown as nodes are added */
+} Part;
+
+static gboolean compress_output(const PsimPlaceCtx *c, const PsimNode *u, int32_t k)
+{
+    if (u->outputs[k].dtype != PSIM_DTYPE_FLOAT32)
+        return FALSE;
+    const PsimAttr *a = psim_node_attr(u, "_compress");
+    return c->opt.compress || (a && a->type == PSIM_ATTR_BOOL && a->v.b);
+}
+
+/* The transfer of output k of u (k < 0: a control edge) to device d, made on first use. */
+static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **error)
+{
+    g_autofree char *hk = g_strdup_printf("%d:%d>%d", u, k, d);
+    gpointer found = g_hash_table_lookup(pt->index, hk);
+    if (found)
+        return GPOINTER_TO_INT(found) - 1;
+    const PsimGraph *g = pt->c->g;
+    const PsimCluster *cl = pt->c->cluster;
+    PsimGraph *pg = pt->pg;
+    const PsimNode *un = psim_graph_node(g, u);
+    int32_t s = pt->p->device_of[u];
+    const char *sname = psim_cluster_device(cl, s)->name, *dname = psim_cluster_device(cl, d)->name;
+    PsimTransfer t = {0};
+    t.src = s;
+    t.dst = d;
+    t.control = k < 0;
+    t.port = (PsimPort){u, k < 0 ? 0 : k};
+    if (k >= 0) {
+        t.raw_bytes = un->outputs[k].bytes;
+        t.compressed = compress_output(pt->c, un, k);
+        t.bytes = t.compressed ? t.raw_bytes / 2 : t.raw_bytes;
+    }
+    g_autofree char *tensor = k < 0 ? g_strdup_printf("^%s", un->name) : g_strdup_printf("%s:%d", un->name, k);
+    g_autofree char *key = g_strdup_printf("%s;%s;%s", sname, dname, tensor);
+    t.key = psim_graph_intern(pg, key);
+    const char *dshort = psim_cluster_device(cl, d)->short_name;
+    g_autofree char *sbase = k < 0 ? g_strdup_printf("%s/_send_ctl_to_%s", un->name, dshort)
+                                   : g_strdup_printf("%s/_send_%d_to_%s", un->name, k, dshort);
+    g_autofree char *rbase = k < 0 ? g_strdup_printf("%s/_recv_ctl_on_%s", un->name, dshort)
+                                   : g_strdup_printf("%s/_recv_%d_on_%s", un->name, k, dshort);
+    for (char *q = sbase; *q; q++)
+        if (*q == ':')
+            *q = '_';
+    for (char *q = rbase; *q; q++)
+        if (*q == ':')
+            *q = '_';
+    PsimNode *sn = psim_graph_node_add(pg, psim_graph_unique_name(pg, sbase), "Send", error);
+    if (!sn)
+        return -1;
+    PsimNode *rn = psim_graph_node_add(pg, psim_graph_unique_name(pg, rbase), "Recv", error);
+    if (!rn)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        PsimNode *x = i ? rn : sn;
+        psim_graph_node_attr_set_string(pg, x, "tensor", tensor);
+        psim_graph_node_attr_set_string(pg, x, "send_device", sname);
+        psim_graph_node_attr_set_string(pg, x, "recv_device", dname);
+        psim_graph_node_attr_set_string(pg, x, "key", key);
+        psim_graph_node_attr_set_int(pg, x, "bytes", (int64_t)t.bytes);
+        if (t.compressed)
+            psim_graph_node_attr_set_bool(pg, x, "compressed", TRUE);
+        if (t.control)
+            psim_graph_node_attr_set_bool(pg, x, "control", TRUE);
+        psim_graph_node_assigned_set(pg, x, i ? dname : sname);
+    }
+    if (k < 0)
+        psim_graph_node_control_add(pg, sn, u);
+    else
+        psim_graph_node_input_add(pg, sn, t.port);
+    psim_graph_node_control_add(pg, rn, sn->id);
+    if (k >= 0) {
+        const PsimOutput *o = &un->outputs[k];
+        psim_graph_node_outputs_set(pg, rn, 1);
+        psim_graph_output_set(pg, rn, 0, o->dtype, o->rank, o->dims);
+        rn->outputs[0].bytes = o->bytes;
+    }
+    t.send = sn->id;
+    t.recv = rn->id;
+    g_array_append_val(pt->src_dev, s);
+    g_array_append_val(pt->src_dev, d);
+    g_array_append_val(pt->xfers, t);
+    g_hash_table_insert(pt->index, g_steal_pointer(&hk), GINT_TO_POINTER((gint)pt->xfers->len));
+    return (int32_t)pt->xfers->len - 1;
+}
+
+/* ---- the plan's own static-order simulation ---- */
+
+typedef struct {
+    const PsimPlan *plan;
+    int32_t n;
+    double *dur;           /* per node */
+    int32_t *chain_next;   /* next compute node on the same device, or -1 */
+    int32_t *order;        /* processing order of the last run */
+} PlanSim;
+
+/* Forward pass: start = max(inputs done, previous compute node on the device, earliest). */
+static double plan_forward(PlanSim *ps, const double *earliest, double *start, double *finish)
+{
+    const PsimGraph *pg = ps->plan->graph;
+    int32_t n = ps->n;
+    const int32_t *po, *pr, *so, *su;
+    psim_graph_pred(pg, &po, &pr);
+    psim_graph_succ(pg, &so, &su);
+    g_autofree int32_t *deg = g_new0(int32_t, n + 1);
+    g_autofree double *ready = g_new0(double, n + 1);
+    for (int32_t v = 0; v < n; v++)
+        deg[v] += po[v + 1] - po[v];
+    for (int32_t v = 0; v < n; v++)
+        if (ps->chain_next[v] >= 0)
+            deg[ps->chain_next[v]]++;
+    int32_t head = 0, tail = 0;
+    for (int32_t v = 0; v < n; v++)
+        if (!deg[v])
+            ps->order[tail++] = v;
+    double m = 0;
+    while (head < tail) {
+        int32_t v = ps->order[head++];
+        double s = MAX(ready[v], earliest ? earliest[v] : 0);
+        for (int32_t i = po[v]; i < po[v + 1]; i++)
+            s = MAX(s, finish[pr[i]]);
+        start[v] = s;
+        finish[v] = s + ps->dur[v];
+        m = MAX(m, finish[v]);
+        int32_t w = ps->chain_next[v];
+        if (w >= 0) {
+            ready[w] = finish[v];
+            if (--deg[w] == 0)
+                ps->order[tail++] = w;
+        }
+        for (int32_t i = so[v]; i < so[v + 1]; i++)
+            if (--deg[su[i]] == 0)
+                ps->order[tail++] = su[i];
+    }
+    return tail == n ? m : -1;
+}
+
+/* Backward pass over the last forward order: latest starts that keep the makespan m. */
+static void plan_backward(PlanSim *ps, double m, double *late_start)
+{
+    const PsimGraph *pg = ps->plan->graph;
+    const int32_t *so, *su;
+    psim_graph_succ(pg, &so, &su);
+    for (int32_t i = ps->n - 1; i >= 0; i--) {
+        int32_t v = ps->order[i];
+        double lf = m;
+        for (int32_t j = so[v]; j < so[v + 1]; j++)
+            lf = MIN(lf, late_start[su[j]]);
+        if (ps->chain_next[v] >= 0)
+            lf = MIN(lf, late_start[ps->chain_next[v]]);
+        late_start[v] = lf - ps->dur[v];
+    }
+}
+
+typedef struct {
+    const double *start;
+    const int32_t *rank;
+} OrderCmp;
+
+static int cmp_order(const void *a, const void *b, void *user)
+{
+    const OrderCmp *o = user;
+    int32_t u = *(const int32_t *)a, v = *(const int32_t *)b;
+    if (o->start[u] != o->start[v])
+        return o->start[u] < o->start[v] ? -1 : 1;
+    return o->rank[u] - o->rank[v];
+}
+
+PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **error)
+{
+    g_return_val_if_fail(c->g, NULL);
+    psim_plan_ops_register();
+    const PsimGraph *g = c->g;
+    int32_t n = c->n, nd = c->nd;
+    PsimGraph *pg = psim_graph_new(psim_graph_name(g));
+    if (psim_graph_source(g))
+        psim_graph_set_source(pg, psim_graph_source(g));
+    for (int32_t v = 0; v < n; v++)
+        if (!copy_node(pg, g, v, psim_cluster_device(c->cluster, p->device_of[v])->name, error)) {
+            psim_graph_free(pg);
+            return NULL;
+        }
+    Part pt = {c, p, pg, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+               g_array_new(FALSE, TRUE, sizeof(PsimTransfer)), g_array_new(FALSE, FALSE, sizeof(int32_t))};
+    g_array_append_vals(pt.src_dev, p->device_of, n);
+    gboolean ok = TRUE;
+    for (int32_t v = 0; v < n && ok; v++) {
+        const PsimNode *s = psim_graph_node(g, v);
+        PsimNode *t = psim_graph_node(pg, v);
+        int32_t d = p->device_of[v];
+        for (int32_t k = 0; k < s->n_inputs && ok; k++) {
+            PsimPort in = s->inputs[k];
+            if (in.node >= 0 && p->device_of[in.node] != d) {
+                int32_t x = transfer_get(&pt, in.node, in.index, d, error);
+                ok = x >= 0;
+                if (ok)
+                    in = (PsimPort){g_array_index(pt.xfers, PsimTransfer, x).recv, 0};
+            }
+            psim_graph_node_input_add(pg, t, in);
+        }
+        for (int32_t k = 0; k < s->n_controls && ok; k++) {
+            int32_t u = s->controls[k];
+            if (p->device_of[u] != d) {
+                int32_t x = transfer_get(&pt, u, -1, d, error);
+                ok = x >= 0;
+                if (ok)
+                    u = g_array_index(pt.xfers, PsimTransfer, x).recv;
+            }
+            psim_graph_node_control_add(pg, t, u);
+        }
+    }
+    for (int32_t i = 0; ok && i < psim_graph_n_inputs(g); i++)
+        psim_graph_input_add(pg, psim_graph_input(g, i));
+    for (int32_t i = 0; ok && i < psim_graph_n_outputs(g); i++)
+        psim_graph_output_add(pg, psim_graph_output(g, i));
+    g_hash_table_destroy(pt.index);
+    if (!ok || !psim_graph_finalize(pg, error)) {
+        g_array_free(pt.xfers, TRUE);
+        g_array_free(pt.src_dev, TRUE);
+        psim_graph_free(pg);
+        return NULL;
+    }
+
+    g_autofree char **names = g_new0(char *, nd + 1);
+    for (int32_t d = 0; d < nd; d++)
+        names[d] = psim_cluster_device(c->cluster, d)->name;
+    PsimPlan *plan = psim_plan_new(pg, nd, (const char *const *)names);
+    plan->algo = g_strdup(p->algo);
+    int32_t N = psim_graph_n_nodes(pg);
+    memcpy(plan->device_of, pt.src_dev->data, sizeof(int32_t) * N);
+    g_array_free(pt.src_dev, TRUE);
+    plan->n_transfers = (int32_t)pt.xfers->len;
+    plan->transfers = (PsimTransfer *)g_array_free(pt.xfers, FALSE);
+    for (int32_t i = 0; i < plan->n_transfers; i++) {
+        plan->transfer_of_recv[plan->transfers[i].recv] = i;
+        /* The send node sits on the source: device_of was appended src, dst per transfer. */
+    }
+
+    /* Durations, and compute-node chains in the placement's order. */
+    PlanSim ps = {plan, N, g_new0(double, N + 1), g_new(int32_t, N + 1), g_new(int32_t, N + 1)};
+    for (int32_t v = 0; v < n; v++)
+        ps.dur[v] = psim__cost(c, v, p->device_of[v]);
+    for (int32_t i = 0; i < plan->n_transfers; i++) {
+        const PsimTransfer *t = &plan->transfers[i];
+        if (t->control)
+            ps.dur[t->recv] = psim__xfer(c, t->src, t->dst, 0);
+        else
+            ps.dur[t->recv] = psim__xfer(c, t->src, t->dst, t->bytes);
+    }
+    for (int32_t v = 0; v < N; v++)
+        ps.chain_next[v] = -1;
+    g_autofree int32_t *last = g_new(int32_t, nd), *rank = g_new(int32_t, N + 1);
+    for (int32_t d = 0; d < nd; d++)
+        last[d] = -1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = p->seq[i], d = p->device_of[v];
+        if (last[d] >= 0)
+            ps.chain_next[last[d]] = v;
+        last[d] = v;
+        rank[v] = i;
+    }
+    for (int32_t v = n; v < N; v++)
+        rank[v] = n + v;
+    g_autofree double *start = g_new(double, N + 1), *finish = g_new(double, N + 1),
+                      *late = g_new(double, N + 1), *earliest = g_new0(double, N + 1);
+    double m = plan_forward(&ps, NULL, start, finish);
+    if (m < 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "plan '%s': the order on the devices contradicts the graph", p->algo);
+        psim_plan_free(plan);
+        plan = NULL;
+        goto out;
+    }
+    plan_backward(&ps, m, late);
+    for (int32_t i = 0; i < plan->n_transfers; i++) {
+        PsimTransfer *t = &plan->transfers[i];
+        double asap = start[t->recv], alap = late[t->recv];
+        double margin = c->opt.recv_margin_us >= 0 ? c->opt.recv_margin_us : ps.dur[t->recv];
+        t->earliest_start = MAX(asap, alap - margin);
+        t->priority = alap - asap;
+        earliest[t->recv] = t->earliest_start;
+    }
+    for (int32_t v = 0; v < N; v++)
+        plan->priority[v] = plan->transfer_of_recv[v] >= 0 ? plan->transfers[plan->transfer_of_recv[v]].priority
+                                                           : late[v];
+    double m2 = plan_forward(&ps, earliest, start, finish);
+    g_assert(m2 >= 0 && m2 <= m * (1 + 1e-12) + 1e-9);
+    plan->makespan_us = m2;
+    memcpy(plan->planned_start, start, sizeof(double) * N);
+    /* Per-device order: by planned start, compute nodes keeping the placement's order. */
+    {
+        OrderCmp oc = {start, rank};
+        g_autofree int32_t *all = g_new(int32_t, N + 1);
+        for (int32_t v = 0; v < N; v++)
+            all[v] = v;
+        /* Compute nodes sort by their chain position among themselves; give async nodes the
+         * start as key and compute nodes too (their starts never decrease along a chain). */
+        qsort_r(all, (size_t)N, sizeof(int32_t), cmp_order, &oc);
+        for (int32_t i = 0; i < N; i++)
+            plan->n_order[plan->device_of[all[i]]]++;
+        for (int32_t d = 0; d < nd; d++) {
+            plan->order[d] = g_new(int32_t, plan->n_order[d] + 1);
+            plan->n_order[d] = 0;
+        }
+        for (int32_t i = 0; i < N; i++) {
+            int32_t d = plan->device_of[all[i]];
+            plan->order[d][plan->n_order[d]++] = all[i];
+        }
+    }
+out:
+    g_free(ps.dur);
+    g_free(ps.chain_next);
+    g_free(ps.order);
+    return plan;
+}

@@ -1,0 +1,132 @@
+/* Internals of the placer: the placement problem as a weighted DAG that every algorithm reads
+ * (so a coarsened problem is just another one), the static-order engine, random numbers. */
+#ifndef PLACESIM_PLACER_PRIVATE_H
+#define PLACESIM_PLACER_PRIVATE_H
+
+#include <math.h>
+
+#include "placesim/placer.h"
+
+struct PsimPlaceCtx {
+    const PsimGraph *g;      /* NULL for a coarsened problem */
+    PsimCostModel *model;
+    const PsimCluster *cluster;
+    PsimPlaceOptions opt;
+    int32_t n, nd;
+    /* Devices with identical costs share a class; cost[v * n_cls + cls_of[d]]. */
+    int32_t n_cls;
+    int32_t *cls_of;
+    double *cost;
+    double *min_cost;        /* per node: cheapest feasible cost */
+    double *mean_cost;       /* per node: mean over feasible devices */
+    /* Edges (unique per producer/consumer pair; bytes = the largest tensor sent, after
+     * compression; 0 for control-only edges), CSR both ways. */
+    int32_t *in_off, *in_src;
+    uint64_t *in_bytes;
+    int32_t *out_off, *out_dst;
+    uint64_t *out_bytes;
+    int32_t *topo, *topo_pos;
+    /* Links: time(a, b, bytes) = lat + bytes * inv_bw; zero on a device itself. */
+    double *lat, *inv_bw;
+    double mean_lat, mean_inv_bw; /* over distinct ordered pairs */
+    /* Feasibility: feas[v] < 0: every device; else masks[feas[v] * nd + d]. */
+    int32_t *feas;
+    guint8 *masks;
+    int32_t n_masks;
+    int32_t *fixed;          /* device assigned in the graph, or -1 */
+    int32_t *group;          /* colocation group id (dense), -1 when alone */
+    int32_t n_groups;
+    /* Memory: parameters (resident) and outputs (activations) per node, capacity per device. */
+    uint64_t *param_bytes, *out_bytes_total;
+    uint64_t *capacity;      /* 0: unlimited */
+    /* Coarsening: the node of the fine problem each coarse node stands for is not kept; a
+     * coarse problem maps fine -> coarse in members_of. */
+    double lower_bound;
+};
+
+static inline double psim__cost(const PsimPlaceCtx *c, int32_t v, int32_t d)
+{
+    return c->cost[(size_t)v * c->n_cls + c->cls_of[d]];
+}
+
+static inline gboolean psim__feasible(const PsimPlaceCtx *c, int32_t v, int32_t d)
+{
+    return c->feas[v] < 0 || c->masks[(size_t)c->feas[v] * c->nd + d];
+}
+
+static inline double psim__xfer(const PsimPlaceCtx *c, int32_t a, int32_t b, uint64_t bytes)
+{
+    if (a == b)
+        return 0;
+    size_t k = (size_t)a * c->nd + b;
+    return c->lat[k] + (double)bytes * c->inv_bw[k];
+}
+
+/* Mean transfer time between distinct devices (HEFT's average communication cost). */
+static inline double psim__xfer_mean(const PsimPlaceCtx *c, uint64_t bytes)
+{
+    return c->nd > 1 ? c->mean_lat + (double)bytes * c->mean_inv_bw : 0;
+}
+
+/* Time node v's inputs are all on device d, given its producers' devices and finishes. */
+static inline double psim__arrival(const PsimPlaceCtx *c, int32_t v, int32_t d, const int32_t *dev,
+                                   const double *finish)
+{
+    double t = 0;
+    for (int32_t i = c->in_off[v]; i < c->in_off[v + 1]; i++) {
+        int32_t u = c->in_src[i];
+        double a = finish[u] + psim__xfer(c, dev[u], d, c->in_bytes[i]);
+        if (a > t)
+            t = a;
+    }
+    return t;
+}
+
+/* Upward rank (HEFT): mean cost plus the longest mean-cost path to an exit. n entries; g_free. */
+double *psim__rank_upward(const PsimPlaceCtx *c);
+/* Static level with cheapest costs and no communication. */
+double *psim__blevel(const PsimPlaceCtx *c);
+/* Static top level with cheapest costs (longest path from an entry, excluding the node). */
+double *psim__tlevel(const PsimPlaceCtx *c);
+
+/* The engine on (device_of, seq): fills start, finish, returns the makespan, or -1 if the
+ * order deadlocks. work (optional) gets n nodes' scratch; dev_last etc. allocated inside. */
+double psim__engine_run(const PsimPlaceCtx *c, const int32_t *device_of, const int32_t *seq,
+                        double *start, double *finish);
+
+/* Sorts nodes by start, then finish, then topological position into seq. */
+void psim__seq_from_start(const PsimPlaceCtx *c, const double *start, const double *finish,
+                          int32_t *seq);
+
+/* A list order: Kahn's algorithm taking the ready node with the largest key first (ties by
+ * topological position). seq gets n ids. */
+void psim__seq_by_key(const PsimPlaceCtx *c, const double *key, int32_t *seq);
+
+/* List scheduling with insertion (HEFT's placement step) of nodes in `list` order (which must
+ * be topological): each node goes to the feasible device where it finishes first, using idle
+ * gaps. Respects groups, fixed devices, and when `fixed_dev` is not NULL, those devices.
+ * Fills dev, start, finish. rng (optional) breaks exact ties at random. */
+void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int32_t *fixed_dev,
+                          int32_t *dev, double *start, double *finish, GRand *rng);
+
+/* Checks memory (parameters plus peak live activations in static order) against capacities.
+ * FALSE with an error naming the device, the node and the time when over. */
+gboolean psim__memory_check(const PsimPlaceCtx *c, const PsimPlacement *p, GError **error);
+
+/* Registry entries defined in the algorithm files. */
+extern const PsimPlacer psim__placer_greedy, psim__placer_heft, psim__placer_etf,
+    psim__placer_metf, psim__placer_msct, psim__placer_mtopo, psim__placer_single,
+    psim__placer_round_robin, psim__placer_file, psim__placer_search;
+
+/* The group-aware device choice helpers: the device already taken by v's group, or -1. */
+static inline int32_t psim__group_device(const PsimPlaceCtx *c, const int32_t *gdev, int32_t v)
+{
+    if (c->fixed[v] >= 0)
+        return c->fixed[v];
+    return c->group[v] >= 0 ? gdev[c->group[v]] : -1;
+}
+
+/* Monotonic wall clock in milliseconds. */
+static inline double psim__now_ms(void) { return (double)g_get_monotonic_time() / 1e3; }
+
+#endif

@@ -11,46 +11,6 @@
 
 #define FORMAT_KEY "placesim.plan/1"
 
-/* ---- the Send and Recv ops of partitioned graphs ---- */
-
-static gboolean infer_none(PsimGraph *g, PsimNode *n, GError **error)
-{
-    (void)g;
-    (void)n;
-    (void)error;
-    return TRUE;
-}
-
-static void count_none(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
-{
-    (void)g;
-    (void)n;
-    memset(out, 0, sizeof *out);
-}
-
-static int32_t recv_outputs(const PsimNode *n)
-{
-    const PsimAttr *a = psim_node_attr(n, "control");
-    return a && a->type == PSIM_ATTR_BOOL && a->v.b ? 0 : 1;
-}
-
-static const PsimOpDef send_def = {
-    "Send", "sends a tensor to another device (rendezvous key); no compute", PSIM_OP_STATEFUL,
-    infer_none, count_none, NULL, -1};
-static const PsimOpDef recv_def = {
-    "Recv", "receives a tensor from another device (rendezvous key); no compute",
-    PSIM_OP_STATEFUL, infer_none, count_none, recv_outputs, 0};
-
-void psim_plan_ops_register(void)
-{
-    static gsize once = 0;
-    if (g_once_init_enter(&once)) {
-        psim_op_register(&send_def);
-        psim_op_register(&recv_def);
-        g_once_init_leave(&once, 1);
-    }
-}
-
 /* From json.c. */
 void psim__json_string(GString *s, const char *v);
 void psim__json_double(GString *s, double v, gboolean force_point);
@@ -195,7 +155,6 @@ static JsonArray *get_array(JsonObject *o, const char *m)
 
 PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error)
 {
-    psim_plan_ops_register();
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) perr = NULL;
     PsimPlan *p = NULL;

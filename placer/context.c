@@ -470,7 +470,6 @@ PsimPlaceCtx *psim_place_ctx_new(const PsimGraph *g, PsimCostModel *m, const Psi
                                  GError **error)
 {
     g_return_val_if_fail(g && m, NULL);
-    psim_plan_ops_register();
     PsimPlaceCtx *c = g_new0(PsimPlaceCtx, 1);
     c->g = g;
     c->model = m;

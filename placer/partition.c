@@ -225,7 +225,6 @@ static int cmp_order(const void *a, const void *b, void *user)
 PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **error)
 {
     g_return_val_if_fail(c->g, NULL);
-    psim_plan_ops_register();
     const PsimGraph *g = c->g;
     int32_t n = c->n, nd = c->nd;
     PsimGraph *pg = psim_graph_new(psim_graph_name(g));

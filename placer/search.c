@@ -14,8 +14,9 @@
 
 #include "placer/placer-private.h"
 
-/* Work units per millisecond of budget: about this machine's engine speed on small graphs. */
-#define UNITS_PER_MS 60000.0
+/* Work units per millisecond of budget, with an evaluation costing (nodes + edges) x (devices
+ * + 2) + 64 units: about this machine's speed for a decode plus an engine run. */
+#define UNITS_PER_MS 100000.0
 
 typedef struct {
     PsimPlaceCtx *c;
@@ -211,7 +212,7 @@ static gboolean place_search(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     int32_t n = c->n;
     Search s = {.c = c, .rng = g_rand_new_with_seed((guint32)(c->opt.seed ^ (c->opt.seed >> 32)))};
     s.units_left = MAX(c->opt.budget_ms, 0) * UNITS_PER_MS;
-    s.unit_cost = (double)n + c->in_off[n] + c->nd;
+    s.unit_cost = ((double)n + c->in_off[n]) * (c->nd + 2) + 64;
     s.dev = p->device_of;
     s.seq = p->seq;
     s.best = INFINITY;

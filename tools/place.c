@@ -7,7 +7,8 @@
 #include "placesim/placer.h"
 #include "tools/cli.h"
 
-/* "uniform:P[:GBPS[:LATENCY_US]]": P identical devices joined by identical links (free when no
+/* "uniform:P[:GBPS[:LATENCY_US]]": P identical devices joined by identical independent links
+ * (transfers do not share them, the HEFT papers' model; free when no
  * bandwidth is given), of the device type the graph's cost annotations name when they all name
  * one type ("P" otherwise; annotations keyed "P:0", "P:1"... then address the devices one by
  * one). "stg:P" is uniform:P, the setting of the STG studies (no communication cost). */
@@ -48,7 +49,7 @@ static PsimCluster *identical_cluster(const PsimGraph *g, const char *spec, GErr
             return NULL;
         }
     }
-    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = bw, .latency_us = lat});
+    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = bw, .latency_us = lat, .independent = TRUE});
     return c;
 }
 

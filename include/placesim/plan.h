@@ -54,15 +54,6 @@ PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GEr
 gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
 PsimPlan *psim_plan_load(const char *path, GError **error);
 
-/* Registers the ops of partitioned graphs, Send and Recv (idempotent; plan building and loading
- * call it). Neither computes: they occupy no compute stream. A Recv waits for its Send (a control
- * edge), never starts its transfer before the transfer's earliest_start, and ends when the last
- * byte arrives; planned_start of a Recv is its transfer's start. Attributes: tensor, key,
- * send_device, recv_device, bytes (on the wire), compressed and control (when true). In `static`
- * order the compute nodes of a device run in the order listed; Send and Recv are listed at their
- * planned start. */
-void psim_plan_ops_register(void);
-
 G_END_DECLS
 
 #endif

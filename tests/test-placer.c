@@ -1,0 +1,327 @@
+/* Placer tests: the HEFT paper's example (makespan 80), every algorithm's plan simulated in
+ * static order equals its own estimate on STG graphs, search (never worse, deterministic,
+ * reaches known optima), constraints (requests, kernels, colocation, memory), placement files. */
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "placesim/placer.h"
+#include "placesim/sim.h"
+
+static char *src_path(const char *rel)
+{
+    const char *src = g_getenv("PSIM_SRC");
+    return g_build_filename(src ? src : "..", rel, NULL);
+}
+
+static char *data_path(const char *rel)
+{
+    const char *d = g_getenv("PSIM_DATA");
+    return g_build_filename(d ? d : "../../shared/data", rel, NULL);
+}
+
+/* n devices "P:i" of type P joined by independent links of GBps and latency lat (GBps 0:
+ * free). */
+static PsimCluster *uniform(int32_t n, double GBps, double lat)
+{
+    PsimCluster *c = psim_cluster_new();
+    for (int32_t i = 0; i < n; i++) {
+        g_autofree char *nm = g_strdup_printf("P:%d", i);
+        g_assert_cmpint(psim_cluster_device_add(c, nm, "P", NULL), ==, i);
+    }
+    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = GBps, .latency_us = lat, .independent = TRUE});
+    return c;
+}
+
+static double sim_static(const PsimPlan *plan, PsimCostModel *m)
+{
+    PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .no_timeline = TRUE};
+    PsimSimResult r = {0};
+    g_autoptr(GError) err = NULL;
+    g_assert_true(psim_sim_run(plan, m, &so, &r, NULL, &err));
+    g_assert_no_error(err);
+    double t = r.step_time_us;
+    psim_sim_result_clear(&r);
+    return t;
+}
+
+static void test_heft_paper(void)
+{
+    g_autofree char *path = src_path("tests/data/heft-example.json");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = uniform(3, 0.001, 0); /* 1 byte per microsecond */
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) p = psim_place(ctx, "heft", &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(p->makespan_us, ==, 80);
+    /* The paper's schedule: n1 on P3 first, the exit task n10 on P2 from 73 to 80. */
+    const PsimNode *n1 = psim_graph_node_find(g, "n1"), *n10 = psim_graph_node_find(g, "n10");
+    g_assert_cmpint(p->device_of[n1->id], ==, 2);
+    g_assert_cmpint(p->device_of[n10->id], ==, 1);
+    g_assert_cmpfloat(p->start[n10->id], ==, 73);
+    g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(plan->makespan_us, ==, 80);
+    g_assert_cmpfloat(sim_static(plan, m), ==, 80);
+    /* search starts from it and may only improve. */
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    o.budget_ms = 50;
+    g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
+    g_autoptr(PsimPlacement) s = psim_place(ctx2, "search", &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(s->makespan_us, <=, 80);
+}
+
+static PsimGraph *load_stg(const char *name)
+{
+    g_autofree char *rel = g_strdup_printf("stg/50/%s.stg", name);
+    g_autofree char *path = data_path(rel);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS))
+        return NULL;
+    g_autoptr(GError) err = NULL;
+    PsimGraph *g = psim_graph_load(path, NULL, &err);
+    g_assert_no_error(err);
+    return g;
+}
+
+/* Every algorithm's estimate equals the simulator's static-order step time (no communication),
+ * and none goes below the proven optimum. */
+static void test_stg_sim_equality(void)
+{
+    g_autoptr(PsimGraph) g = load_stg("rand0000");
+    if (!g) {
+        g_test_skip("no STG data");
+        return;
+    }
+    static const int32_t procs[] = {2, 4, 8, 16};
+    static const double opt[] = {131, 66, 55, 55}; /* stg/opt/Case50_P_OPT.csv */
+    for (size_t k = 0; k < G_N_ELEMENTS(procs); k++) {
+        g_autoptr(PsimCluster) c = uniform(procs[k], 0, 0);
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+        PsimPlaceOptions o;
+        psim_place_options_init(&o);
+        o.budget_ms = 100;
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+        g_assert_no_error(err);
+        for (const PsimPlacer *const *pl = psim_placer_list(NULL); *pl; pl++) {
+            if (!strcmp((*pl)->name, "file"))
+                continue;
+            g_autoptr(PsimPlacement) p = psim_place(ctx, (*pl)->name, &err);
+            g_assert_no_error(err);
+            g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+            g_assert_no_error(err);
+            g_assert_cmpfloat(plan->makespan_us, ==, p->makespan_us);
+            g_assert_cmpfloat(sim_static(plan, m), ==, plan->makespan_us);
+            g_assert_cmpfloat(p->makespan_us, >=, opt[k]);
+            g_assert_cmpfloat(p->makespan_us, >=, psim_place_ctx_lower_bound(ctx));
+        }
+    }
+}
+
+static double best_heuristic(PsimPlaceCtx *ctx)
+{
+    double best = INFINITY;
+    static const char *const h[] = {"greedy", "heft", "etf", "m-sct"};
+    for (size_t i = 0; i < G_N_ELEMENTS(h); i++) {
+        g_autoptr(PsimPlacement) p = psim_place(ctx, h[i], NULL);
+        best = MIN(best, p->makespan_us);
+    }
+    return best;
+}
+
+/* rand0022 on 4 devices: HEFT is 4 % over the optimum 47... search must do better, never worse
+ * than its start, and give the same plan for the same seed. */
+static void test_search(void)
+{
+    g_autoptr(PsimGraph) g = load_stg("rand0028");
+    if (!g) {
+        g_test_skip("no STG data");
+        return;
+    }
+    g_autoptr(PsimCluster) c = uniform(4, 0, 0);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    o.budget_ms = 200;
+    o.seed = 7;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    double start = best_heuristic(ctx);
+    g_autoptr(PsimPlacement) a = psim_place(ctx, "search", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) b = psim_place(ctx, "search", &err);
+    g_assert_cmpfloat(a->makespan_us, <=, start);
+    g_assert_cmpfloat(a->makespan_us, <, start); /* the list heuristics are 4 % off here */
+    g_assert_cmpfloat(a->makespan_us, ==, b->makespan_us);
+    g_assert_cmpmem(a->device_of, sizeof(int32_t) * a->n_nodes, b->device_of, sizeof(int32_t) * b->n_nodes);
+    g_assert_cmpmem(a->seq, sizeof(int32_t) * a->n_nodes, b->seq, sizeof(int32_t) * b->n_nodes);
+}
+
+/* A small graph: x -> y -> z, with optional requests. */
+static PsimGraph *tiny(const char *req_x, const char *req_y)
+{
+    PsimGraph *g = psim_graph_new("tiny");
+    const char *names[] = {"x", "y", "z"};
+    for (int i = 0; i < 3; i++) {
+        PsimNode *n = psim_graph_node_add(g, names[i], "Task", NULL);
+        psim_graph_node_outputs_set(g, n, 1);
+        n->outputs[0].bytes = 1000;
+        psim_graph_node_cost_set(g, n, "*", 10);
+        if (i)
+            psim_graph_node_input_add_ref(g, n, names[i - 1]);
+    }
+    if (req_x)
+        psim_graph_node_device_set(g, psim_graph_node_find(g, "x"), req_x);
+    if (req_y)
+        psim_graph_node_device_set(g, psim_graph_node_find(g, "y"), req_y);
+    g_assert_true(psim_graph_finalize(g, NULL));
+    return g;
+}
+
+static void test_constraints(void)
+{
+    g_autoptr(PsimCluster) c = uniform(3, 1, 1);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(GError) err = NULL;
+    /* Requests are obeyed by every algorithm. */
+    g_autoptr(PsimGraph) g = tiny("P:2", "P:1");
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, NULL, &err);
+    g_assert_no_error(err);
+    for (const PsimPlacer *const *pl = psim_placer_list(NULL); *pl; pl++) {
+        if (!strcmp((*pl)->name, "file"))
+            continue;
+        g_autoptr(PsimPlacement) p = psim_place(ctx, (*pl)->name, &err);
+        g_assert_no_error(err);
+        g_assert_cmpint(p->device_of[0], ==, 2);
+        g_assert_cmpint(p->device_of[1], ==, 1);
+    }
+    /* An unsatisfiable request names the node and the device. */
+    g_autoptr(PsimGraph) bad = tiny("GPU:0", NULL);
+    g_assert_null(psim_place_ctx_new(bad, m, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "node 'x'"));
+    g_assert_nonnull(strstr(err->message, "GPU:0"));
+    g_clear_error(&err);
+    /* A node with no cost anywhere (no kernel) is refused. */
+    g_autoptr(PsimGraph) nok = psim_graph_new("nok");
+    PsimNode *t = psim_graph_node_add(nok, "t", "Task", NULL);
+    psim_graph_node_cost_set(nok, t, "GPU", 1);
+    g_assert_true(psim_graph_finalize(nok, NULL));
+    g_assert_null(psim_place_ctx_new(nok, m, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "node 't'"));
+    g_clear_error(&err);
+}
+
+/* Colocation: `_class: loc:@x` and a variable with its readers go together; a request that
+ * splits a group is refused. */
+static void test_colocation(void)
+{
+    g_autoptr(PsimCluster) c = uniform(3, 1, 1);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = tiny("P:2", NULL);
+    psim_graph_node_attr_set_string(g, psim_graph_node_find(g, "z"), "_class", "loc:@x");
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, NULL, &err);
+    g_assert_no_error(err);
+    for (const PsimPlacer *const *pl = psim_placer_list(NULL); *pl; pl++) {
+        if (!strcmp((*pl)->name, "file"))
+            continue;
+        g_autoptr(PsimPlacement) p = psim_place(ctx, (*pl)->name, &err);
+        g_assert_no_error(err);
+        g_assert_cmpint(p->device_of[2], ==, 2);
+    }
+    g_autoptr(PsimGraph) bad = tiny("P:2", NULL);
+    PsimNode *z = psim_graph_node_find(bad, "z");
+    psim_graph_node_attr_set_string(bad, z, "_class", "loc:@x");
+    psim_graph_node_device_set(bad, z, "P:0");
+    g_assert_null(psim_place_ctx_new(bad, m, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "node 'z'"));
+    g_assert_nonnull(strstr(err->message, "P:"));
+    g_clear_error(&err);
+}
+
+/* Memory: a limit below one node's output is refused naming the device; a roomy one is not. */
+static void test_memory(void)
+{
+    g_autoptr(PsimCluster) c = uniform(2, 1, 1);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(PsimGraph) g = tiny(NULL, NULL);
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    g_autoptr(GError) err = NULL;
+    o.mem_limit = 500; /* every output is 1000 bytes */
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) p = psim_place(ctx, "heft", &err);
+    g_assert_null(p);
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "limit of 500"));
+    g_clear_error(&err);
+    o.mem_limit = 2000; /* two live outputs at a time fit */
+    g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
+    g_autoptr(PsimPlacement) q = psim_place(ctx2, "m-etf", &err);
+    g_assert_no_error(err);
+}
+
+/* A placement written by one algorithm and read back by `file` keeps every device. */
+static void test_file(void)
+{
+    g_autoptr(PsimGraph) g = load_stg("rand0001");
+    if (!g) {
+        g_test_skip("no STG data");
+        return;
+    }
+    g_autoptr(PsimCluster) c = uniform(4, 2, 1);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, NULL, &err);
+    g_autoptr(PsimPlacement) p = psim_place(ctx, "heft", &err);
+    g_assert_no_error(err);
+    g_autofree char *tmp = g_build_filename(g_get_tmp_dir(), "psim-placement-XXXXXX.json", NULL);
+    int fd = g_mkstemp(tmp);
+    close(fd);
+    g_assert_true(psim_placement_save(ctx, p, tmp, &err));
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    o.placement_file = tmp;
+    g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
+    g_autoptr(PsimPlacement) q = psim_place(ctx2, "file", &err);
+    g_assert_no_error(err);
+    g_assert_cmpmem(p->device_of, sizeof(int32_t) * p->n_nodes, q->device_of, sizeof(int32_t) * q->n_nodes);
+    g_assert_cmpfloat(q->makespan_us, <=, p->makespan_us); /* HEFT's own order, found again */
+    /* A device not in the cluster is an error naming it. */
+    g_autofree char *text = NULL;
+    g_file_get_contents(tmp, &text, NULL, NULL);
+    g_autofree char *bad = g_strdup(text);
+    char *at = strstr(bad, "device:P:3");
+    g_assert_nonnull(at);
+    at[9] = '9';
+    g_file_set_contents(tmp, bad, -1, NULL);
+    g_autoptr(PsimPlacement) r = psim_place(ctx2, "file", &err);
+    g_assert_null(r);
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "P:9"));
+    unlink(tmp);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/placer/heft/paper-example", test_heft_paper);
+    g_test_add_func("/placer/stg/sim-equality", test_stg_sim_equality);
+    g_test_add_func("/placer/search/better-deterministic", test_search);
+    g_test_add_func("/placer/constraints/requests", test_constraints);
+    g_test_add_func("/placer/constraints/colocation", test_colocation);
+    g_test_add_func("/placer/constraints/memory", test_memory);
+    g_test_add_func("/placer/file/round-trip", test_file);
+    return g_test_run();
+}

@@ -444,55 +444,93 @@ static gboolean import_initializer(Importer *im, const PsimOnnx__TensorProto *tp
     return tensor_define(im, tname, n, 0, error);
 }
 
+/* The dtype and shape a ValueInfoProto declares (`what` names it in errors: "graph input 'x'").
+ * Non-tensor types and missing parts are unknown; symbolic dims are PSIM_DIM_UNKNOWN. */
+static gboolean value_info_type(Importer *im, const PsimOnnx__ValueInfoProto *vi,
+                                const char *what, PsimDType *dtype, int32_t *rank,
+                                int64_t *dims, GError **error)
+{
+    const char *tname = str_or_empty(vi->name);
+    *dtype = PSIM_DTYPE_UNDEFINED;
+    *rank = PSIM_RANK_UNKNOWN;
+    const PsimOnnx__TypeProto *type = vi->type;
+    if (!type || type->value_case != PSIM_ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return TRUE;
+    const PsimOnnx__TypeProto__Tensor *tt = type->tensor_type;
+    int32_t et = tt->has_elem_type ? tt->elem_type : 0;
+    if (et < 0 || et >= PSIM_DTYPE_N_TYPES) {
+        fail(im, error, "%s '%s': elem_type %d is not a known dtype", what, tname, et);
+        return FALSE;
+    }
+    *dtype = (PsimDType)et;
+    if (!tt->shape)
+        return TRUE;
+    if (tt->shape->n_dim > MAX_RANK) {
+        fail(im, error, "%s '%s': rank %zu is over %d", what, tname, tt->shape->n_dim, MAX_RANK);
+        return FALSE;
+    }
+    *rank = (int32_t)tt->shape->n_dim;
+    int64_t known = 1;
+    for (int32_t i = 0; i < *rank; i++) {
+        const PsimOnnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        dims[i] = PSIM_DIM_UNKNOWN;
+        if (dim->value_case != PSIM_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            continue;
+        if (dim->dim_value < 0) {
+            fail(im, error, "%s '%s': dimension %d is negative (%" G_GINT64_FORMAT ")", what,
+                 tname, i, dim->dim_value);
+            return FALSE;
+        }
+        dims[i] = dim->dim_value;
+        if (dims[i] > 0 && known > PSIM_MAX_ELEMENTS / dims[i]) {
+            fail(im, error, "%s '%s': its shape has more than 2^36 elements", what, tname);
+            return FALSE;
+        }
+        known *= dims[i] ? dims[i] : 1;
+    }
+    return TRUE;
+}
+
 static gboolean import_input(Importer *im, const PsimOnnx__ValueInfoProto *vi, GError **error)
 {
     const char *tname = str_or_empty(vi->name);
-    PsimDType dtype = PSIM_DTYPE_UNDEFINED;
-    int32_t rank = PSIM_RANK_UNKNOWN;
+    PsimDType dtype;
+    int32_t rank;
     int64_t dims[MAX_RANK];
-    const PsimOnnx__TypeProto *type = vi->type;
-    if (type && type->value_case == PSIM_ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
-        const PsimOnnx__TypeProto__Tensor *tt = type->tensor_type;
-        int32_t et = tt->has_elem_type ? tt->elem_type : 0;
-        if (et < 0 || et >= PSIM_DTYPE_N_TYPES) {
-            fail(im, error, "graph input '%s': elem_type %d is not a known dtype", tname, et);
-            return FALSE;
-        }
-        dtype = (PsimDType)et;
-        if (tt->shape) {
-            if (tt->shape->n_dim > MAX_RANK) {
-                fail(im, error, "graph input '%s': rank %zu is over %d", tname,
-                     tt->shape->n_dim, MAX_RANK);
-                return FALSE;
-            }
-            rank = (int32_t)tt->shape->n_dim;
-            int64_t known = 1;
-            for (int32_t i = 0; i < rank; i++) {
-                const PsimOnnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
-                dims[i] = PSIM_DIM_UNKNOWN;
-                if (dim->value_case != PSIM_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-                    continue;
-                if (dim->dim_value < 0) {
-                    fail(im, error, "graph input '%s': dimension %d is negative (%" G_GINT64_FORMAT
-                         ")", tname, i, dim->dim_value);
-                    return FALSE;
-                }
-                dims[i] = dim->dim_value;
-                if (dims[i] > 0 && known > PSIM_MAX_ELEMENTS / dims[i]) {
-                    fail(im, error, "graph input '%s': its shape has more than 2^36 elements",
-                         tname);
-                    return FALSE;
-                }
-                known *= dims[i] ? dims[i] : 1;
-            }
-        }
-    }
+    if (!value_info_type(im, vi, "graph input", &dtype, &rank, dims, error))
+        return FALSE;
     PsimNode *n = psim_graph_node_add(im->g, unique_name(im, tname), "Placeholder", error);
     g_assert(n != NULL);
     psim_graph_node_outputs_set(im->g, n, 1);
     psim_graph_output_set(im->g, n, 0, dtype, rank, dims);
     psim_graph_input_add(im->g, n->id);
     return tensor_define(im, tname, n, 0, error);
+}
+
+/* Shapes the file declares for node outputs (value_info, graph outputs) seed those outputs:
+ * shape inference replaces them for the ops it knows, and they stay for the ops it does not
+ * (custom domains), so that those still have sizes. Names that no node produces are ignored, as
+ * ONNX tools do. */
+static gboolean declare_value(Importer *im, const PsimOnnx__ValueInfoProto *vi, const char *what,
+                              GError **error)
+{
+    PsimPort p;
+    if (!tensor_lookup(im, str_or_empty(vi->name), &p))
+        return TRUE;
+    PsimNode *n = psim_graph_node(im->g, p.node);
+    if (n->flags & PSIM_NODE_PARAMETER || !strcmp(n->op, "Placeholder"))
+        return TRUE;
+    PsimDType dtype;
+    int32_t rank;
+    int64_t dims[MAX_RANK];
+    if (!value_info_type(im, vi, what, &dtype, &rank, dims, error))
+        return FALSE;
+    if (dtype != PSIM_DTYPE_UNDEFINED || rank >= 0) {
+        const char *name = n->outputs[p.index].name;
+        psim_graph_output_set(im->g, n, p.index, dtype, rank, dims);
+        n->outputs[p.index].name = name;
+    }
+    return TRUE;
 }
 
 /* ONNX float attributes are float32: keep the shortest decimal that reads back as the same
@@ -720,7 +758,12 @@ static gboolean import_graph(Importer *im, const PsimOnnx__GraphProto *gp, GErro
             return FALSE;
         }
         psim_graph_output_add(g, p);
+        if (!declare_value(im, gp->output[i], "graph output", error))
+            return FALSE;
     }
+    for (size_t i = 0; i < gp->n_value_info; i++)
+        if (!declare_value(im, gp->value_info[i], "value_info", error))
+            return FALSE;
     return TRUE;
 }
 

@@ -262,6 +262,17 @@ static const struct {
     {"vgg19", 82, 39, {1, 1000}, 2},         {"zfnet512", 38, 18, {1, 1000}, 2},
 };
 
+static void check_output_shape(const PsimGraph *g, const PsimTensor *t)
+{
+    PsimPort op = psim_graph_output(g, 0);
+    const PsimOutput *o = &psim_graph_node(g, op.node)->outputs[op.index];
+    g_assert_cmpint(o->dtype, ==, t->dtype);
+    g_assert_cmpint(o->rank, ==, t->rank);
+    g_assert_cmpmem(o->dims, sizeof(int64_t) * (size_t)o->rank, t->dims,
+                    sizeof(int64_t) * (size_t)t->rank);
+    g_assert_cmpuint(o->bytes, ==, t->nbytes);
+}
+
 static void test_light_models(void)
 {
     for (size_t m = 0; m < G_N_ELEMENTS(light); m++) {
@@ -319,6 +330,8 @@ static void test_light_models(void)
         g_assert_cmpint(t->rank, ==, light[m].out_rank);
         for (int i = 0; i < t->rank; i++)
             g_assert_cmpint(t->dims[i], ==, light[m].out_dims[i]);
+        /* The graph output has the expected output's shape (declared in the file here). */
+        check_output_shape(g, t);
         /* A softmax: the probabilities sum to one. */
         double sum = 0;
         for (int64_t i = 0; i < t->n_elems; i++)
@@ -389,6 +402,11 @@ static void test_names_and_inputs(void)
     const PsimNode *c = psim_graph_node(g2, 4);
     g_assert_cmpstr(c->name, ==, "c");
     g_assert_cmpstr(c->domain, ==, "com.example");
+    /* An op shape inference does not know keeps the shape the file declares. */
+    g_assert_cmpint(c->outputs[0].dtype, ==, PSIM_DTYPE_FLOAT32);
+    g_assert_cmpint(c->outputs[0].rank, ==, 2);
+    g_assert_cmpint(c->outputs[0].dims[1], ==, 2);
+    g_assert_cmpuint(c->outputs[0].bytes, ==, 16);
     g_assert_cmpint(c->n_inputs, ==, 3);
     g_assert_cmpint(c->inputs[1].node, ==, -1);
     g_assert_cmpint(c->inputs[2].node, ==, 3);
@@ -452,6 +470,12 @@ static void test_errors(void)
     g = g_byte_array_new();
     put_msg(g, 11, value_info("x", 1, 1, negdim));
     cases[nc++] = (Case){model_pb(g, 9), "graph input 'x': dimension 0 is negative"};
+
+    g = g_byte_array_new();
+    put_msg(g, 11, value_info("x", 1, 2, d2));
+    put_msg(g, 1, node_pb("p", "Relu", "x", "r"));
+    put_msg(g, 13, value_info("r", 1, 1, negdim));
+    cases[nc++] = (Case){model_pb(g, 9), "value_info 'r': dimension 0 is negative"};
 
     GByteArray *ext = tensor_pb("w", 1, 2, d2, NULL, 0);
     put_int(ext, 14, 1);

@@ -35,7 +35,9 @@ for key in '"step_time_us":{"median":' '"min":' '"max":' '"steps":1' '"check":{"
            '"max_abs_err":0' '"max_rel_err":0'; do
     grep -qF "$key" "$tmp/out.txt" || { echo "FAIL: --json lacks $key"; cat "$tmp/out.txt"; exit 1; }
 done
-expect 0 "$PSIM" run "$tmp/g32.json" --save-outputs "$tmp/out32"
+expect 0 "$PSIM" run "$tmp/g32.json" --save-outputs "$tmp/out32" --trace "$tmp/trace.json"
+grep -q '"traceEvents"' "$tmp/trace.json" && grep -q '"name": *"y"' "$tmp/trace.json" \
+    || { echo "FAIL: the trace lacks node y"; cat "$tmp/trace.json"; exit 1; }
 
 # Bad feeds: exit 2, one line naming the node and what is wrong.
 expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/out32/output_0.pb"

@@ -128,6 +128,7 @@ int psim_cmd_run(int argc, char **argv)
 {
     gboolean json = FALSE;
     char *cluster_spec = NULL, *device = NULL, *check_path = NULL, *save_dir = NULL;
+    char *trace_path = NULL;
     char **feed_args = NULL, **plugins = NULL;
     int steps = 1;
     double rtol = 1e-3, atol = 1e-7;
@@ -146,6 +147,8 @@ int psim_cmd_run(int argc, char **argv)
         {"atol", 0, 0, G_OPTION_ARG_DOUBLE, &atol, "absolute tolerance of --check (1e-7)", "A"},
         {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &save_dir,
          "write each output as DIR/output_K.pb", "DIR"},
+        {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
+         "write the last step's per-node start and end as a Chrome trace (Perfetto)", "FILE"},
         {"plugin", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
          "load a shared library that registers ops and kernels (repeatable)", "PATH.so"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
@@ -287,6 +290,16 @@ int psim_cmd_run(int argc, char **argv)
             }
         }
     }
+    if (trace_path) {
+        const PsimDevice *d = psim_worker_device(psim_session_worker(s));
+        const char *names[1] = {d ? d->name : device_name};
+        g_autoptr(PsimTimeline) tl = psim_timeline_new(psim_graph_name(g), "run", 1, names);
+        psim_executor_timeline_add(psim_session_last_executor(s), tl, 0, 0);
+        if (!psim_timeline_save_chrome(tl, trace_path, &err)) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+    }
     if (check_path) {
         g_autoptr(PsimTensor) want = psim_tensor_load_pb(check_path, NULL, &err);
         if (!want) {
@@ -399,6 +412,7 @@ out:
     g_free(device);
     g_free(check_path);
     g_free(save_dir);
+    g_free(trace_path);
     g_strfreev(feed_args);
     g_strfreev(plugins);
     return code;

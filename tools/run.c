@@ -167,6 +167,7 @@ int psim_cmd_run(int argc, char **argv)
     GPtrArray *feed_names = g_ptr_array_new_with_free_func(g_free);
     GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
+    GArray *ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
     PsimTensor **outputs = NULL, **step_out = NULL;
     double *times = NULL;
     g_autofree char *device_name = NULL;
@@ -235,12 +236,38 @@ int psim_cmd_run(int argc, char **argv)
         g_ptr_array_add(feeds, t);
     }
     n_out = psim_graph_n_outputs(g);
+    for (int32_t i = 0; i < n_out; i++) {
+        PsimPort p = psim_graph_output(g, i);
+        g_array_append_val(ports, p);
+    }
     if (n_out == 0) {
-        code = psim_cli_usage("run", "%s has no graph outputs to fetch", argv[1]);
+        /* Files that list no outputs (TF GraphDefs): fetch every tensor nothing consumes. */
+        int32_t nn = psim_graph_n_nodes(g);
+        g_autofree guint8 *used = g_new0(guint8, nn ? nn : 1);
+        for (int32_t v = 0; v < nn; v++) {
+            const PsimNode *n = psim_graph_node(g, v);
+            for (int32_t k = 0; k < n->n_inputs; k++)
+                if (n->inputs[k].node >= 0)
+                    used[n->inputs[k].node] = 1;
+        }
+        for (int32_t v = 0; v < nn; v++) {
+            const PsimNode *n = psim_graph_node(g, v);
+            const PsimOpDef *d = psim_op_lookup(n->op);
+            if (used[v] || (d && (d->flags & PSIM_OP_SOURCE)))
+                continue;
+            for (int32_t k = 0; k < n->n_outputs; k++) {
+                PsimPort p = {v, k};
+                g_array_append_val(ports, p);
+            }
+        }
+        n_out = (int)ports->len;
+    }
+    if (n_out == 0) {
+        code = psim_cli_usage("run", "%s has no outputs to fetch", argv[1]);
         goto out;
     }
     for (int32_t i = 0; i < n_out; i++)
-        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
+        g_ptr_array_add(fetches, psim_port_to_string(g, g_array_index(ports, PsimPort, i)));
 
     s = psim_session_new(g, c, device, NULL, &err);
     if (!s) {
@@ -279,7 +306,7 @@ int psim_cmd_run(int argc, char **argv)
             goto out;
         }
         for (int32_t i = 0; i < n_out; i++) {
-            PsimPort p = psim_graph_output(g, i);
+            PsimPort p = g_array_index(ports, PsimPort, i);
             const PsimNode *n = psim_graph_node(g, p.node);
             const char *name = n->outputs[p.index].name ? n->outputs[p.index].name : n->name;
             g_autofree char *file = g_strdup_printf("output_%d.pb", i);
@@ -406,6 +433,7 @@ out:
     g_ptr_array_free(feeds, TRUE);
     g_ptr_array_free(feed_names, TRUE);
     g_ptr_array_free(fetches, TRUE);
+    g_array_free(ports, TRUE);
     psim_cluster_free(c);
     psim_graph_free(g);
     g_free(cluster_spec);

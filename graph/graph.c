@@ -52,6 +52,9 @@ void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, con
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
+    /* Errors are one line: messages quoting file content (json-glib's parse errors) may hold
+     * line breaks. */
+    g_strdelimit(msg, "\r\n", ' ');
     const char *src = g && g->source ? g->source : (g && g->name ? g->name : "graph");
     if (n)
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s", src, n->name, msg);
@@ -65,6 +68,7 @@ void psim__error_file(GError **error, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
+    g_strdelimit(msg, "\r\n", ' ');
     g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path ? path : "input", msg);
 }
 

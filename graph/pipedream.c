@@ -182,8 +182,8 @@ static gboolean parse_text(Parse *ps, PsimGraph *g, const char *data, gsize len,
         trim(&b, &e);
         if (b == e)
             continue;
-        if (memchr(b, '\0', (size_t)(e - b))) {
-            psim__error_file(error, path, "line %" G_GINT64_FORMAT ": NUL byte in a text file", line);
+        if (memchr(b, '\0', (size_t)(e - b)) || !g_utf8_validate_len(b, (gsize)(e - b), NULL)) {
+            psim__error_file(error, path, "line %" G_GINT64_FORMAT ": not UTF-8 text", line);
             goto out;
         }
         const char *s1 = find_sep(b, e), *s2 = s1 ? rfind_sep(s1 + 4, e) : NULL;

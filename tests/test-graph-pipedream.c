@@ -277,6 +277,7 @@ static void test_errors(void)
         {NULL, "cycle"},
         {NULL, "input layer"},
         {"a b -- L -- x=1\n", "bad node name"},
+        {"a -- L\xff\xfe -- forward_compute_time=1\n", "line 1: not UTF-8 text"},
     };
     g_autofree char *dup = g_strdup_printf("a -- L -- %s\na -- L -- %s\n", ok_fields, ok_fields);
     g_autofree char *missing = g_strdup_printf("a -- L -- %s\n\ta -- c\n", ok_fields);

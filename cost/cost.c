@@ -19,6 +19,18 @@ typedef struct {
     PsimLink link;
 } LinkFit;
 
+typedef struct {
+    uint64_t version;
+    int32_t n_nodes;
+    gboolean *mask;
+} ConstMask;
+
+static void const_mask_free(ConstMask *c)
+{
+    g_free(c->mask);
+    g_free(c);
+}
+
 struct PsimCostModel {
     const PsimCluster *cluster;
     PsimCostDb *db;
@@ -27,6 +39,7 @@ struct PsimCostModel {
     DeviceRates *rates;   /* n_dev */
     LinkFit *links;       /* n_dev x n_dev */
     GHashTable *measured; /* "device\nsignature" -> double* median us, or NULL: no row */
+    GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
     gboolean db_error_warned;
 };
 
@@ -48,6 +61,7 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     m->db = db;
     g_mutex_init(&m->lock);
     m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    m->constant = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)const_mask_free);
     return m;
 }
 
@@ -56,6 +70,7 @@ void psim_cost_model_free(PsimCostModel *m)
     if (!m)
         return;
     g_hash_table_destroy(m->measured);
+    g_hash_table_destroy(m->constant);
     g_free(m->rates);
     g_free(m->links);
     g_mutex_clear(&m->lock);
@@ -165,8 +180,7 @@ static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, 
     return us ? *us : NAN;
 }
 
-/* Ops that do no work at run time. */
-static gboolean is_free_op(const char *op)
+gboolean psim_cost_op_is_free(const char *op)
 {
     static const char *const free_ops[] = {"Const", "Constant", "Placeholder", "NoOp", "Send",
                                            "Identity", "Dropout"};
@@ -174,6 +188,25 @@ static gboolean is_free_op(const char *op)
         if (!strcmp(op, free_ops[i]))
             return TRUE;
     return FALSE;
+}
+
+/* TRUE if n is in g's constant subgraph (evaluated once, before any step). */
+static gboolean is_constant(PsimCostModel *m, const PsimGraph *g, const PsimNode *n)
+{
+    if (n->flags & PSIM_NODE_CONSTANT)
+        return TRUE;
+    g_mutex_lock(&m->lock);
+    ConstMask *c = g_hash_table_lookup(m->constant, g);
+    if (!c || c->version != psim_graph_version(g) || c->n_nodes != psim_graph_n_nodes(g)) {
+        c = g_new0(ConstMask, 1);
+        c->version = psim_graph_version(g);
+        c->n_nodes = psim_graph_n_nodes(g);
+        c->mask = psim_cost_constant_nodes(g);
+        g_hash_table_replace(m->constant, (gpointer)g, c);
+    }
+    gboolean yes = c->mask && n->id >= 0 && n->id < c->n_nodes && c->mask[n->id];
+    g_mutex_unlock(&m->lock);
+    return yes;
 }
 
 double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
@@ -188,7 +221,7 @@ double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, i
         *src = PSIM_COST_SOURCE_ANNOTATION;
         return us;
     }
-    if (is_free_op(n->op) || (n->flags & PSIM_NODE_CONSTANT)) {
+    if (psim_cost_op_is_free(n->op) || is_constant(m, g, n)) {
         *src = PSIM_COST_SOURCE_FREE;
         return 0;
     }

@@ -47,6 +47,14 @@ void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak
 /* The whole table for a graph: n_nodes x n_devices, row-major, +inf where infeasible. g_free. */
 double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error);
 
+/* Which nodes are evaluated once before any step, as the executor does: nodes whose outputs
+ * are all known values, and nodes all of whose inputs (data and control) come from such nodes;
+ * never Placeholders, fed nodes, stateful or abstract ops. The cost model counts them as free and
+ * the profiler skips them. Returns n_nodes flags (g_free), NULL on a cycle. */
+gboolean *psim_cost_constant_nodes(const PsimGraph *g);
+/* TRUE for ops that do no work at run time (Const, Placeholder, NoOp, Identity, Send...). */
+gboolean psim_cost_op_is_free(const char *op);
+
 /* The signature that keys measurements: op, attrs, input dtypes and shapes (not the device);
  * identical nodes share one (StarPU's footprint). g_free. */
 char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);

@@ -1,0 +1,88 @@
+/* The profiler: runs each distinct kernel (by cost signature) and transfers between devices on
+ * the real devices, and records their timings in the cost DB. CPU kernels are timed with the
+ * monotonic clock on the device's own pinned thread (a PsimWorker); GPU kernels with CUPTI
+ * activity records attributed to their node through external correlation ids (several CUDA
+ * kernels launched by cuBLAS or cuDNN for one node are summed). */
+#ifndef PLACESIM_PROFILER_H
+#define PLACESIM_PROFILER_H
+
+#include "placesim/cluster.h"
+#include "placesim/cost.h"
+#include "placesim/graph.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const char *phase;  /* "kernels", "links", "calibrate" */
+    int32_t done, total;
+    double elapsed_ms;  /* since the profile started */
+    const char *item;   /* what was just measured ("Conv on CPU:0"), or NULL */
+} PsimProfileProgress;
+
+typedef struct {
+    int32_t reps;           /* at least this many timed runs after warm-up (default 10) */
+    double max_rel_stddev;  /* stop once stddev/mean is at most this (default 0.02) */
+    double budget_ms;       /* per (signature, device) or (pair, size): stop sampling after this
+                             * much time even if the bound is not met (default 1000) */
+    double warmup_ms;       /* warm-up: at least one run, then runs for this long (default 20) */
+    gboolean force;         /* re-measure signatures the DB already has for the device */
+    gboolean kernels;       /* measure kernels (default TRUE) */
+    gboolean links;         /* measure transfers between every ordered device pair (TRUE) */
+    gboolean calibrate;     /* measure each device's GEMM rate, copy bandwidth, launch (TRUE) */
+    uint64_t link_min_bytes, link_max_bytes; /* default 1 KiB .. 256 MiB, in steps of x4 */
+    uint64_t seed;          /* random input data */
+    void (*progress)(const PsimProfileProgress *p, void *user);
+    void *progress_user;
+} PsimProfileOptions;
+
+/* Fills the defaults above. */
+void psim_profile_options_init(PsimProfileOptions *o);
+
+typedef struct {
+    int32_t n_devices;
+    int32_t n_signatures;  /* distinct signatures in the graphs (nodes that do work) */
+    int32_t measured;      /* (signature, device) timings stored */
+    int32_t skipped;       /* already in the DB (no --force) */
+    int32_t unsupported;   /* no kernel for the device type, or unknown input shapes */
+    int32_t failed;        /* the kernel reported an error on random inputs */
+    int32_t link_rows;     /* (pair, size) timings stored */
+    int32_t link_pairs;    /* pairs with a fitted link model */
+    int32_t calibrations;  /* calibration rows stored */
+    double elapsed_ms;
+} PsimProfileReport;
+
+typedef struct PsimProfiler PsimProfiler;
+
+/* A profiler over cluster c (borrowed), writing into db (borrowed; may be NULL for
+ * psim_profiler_measure_node alone). Starts one pinned worker per CPU device. opts may be NULL
+ * (defaults). Free with psim_profiler_free. */
+PsimProfiler *psim_profiler_new(const PsimCluster *c, PsimCostDb *db,
+                                const PsimProfileOptions *opts, GError **error);
+void psim_profiler_free(PsimProfiler *p);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimProfiler, psim_profiler_free)
+
+/* TRUE if node n does work at run time that the profiler measures (not a source, not free, not
+ * in the constant subgraph, not abstract). */
+gboolean psim_profiler_node_measurable(const PsimGraph *g, const PsimNode *n,
+                                       const gboolean *constant);
+
+/* Times node n of g on device `device` now (warm-up, then repeats per the options) and fills
+ * *out; writes nothing. Inputs are random data in the inferred shapes, or the graph's known
+ * values. PSIM_ERROR_UNSUPPORTED when the device type has no kernel for it or an input shape is
+ * unknown; RUNTIME when the kernel fails. */
+gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
+                                    int32_t device, PsimTimingStats *out, GError **error);
+
+/* Profiles graphs: every distinct signature on every device that can run it (skipping those in
+ * the DB unless opts->force), then links and calibration as the options ask. *report may be
+ * NULL. FALSE only on DB errors or when nothing could start; per-kernel failures are counted. */
+gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_graphs,
+                           PsimProfileReport *report, GError **error);
+/* Transfers between every ordered pair of devices at each size, and the fitted link model. */
+gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError **error);
+/* Each device's GEMM rate, copy bandwidth and launch cost. */
+gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GError **error);
+
+G_END_DECLS
+
+#endif

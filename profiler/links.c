@@ -1,0 +1,175 @@
+/* Transfers between devices at sizes from link_min_bytes to link_max_bytes (x4 steps), timed
+ * per ordered pair, and the fitted latency + bytes/bandwidth model. CPU to CPU is a memcpy
+ * between buffers first touched on each device's own thread (so their pages live where that
+ * device runs), timed on the destination's thread, as a Recv pulls. GPU pairs: cuda/. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "profiler/profiler-private.h"
+
+typedef struct {
+    size_t bytes;
+    void *buf;
+} TouchJob;
+
+static gboolean touch_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    TouchJob *j = arg;
+    j->buf = g_try_malloc(j->bytes);
+    if (!j->buf) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "cannot allocate %zu bytes for link timing", j->bytes);
+        return FALSE;
+    }
+    memset(j->buf, 1, j->bytes);
+    return TRUE;
+}
+
+typedef struct {
+    const PsimProfileOptions *opts;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    double budget_ms;
+    PsimTimingStats *out;
+} CopyJob;
+
+/* Small copies are repeated inside one sample so that the clock's own cost (tens of ns) stays
+ * below a percent of what is timed; a sample is then the mean per copy. */
+static gboolean copy_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    (void)error;
+    CopyJob *j = arg;
+    int32_t inner = j->bytes >= (1u << 20) ? 1 : (int32_t)MIN(256, MAX(1, (1u << 20) / j->bytes / 4));
+    memcpy(j->dst, j->src, j->bytes); /* warm-up */
+    PsimSampler s;
+    psim__sampler_init(&s, j->opts, j->budget_ms);
+    for (;;) {
+        double t0 = psim_exec_now_us();
+        for (int32_t i = 0; i < inner; i++) {
+            memcpy(j->dst, j->src, j->bytes);
+            /* Keep the compiler from merging the repeated copies. */
+            __asm__ __volatile__("" : : "r"(j->dst) : "memory");
+        }
+        double t1 = psim_exec_now_us();
+        if (!psim__sampler_add(&s, (t1 - t0) / inner))
+            break;
+    }
+    psim__sampler_finish(&s, j->out);
+    return TRUE;
+}
+
+static gboolean free_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    (void)error;
+    g_free(arg);
+    return TRUE;
+}
+
+void *psim__profiler_touch(PsimProfiler *p, int32_t device, size_t bytes, GError **error)
+{
+    TouchJob t = {.bytes = bytes};
+    if (!psim_worker_call(p->workers[device], touch_job, &t, error))
+        return NULL;
+    return t.buf;
+}
+
+void psim__profiler_untouch(PsimProfiler *p, int32_t device, void *buf)
+{
+    if (buf)
+        psim_worker_call(p->workers[device], free_job, buf, NULL);
+}
+
+gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const void *src,
+                             size_t bytes, double budget_ms, PsimTimingStats *out, GError **error)
+{
+    CopyJob cj = {.opts = &p->opts, .dst = dst, .src = src, .bytes = bytes, .budget_ms = budget_ms,
+                  .out = out};
+    return psim_worker_call(p->workers[device], copy_job, &cj, error);
+}
+
+static int32_t n_sizes(const PsimProfileOptions *o)
+{
+    int32_t n = 0;
+    for (uint64_t b = o->link_min_bytes; b <= o->link_max_bytes; b *= 4)
+        n++;
+    return n;
+}
+
+gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report, GError **error)
+{
+    const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
+    PsimLink l;
+    double rms = 0;
+    int n = 0;
+    GError *err = NULL;
+    if (!psim_cost_db_link_fit(p->db, da, db, &l, &rms, &n, &err)) {
+        if (err) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+        return TRUE;
+    }
+    if (!psim_cost_db_link_fit_put(p->db, da, db, &l, n, rms, error))
+        return FALSE;
+    report->link_pairs++;
+    return TRUE;
+}
+
+gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError **error)
+{
+    PsimProfileReport dummy = {0};
+    if (!report)
+        report = &dummy;
+    g_return_val_if_fail(p->db, FALSE);
+    if (p->t0_us == 0)
+        p->t0_us = psim_exec_now_us();
+    /* CPU devices with a worker. */
+    g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    for (int32_t i = 0; i < p->n_devices; i++)
+        if (p->workers[i] && psim_cluster_device(p->cluster, i)->kind == PSIM_DEVICE_TYPE_CPU)
+            g_array_append_val(cpus, i);
+    int32_t nc = (int32_t)cpus->len, ns = n_sizes(&p->opts);
+    int32_t total = nc * (nc - 1) * ns, done = 0;
+    size_t max_bytes = (size_t)p->opts.link_max_bytes;
+    g_autofree void **bufs = g_new0(void *, nc + 1);
+    gboolean ok = FALSE;
+    /* Per size, the budget is a share of the kernel budget: many sizes, many pairs. */
+    double budget = MIN(p->opts.budget_ms, 300);
+    for (int32_t i = 0; i < nc && nc > 1; i++)
+        if (!(bufs[i] = psim__profiler_touch(p, g_array_index(cpus, int32_t, i), max_bytes, error)))
+            goto out;
+    for (int32_t i = 0; i < nc && nc > 1; i++)
+        for (int32_t j = 0; j < nc; j++) {
+            if (i == j)
+                continue;
+            int32_t a = g_array_index(cpus, int32_t, i), b = g_array_index(cpus, int32_t, j);
+            const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
+            for (uint64_t bytes = p->opts.link_min_bytes; bytes <= p->opts.link_max_bytes; bytes *= 4) {
+                PsimTimingStats st;
+                if (!psim__profiler_copy(p, b, bufs[j], bufs[i], bytes, budget, &st, error))
+                    goto out;
+                if (!psim_cost_db_link_put(p->db, da, db, bytes, "clock", &st, error))
+                    goto out;
+                report->link_rows++;
+                g_autofree char *what = g_strdup_printf("%s -> %s, %" G_GUINT64_FORMAT " bytes",
+                                                        da->short_name, db->short_name, bytes);
+                psim__profiler_progress(p, "links", ++done, total, what);
+            }
+            if (!psim__profiler_fit_pair(p, a, b, report, error))
+                goto out;
+        }
+#ifdef PSIM_HAVE_CUDA
+    if (!psim__cuda_profile_links(p, report, error))
+        goto out;
+#endif
+    ok = TRUE;
+out:
+    for (int32_t i = 0; i < nc; i++)
+        psim__profiler_untouch(p, g_array_index(cpus, int32_t, i), bufs[i]);
+    return ok;
+}
+

@@ -1,0 +1,71 @@
+/* Internals shared by the profiler's files: the profiler object, sampling, and the CUDA side
+ * (profiler/cuda/, built only with PSIM_HAVE_CUDA). */
+#ifndef PLACESIM_PROFILER_PRIVATE_H
+#define PLACESIM_PROFILER_PRIVATE_H
+
+#include "placesim/exec.h"
+#include "placesim/profiler.h"
+
+struct PsimProfiler {
+    const PsimCluster *cluster;
+    PsimCostDb *db;
+    PsimProfileOptions opts;
+    int32_t n_devices;
+    PsimWorker **workers;  /* per device; NULL for devices without a worker class */
+    char **worker_errors;  /* why a device has no worker */
+    double t0_us;          /* start of the current run, for progress */
+    uint64_t rng;
+};
+
+/* Sampling state: warm-up, then samples until reps and the stddev bound, or the budget. */
+typedef struct {
+    const PsimProfileOptions *opts;
+    double budget_us;
+    double start_us;
+    GArray *samples; /* double */
+    double sum, sum_sq;
+} PsimSampler;
+
+void psim__sampler_init(PsimSampler *s, const PsimProfileOptions *o, double budget_ms);
+/* Adds a sample; TRUE while more are wanted. */
+gboolean psim__sampler_add(PsimSampler *s, double us);
+/* Computes the statistics and frees the samples. */
+void psim__sampler_finish(PsimSampler *s, PsimTimingStats *out);
+
+void psim__profiler_progress(PsimProfiler *p, const char *phase, int32_t done, int32_t total,
+                             const char *item);
+
+/* A buffer of `bytes` allocated and first touched on device's worker thread; free it with
+ * untouch (on the same thread). */
+void *psim__profiler_touch(PsimProfiler *p, int32_t device, size_t bytes, GError **error);
+void psim__profiler_untouch(PsimProfiler *p, int32_t device, void *buf);
+/* Times memcpy(dst, src, bytes) on device's worker thread. */
+gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const void *src,
+                             size_t bytes, double budget_ms, PsimTimingStats *out, GError **error);
+/* Fits and records the link model of (a, b) when at least two sizes were measured. */
+gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
+                                 GError **error);
+
+#ifdef PSIM_HAVE_CUDA
+/* CUPTI activity collection (profiler/cuda/cupti.c). Started once per process; records of work
+ * launched between push(id) and pop() on the calling thread are attributed to external id
+ * `id`. */
+gboolean psim__cupti_start(GError **error);
+void psim__cupti_push(uint64_t id);
+void psim__cupti_pop(void);
+/* Flushes CUPTI's buffers (call after synchronizing the device). */
+gboolean psim__cupti_flush(GError **error);
+/* Total microseconds of kernels, memcpys and memsets attributed to external id `id` since the
+ * last clear; *n_records (may be NULL) gets how many records. */
+double psim__cupti_total_us(uint64_t id, int32_t *n_records);
+void psim__cupti_clear(void);
+/* Waits for the current device's work; a RUNTIME error naming the CUDA error otherwise. */
+gboolean psim__cuda_sync(GError **error);
+/* GPU transfers: host<->GPU for every (CPU device, GPU) pair and GPU<->GPU, timed by CUPTI. */
+gboolean psim__cuda_profile_links(PsimProfiler *p, PsimProfileReport *report, GError **error);
+/* GPU calibration: a cuBLAS SGEMM and a large device-to-device copy. */
+gboolean psim__cuda_calibrate(PsimProfiler *p, int32_t device, PsimProfileReport *report,
+                              GError **error);
+#endif
+
+#endif

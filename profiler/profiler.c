@@ -1,0 +1,475 @@
+/* The profiler: one pinned worker per device, each distinct (signature, device) timed once with
+ * warm-up and repeats until the relative standard deviation is under the bound or the budget is
+ * spent, and the results stored in the cost DB. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "placesim/kernels.h"
+#include "profiler/profiler-private.h"
+
+#define MAX_SAMPLES 100000
+#define MAX_WARNINGS 10
+
+void psim_profile_options_init(PsimProfileOptions *o)
+{
+    *o = (PsimProfileOptions){
+        .reps = 10,
+        .max_rel_stddev = 0.02,
+        .budget_ms = 1000,
+        .warmup_ms = 20,
+        .kernels = TRUE,
+        .links = TRUE,
+        .calibrate = TRUE,
+        .link_min_bytes = 1024,
+        .link_max_bytes = 256u << 20,
+        .seed = 42,
+    };
+}
+
+/* --- Sampling ---------------------------------------------------------------------------- */
+
+void psim__sampler_init(PsimSampler *s, const PsimProfileOptions *o, double budget_ms)
+{
+    *s = (PsimSampler){.opts = o, .budget_us = budget_ms * 1e3, .start_us = psim_exec_now_us()};
+    s->samples = g_array_new(FALSE, FALSE, sizeof(double));
+}
+
+gboolean psim__sampler_add(PsimSampler *s, double us)
+{
+    g_array_append_val(s->samples, us);
+    s->sum += us;
+    s->sum_sq += us * us;
+    int64_t n = s->samples->len;
+    int64_t reps = MAX(s->opts->reps, 1);
+    if (n >= MAX_SAMPLES)
+        return FALSE;
+    if (n >= reps) {
+        double mean = s->sum / n;
+        double var = (s->sum_sq - n * mean * mean) / (n > 1 ? n - 1 : 1);
+        double rel = mean > 0 ? sqrt(MAX(var, 0)) / mean : 0;
+        if (rel <= s->opts->max_rel_stddev)
+            return FALSE;
+    }
+    /* Over budget: stop, but never with fewer than three samples (or reps, if fewer). */
+    if (psim_exec_now_us() - s->start_us >= s->budget_us && n >= MIN(reps, 3))
+        return FALSE;
+    return TRUE;
+}
+
+void psim__sampler_finish(PsimSampler *s, PsimTimingStats *out)
+{
+    psim_timing_stats((double *)s->samples->data, s->samples->len, out);
+    g_array_free(s->samples, TRUE);
+    s->samples = NULL;
+}
+
+/* --- Profiler object --------------------------------------------------------------------- */
+
+PsimProfiler *psim_profiler_new(const PsimCluster *c, PsimCostDb *db,
+                                const PsimProfileOptions *opts, GError **error)
+{
+    PsimProfiler *p = g_new0(PsimProfiler, 1);
+    p->cluster = c;
+    p->db = db;
+    if (opts)
+        p->opts = *opts;
+    else
+        psim_profile_options_init(&p->opts);
+    if (p->opts.reps < 1 || !(p->opts.max_rel_stddev >= 0) || !(p->opts.budget_ms >= 0) ||
+        !(p->opts.warmup_ms >= 0) || p->opts.link_min_bytes < 1 ||
+        p->opts.link_max_bytes < p->opts.link_min_bytes) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "profiler options: reps >= 1, max-rel-stddev >= 0, budget >= 0, and link sizes "
+                    "1 <= min <= max are required");
+        g_free(p);
+        return NULL;
+    }
+    p->rng = p->opts.seed ? p->opts.seed : 1;
+    p->n_devices = psim_cluster_n_devices(c);
+    p->workers = g_new0(PsimWorker *, p->n_devices + 1);
+    p->worker_errors = g_new0(char *, p->n_devices + 1);
+    int32_t n_ok = 0;
+    for (int32_t i = 0; i < p->n_devices; i++) {
+        const PsimDevice *d = psim_cluster_device(c, i);
+        GError *err = NULL;
+        p->workers[i] = psim_worker_new(d, &err);
+        if (!p->workers[i]) {
+            p->worker_errors[i] = g_strdup(err->message);
+            /* A device type without a worker (GPU before its worker class exists) is simply
+             * not profiled for kernels; a CPU device that cannot be pinned is an error. */
+            if (d->kind == PSIM_DEVICE_TYPE_CPU) {
+                g_propagate_error(error, err);
+                psim_profiler_free(p);
+                return NULL;
+            }
+            g_error_free(err);
+        } else
+            n_ok++;
+    }
+    (void)n_ok;
+    return p;
+}
+
+void psim_profiler_free(PsimProfiler *p)
+{
+    if (!p)
+        return;
+    for (int32_t i = 0; i < p->n_devices; i++) {
+        psim_worker_free(p->workers[i]);
+        g_free(p->worker_errors[i]);
+    }
+    g_free(p->workers);
+    g_free(p->worker_errors);
+    g_free(p);
+}
+
+void psim__profiler_progress(PsimProfiler *p, const char *phase, int32_t done, int32_t total,
+                             const char *item)
+{
+    if (!p->opts.progress)
+        return;
+    PsimProfileProgress pr = {.phase = phase, .done = done, .total = total,
+                              .elapsed_ms = (psim_exec_now_us() - p->t0_us) / 1e3, .item = item};
+    p->opts.progress(&pr, p->opts.progress_user);
+}
+
+gboolean psim_profiler_node_measurable(const PsimGraph *g, const PsimNode *n, const gboolean *constant)
+{
+    (void)g;
+    if (psim_cost_op_is_free(n->op) || (n->flags & (PSIM_NODE_CONSTANT | PSIM_NODE_FED)))
+        return FALSE;
+    if (constant && constant[n->id])
+        return FALSE;
+    const PsimOpDef *d = psim_op_lookup(n->op);
+    if (d && (d->flags & (PSIM_OP_ABSTRACT | PSIM_OP_SOURCE)))
+        return FALSE;
+    return TRUE;
+}
+
+/* --- Timing one node --------------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* Random floats in [0.1, 1): positive, so that variances, square roots and logs stay finite
+ * and no kernel takes a slow path on NaNs or denormals. Other dtypes stay zero (valid indices). */
+static void fill_random(PsimTensor *t, uint64_t seed)
+{
+    uint64_t s = seed;
+    if (t->dtype == PSIM_DTYPE_FLOAT32) {
+        float *f = t->data;
+        for (int64_t i = 0; i < t->n_elems; i++)
+            f[i] = 0.1f + 0.9f * (float)(splitmix(&s) >> 40) / (float)(1 << 24);
+    } else if (t->dtype == PSIM_DTYPE_FLOAT64) {
+        double *f = t->data;
+        for (int64_t i = 0; i < t->n_elems; i++)
+            f[i] = 0.1 + 0.9 * (double)(splitmix(&s) >> 11) / (double)(UINT64_C(1) << 53);
+    }
+}
+
+typedef struct {
+    PsimProfiler *p;
+    const PsimGraph *g;
+    const PsimNode *n;
+    const PsimKernelDef *k;
+    uint64_t seed;
+    PsimTimingStats *out;
+} NodeJob;
+
+static PsimTensor *worker_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank, const int64_t *dims,
+                                GError **error)
+{
+    return psim_worker_tensor_new(ctx->alloc_user, dtype, rank, dims, error);
+}
+
+static gboolean node_error(GError **error, int code, const PsimGraph *g, const PsimNode *n,
+                           const char *fmt, ...) G_GNUC_PRINTF(5, 6);
+static gboolean node_error(GError **error, int code, const PsimGraph *g, const PsimNode *n,
+                           const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    const char *src = psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g);
+    g_set_error(error, PSIM_ERROR, code, "%s: node '%s': %s", src ? src : "graph", n->name, msg);
+    return FALSE;
+}
+
+/* Builds input k of node n on the calling (worker) thread: the graph's known value, or random
+ * data in the inferred shape. NULL for absent optional inputs (*ok stays TRUE). */
+static PsimTensor *make_input(PsimWorker *w, const PsimGraph *g, const PsimNode *n, int32_t k,
+                              uint64_t seed, gboolean *ok, GError **error)
+{
+    *ok = TRUE;
+    PsimPort port = n->inputs[k];
+    if (port.node < 0)
+        return NULL;
+    const PsimNode *src = psim_graph_node(g, port.node);
+    const PsimOutput *o = &src->outputs[port.index];
+    if (o->value)
+        return psim_tensor_ref(o->value);
+    if (o->dtype == PSIM_DTYPE_UNDEFINED || o->dtype == PSIM_DTYPE_STRING || o->rank < 0 ||
+        psim_shape_elems(o->rank, o->dims) < 0) {
+        *ok = FALSE;
+        node_error(error, PSIM_ERROR_UNSUPPORTED, g, n,
+                   "input %d ('%s') has no known dtype and shape to make data for", k, src->name);
+        return NULL;
+    }
+    PsimTensor *t = psim_worker_tensor_new(w, o->dtype, o->rank, o->dims, error);
+    if (!t) {
+        *ok = FALSE;
+        return NULL;
+    }
+    fill_random(t, seed + (uint64_t)k * 7919);
+    return t;
+}
+
+static void release_outputs(PsimTensor **outs, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        g_clear_pointer(&outs[i], psim_tensor_unref);
+}
+
+static gboolean node_job(PsimWorker *w, void *arg, GError **error)
+{
+    NodeJob *j = arg;
+    const PsimGraph *g = j->g;
+    const PsimNode *n = j->n;
+    const PsimKernelDef *k = j->k;
+    const PsimProfileOptions *o = &j->p->opts;
+    g_autofree PsimTensor **in = g_new0(PsimTensor *, n->n_inputs + 1);
+    g_autofree PsimTensor **outs = g_new0(PsimTensor *, n->n_outputs + 1);
+    gboolean ok = FALSE, prepared = FALSE;
+    void *ws = NULL;
+    PsimKernelCtx ctx = {.graph = g, .node = n, .n_inputs = n->n_inputs, .inputs = in,
+                         .n_outputs = n->n_outputs, .outputs = outs, .device = w,
+                         .device_type = psim_worker_device_type(w), .alloc = worker_alloc,
+                         .alloc_user = w};
+    for (int32_t i = 0; i < n->n_inputs; i++) {
+        gboolean made;
+        in[i] = make_input(w, g, n, i, j->seed, &made, error);
+        if (!made)
+            goto out;
+    }
+    if (k->prepare && !k->prepare(g, n, w, &ctx.state, error))
+        goto out;
+    prepared = TRUE;
+    ctx.workspace_bytes = k->workspace ? k->workspace(g, n) : 0;
+    if (ctx.workspace_bytes) {
+        ws = g_try_malloc0(ctx.workspace_bytes);
+        if (!ws) {
+            node_error(error, PSIM_ERROR_RUNTIME, g, n, "cannot allocate %zu bytes of workspace",
+                       ctx.workspace_bytes);
+            goto out;
+        }
+        ctx.workspace = ws;
+    }
+    /* Warm-up: caches, page faults of the outputs, lazy initialization in libraries. */
+    double warm_end = psim_exec_now_us() + o->warmup_ms * 1e3;
+    int32_t runs = 0;
+    do {
+        gboolean r = k->run(&ctx, error);
+        release_outputs(outs, n->n_outputs);
+        if (!r)
+            goto out;
+    } while (++runs < 1000 && psim_exec_now_us() < warm_end);
+    PsimSampler s;
+    psim__sampler_init(&s, o, o->budget_ms);
+#ifdef PSIM_HAVE_CUDA
+    if (psim_worker_device(w) && psim_worker_device(w)->kind == PSIM_DEVICE_TYPE_GPU) {
+        /* GPU kernels are asynchronous: the host clock would time the launch. Each run's CUDA
+         * work (however many kernels cuBLAS or cuDNN launch) is summed from CUPTI records. */
+        static uint64_t next_id = 1;
+        if (!psim__cupti_start(error)) {
+            g_array_free(s.samples, TRUE);
+            goto out;
+        }
+        for (gboolean more = TRUE; more;) {
+            psim__cupti_clear();
+            uint64_t first = next_id;
+            for (int b = 0; b < 8; b++) {
+                psim__cupti_push(next_id++);
+                gboolean r = k->run(&ctx, error);
+                psim__cupti_pop();
+                if (!r || !psim__cuda_sync(error)) {
+                    g_array_free(s.samples, TRUE);
+                    goto out;
+                }
+                release_outputs(outs, n->n_outputs);
+            }
+            if (!psim__cupti_flush(error)) {
+                g_array_free(s.samples, TRUE);
+                goto out;
+            }
+            for (uint64_t id = first; id < next_id && more; id++) {
+                int32_t n_rec = 0;
+                double us = psim__cupti_total_us(id, &n_rec);
+                more = psim__sampler_add(&s, n_rec ? us : 0);
+            }
+        }
+        psim__sampler_finish(&s, j->out);
+        ok = TRUE;
+        goto out;
+    }
+#endif
+    for (;;) {
+        double t0 = psim_exec_now_us();
+        gboolean r = k->run(&ctx, error);
+        double t1 = psim_exec_now_us();
+        release_outputs(outs, n->n_outputs);
+        if (!r) {
+            g_array_free(s.samples, TRUE);
+            goto out;
+        }
+        if (!psim__sampler_add(&s, t1 - t0))
+            break;
+    }
+    psim__sampler_finish(&s, j->out);
+    ok = TRUE;
+out:
+    release_outputs(outs, n->n_outputs);
+    if (prepared && k->release)
+        k->release(ctx.state);
+    g_free(ws);
+    for (int32_t i = 0; i < n->n_inputs; i++)
+        if (in[i])
+            psim_tensor_unref(in[i]);
+    return ok;
+}
+
+gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
+                                    int32_t device, PsimTimingStats *out, GError **error)
+{
+    g_return_val_if_fail(device >= 0 && device < p->n_devices, FALSE);
+    const PsimDevice *d = psim_cluster_device(p->cluster, device);
+    if (!p->workers[device])
+        return node_error(error, PSIM_ERROR_UNSUPPORTED, g, n, "device %s cannot run kernels here: %s",
+                          d->short_name, p->worker_errors[device]);
+    const PsimKernelDef *k = psim_kernel_for_node(g, n, d->type);
+    if (!k)
+        return node_error(error, PSIM_ERROR_UNSUPPORTED, g, n, "no %s kernel for op %s", d->type, n->op);
+    NodeJob j = {.p = p, .g = g, .n = n, .k = k, .seed = splitmix(&p->rng), .out = out};
+    return psim_worker_call(p->workers[device], node_job, &j, error);
+}
+
+/* --- Profiling graphs -------------------------------------------------------------------- */
+
+/* Index of the first input with neither a known value nor a known dtype and shape, or -1. */
+static int32_t unknown_input(const PsimGraph *g, const PsimNode *n)
+{
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        PsimPort port = n->inputs[k];
+        if (port.node < 0)
+            continue;
+        const PsimOutput *o = &psim_graph_node(g, port.node)->outputs[port.index];
+        if (!o->value && (o->dtype == PSIM_DTYPE_UNDEFINED || o->dtype == PSIM_DTYPE_STRING ||
+                          o->rank < 0 || psim_shape_elems(o->rank, o->dims) < 0))
+            return k;
+    }
+    return -1;
+}
+
+typedef struct {
+    int32_t device;
+    const PsimGraph *g;
+    const PsimNode *n;
+    char *sig;
+} Item;
+
+static void item_clear(Item *it) { g_free(it->sig); }
+
+gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_graphs,
+                           PsimProfileReport *report, GError **error)
+{
+    PsimProfileReport dummy;
+    if (!report)
+        report = &dummy;
+    memset(report, 0, sizeof *report);
+    report->n_devices = p->n_devices;
+    p->t0_us = psim_exec_now_us();
+    g_autoptr(GArray) items = g_array_new(FALSE, FALSE, sizeof(Item));
+    g_array_set_clear_func(items, (GDestroyNotify)item_clear);
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GHashTable) sigs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    int32_t n_warned = 0;
+    for (int32_t gi = 0; gi < n_graphs && p->opts.kernels; gi++) {
+        const PsimGraph *g = graphs[gi];
+        g_autofree gboolean *constant = psim_cost_constant_nodes(g);
+        for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+            const PsimNode *n = psim_graph_node(g, v);
+            if (!psim_profiler_node_measurable(g, n, constant))
+                continue;
+            char *sig = psim_cost_signature(g, n);
+            g_hash_table_add(sigs, g_strdup(sig));
+            int32_t unknown = unknown_input(g, n);
+            for (int32_t d = 0; d < p->n_devices; d++) {
+                const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+                char *key = g_strdup_printf("%d\n%s", d, sig);
+                if (!g_hash_table_add(seen, key))
+                    continue;
+                if (!p->workers[d] || !psim_kernel_for_node(g, n, dev->type) || unknown >= 0) {
+                    if (unknown >= 0 && n_warned++ < MAX_WARNINGS)
+                        fprintf(stderr, "placesim: warning: %s: node '%s': input %d has an unknown shape; "
+                                "not measured on %s\n", psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g),
+                                n->name, unknown, dev->short_name);
+                    report->unsupported++;
+                    continue;
+                }
+                Item it = {.device = d, .g = g, .n = n, .sig = g_strdup(sig)};
+                g_array_append_val(items, it);
+            }
+            g_free(sig);
+        }
+    }
+    report->n_signatures = (int32_t)g_hash_table_size(sigs);
+    int32_t total = (int32_t)items->len;
+    for (int32_t i = 0; i < total; i++) {
+        Item *it = &g_array_index(items, Item, i);
+        const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
+        g_autofree char *what = g_strdup_printf("%s on %s", it->n->op, d->short_name);
+        GError *err = NULL;
+        if (p->db && !p->opts.force) {
+            gboolean has = psim_cost_db_kernel_has(p->db, d, it->sig, &err);
+            if (err) {
+                g_propagate_error(error, err);
+                return FALSE;
+            }
+            if (has) {
+                report->skipped++;
+                psim__profiler_progress(p, "kernels", i + 1, total, what);
+                continue;
+            }
+        }
+        PsimTimingStats st;
+        if (!psim_profiler_measure_node(p, it->g, it->n, it->device, &st, &err)) {
+            if (g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED))
+                report->unsupported++;
+            else
+                report->failed++;
+            if (n_warned++ < MAX_WARNINGS)
+                fprintf(stderr, "placesim: warning: %s (not measured on %s)\n", err->message, d->short_name);
+            g_error_free(err);
+        } else {
+            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : "clock";
+            if (p->db && !psim_cost_db_kernel_put(p->db, d, it->sig, it->n->op, how, &st, error))
+                return FALSE;
+            report->measured++;
+        }
+        psim__profiler_progress(p, "kernels", i + 1, total, what);
+    }
+    if (n_warned > MAX_WARNINGS)
+        fprintf(stderr, "placesim: warning: %d more nodes were not measured\n", n_warned - MAX_WARNINGS);
+    if (p->opts.links && p->db && !psim_profiler_links(p, report, error))
+        return FALSE;
+    if (p->opts.calibrate && p->db && !psim_profiler_calibrate(p, report, error))
+        return FALSE;
+    report->elapsed_ms = (psim_exec_now_us() - p->t0_us) / 1e3;
+    return TRUE;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# placesim profile: fills a cost DB (one kernel row per signature and device, readable with
+# sqlite3), skips what is measured, --json figures, and exit 2 naming the file for DBs that are
+# not SQLite, corrupt, foreign or of a newer schema.
+set -euo pipefail
+PSIM="${PSIM:-./build/placesim}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cat > "$tmp/g.json" <<'JSON'
+{"format": "placesim.graph/1", "name": "g", "nodes": [
+ {"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": [64, 64]}]},
+ {"name": "w", "op": "Const", "attrs": {"fill": 0.5}, "outputs": [{"dtype": "float32", "shape": [64, 64]}]},
+ {"name": "m", "op": "MatMul", "inputs": ["x:0", "w:0"], "outputs": [{"dtype": "float32", "shape": [64, 64]}]},
+ {"name": "r", "op": "Relu", "inputs": ["m:0"], "outputs": [{"dtype": "float32", "shape": [64, 64]}]}]}
+JSON
+opts=(--cluster local:2 --budget-ms 30 --warmup-ms 1 --link-max-bytes 16384)
+"$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$tmp/c.db" --json > "$tmp/out.json" 2> "$tmp/err.txt"
+python3 - "$tmp/out.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in ("measured", "skipped", "devices", "elapsed_ms"):
+    assert k in r, k
+assert r["measured"] == 4 and r["skipped"] == 0, r
+assert len(r["devices"]) >= 2 and r["link_pairs"] == 2, r
+PY
+# Not a terminal: plain progress lines, no carriage returns.
+grep -q "placesim profile: kernels 4/4" "$tmp/err.txt"
+! grep -q $'\r' "$tmp/err.txt"
+if command -v sqlite3 > /dev/null; then
+    [ "$(sqlite3 "$tmp/c.db" "SELECT count(*) FROM kernels")" = 4 ]
+    [ "$(sqlite3 "$tmp/c.db" "SELECT count(*) FROM (SELECT 1 FROM kernels GROUP BY signature, device_id HAVING count(*) > 1)")" = 0 ]
+    [ "$(sqlite3 "$tmp/c.db" "PRAGMA journal_mode")" = wal ]
+fi
+"$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$tmp/c.db" --no-links --no-calibrate --json > "$tmp/again.json" 2>/dev/null
+grep -q '"measured":0,"skipped":4' "$tmp/again.json"
+
+expect2() {  # FILE NEEDLE
+    set +e
+    "$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$1" 2> "$tmp/err.txt" > /dev/null
+    local rc=$?
+    set -e
+    [ "$rc" = 2 ] || { echo "expected exit 2 for $1, got $rc"; cat "$tmp/err.txt"; exit 1; }
+    grep -q "$1" "$tmp/err.txt" && grep -q "$2" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
+}
+echo "just text" > "$tmp/text.db"
+expect2 "$tmp/text.db" "not an SQLite database"
+if command -v sqlite3 > /dev/null; then
+    cp "$tmp/c.db" "$tmp/newer.db"
+    sqlite3 "$tmp/newer.db" "PRAGMA user_version = 7"
+    expect2 "$tmp/newer.db" "newer"
+    sqlite3 "$tmp/foreign.db" "CREATE TABLE t(x); INSERT INTO t VALUES (1)"
+    expect2 "$tmp/foreign.db" "not a placesim cost DB"
+fi
+head -c 100 "$tmp/c.db" > "$tmp/trunc.db"
+expect2 "$tmp/trunc.db" "$tmp/trunc.db"
+echo ok

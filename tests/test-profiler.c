@@ -1,0 +1,193 @@
+/* Tests of the profiler on hand-built graphs: one row per (signature, device), skipping what is
+ * measured unless forced, statistics that make sense, bigger work measured slower, unsupported
+ * nodes counted, links fitted and devices calibrated, and the cost model answering from it all. */
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "placesim/profiler.h"
+
+static char *tmp_dir;
+
+/* Two identical MatMuls (one signature), a bigger MatMul, a Relu and an Add; a weight constant;
+ * and a node whose input shape is unknown. */
+static const char *graph_json =
+    "{\"format\": \"placesim.graph/1\", \"name\": \"prof\", \"nodes\": ["
+    " {\"name\": \"x\", \"op\": \"Placeholder\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+    " {\"name\": \"big\", \"op\": \"Placeholder\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [192, 192]}]},"
+    " {\"name\": \"w\", \"op\": \"Const\", \"attrs\": {\"fill\": 0.5}, \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+    " {\"name\": \"m1\", \"op\": \"MatMul\", \"inputs\": [\"x:0\", \"w:0\"], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+    " {\"name\": \"m2\", \"op\": \"MatMul\", \"inputs\": [\"x:0\", \"w:0\"], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+    " {\"name\": \"mb\", \"op\": \"MatMul\", \"inputs\": [\"big:0\", \"big:0\"], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [192, 192]}]},"
+    " {\"name\": \"r\", \"op\": \"Relu\", \"inputs\": [\"m1:0\"], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+    " {\"name\": \"a\", \"op\": \"Add\", \"inputs\": [\"r:0\", \"m2:0\"], \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+    " {\"name\": \"u\", \"op\": \"Placeholder\"},"
+    " {\"name\": \"ru\", \"op\": \"Relu\", \"inputs\": [\"u:0\"]}"
+    "]}";
+
+static PsimGraph *graph(void)
+{
+    GError *err = NULL;
+    PsimGraph *g = psim_graph_load_data("prof.json", PSIM_FORMAT_JSON, (const guint8 *)graph_json,
+                                        strlen(graph_json), NULL, &err);
+    g_assert_no_error(err);
+    return g;
+}
+
+static PsimProfileOptions quick(void)
+{
+    PsimProfileOptions o;
+    psim_profile_options_init(&o);
+    o.budget_ms = 50;
+    o.warmup_ms = 2;
+    o.reps = 5;
+    o.link_max_bytes = 64 << 10;
+    return o;
+}
+
+static void test_measure_node(void)
+{
+    g_autoptr(PsimGraph) g = graph();
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o = quick();
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, NULL, &o, &err);
+    g_assert_no_error(err);
+    PsimTimingStats small, big;
+    g_assert_true(psim_profiler_measure_node(p, g, psim_graph_node_find(g, "m1"), 0, &small, &err));
+    g_assert_no_error(err);
+    g_assert_true(psim_profiler_measure_node(p, g, psim_graph_node_find(g, "mb"), 0, &big, &err));
+    g_assert_cmpint(small.n, >=, 3);
+    g_assert_cmpfloat(small.min_us, >, 0);
+    g_assert_cmpfloat(small.min_us, <=, small.median_us);
+    g_assert_cmpfloat(small.stddev_us, >=, 0);
+    /* 216 times the FLOPs: even on a noisy machine, far slower. */
+    g_assert_cmpfloat(big.median_us, >, 10 * small.median_us);
+    /* No shape to make data for: unsupported, naming the file and the node. */
+    g_assert_false(psim_profiler_measure_node(p, g, psim_graph_node_find(g, "ru"), 0, &small, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(err->message, "prof.json"));
+    g_assert_nonnull(strstr(err->message, "'ru'"));
+    g_clear_error(&err);
+}
+
+static void test_run(void)
+{
+    g_autoptr(PsimGraph) g = graph();
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autofree char *path = g_build_filename(tmp_dir, "prof.db", NULL);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o = quick();
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
+    g_assert_no_error(err);
+    PsimGraph *gs[1] = {g};
+    PsimProfileReport r;
+    g_assert_true(psim_profiler_run(p, gs, 1, &r, &err));
+    g_assert_no_error(err);
+    int32_t n_dev = psim_cluster_n_devices(c);
+    /* Signatures: m1 = m2, mb, r, a, ru. ru cannot be measured (unknown shape). */
+    g_assert_cmpint(r.n_signatures, ==, 5);
+    g_assert_cmpint(r.measured, ==, 4 * n_dev);
+    g_assert_cmpint(r.unsupported, ==, n_dev);
+    g_assert_cmpint(r.skipped, ==, 0);
+    g_assert_cmpint(r.failed, ==, 0);
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, 4 * n_dev);
+    /* Links: 2 ordered pairs x 4 sizes (1, 4, 16, 64 KiB), each pair fitted. */
+    g_assert_cmpint(r.link_rows, ==, 8);
+    g_assert_cmpint(r.link_pairs, ==, 2);
+    g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 8);
+    g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
+    g_assert_cmpint(r.calibrations, ==, 3 * n_dev);
+
+    /* The cost model now answers from measurements. */
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        PsimCostSource src;
+        const PsimNode *m1 = psim_graph_node_find(g, "m1");
+        double t = psim_cost_node(m, g, m1, 1, &src);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+        g_autofree char *sig = psim_cost_signature(g, m1);
+        PsimTimingStats st;
+        g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, 1), sig, &st, NULL, &err));
+        g_assert_cmpfloat(t, ==, st.median_us);
+        psim_cost_node(m, g, psim_graph_node_find(g, "ru"), 0, &src);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+        g_assert_cmpfloat(psim_cost_transfer_src(m, 10000, 0, 1, &src), >, 0);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+        gboolean cal = FALSE;
+        double peak = 0;
+        psim_cost_model_device_rates(m, 0, &peak, NULL, NULL, &cal);
+        g_assert_true(cal);
+        g_assert_cmpfloat(peak, >, 0.01);
+    }
+
+    /* Again: everything is skipped; with force, measured again (still one row each). */
+    o.links = o.calibrate = FALSE;
+    g_autoptr(PsimProfiler) p2 = psim_profiler_new(c, db, &o, &err);
+    g_assert_true(psim_profiler_run(p2, gs, 1, &r, &err));
+    g_assert_cmpint(r.measured, ==, 0);
+    g_assert_cmpint(r.skipped, ==, 4 * n_dev);
+    o.force = TRUE;
+    g_autoptr(PsimProfiler) p3 = psim_profiler_new(c, db, &o, &err);
+    g_assert_true(psim_profiler_run(p3, gs, 1, &r, &err));
+    g_assert_cmpint(r.measured, ==, 4 * n_dev);
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, 4 * n_dev);
+    g_assert_no_error(err);
+}
+
+typedef struct {
+    int32_t calls, last_done, last_total;
+    gboolean monotonic;
+} Seen;
+
+static void on_progress(const PsimProfileProgress *pr, void *user)
+{
+    Seen *s = user;
+    if (!strcmp(pr->phase, "kernels")) {
+        if (pr->done < s->last_done)
+            s->monotonic = FALSE;
+        s->last_done = pr->done;
+        s->last_total = pr->total;
+        s->calls++;
+    }
+}
+
+static void test_progress(void)
+{
+    g_autoptr(PsimGraph) g = graph();
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
+    PsimProfileOptions o = quick();
+    o.links = o.calibrate = FALSE;
+    Seen s = {.monotonic = TRUE};
+    o.progress = on_progress;
+    o.progress_user = &s;
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, NULL, &o, &err);
+    PsimGraph *gs[1] = {g};
+    PsimProfileReport r;
+    g_assert_true(psim_profiler_run(p, gs, 1, &r, &err));
+    g_assert_cmpint(s.calls, ==, 4);
+    g_assert_cmpint(s.last_done, ==, 4);
+    g_assert_cmpint(s.last_total, ==, 4);
+    g_assert_true(s.monotonic);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    tmp_dir = g_dir_make_tmp("psim-prof-XXXXXX", NULL);
+    g_test_add_func("/profiler/measure-node", test_measure_node);
+    g_test_add_func("/profiler/run", test_run);
+    g_test_add_func("/profiler/progress", test_progress);
+    int rc = g_test_run();
+    g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
+    if (system(cmd) != 0 && !rc)
+        rc = 1;
+    g_free(tmp_dir);
+    return rc;
+}

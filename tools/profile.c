@@ -1,0 +1,202 @@
+/* placesim profile: measures every distinct kernel of the graphs on every device that can run
+ * it, the transfers between devices, and each device's calibration, into a cost DB. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "placesim/exec.h"
+#include "placesim/profiler.h"
+#include "tools/cli.h"
+
+typedef struct {
+    gboolean tty;
+    char *phase;
+    double phase_start_ms;
+    double last_print_ms;
+    int width; /* characters of the last bar, to clear it */
+} Progress;
+
+static void fmt_time(char *buf, size_t n, double ms)
+{
+    if (!isfinite(ms) || ms < 0)
+        g_strlcpy(buf, "?", n);
+    else if (ms < 60e3)
+        g_snprintf(buf, n, "%.1fs", ms / 1e3);
+    else
+        g_snprintf(buf, n, "%dm%02ds", (int)(ms / 60e3), (int)fmod(ms / 1e3, 60));
+}
+
+static void on_progress(const PsimProfileProgress *p, void *user)
+{
+    Progress *pr = user;
+    if (!pr->phase || strcmp(pr->phase, p->phase)) {
+        if (pr->tty && pr->width)
+            fputc('\n', stderr);
+        g_free(pr->phase);
+        pr->phase = g_strdup(p->phase);
+        pr->phase_start_ms = p->elapsed_ms;
+        pr->last_print_ms = -1e9;
+        pr->width = 0;
+    }
+    double in_phase = p->elapsed_ms - pr->phase_start_ms;
+    double eta = p->done > 0 && p->total > 0 ? in_phase / p->done * (p->total - p->done) : NAN;
+    char el[32], et[32];
+    fmt_time(el, sizeof el, p->elapsed_ms);
+    fmt_time(et, sizeof et, eta);
+    if (pr->tty) {
+        enum { BAR = 30 };
+        char bar[BAR + 1];
+        int fill = p->total > 0 ? (int)((double)p->done / p->total * BAR) : 0;
+        for (int i = 0; i < BAR; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[BAR] = 0;
+        char line[256];
+        int len = g_snprintf(line, sizeof line, "%-9s [%s] %d/%d  elapsed %s  ETA %s  %.60s", p->phase,
+                             bar, p->done, p->total, el, et, p->item ? p->item : "");
+        fprintf(stderr, "\r%s%*s", line, pr->width > len ? pr->width - len : 0, "");
+        pr->width = MIN(len, (int)sizeof line - 1);
+        fflush(stderr);
+        return;
+    }
+    /* Not a terminal: a plain line at most every two seconds, and the last one. */
+    if (p->elapsed_ms - pr->last_print_ms < 2000 && p->done != p->total)
+        return;
+    pr->last_print_ms = p->elapsed_ms;
+    fprintf(stderr, "placesim profile: %s %d/%d, elapsed %s, ETA %s%s%s\n", p->phase, p->done,
+            p->total, el, et, p->item ? ", last " : "", p->item ? p->item : "");
+}
+
+int psim_cmd_profile(int argc, char **argv)
+{
+    gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
+    const char *spec = NULL, *db_path = NULL;
+    int reps = -1;
+    double max_rel = -1, budget = -1, warmup = -1;
+    gint64 link_max = -1;
+    GOptionEntry entries[] = {
+        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec, "A cluster file, or local[:N] (default local)", "SPEC"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "The cost DB to fill (created if absent)", "DB"},
+        {"reps", 0, 0, G_OPTION_ARG_INT, &reps, "Timed runs at least, after warm-up (default 10)", "N"},
+        {"max-rel-stddev", 0, 0, G_OPTION_ARG_DOUBLE, &max_rel,
+         "Stop once stddev/mean is at most this (default 0.02)", "X"},
+        {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget,
+         "Time budget per kernel and device, or per transfer size (default 1000)", "MS"},
+        {"warmup-ms", 0, 0, G_OPTION_ARG_DOUBLE, &warmup, "Warm-up time per kernel (default 20)", "MS"},
+        {"link-max-bytes", 0, 0, G_OPTION_ARG_INT64, &link_max,
+         "Largest transfer measured (default 268435456)", "BYTES"},
+        {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
+        {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
+        {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH... - measure kernel and transfer costs");
+    g_option_context_set_summary(ctx,
+        "Runs every distinct kernel (by cost signature) of the graphs on every device of the\n"
+        "cluster that can run it, on the device's pinned thread, and stores n, mean, stddev, min\n"
+        "and median in the cost DB; then transfers between devices (1 KiB to 256 MiB) and each\n"
+        "device's calibration. Signatures already measured are skipped unless --force.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!psim_cli_parse(ctx, &argc, &argv, "profile"))
+        return 2;
+    if (argc < 2)
+        return psim_cli_usage("profile", "expected at least one GRAPH");
+    if (!db_path)
+        return psim_cli_usage("profile", "--db DB is required");
+    PsimProfileOptions o;
+    psim_profile_options_init(&o);
+    if (reps != -1) {
+        if (reps < 1)
+            return psim_cli_usage("profile", "--reps must be at least 1");
+        o.reps = reps;
+    }
+    if (max_rel != -1) {
+        if (!(max_rel >= 0))
+            return psim_cli_usage("profile", "--max-rel-stddev must be >= 0");
+        o.max_rel_stddev = max_rel;
+    }
+    if (budget != -1) {
+        if (!(budget >= 0))
+            return psim_cli_usage("profile", "--budget-ms must be >= 0");
+        o.budget_ms = budget;
+    }
+    if (warmup != -1) {
+        if (!(warmup >= 0))
+            return psim_cli_usage("profile", "--warmup-ms must be >= 0");
+        o.warmup_ms = warmup;
+    }
+    if (link_max != -1) {
+        if (link_max < (gint64)o.link_min_bytes || link_max > (INT64_C(1) << 34))
+            return psim_cli_usage("profile", "--link-max-bytes must be in [1024, 2^34]");
+        o.link_max_bytes = (uint64_t)link_max;
+    }
+    o.force = force;
+    o.links = !no_links;
+    o.calibrate = !no_calibrate;
+    Progress pr = {.tty = psim_cli_stderr_tty()};
+    o.progress = on_progress;
+    o.progress_user = &pr;
+
+    GError *err = NULL;
+    g_autoptr(GPtrArray) graphs = g_ptr_array_new_with_free_func((GDestroyNotify)psim_graph_free);
+    for (int i = 1; i < argc; i++) {
+        PsimGraph *g = psim_cli_load_graph(argv[i], FALSE, &err);
+        if (!g)
+            return psim_cli_fail(err);
+        g_ptr_array_add(graphs, g);
+    }
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec(spec ? spec : "local", &err);
+    if (!c)
+        return psim_cli_fail(err);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
+    if (!db)
+        return psim_cli_fail(err);
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
+    if (!p)
+        return psim_cli_fail(err);
+    PsimProfileReport r;
+    gboolean ok = psim_profiler_run(p, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &r, &err);
+    if (pr.tty && pr.width)
+        fputc('\n', stderr);
+    g_free(pr.phase);
+    if (!ok)
+        return psim_cli_fail(err);
+
+    if (json) {
+        JsonBuilder *b = json_builder_new();
+        json_builder_begin_object(b);
+#define INT(k, v)                               \
+    json_builder_set_member_name(b, k);         \
+    json_builder_add_int_value(b, v)
+        INT("measured", r.measured);
+        INT("skipped", r.skipped);
+        INT("unsupported", r.unsupported);
+        INT("failed", r.failed);
+        INT("signatures", r.n_signatures);
+        INT("link_rows", r.link_rows);
+        INT("link_pairs", r.link_pairs);
+        INT("calibrations", r.calibrations);
+#undef INT
+        json_builder_set_member_name(b, "devices");
+        json_builder_begin_array(b);
+        for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
+            json_builder_add_string_value(b, psim_cluster_device(c, i)->name);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "elapsed_ms");
+        json_builder_add_double_value(b, r.elapsed_ms);
+        json_builder_set_member_name(b, "db");
+        json_builder_add_string_value(b, db_path);
+        json_builder_end_object(b);
+        psim_cli_print_json(b);
+        return 0;
+    }
+    printf("signatures   %d\n", r.n_signatures);
+    printf("measured     %d (signature, device) pairs\n", r.measured);
+    printf("skipped      %d (already in %s)\n", r.skipped, db_path);
+    printf("unsupported  %d\n", r.unsupported);
+    printf("failed       %d\n", r.failed);
+    printf("links        %d timings, %d pairs fitted\n", r.link_rows, r.link_pairs);
+    printf("calibrations %d\n", r.calibrations);
+    printf("devices      %d\n", r.n_devices);
+    printf("elapsed      %.1f ms\n", r.elapsed_ms);
+    return 0;
+}

@@ -585,8 +585,11 @@ void psim_graph_node_assigned_set(PsimGraph *g, PsimNode *n, const char *device)
 /* Short device name: the part after "device:" ("CPU:0"), or the whole name. */
 static const char *short_device(const char *name)
 {
-    const char *p = strstr(name, "device:");
-    return p ? p + 7 : name;
+    /* Full names end in "/device:TYPE:N"; anything else is already short. */
+    if (name[0] != '/')
+        return name;
+    const char *p = strrchr(name, '/');
+    return p && strncmp(p + 1, "device:", 7) == 0 ? p + 8 : name;
 }
 
 gboolean psim_node_cost_lookup(const PsimNode *n, const char *device_name, const char *device_type,
@@ -594,20 +597,32 @@ gboolean psim_node_cost_lookup(const PsimNode *n, const char *device_name, const
 {
     if (n->n_costs == 0)
         return FALSE;
-    const char *sn = device_name ? short_device(device_name) : NULL;
-    for (int pass = 0; pass < 4; pass++)
-        for (int32_t i = 0; i < n->n_costs; i++) {
-            const char *d = n->costs[i].device;
-            gboolean hit = pass == 0   ? device_name && strcmp(d, device_name) == 0
-                           : pass == 1 ? sn && strcmp(short_device(d), sn) == 0
-                           : pass == 2 ? device_type && g_ascii_strcasecmp(d, device_type) == 0
-                                       : strcmp(d, "*") == 0;
-            if (hit) {
-                *us = n->costs[i].us;
-                return TRUE;
-            }
+    /* One pass ranking each annotation: exact name 0, short name 1, type 2, "*" 3. Simulators
+     * call this once per node, so the short form of the device is computed once. */
+    const char *sn = NULL; /* the short form of device_name, computed on first need */
+    int best = 4;
+    double v = 0;
+    for (int32_t i = 0; i < n->n_costs && best > 0; i++) {
+        const char *d = n->costs[i].device;
+        int rank = 4;
+        if (d[0] == '*' && d[1] == '\0')
+            rank = 3;
+        else if (device_name && strcmp(d, device_name) == 0)
+            rank = 0;
+        else if (device_name && (sn || (sn = short_device(device_name))) &&
+                 strcmp(short_device(d), sn) == 0)
+            rank = 1;
+        else if (device_type && g_ascii_strcasecmp(d, device_type) == 0)
+            rank = 2;
+        if (rank < best) {
+            best = rank;
+            v = n->costs[i].us;
         }
-    return FALSE;
+    }
+    if (best == 4)
+        return FALSE;
+    *us = v;
+    return TRUE;
 }
 
 /* ---- graph inputs and outputs ---- */

@@ -156,6 +156,11 @@ typedef struct {
     int32_t *stream;
     int32_t *out_off;
     int32_t *remaining;
+    double *cost;           /* per node, on its device */
+    uint64_t *out_total;    /* per node: bytes of all its outputs */
+    int32_t *in_off, *in_slot; /* per node: the output slots it consumes (parameters excluded) */
+    uint64_t *slot_bytes;   /* per output slot */
+    int32_t *slot_dev;
     int32_t *send_xfer;      /* per node: transfer index if Send, else -1 */
     int32_t *cluster_dev;    /* plan device -> cluster device */
     int32_t *done_order;
@@ -214,25 +219,19 @@ static uint64_t outputs_bytes(const PsimNode *v)
 /* Node v's consumption of its inputs is over: release tensors whose last consumer it was. */
 static void release_inputs(Sim *s, int32_t v)
 {
-    const PsimNode *nv = psim_graph_node(s->g, v);
-    for (int32_t k = 0; k < nv->n_inputs; k++) {
-        PsimPort p = nv->inputs[k];
-        if (p.node < 0 || s->kind[p.node] == KIND_PARAM)
-            continue;
-        int32_t *r = &s->remaining[s->out_off[p.node] + p.index];
-        if (*r > 0 && --*r == 0)
-            mem_sub(s, s->p->device_of[p.node],
-                    psim_graph_node(s->g, p.node)->outputs[p.index].bytes);
+    for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++) {
+        int32_t slot = s->in_slot[i];
+        if (--s->remaining[slot] == 0)
+            mem_sub(s, s->slot_dev[slot], s->slot_bytes[slot]);
     }
 }
 
 /* Frees outputs nobody consumes (dead outputs) once v is done. Graph outputs (fetches) stay. */
 static void release_dead_outputs(Sim *s, int32_t v)
 {
-    const PsimNode *nv = psim_graph_node(s->g, v);
-    for (int32_t k = 0; k < nv->n_outputs; k++)
-        if (s->remaining[s->out_off[v] + k] == 0)
-            mem_sub(s, s->p->device_of[v], nv->outputs[k].bytes);
+    for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++)
+        if (s->remaining[k] == 0)
+            mem_sub(s, s->slot_dev[k], s->slot_bytes[k]);
 }
 
 static void node_done(Sim *s, int32_t v)
@@ -259,7 +258,7 @@ static void link_start(Sim *s, int32_t li, int32_t x)
     s->xfer_start[x] = s->now;
     s->events++;
     /* The buffer on the destination exists from the transfer's start. */
-    mem_add(s, t->dst, outputs_bytes(psim_graph_node(s->g, t->recv)), t->recv);
+    mem_add(s, t->dst, s->out_total[t->recv], t->recv);
     if (!l->independent) {
         l->busy = TRUE;
         l->current = x;
@@ -345,18 +344,9 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
-    const PsimNode *nv = psim_graph_node(s->g, v);
-    double cost = psim_cost_node(s->m, s->g, nv, s->cluster_dev[d], NULL);
-    if (!isfinite(cost)) {
-        if (!s->failed)
-            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': no cost for device '%s' (no kernel or annotation)",
-                        psim_graph_name(s->g), nv->name, s->p->devices[d]);
-        s->failed = TRUE;
-        cost = 0;
-    }
+    double cost = s->cost[v];
     if (s->kind[v] != KIND_PARAM)
-        mem_add(s, d, outputs_bytes(nv), v);
+        mem_add(s, d, s->out_total[v], v);
     heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
 }
 
@@ -402,34 +392,57 @@ static gboolean setup(Sim *s)
     s->cluster_dev = g_new(int32_t, nd + 1);
     s->xfer_start = g_new0(double, p->n_transfers + 1);
     s->xfer_request = g_new0(double, p->n_transfers + 1);
-    int32_t n_out = 0;
+    int32_t n_out = 0, n_in = 0;
+    s->cost = g_new0(double, n + 1);
+    s->out_total = g_new0(uint64_t, n + 1);
+    s->in_off = g_new(int32_t, n + 1);
+    /* Op names are interned per graph: compare pointers first, strings only on a miss. */
+    const char *send_op = NULL, *recv_op = NULL;
     for (int32_t v = 0; v < n; v++) {
         const PsimNode *nv = psim_graph_node(g, v);
         s->out_off[v] = n_out;
         n_out += nv->n_outputs;
+        n_in += nv->n_inputs;
         s->binding[v] = -1;
         s->send_xfer[v] = -1;
-        if (!strcmp(nv->op, "Send"))
+        if (nv->op == send_op || (!send_op && !strcmp(nv->op, "Send") && (send_op = nv->op)))
             s->kind[v] = KIND_SEND;
-        else if (!strcmp(nv->op, "Recv"))
+        else if (nv->op == recv_op || (!recv_op && !strcmp(nv->op, "Recv") && (recv_op = nv->op)))
             s->kind[v] = KIND_RECV;
         else if ((nv->flags & (PSIM_NODE_PARAMETER | PSIM_NODE_CONSTANT)) ||
-                 ((!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant")) && nv->n_inputs == 0))
+                 (nv->op[0] == 'C' && nv->n_inputs == 0 &&
+                  (!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant"))))
             s->kind[v] = KIND_PARAM;
         if (p->device_of[v] < 0 || p->device_of[v] >= nd) {
             g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': not placed on a device",
                         psim_graph_name(g), nv->name);
             return FALSE;
         }
+        s->out_total[v] = outputs_bytes(nv);
     }
     s->out_off[n] = n_out;
     s->remaining = g_new0(int32_t, n_out + 1);
+    s->slot_bytes = g_new(uint64_t, n_out + 1);
+    s->slot_dev = g_new(int32_t, n_out + 1);
+    s->in_slot = g_new(int32_t, n_in + 1);
+    n_in = 0;
     for (int32_t v = 0; v < n; v++) {
         const PsimNode *nv = psim_graph_node(g, v);
-        for (int32_t k = 0; k < nv->n_inputs; k++)
-            if (nv->inputs[k].node >= 0)
-                s->remaining[s->out_off[nv->inputs[k].node] + nv->inputs[k].index]++;
+        for (int32_t k = 0; k < nv->n_outputs; k++) {
+            s->slot_bytes[s->out_off[v] + k] = nv->outputs[k].bytes;
+            s->slot_dev[s->out_off[v] + k] = p->device_of[v];
+        }
+        s->in_off[v] = n_in;
+        for (int32_t k = 0; k < nv->n_inputs; k++) {
+            PsimPort q = nv->inputs[k];
+            if (q.node < 0 || s->kind[q.node] == KIND_PARAM)
+                continue;
+            int32_t slot = s->out_off[q.node] + q.index;
+            s->remaining[slot]++;
+            s->in_slot[n_in++] = slot;
+        }
     }
+    s->in_off[n] = n_in;
     for (int32_t i = 0; i < psim_graph_n_outputs(g); i++) {
         PsimPort o = psim_graph_output(g, i);
         if (o.node >= 0)
@@ -464,6 +477,21 @@ static gboolean setup(Sim *s)
             return FALSE;
         }
         s->cluster_dev[d] = cd;
+    }
+    /* Node costs once, up front: a node that cannot run on its device is an error here. */
+    for (int32_t v = 0; v < n; v++) {
+        if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV)
+            continue;
+        const PsimNode *nv = psim_graph_node(g, v);
+        int32_t d = p->device_of[v];
+        double c = psim_cost_node(s->m, g, nv, s->cluster_dev[d], NULL);
+        if (!isfinite(c) || c < 0) {
+            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "%s: node '%s': no cost on device '%s' (no kernel for it, or no annotation)",
+                        psim_graph_name(g), nv->name, p->devices[d]);
+            return FALSE;
+        }
+        s->cost[v] = c;
     }
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
@@ -504,7 +532,7 @@ static gboolean setup(Sim *s)
     /* Parameters are resident from the start. */
     for (int32_t v = 0; v < n; v++)
         if (s->kind[v] == KIND_PARAM)
-            mem_add(s, p->device_of[v], outputs_bytes(psim_graph_node(g, v)), v);
+            mem_add(s, p->device_of[v], s->out_total[v], v);
     return TRUE;
 }
 
@@ -520,6 +548,12 @@ static void sim_free(Sim *s)
     g_free(s->pending);
     g_free(s->out_off);
     g_free(s->remaining);
+    g_free(s->cost);
+    g_free(s->out_total);
+    g_free(s->in_off);
+    g_free(s->in_slot);
+    g_free(s->slot_bytes);
+    g_free(s->slot_dev);
     g_free(s->send_xfer);
     g_free(s->done_order);
     g_free(s->cluster_dev);

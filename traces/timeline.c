@@ -16,7 +16,7 @@ PsimTimeline *psim_timeline_new(const char *graph, const char *kind, int32_t n_d
     t->ops = g_array_new(FALSE, FALSE, sizeof(PsimTimelineOp));
     t->xfers = g_array_new(FALSE, FALSE, sizeof(PsimTimelineXfer));
     t->peak_memory = g_new0(uint64_t, n_devices ? n_devices : 1);
-    t->strings = g_string_chunk_new(16 * 1024);
+    t->strings = g_string_chunk_new(256 * 1024);
     return t;
 }
 
@@ -37,7 +37,8 @@ void psim_timeline_free(PsimTimeline *t)
 void psim_timeline_op_add(PsimTimeline *t, const char *name, const char *op, int32_t node,
                           int32_t device, int32_t stream, double start, double end)
 {
-    PsimTimelineOp o = {.name = g_string_chunk_insert_const(t->strings, name ? name : ""),
+    /* Node names are unique: copy without the dedup hash; op names repeat: intern them. */
+    PsimTimelineOp o = {.name = g_string_chunk_insert(t->strings, name ? name : ""),
                         .op = g_string_chunk_insert_const(t->strings, op ? op : ""),
                         .node = node, .device = device, .stream = stream, .start = start, .end = end};
     g_array_append_val(t->ops, o);
@@ -46,8 +47,8 @@ void psim_timeline_op_add(PsimTimeline *t, const char *name, const char *op, int
 void psim_timeline_xfer_add(PsimTimeline *t, const char *name, const char *key, int32_t transfer,
                             int32_t src, int32_t dst, double start, double end, uint64_t bytes)
 {
-    PsimTimelineXfer x = {.name = g_string_chunk_insert_const(t->strings, name ? name : ""),
-                          .key = g_string_chunk_insert_const(t->strings, key ? key : ""),
+    PsimTimelineXfer x = {.name = g_string_chunk_insert(t->strings, name ? name : ""),
+                          .key = g_string_chunk_insert(t->strings, key ? key : ""),
                           .transfer = transfer, .src = src, .dst = dst, .start = start, .end = end,
                           .bytes = bytes};
     g_array_append_val(t->xfers, x);

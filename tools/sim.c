@@ -1,0 +1,177 @@
+/* placesim sim: simulates one step of a plan (from a placement, a plan file, or an algorithm) and
+ * writes the predicted timeline as a Chrome trace, SQLite rows and a Gantt chart. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "placesim/placer.h"
+#include "placesim/sim.h"
+#include "tools/cli.h"
+
+int psim_cmd_sim(int argc, char **argv)
+{
+    g_autofree char *cluster_spec = NULL, *placement = NULL, *plan_path = NULL, *db_path = NULL;
+    g_autofree char *order_name = NULL, *trace = NULL, *plot = NULL, *sqlite_path = NULL;
+    g_autofree char *algo = NULL;
+    gboolean json = FALSE, training = FALSE;
+    int streams = 0;
+    GOptionEntry entries[] = {
+        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec,
+         "Cluster: local, local:N or a cluster JSON file (default local)", "SPEC"},
+        {"placement", 'p', 0, G_OPTION_ARG_FILENAME, &placement, "Placement JSON to simulate", "P.json"},
+        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan')", "PLAN.json"},
+        {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Place with this algorithm first (see 'place --help')", "NAME"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB with measured kernel and link times", "DB"},
+        {"order", 0, 0, G_OPTION_ARG_STRING, &order_name,
+         "static (follow the plan's order per device, default) or dynamic (ready queue by priority)", "ORDER"},
+        {"streams", 0, 0, G_OPTION_ARG_INT, &streams, "Compute streams per GPU device (default: the cluster's)", "N"},
+        {"trace", 't', 0, G_OPTION_ARG_FILENAME, &trace, "Write the timeline as a Chrome trace (Perfetto)", "T.json"},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot, "Write a Gantt chart (.png or .svg)", "G.png"},
+        {"sqlite", 0, 0, G_OPTION_ARG_FILENAME, &sqlite_path, "Append the timeline to an SQLite database", "S.sqlite"},
+        {"training", 0, 0, G_OPTION_ARG_NONE, &training, "PipeDream: expand into a training graph", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - simulate one step of a plan");
+    g_option_context_set_summary(ctx,
+        "The plan comes from --plan, or is partitioned from --placement or from --algo.\n"
+        "Times come from the cost model: graph annotations, then the cost DB, then estimates.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!psim_cli_parse(ctx, &argc, &argv, "sim"))
+        return 2;
+    if (argc != 2)
+        return psim_cli_usage("sim", "expected one GRAPH");
+    if (!!placement + !!plan_path + !!algo != 1)
+        return psim_cli_usage("sim", "give exactly one of --placement, --plan or --algo");
+    PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .gpu_streams = streams};
+    if (order_name && !psim_order_from_name(order_name, &so.order))
+        return psim_cli_usage("sim", "--order must be static or dynamic, not '%s'", order_name);
+    if (streams < 0 || streams > 32)
+        return psim_cli_usage("sim", "--streams must be between 1 and 32");
+
+    GError *err = NULL;
+    g_autoptr(PsimCluster) cluster = psim_cluster_from_spec(cluster_spec ? cluster_spec : "local", &err);
+    if (!cluster)
+        return psim_cli_fail(err);
+    g_autoptr(PsimCostDb) db = NULL;
+    if (db_path && !(db = psim_cost_db_open(db_path, &err)))
+        return psim_cli_fail(err);
+    g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
+    g_autoptr(PsimPlan) plan = NULL;
+    gint64 t0 = g_get_monotonic_time();
+    if (plan_path) {
+        if (!(plan = psim_plan_load(plan_path, &err)))
+            return psim_cli_fail(err);
+    } else {
+        g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
+        if (!g)
+            return psim_cli_fail(err);
+        PsimPlaceOptions po;
+        psim_place_options_init(&po);
+        po.placement_file = placement;
+        g_autoptr(PsimPlaceCtx) pc = psim_place_ctx_new(g, model, &po, &err);
+        if (!pc)
+            return psim_cli_fail(err);
+        g_autoptr(PsimPlacement) pl = psim_place(pc, placement ? "file" : algo, &err);
+        if (!pl)
+            return psim_cli_fail(err);
+        if (!(plan = psim_plan_build(pc, pl, &err)))
+            return psim_cli_fail(err);
+    }
+    gint64 t1 = g_get_monotonic_time();
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) tl = NULL;
+    gboolean want_tl = trace || plot || sqlite_path;
+    if (!psim_sim_run(plan, model, &so, &r, want_tl ? &tl : NULL, &err))
+        return psim_cli_fail(err);
+    gint64 t2 = g_get_monotonic_time();
+    if (trace && !psim_timeline_save_chrome(tl, trace, &err))
+        goto fail;
+    if (plot && !psim_timeline_plot_gantt(tl, plot, psim_graph_name(plan->graph), &err))
+        goto fail;
+    if (sqlite_path && psim_timeline_save_sqlite(tl, sqlite_path, psim_graph_name(plan->graph), &err) < 0)
+        goto fail;
+
+    if (json) {
+        JsonBuilder *b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "graph");
+        json_builder_add_string_value(b, psim_graph_name(plan->graph));
+        json_builder_set_member_name(b, "algo");
+        json_builder_add_string_value(b, plan->algo ? plan->algo : "");
+        json_builder_set_member_name(b, "order");
+        json_builder_add_string_value(b, so.order == PSIM_ORDER_STATIC ? "static" : "dynamic");
+        json_builder_set_member_name(b, "step_time_us");
+        json_builder_add_double_value(b, r.step_time_us);
+        json_builder_set_member_name(b, "critical_path_us");
+        json_builder_add_double_value(b, r.critical_path_us);
+        json_builder_set_member_name(b, "lower_bound_us");
+        json_builder_add_double_value(b, r.lower_bound_us);
+        json_builder_set_member_name(b, "plan_makespan_us");
+        json_builder_add_double_value(b, plan->makespan_us);
+        json_builder_set_member_name(b, "peak_memory_bytes");
+        json_builder_begin_object(b);
+        for (int32_t d = 0; d < plan->n_devices; d++) {
+            json_builder_set_member_name(b, plan->devices[d]);
+            json_builder_add_int_value(b, (gint64)r.peak_memory[d]);
+        }
+        json_builder_end_object(b);
+        json_builder_set_member_name(b, "over_capacity");
+        if (r.over_device >= 0) {
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "device");
+            json_builder_add_string_value(b, plan->devices[r.over_device]);
+            json_builder_set_member_name(b, "node");
+            json_builder_add_string_value(b, psim_graph_node(plan->graph, r.over_node)->name);
+            json_builder_set_member_name(b, "time_us");
+            json_builder_add_double_value(b, r.over_time_us);
+            json_builder_set_member_name(b, "bytes");
+            json_builder_add_int_value(b, (gint64)r.over_bytes);
+            json_builder_end_object(b);
+        } else {
+            json_builder_add_null_value(b);
+        }
+        json_builder_set_member_name(b, "critical_path");
+        json_builder_begin_array(b);
+        for (int32_t i = 0; i < r.n_critical; i++)
+            json_builder_add_string_value(b, psim_graph_node(plan->graph, r.critical[i])->name);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "events");
+        json_builder_add_int_value(b, r.events);
+        json_builder_set_member_name(b, "n_send");
+        json_builder_add_int_value(b, plan->n_transfers);
+        json_builder_set_member_name(b, "plan_ms");
+        json_builder_add_double_value(b, (t1 - t0) / 1e3);
+        json_builder_set_member_name(b, "elapsed_ms");
+        json_builder_add_double_value(b, (t2 - t1) / 1e3);
+        json_builder_end_object(b);
+        psim_cli_print_json(b);
+    } else {
+        printf("graph          %s (%s order%s%s)\n", psim_graph_name(plan->graph),
+               so.order == PSIM_ORDER_STATIC ? "static" : "dynamic", plan->algo ? ", placed by " : "",
+               plan->algo ? plan->algo : "");
+        printf("step time      %.3f us\n", r.step_time_us);
+        printf("lower bound    %.3f us (critical path with these costs and transfers)\n", r.lower_bound_us);
+        printf("plan estimate  %.3f us\n", plan->makespan_us);
+        printf("transfers      %d\n", plan->n_transfers);
+        for (int32_t d = 0; d < plan->n_devices; d++)
+            printf("peak memory    %-48s %.3f MB\n", plan->devices[d], r.peak_memory[d] / 1e6);
+        if (r.over_device >= 0)
+            printf("OVER CAPACITY  %s at %.3f us when '%s' started (%.3f MB)\n",
+                   plan->devices[r.over_device], r.over_time_us,
+                   psim_graph_node(plan->graph, r.over_node)->name, r.over_bytes / 1e6);
+        printf("critical path  %d nodes:", r.n_critical);
+        for (int32_t i = 0; i < r.n_critical && i < 12; i++)
+            printf(" %s", psim_graph_node(plan->graph, r.critical[i])->name);
+        printf("%s\n", r.n_critical > 12 ? " ..." : "");
+        printf("simulated      %" G_GINT64_FORMAT " events in %.3f ms\n", r.events, (t2 - t1) / 1e3);
+        if (trace)
+            printf("trace          %s (open in https://ui.perfetto.dev)\n", trace);
+        if (plot)
+            printf("gantt          %s\n", plot);
+    }
+    psim_sim_result_clear(&r);
+    return 0;
+fail:
+    psim_sim_result_clear(&r);
+    return psim_cli_fail(err);
+}

@@ -3,6 +3,10 @@
 #include <math.h>
 #include <string.h>
 
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "placesim/placer.h"
 #include "placesim/sim.h"
 
 /* A tiny builder: Task nodes with one output of `bytes` and cost `us` on every device of
@@ -381,6 +385,77 @@ static void test_engine(void)
     g_assert_cmpfloat(psim_sim_engine_makespan(e), ==, 27);
 }
 
+/* resnet50 placed by heft on local:2, simulated, written as a Chrome trace: valid JSON in
+ * which every node of the plan except Send/Recv appears exactly once as an op slice; and the
+ * Gantt chart is a PNG. */
+static void test_resnet50_trace(void)
+{
+    const char *data = g_getenv("PSIM_DATA");
+    g_autofree char *path = g_build_filename(data ? data : "../shared/data", "onnx-light", "resnet50.onnx", NULL);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_test_skip("no shared data");
+        return;
+    }
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(PsimPlaceCtx) pc = psim_place_ctx_new(g, m, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) pl = psim_place(pc, "heft", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = psim_plan_build(pc, pl, &err);
+    g_assert_no_error(err);
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) t = NULL;
+    g_assert_true(psim_sim_run(plan, m, NULL, &r, &t, &err));
+    g_autofree char *dir = g_dir_make_tmp("psim-r50-XXXXXX", NULL);
+    g_autofree char *trace = g_build_filename(dir, "r50.json", NULL);
+    g_autofree char *png = g_build_filename(dir, "r50.png", NULL);
+    g_assert_true(psim_timeline_save_chrome(t, trace, &err));
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_assert_true(json_parser_load_from_file(parser, trace, &err));
+    g_assert_no_error(err);
+    JsonArray *ev = json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "traceEvents");
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < json_array_get_length(ev); i++) {
+        JsonObject *e = json_array_get_object_element(ev, i);
+        if (strcmp(json_object_get_string_member(e, "ph"), "X") ||
+            strcmp(json_object_get_string_member(e, "cat"), "op"))
+            continue;
+        const char *name = json_object_get_string_member(e, "name");
+        g_assert_false(g_hash_table_contains(seen, name));
+        g_hash_table_add(seen, (gpointer)name);
+        g_assert_cmpfloat(json_object_get_double_member(e, "ts") + json_object_get_double_member(e, "dur"),
+                          <=, r.step_time_us + 1e-6);
+    }
+    int32_t expect = 0;
+    for (int32_t v = 0; v < psim_graph_n_nodes(plan->graph); v++) {
+        const PsimNode *n = psim_graph_node(plan->graph, v);
+        if (!strcmp(n->op, "Send") || !strcmp(n->op, "Recv"))
+            continue;
+        expect++;
+        g_assert_true(g_hash_table_contains(seen, n->name));
+    }
+    g_assert_cmpint(g_hash_table_size(seen), ==, expect);
+    g_assert_cmpint(expect, ==, psim_graph_n_nodes(g));
+    if (g_find_program_in_path("gnuplot")) {
+        g_assert_true(psim_timeline_plot_gantt(t, png, "resnet50", &err));
+        g_assert_no_error(err);
+        g_autofree char *bytes = NULL;
+        gsize len = 0;
+        g_assert_true(g_file_get_contents(png, &bytes, &len, NULL));
+        g_assert_cmpuint(len, >, 1000);
+        g_assert_cmpint(memcmp(bytes, "\x89PNG", 4), ==, 0);
+        g_unlink(png);
+    }
+    g_unlink(trace);
+    g_rmdir(dir);
+    psim_sim_result_clear(&r);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -392,5 +467,6 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/static-dynamic", test_static_dynamic);
     g_test_add_func("/sim/deterministic", test_deterministic);
     g_test_add_func("/sim/engine", test_engine);
+    g_test_add_func("/sim/resnet50-trace", test_resnet50_trace);
     return g_test_run();
 }

@@ -5,6 +5,7 @@
 
 #include <json-glib/json-glib.h>
 
+#include "placesim/cluster.h"
 #include "placesim/graph.h"
 
 typedef struct {
@@ -23,6 +24,10 @@ gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char
 /* Loads a graph file, or a built-in model written "zoo:NAME" or a bare zoo name when no file of
  * that name exists. */
 PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error);
+/* The cluster for --cluster SPEC: "local", "local:N", a cluster JSON file, or
+ * "uniform:P[:GBPS[:LATENCY_US]]" / "stg:P" (P identical devices of the type the graph's cost
+ * annotations name, joined by independent links). g may be NULL for the first forms. */
+PsimCluster *psim_cli_cluster(const char *spec, const PsimGraph *g, GError **error);
 /* Prints the builder's root as one JSON object on stdout and frees the builder. */
 void psim_cli_print_json(JsonBuilder *b);
 /* TRUE when stderr is a terminal (progress bars go there only then). */

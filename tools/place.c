@@ -7,52 +7,6 @@
 #include "placesim/placer.h"
 #include "tools/cli.h"
 
-/* "uniform:P[:GBPS[:LATENCY_US]]": P identical devices joined by identical independent links
- * (transfers do not share them, the HEFT papers' model; free when no
- * bandwidth is given), of the device type the graph's cost annotations name when they all name
- * one type ("P" otherwise; annotations keyed "P:0", "P:1"... then address the devices one by
- * one). "stg:P" is uniform:P, the setting of the STG studies (no communication cost). */
-static PsimCluster *identical_cluster(const PsimGraph *g, const char *spec, GError **error)
-{
-    char *end;
-    long p = strtol(spec, &end, 10);
-    double bw = 0, lat = 0;
-    if (*end == ':') {
-        bw = g_ascii_strtod(end + 1, &end);
-        if (*end == ':')
-            lat = g_ascii_strtod(end + 1, &end);
-    }
-    if (*end || p < 1 || p > 65536 || !(bw >= 0) || !(lat >= 0) || isinf(lat)) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "--cluster uniform:P[:GBPS[:LATENCY_US]]: expected a device count from 1 to "
-                    "65536 and non-negative rates, not '%s'", spec);
-        return NULL;
-    }
-    const char *type = NULL;
-    gboolean mixed = FALSE;
-    for (int32_t v = 0; v < psim_graph_n_nodes(g) && !mixed; v++) {
-        const PsimNode *n = psim_graph_node(g, v);
-        for (int32_t k = 0; k < n->n_costs && !mixed; k++) {
-            if (!type)
-                type = n->costs[k].device;
-            else if (strcmp(type, n->costs[k].device))
-                mixed = TRUE;
-        }
-    }
-    if (!type || mixed || strchr(type, ':') || strchr(type, '/') || strchr(type, '*'))
-        type = "P";
-    PsimCluster *c = psim_cluster_new();
-    for (long i = 0; i < p; i++) {
-        g_autofree char *name = g_strdup_printf("%s:%ld", type, i);
-        if (psim_cluster_device_add(c, name, type, error) < 0) {
-            psim_cluster_free(c);
-            return NULL;
-        }
-    }
-    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = bw, .latency_us = lat, .independent = TRUE});
-    return c;
-}
-
 static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *plan,
                        const char *error)
 {
@@ -148,10 +102,7 @@ int psim_cmd_place(int argc, char **argv)
     g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
     if (!g)
         return psim_cli_fail(err);
-    g_autoptr(PsimCluster) cluster =
-        g_str_has_prefix(cluster_spec, "stg:")       ? identical_cluster(g, cluster_spec + 4, &err)
-        : g_str_has_prefix(cluster_spec, "uniform:") ? identical_cluster(g, cluster_spec + 8, &err)
-                                                     : psim_cluster_from_spec(cluster_spec, &err);
+    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g, &err);
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, NULL);

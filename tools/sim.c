@@ -17,7 +17,7 @@ int psim_cmd_sim(int argc, char **argv)
     int streams = 0;
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec,
-         "Cluster: local, local:N or a cluster JSON file (default local)", "SPEC"},
+         "Cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] or stg:P (default local)", "SPEC"},
         {"placement", 'p', 0, G_OPTION_ARG_FILENAME, &placement, "Placement JSON to simulate", "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan')", "PLAN.json"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Place with this algorithm first (see 'place --help')", "NAME"},
@@ -49,22 +49,23 @@ int psim_cmd_sim(int argc, char **argv)
         return psim_cli_usage("sim", "--streams must be between 1 and 32");
 
     GError *err = NULL;
-    g_autoptr(PsimCluster) cluster = psim_cluster_from_spec(cluster_spec ? cluster_spec : "local", &err);
+    g_autoptr(PsimGraph) g = NULL;
+    g_autoptr(PsimPlan) plan = NULL;
+    gint64 t0 = g_get_monotonic_time();
+    if (plan_path) {
+        if (!(plan = psim_plan_load(plan_path, &err)))
+            return psim_cli_fail(err);
+    } else if (!(g = psim_cli_load_graph(argv[1], training, &err))) {
+        return psim_cli_fail(err);
+    }
+    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g ? g : plan->graph, &err);
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
     if (db_path && !(db = psim_cost_db_open(db_path, &err)))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
-    g_autoptr(PsimPlan) plan = NULL;
-    gint64 t0 = g_get_monotonic_time();
-    if (plan_path) {
-        if (!(plan = psim_plan_load(plan_path, &err)))
-            return psim_cli_fail(err);
-    } else {
-        g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
-        if (!g)
-            return psim_cli_fail(err);
+    if (!plan) {
         PsimPlaceOptions po;
         psim_place_options_init(&po);
         po.placement_file = placement;

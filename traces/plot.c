@@ -112,12 +112,25 @@ static int32_t gantt_commands(GString *s, const PsimTimeline *t, const char *tit
     g_string_append_printf(s, "set title \"%s%s\" noenhanced\n", safe_title,
                            n_boxes > MAX_BOXES ? " (first 200000 boxes)" : "");
     g_string_append(s, "set xlabel 'time (us)'\nset ylabel ''\nunset key\nset grid x\nset border 3\n"
-                       "set style fill solid 0.9 noborder\nunset logscale\n");
+                       "set style fill solid 0.9 border lc rgb 'white'\nunset logscale\nunset label\n");
     g_string_append_printf(s, "set yrange [%d.6:-0.6]\n", rows - 1);
     g_string_append(s, "set ytics noenhanced nomirror\n");
     g_string_append(s, tics->str);
     g_string_free(tics, TRUE);
     double xm = xmax > 0 ? xmax : t->step_time_us;
+    /* Small timelines get node names on their boxes. */
+    if (t->ops->len <= 60) {
+        for (guint i = 0; i < t->ops->len; i++) {
+            const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+            if (o->device < 0 || o->device >= nd || o->end <= o->start)
+                continue;
+            g_autofree char *nm = g_strdup(o->name);
+            g_strdelimit(nm, "\"\\\n'", '_');
+            g_string_append_printf(s, "set label \"%s\" at %.6g,%d center front noenhanced font ',8' tc rgb 'white'\n",
+                                   nm, (o->start + o->end) / 2,
+                                   stream_row[o->device * 32 + MIN(MAX(o->stream, 0), 31)]);
+        }
+    }
     g_string_append_printf(s, "set xrange [0:%.6g]\n", xm > 0 ? xm * 1.02 : 1);
     g_string_append(s, "plot '-' using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable\n");
     guint written = 0;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# placesim sim from the command line: the HEFT paper example takes exactly 80 in static order,
+# the figures and files it promises exist, and bad input is exit 2 with one line.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+heft="$PSIM_SRC/tests/data/heft-example.json"
+
+out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --algo heft --order static --json) || fail "sim heft"
+step=$(echo "$out" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
+[ "$step" = "80.0" ] || [ "$step" = "80" ] || fail "heft example step time $step, expected 80"
+
+# Through a plan file and a placement file: same step time.
+"$PSIM" place "$heft" --cluster uniform:3:0.001:0 --algo heft --plan "$tmp/plan.json" --out "$tmp/p.json" >/dev/null || fail "place"
+out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --plan "$tmp/plan.json" --json --trace "$tmp/t.json" --sqlite "$tmp/t.sqlite") || fail "sim --plan"
+echo "$out" | grep -q '"step_time_us":80' || fail "sim --plan: $out"
+out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --placement "$tmp/p.json" --json) || fail "sim --placement"
+echo "$out" | grep -q '"step_time_us":80' || fail "sim --placement: $out"
+[ -s "$tmp/t.json" ] || fail "no trace written"
+"$PSIM" compare "$tmp/t.json" "$tmp/t.json" --json | grep -q '"error_pct":0' || fail "compare of a trace with itself"
+
+# Bad input: one line on stderr, exit 2.
+expect2() {
+    "$@" >"$tmp/o" 2>"$tmp/e"; rc=$?
+    [ $rc = 2 ] || fail "exit $rc (expected 2): $*"
+    [ "$(wc -l <"$tmp/e")" = 1 ] || fail "expected one error line: $(cat "$tmp/e")"
+}
+expect2 "$PSIM" sim "$heft" --cluster uniform:3 --algo heft --order sideways
+expect2 "$PSIM" sim "$heft" --cluster uniform:3 --algo nosuch
+expect2 "$PSIM" sim "$heft" --cluster uniform:3 --plan "$tmp/missing.json"
+expect2 "$PSIM" sim "$heft" --cluster uniform:3
+echo '{"format": "placesim.plan/1", "nodes": 3}' >"$tmp/bad.json"
+expect2 "$PSIM" sim "$heft" --cluster uniform:3 --plan "$tmp/bad.json"
+expect2 "$PSIM" compare "$tmp/bad.json" "$tmp/t.json"
+echo "cli-sim: ok"

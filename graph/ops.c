@@ -60,6 +60,9 @@ void psim__ops_init(void)
         registry = g_hash_table_new(g_str_hash, g_str_equal);
         psim__ops_register_basic();
         psim__ops_register_tf();
+        psim__ops_register_math();
+        psim__ops_register_nn();
+        psim__ops_register_shape();
         g_once_init_leave(&once, 1);
     }
 }
@@ -90,25 +93,66 @@ void psim_graph_node_count(const PsimGraph *g, const PsimNode *n, PsimOpCount *o
         return;
     }
     /* Unknown ops: count the bytes they move, no FLOPs. */
-    for (int32_t k = 0; k < n->n_inputs; k++)
-        if (n->inputs[k].node >= 0)
-            out->bytes_read += psim__input(g, n, k)->bytes;
+    for (int32_t k = 0; k < n->n_inputs; k++) {
+        const PsimOutput *o = psim__input(g, n, k);
+        if (o)
+            out->bytes_read += o->bytes;
+    }
     for (int32_t k = 0; k < n->n_outputs; k++)
         out->bytes_written += n->outputs[k].bytes;
 }
 
+static gboolean is_float_dtype(PsimDType t)
+{
+    return t == PSIM_DTYPE_FLOAT32 || t == PSIM_DTYPE_FLOAT64 || t == PSIM_DTYPE_FLOAT16 ||
+           t == PSIM_DTYPE_BFLOAT16;
+}
+
+/* Parameters are what stays resident between steps: outputs of constant nodes (initializers,
+ * Const, and constant subgraphs such as weights made by ConstantOfShape) that a non-constant
+ * node consumes, or that nothing consumes. Constants consumed only inside a constant subgraph
+ * (the shape feeding ConstantOfShape) are not counted, so a weight is counted once. Outputs of
+ * folded or constant subgraphs count only when they are float weights; initializers and Const
+ * nodes count whatever their dtype. */
 void psim_graph_stats(const PsimGraph *g, PsimGraphStats *out)
 {
     memset(out, 0, sizeof *out);
     out->n_nodes = psim_graph_n_nodes(g);
     out->n_edges = psim_graph_n_edges(g);
-    for (int32_t i = 0; i < out->n_nodes; i++) {
+    int32_t nn = out->n_nodes;
+    g_autofree guint8 *cst = g_new0(guint8, nn ? nn : 1);
+    g_autofree guint8 *live = g_new0(guint8, nn ? nn : 1); /* 1: consumed by a non-constant */
+    g_autofree guint8 *used = g_new0(guint8, nn ? nn : 1);
+    for (int32_t i = 0; i < nn; i++) {
         const PsimNode *v = psim_graph_node(g, i);
-        if (v->flags & (PSIM_NODE_CONSTANT | PSIM_NODE_PARAMETER) ||
-            !strcmp(v->op, "Const") || !strcmp(v->op, "Constant")) {
-            if (v->flags & PSIM_NODE_PARAMETER || !strcmp(v->op, "Const") ||
-                !strcmp(v->op, "Constant"))
-                for (int32_t k = 0; k < v->n_outputs; k++)
+        cst[i] = (v->flags & (PSIM_NODE_CONSTANT | PSIM_NODE_PARAMETER)) || !strcmp(v->op, "Const") ||
+                 !strcmp(v->op, "Constant");
+    }
+    for (int32_t i = 0; i < nn; i++) {
+        const PsimNode *v = psim_graph_node(g, i);
+        for (int32_t k = 0; k < v->n_inputs; k++) {
+            int32_t src = v->inputs[k].node;
+            if (src < 0)
+                continue;
+            used[src] = 1;
+            if (!cst[i])
+                live[src] = 1;
+        }
+    }
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++) {
+        PsimPort p = psim_graph_output(g, i);
+        if (p.node >= 0)
+            live[p.node] = 1;
+    }
+    for (int32_t i = 0; i < nn; i++) {
+        const PsimNode *v = psim_graph_node(g, i);
+        if (cst[i]) {
+            if (!live[i] && used[i])
+                continue;
+            gboolean source = (v->flags & PSIM_NODE_PARAMETER) || !strcmp(v->op, "Const") ||
+                              !strcmp(v->op, "Constant");
+            for (int32_t k = 0; k < v->n_outputs; k++)
+                if (source || is_float_dtype(v->outputs[k].dtype))
                     out->param_bytes += v->outputs[k].bytes;
             continue;
         }

@@ -1,0 +1,634 @@
+/* Math ops with ONNX semantics (opsets 7..17): elementwise unary and broadcasting binary ops,
+ * comparisons and logic, Where, Cast, Clip, MatMul and Gemm, Softmax, reductions, Range, and
+ * the stateful random and variable ops that passes must never merge. */
+#include "ops-private.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- elementwise ---- */
+
+/* FLOPs per output element: 1 for simple arithmetic, more for transcendental functions. */
+static const struct {
+    const char *op;
+    double flops;
+} elem_flops[] = {
+    {"Exp", 4},     {"Log", 4},      {"Sigmoid", 4}, {"Tanh", 5},        {"Erf", 5},
+    {"Pow", 4},     {"Softplus", 5}, {"Elu", 4},     {"Selu", 4},        {"LeakyRelu", 2},
+    {"Clip", 2},    {"HardSigmoid", 3}, {"Sin", 4},  {"Cos", 4},         {"Cast", 0},
+    {"Softmax", 5}, {"LogSoftmax", 5},
+};
+
+static double flops_per_elem(const char *op)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(elem_flops); i++)
+        if (!strcmp(op, elem_flops[i].op))
+            return elem_flops[i].flops;
+    return 1;
+}
+
+static gboolean need_inputs(const PsimGraph *g, const PsimNode *n, int32_t k, GError **error)
+{
+    for (int32_t i = 0; i < k; i++)
+        if (!psim__input(g, n, i)) {
+            psim__error_node(error, g, n, "%s needs %d input(s), input %d is missing", n->op, k,
+                             i);
+            return FALSE;
+        }
+    return TRUE;
+}
+
+static gboolean infer_unary(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *in = psim__input(g, n, 0);
+    PsimDType dt = in->dtype;
+    if (!strcmp(n->op, "Not") || !strcmp(n->op, "IsNaN") || !strcmp(n->op, "IsInf"))
+        dt = PSIM_DTYPE_BOOL;
+    return psim__out_set(g, n, 0, dt, in->rank, in->dims, error);
+}
+
+static gboolean infer_cast(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    PsimDType to = psim__attr_dtype(n, "to", PSIM_DTYPE_UNDEFINED);
+    if (to == PSIM_DTYPE_UNDEFINED)
+        to = psim__attr_dtype(n, "DstT", PSIM_DTYPE_UNDEFINED);
+    if (to == PSIM_DTYPE_UNDEFINED) {
+        psim__error_node(error, g, n, "Cast needs a valid 'to' dtype attribute");
+        return FALSE;
+    }
+    const PsimOutput *in = psim__input(g, n, 0);
+    return psim__out_set(g, n, 0, to, in->rank, in->dims, error);
+}
+
+static gboolean is_logic_out(const char *op)
+{
+    static const char *const ops[] = {"Equal", "Less", "Greater", "LessOrEqual",
+                                      "GreaterOrEqual", "And", "Or", "Xor"};
+    for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
+        if (!strcmp(op, ops[i]))
+            return TRUE;
+    return FALSE;
+}
+
+/* Broadcasts inputs [first, n_inputs) together; dtype from input `dtype_from`. */
+static gboolean infer_broadcast_from(PsimGraph *g, PsimNode *n, int32_t first, int32_t dtype_from,
+                                     GError **error)
+{
+    PsimDType dt = psim__input_dtype(g, n, dtype_from);
+    for (int32_t k = first; dt == PSIM_DTYPE_UNDEFINED && k < n->n_inputs; k++)
+        dt = psim__input_dtype(g, n, k);
+    if (is_logic_out(n->op))
+        dt = PSIM_DTYPE_BOOL;
+    int64_t dims[PSIM__MAX_RANK];
+    int32_t rank = 0;
+    for (int32_t k = first; k < n->n_inputs; k++) {
+        const PsimOutput *in = psim__input_ranked(g, n, k);
+        if (!in) {
+            psim__out_unknown(g, n, 0, dt);
+            /* Still check the known inputs against each other below? Unknown rank ends it. */
+            return TRUE;
+        }
+        int64_t tmp[PSIM__MAX_RANK];
+        int32_t r;
+        if (in->rank > PSIM__MAX_RANK) {
+            psim__error_node(error, g, n, "input %d has rank %d (at most %d)", k, in->rank,
+                             PSIM__MAX_RANK);
+            return FALSE;
+        }
+        if (!psim__broadcast(g, n, rank, dims, in->rank, in->dims, &r, tmp, error))
+            return FALSE;
+        memcpy(dims, tmp, sizeof(int64_t) * (size_t)r);
+        rank = r;
+    }
+    return psim__out_set(g, n, 0, dt, rank, dims, error);
+}
+
+static gboolean infer_binary(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    if (n->n_inputs > 2 && strcmp(n->op, "BiasAdd")) {
+        psim__error_node(error, g, n, "%s takes 2 inputs, not %d", n->op, n->n_inputs);
+        return FALSE;
+    }
+    return infer_broadcast_from(g, n, 0, 0, error);
+}
+
+static gboolean infer_variadic(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, MAX(1, n->n_inputs), error))
+        return FALSE;
+    return infer_broadcast_from(g, n, 0, 0, error);
+}
+
+static gboolean infer_where(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 3, error))
+        return FALSE;
+    return infer_broadcast_from(g, n, 0, 1, error);
+}
+
+/* TF BiasAdd: the bias runs along the channel dimension (last for NHWC, 1 for NCHW). */
+static gboolean infer_bias_add(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0), *b = psim__input_ranked(g, n, 1);
+    if (x->rank >= 0 && b) {
+        const char *fmt = psim_node_attr_string(n, "data_format", "NHWC");
+        int32_t c = !strcmp(fmt, "NCHW") && x->rank >= 2 ? 1 : x->rank - 1;
+        if (b->rank != 1 || x->rank < 1 ||
+            (b->dims[0] >= 0 && x->dims[c] >= 0 && b->dims[0] != x->dims[c])) {
+            psim__error_node(error, g, n, "bias does not match the channel dimension");
+            return FALSE;
+        }
+    }
+    return psim__out_set(g, n, 0, x->dtype, x->rank, x->dims, error);
+}
+
+static void count_elementwise(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    memset(out, 0, sizeof *out);
+    psim__count_io(g, n, out);
+    int32_t n_in = 0;
+    for (int32_t k = 0; k < n->n_inputs; k++)
+        n_in += psim__input(g, n, k) != NULL;
+    double per = flops_per_elem(n->op);
+    /* Variadic reductions over inputs (Sum of 4 tensors) do one op per extra input. */
+    if (!strcmp(n->op, "Sum") || !strcmp(n->op, "Max") || !strcmp(n->op, "Min"))
+        per = MAX(1, n_in - 1);
+    else if (!strcmp(n->op, "Mean"))
+        per = MAX(1, n_in);
+    out->flops = per * (double)psim__out_elems(n, 0);
+}
+
+static gboolean infer_clip(PsimGraph *g, PsimNode *n, GError **error)
+{
+    for (int32_t k = 1; k < n->n_inputs && k < 3; k++) {
+        const PsimOutput *b = psim__input_ranked(g, n, k);
+        if (b && psim_shape_elems(b->rank, b->dims) > 1) {
+            psim__error_node(error, g, n, "Clip's %s must be a scalar", k == 1 ? "min" : "max");
+            return FALSE;
+        }
+    }
+    return infer_unary(g, n, error);
+}
+
+/* ---- MatMul and Gemm ---- */
+
+static gboolean attr_flag(const PsimNode *n, const char *a, const char *b)
+{
+    return psim_node_attr_int(n, a, 0) != 0 || (b && psim_node_attr_int(n, b, 0) != 0);
+}
+
+/* Shapes of MatMul's operands after 1-D promotion and transposes. */
+typedef struct {
+    int32_t ra, rb;
+    int64_t a[PSIM__MAX_RANK], b[PSIM__MAX_RANK];
+    gboolean drop_m, drop_n;
+} MatMulDims;
+
+static gboolean matmul_dims(const PsimGraph *g, const PsimNode *n, MatMulDims *m, GError **error)
+{
+    const PsimOutput *a = psim__input_ranked(g, n, 0), *b = psim__input_ranked(g, n, 1);
+    if (!a || !b)
+        return FALSE;
+    if (a->rank < 1 || b->rank < 1 || a->rank > PSIM__MAX_RANK - 1 ||
+        b->rank > PSIM__MAX_RANK - 1) {
+        psim__error_node(error, g, n, "MatMul inputs must have rank 1 to %d (got %d and %d)",
+                         PSIM__MAX_RANK - 1, a->rank, b->rank);
+        return FALSE;
+    }
+    memset(m, 0, sizeof *m);
+    if (a->rank == 1) {
+        m->a[0] = 1;
+        m->a[1] = a->dims[0];
+        m->ra = 2;
+        m->drop_m = TRUE;
+    } else {
+        memcpy(m->a, a->dims, sizeof(int64_t) * (size_t)a->rank);
+        m->ra = a->rank;
+        if (attr_flag(n, "transpose_a", "adj_x")) {
+            int64_t t = m->a[m->ra - 1];
+            m->a[m->ra - 1] = m->a[m->ra - 2];
+            m->a[m->ra - 2] = t;
+        }
+    }
+    if (b->rank == 1) {
+        m->b[0] = b->dims[0];
+        m->b[1] = 1;
+        m->rb = 2;
+        m->drop_n = TRUE;
+    } else {
+        memcpy(m->b, b->dims, sizeof(int64_t) * (size_t)b->rank);
+        m->rb = b->rank;
+        if (attr_flag(n, "transpose_b", "adj_y")) {
+            int64_t t = m->b[m->rb - 1];
+            m->b[m->rb - 1] = m->b[m->rb - 2];
+            m->b[m->rb - 2] = t;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean infer_matmul(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    PsimDType dt = psim__input_dtype(g, n, 0);
+    if (dt == PSIM_DTYPE_UNDEFINED)
+        dt = psim__input_dtype(g, n, 1);
+    MatMulDims m;
+    GError *err = NULL;
+    if (!matmul_dims(g, n, &m, &err)) {
+        if (err) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+        psim__out_unknown(g, n, 0, dt);
+        return TRUE;
+    }
+    int64_t k1 = m.a[m.ra - 1], k2 = m.b[m.rb - 2];
+    if (k1 >= 0 && k2 >= 0 && k1 != k2) {
+        psim__error_node(error, g, n,
+                         "MatMul inner dimensions differ: %" G_GINT64_FORMAT
+                         " (A's columns) vs %" G_GINT64_FORMAT " (B's rows)",
+                         k1, k2);
+        return FALSE;
+    }
+    int64_t out[PSIM__MAX_RANK];
+    int32_t r;
+    if (!psim__broadcast(g, n, m.ra - 2, m.a, m.rb - 2, m.b, &r, out, error))
+        return FALSE;
+    if (!m.drop_m)
+        out[r++] = m.a[m.ra - 2];
+    if (!m.drop_n)
+        out[r++] = m.b[m.rb - 1];
+    return psim__out_set(g, n, 0, dt, r, out, error);
+}
+
+static void count_matmul(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    memset(out, 0, sizeof *out);
+    psim__count_io(g, n, out);
+    MatMulDims m;
+    GError *err = NULL;
+    if (!matmul_dims(g, n, &m, &err)) {
+        g_clear_error(&err);
+        return;
+    }
+    int64_t k = m.a[m.ra - 1];
+    if (k > 0)
+        out->flops = 2.0 * (double)psim__out_elems(n, 0) * (double)k;
+}
+
+static gboolean infer_gemm(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *a = psim__input_ranked(g, n, 0), *b = psim__input_ranked(g, n, 1);
+    PsimDType dt = psim__input_dtype(g, n, 0);
+    if (!a || !b) {
+        psim__out_unknown(g, n, 0, dt);
+        return TRUE;
+    }
+    if (a->rank != 2 || b->rank != 2) {
+        psim__error_node(error, g, n, "Gemm inputs must be 2-D (got ranks %d and %d)", a->rank,
+                         b->rank);
+        return FALSE;
+    }
+    gboolean ta = psim_node_attr_int(n, "transA", 0) != 0;
+    gboolean tb = psim_node_attr_int(n, "transB", 0) != 0;
+    int64_t mm = a->dims[ta ? 1 : 0], k1 = a->dims[ta ? 0 : 1];
+    int64_t k2 = b->dims[tb ? 1 : 0], nn = b->dims[tb ? 0 : 1];
+    if (k1 >= 0 && k2 >= 0 && k1 != k2) {
+        psim__error_node(error, g, n,
+                         "Gemm inner dimensions differ: %" G_GINT64_FORMAT " vs %" G_GINT64_FORMAT,
+                         k1, k2);
+        return FALSE;
+    }
+    int64_t out[2] = {mm, nn};
+    const PsimOutput *c = psim__input_ranked(g, n, 2);
+    if (c) {
+        /* C broadcasts one way, to (M, N). */
+        int64_t tmp[PSIM__MAX_RANK];
+        int32_t r;
+        if (c->rank > 2 || !psim__broadcast(g, n, 2, out, c->rank, c->dims, &r, tmp, error)) {
+            if (c->rank > 2)
+                psim__error_node(error, g, n, "Gemm's C has rank %d (at most 2)", c->rank);
+            return FALSE;
+        }
+        for (int32_t i = 0; i < 2; i++)
+            if (out[i] >= 0 && tmp[i] != out[i]) {
+                psim__error_node(error, g, n, "Gemm's C does not broadcast to the output");
+                return FALSE;
+            }
+    }
+    return psim__out_set(g, n, 0, dt, 2, out, error);
+}
+
+static void count_gemm(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    memset(out, 0, sizeof *out);
+    psim__count_io(g, n, out);
+    const PsimOutput *a = psim__input_ranked(g, n, 0);
+    if (!a || a->rank != 2)
+        return;
+    int64_t k = a->dims[psim_node_attr_int(n, "transA", 0) ? 0 : 1];
+    double mn = (double)psim__out_elems(n, 0);
+    if (k > 0)
+        out->flops = 2.0 * mn * (double)k + (psim__input(g, n, 2) ? mn : 0);
+}
+
+/* ---- Softmax and reductions ---- */
+
+static gboolean infer_softmax(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *in = psim__input(g, n, 0);
+    const PsimAttr *a = psim_node_attr(n, "axis");
+    int32_t ax;
+    if (a && in->rank >= 0 && !psim__axis(g, n, psim_node_attr_int(n, "axis", -1), in->rank, &ax,
+                                          error))
+        return FALSE;
+    return psim__out_set(g, n, 0, in->dtype, in->rank, in->dims, error);
+}
+
+/* Reduce*: axes from the attr (all reductions before opset 18) or input 1 (ReduceSum from 13,
+ * the others from 18); keepdims; noop_with_empty_axes. */
+static gboolean infer_reduce(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *in = psim__input(g, n, 0);
+    gboolean keep = psim_node_attr_int(n, "keepdims", 1) != 0;
+    gboolean noop = psim_node_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    PsimDType dt = in->dtype;
+    gboolean arg = g_str_has_prefix(n->op, "Arg");
+    if (arg)
+        dt = PSIM_DTYPE_INT64;
+    int64_t axes[PSIM__MAX_RANK];
+    int32_t n_axes = -1;
+    const int64_t *av;
+    if (arg) {
+        axes[0] = psim_node_attr_int(n, "axis", 0);
+        n_axes = 1;
+    } else if ((n_axes = psim_node_attr_ints(n, "axes", &av)) >= 0) {
+        if (n_axes > PSIM__MAX_RANK) {
+            psim__error_node(error, g, n, "too many axes (%d)", n_axes);
+            return FALSE;
+        }
+        memcpy(axes, av, sizeof(int64_t) * (size_t)n_axes);
+    } else if (psim__input(g, n, 1)) {
+        n_axes = psim__input_ints(g, n, 1, axes, PSIM__MAX_RANK, "axes", error);
+        if (n_axes == -2)
+            return FALSE;
+        if (n_axes < 0) {
+            /* Axes computed at run time: with keepdims the rank is still known. */
+            if (keep && in->rank >= 0) {
+                int64_t d[PSIM__MAX_RANK];
+                for (int32_t i = 0; i < in->rank && i < PSIM__MAX_RANK; i++)
+                    d[i] = PSIM_DIM_UNKNOWN;
+                return psim__out_set(g, n, 0, dt, in->rank, d, error);
+            }
+            psim__out_unknown(g, n, 0, dt);
+            return TRUE;
+        }
+    }
+    if (in->rank < 0 || (in->rank > 0 && !in->dims)) {
+        psim__out_unknown(g, n, 0, dt);
+        return TRUE;
+    }
+    if (n_axes <= 0 && noop)
+        return psim__out_set(g, n, 0, dt, in->rank, in->dims, error);
+    gboolean red[PSIM__MAX_RANK] = {0};
+    if (in->rank > PSIM__MAX_RANK) {
+        psim__error_node(error, g, n, "rank %d is too large", in->rank);
+        return FALSE;
+    }
+    if (n_axes <= 0) {
+        for (int32_t i = 0; i < in->rank; i++)
+            red[i] = TRUE;
+    } else {
+        for (int32_t i = 0; i < n_axes; i++) {
+            int32_t ax;
+            if (!psim__axis(g, n, axes[i], MAX(in->rank, arg ? 1 : 0), &ax, error))
+                return FALSE;
+            if (red[ax]) {
+                psim__error_node(error, g, n, "axis %d is repeated", ax);
+                return FALSE;
+            }
+            red[ax] = TRUE;
+        }
+    }
+    int64_t out[PSIM__MAX_RANK];
+    int32_t r = 0;
+    for (int32_t i = 0; i < in->rank; i++) {
+        if (!red[i])
+            out[r++] = in->dims[i];
+        else if (keep)
+            out[r++] = 1;
+    }
+    return psim__out_set(g, n, 0, dt, r, out, error);
+}
+
+static void count_reduce(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    memset(out, 0, sizeof *out);
+    psim__count_io(g, n, out);
+    out->flops = (double)psim__in_elems(g, n, 0);
+}
+
+/* ---- Range ---- */
+
+static gboolean infer_range(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 3, error))
+        return FALSE;
+    PsimDType dt = psim__input_dtype(g, n, 0);
+    const PsimTensor *v[3];
+    for (int k = 0; k < 3; k++) {
+        v[k] = psim__input_value(g, n, k);
+        const PsimOutput *o = psim__input_ranked(g, n, k);
+        if (o && psim_shape_elems(o->rank, o->dims) > 1) {
+            psim__error_node(error, g, n, "Range's inputs must be scalars");
+            return FALSE;
+        }
+    }
+    int64_t len = PSIM_DIM_UNKNOWN;
+    if (v[0] && v[1] && v[2] && v[0]->n_elems == 1 && v[1]->n_elems == 1 && v[2]->n_elems == 1) {
+        double s = psim_tensor_get_f64(v[0], 0), l = psim_tensor_get_f64(v[1], 0),
+               d = psim_tensor_get_f64(v[2], 0);
+        if (d == 0 || !isfinite(s) || !isfinite(l) || !isfinite(d)) {
+            psim__error_node(error, g, n, "Range needs a finite, nonzero delta and finite bounds");
+            return FALSE;
+        }
+        double c = ceil((l - s) / d);
+        if (c > (double)PSIM_MAX_ELEMENTS) {
+            psim__error_node(error, g, n, "Range would have an absurd size");
+            return FALSE;
+        }
+        len = c > 0 ? (int64_t)c : 0;
+    }
+    return psim__out_set(g, n, 0, dt, 1, &len, error);
+}
+
+/* ---- stateful: random and variables ---- */
+
+static gboolean infer_random(PsimGraph *g, PsimNode *n, GError **error)
+{
+    PsimDType dt = psim__attr_dtype(n, "dtype", PSIM_DTYPE_UNDEFINED);
+    const int64_t *s;
+    int32_t ns = psim_node_attr_ints(n, "shape", &s);
+    if (g_str_has_suffix(n->op, "Like")) {
+        if (!need_inputs(g, n, 1, error))
+            return FALSE;
+        const PsimOutput *in = psim__input(g, n, 0);
+        return psim__out_set(g, n, 0, dt ? dt : in->dtype, in->rank, in->dims, error);
+    }
+    if (!dt)
+        dt = PSIM_DTYPE_FLOAT32;
+    if (ns >= 0)
+        return psim__out_set(g, n, 0, dt, ns, s, error);
+    /* TensorFlow's random ops take the shape as input 0. */
+    int64_t d[PSIM__MAX_RANK];
+    int32_t nd = psim__input(g, n, 0) ? psim__input_ints(g, n, 0, d, PSIM__MAX_RANK, "shape", error)
+                                      : -1;
+    if (nd == -2)
+        return FALSE;
+    if (nd >= 0)
+        return psim__out_set(g, n, 0, dt, nd, d, error);
+    psim__out_unknown(g, n, 0, dt);
+    return TRUE;
+}
+
+static gboolean infer_variable(PsimGraph *g, PsimNode *n, GError **error)
+{
+    PsimDType dt = psim__attr_dtype(n, "dtype", PSIM_DTYPE_UNDEFINED);
+    const PsimAttr *a = psim_node_attr(n, "shape");
+    if (!strcmp(n->op, "VarHandleOp"))
+        return psim__out_set(g, n, 0, PSIM_DTYPE_UNDEFINED, 0, NULL, error);
+    if (a && a->type == PSIM_ATTR_SHAPE && a->v.shape.rank >= 0)
+        return psim__out_set(g, n, 0, dt, a->v.shape.rank, a->v.shape.dims, error);
+    if (n->n_outputs > 0 && dt)
+        n->outputs[0].dtype = dt;
+    return TRUE;
+}
+
+static gboolean infer_assign(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!strcmp(n->op, "AssignVariableOp"))
+        return TRUE;
+    if (!strcmp(n->op, "ReadVariableOp")) {
+        PsimDType dt = psim__attr_dtype(n, "dtype", PSIM_DTYPE_UNDEFINED);
+        if (n->n_outputs > 0 && dt)
+            n->outputs[0].dtype = dt;
+        return TRUE;
+    }
+    const PsimOutput *in = psim__input(g, n, 0);
+    if (!in)
+        return TRUE;
+    return psim__out_set(g, n, 0, in->dtype, in->rank, in->dims, error);
+}
+
+#define UNARY(name, desc) {name, desc, 0, infer_unary, count_elementwise}
+#define BINARY(name, desc) {name, desc, 0, infer_binary, count_elementwise}
+
+static const PsimOpDef math_ops[] = {
+    UNARY("Relu", "max(x, 0)"),
+    UNARY("Neg", "-x"),
+    UNARY("Abs", "|x|"),
+    UNARY("Sqrt", "square root"),
+    UNARY("Exp", "e^x"),
+    UNARY("Log", "natural logarithm"),
+    UNARY("Sigmoid", "1 / (1 + e^-x)"),
+    UNARY("Tanh", "hyperbolic tangent"),
+    UNARY("Erf", "error function"),
+    UNARY("Reciprocal", "1 / x"),
+    UNARY("Floor", "round down"),
+    UNARY("Ceil", "round up"),
+    UNARY("Round", "round half to even"),
+    UNARY("Sign", "sign of x"),
+    UNARY("Sin", "sine"),
+    UNARY("Cos", "cosine"),
+    UNARY("LeakyRelu", "x or alpha*x"),
+    UNARY("Elu", "exponential linear unit"),
+    UNARY("Selu", "scaled exponential linear unit"),
+    UNARY("Softplus", "log(1 + e^x)"),
+    UNARY("HardSigmoid", "max(0, min(1, alpha*x + beta))"),
+    UNARY("Not", "logical not"),
+    UNARY("IsNaN", "x != x"),
+    {"Clip", "clamps to [min, max] (attrs before opset 11, inputs after)", 0, infer_clip,
+     count_elementwise},
+    {"Cast", "converts to the dtype in 'to'", 0, infer_cast, count_elementwise},
+    BINARY("Add", "a + b, broadcasting"),
+    BINARY("Sub", "a - b, broadcasting"),
+    BINARY("Mul", "a * b, broadcasting"),
+    BINARY("Div", "a / b, broadcasting"),
+    BINARY("Pow", "a ^ b, broadcasting"),
+    BINARY("Mod", "a mod b, broadcasting"),
+    BINARY("PRelu", "x or slope*x, broadcasting"),
+    BINARY("Equal", "a == b, broadcasting"),
+    BINARY("Less", "a < b, broadcasting"),
+    BINARY("Greater", "a > b, broadcasting"),
+    BINARY("LessOrEqual", "a <= b, broadcasting"),
+    BINARY("GreaterOrEqual", "a >= b, broadcasting"),
+    BINARY("And", "logical and, broadcasting"),
+    BINARY("Or", "logical or, broadcasting"),
+    BINARY("Xor", "logical xor, broadcasting"),
+    {"BiasAdd", "TensorFlow: adds a bias along the channel dimension", 0, infer_bias_add,
+     count_elementwise},
+    {"Sum", "sum of its inputs, broadcasting", 0, infer_variadic, count_elementwise},
+    {"Mean", "mean of its inputs, broadcasting", 0, infer_variadic, count_elementwise},
+    {"Max", "elementwise max of its inputs, broadcasting", 0, infer_variadic, count_elementwise},
+    {"Min", "elementwise min of its inputs, broadcasting", 0, infer_variadic, count_elementwise},
+    {"Where", "cond ? x : y, broadcasting", 0, infer_where, count_elementwise},
+    {"MatMul", "matrix product with numpy batching (TF transpose_a/transpose_b too)", 0,
+     infer_matmul, count_matmul},
+    {"Gemm", "alpha*A'*B' + beta*C", 0, infer_gemm, count_gemm},
+    {"Softmax", "normalized exponential along an axis", 0, infer_softmax, count_elementwise},
+    {"LogSoftmax", "log of Softmax", 0, infer_softmax, count_elementwise},
+    {"ReduceMean", "mean over axes", 0, infer_reduce, count_reduce},
+    {"ReduceSum", "sum over axes", 0, infer_reduce, count_reduce},
+    {"ReduceMax", "max over axes", 0, infer_reduce, count_reduce},
+    {"ReduceMin", "min over axes", 0, infer_reduce, count_reduce},
+    {"ReduceProd", "product over axes", 0, infer_reduce, count_reduce},
+    {"ReduceSumSquare", "sum of squares over axes", 0, infer_reduce, count_reduce},
+    {"ArgMax", "index of the max along an axis", 0, infer_reduce, count_reduce},
+    {"ArgMin", "index of the min along an axis", 0, infer_reduce, count_reduce},
+    {"Range", "start, start+delta, ... up to limit", 0, infer_range, psim__count_move},
+    {"RandomNormal", "normal samples (stateful)", PSIM_OP_STATEFUL, infer_random,
+     psim__count_move},
+    {"RandomUniform", "uniform samples (stateful)", PSIM_OP_STATEFUL, infer_random,
+     psim__count_move},
+    {"RandomNormalLike", "normal samples shaped like the input (stateful)", PSIM_OP_STATEFUL,
+     infer_random, psim__count_move},
+    {"RandomUniformLike", "uniform samples shaped like the input (stateful)", PSIM_OP_STATEFUL,
+     infer_random, psim__count_move},
+    {"Variable", "TensorFlow variable (stateful)", PSIM_OP_STATEFUL, infer_variable,
+     psim__count_move},
+    {"VariableV2", "TensorFlow variable (stateful)", PSIM_OP_STATEFUL, infer_variable,
+     psim__count_move},
+    {"VarHandleOp", "TensorFlow resource variable handle (stateful)", PSIM_OP_STATEFUL,
+     infer_variable, psim__count_move},
+    {"ReadVariableOp", "reads a resource variable (stateful)", PSIM_OP_STATEFUL, infer_assign,
+     psim__count_move},
+    {"Assign", "assigns to a variable (stateful)", PSIM_OP_STATEFUL, infer_assign,
+     psim__count_move},
+    {"AssignAdd", "adds to a variable (stateful)", PSIM_OP_STATEFUL, infer_assign,
+     count_elementwise},
+    {"AssignSub", "subtracts from a variable (stateful)", PSIM_OP_STATEFUL, infer_assign,
+     count_elementwise},
+    {"AssignVariableOp", "assigns to a resource variable (stateful)", PSIM_OP_STATEFUL,
+     infer_assign, psim__count_move, NULL, -1},
+};
+
+void psim__ops_register_math(void)
+{
+    psim__ops_register_group(math_ops, G_N_ELEMENTS(math_ops));
+}

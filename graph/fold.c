@@ -518,7 +518,7 @@ int32_t psim_graph_fold_constants(PsimGraph *g, GError **error)
         PsimNode *v = psim_graph_node(g, order[i]);
         if (v->flags & PSIM_NODE_FED)
             continue;
-        const PsimOpDef *d = psim_op_lookup(v->op);
+        const PsimOpDef *d = psim__op_for_node(v);
         if (d && d->infer && !d->infer(g, v, error))
             return -1;
         if (d && !(d->flags & (PSIM_OP_STATEFUL | PSIM_OP_ABSTRACT))) {

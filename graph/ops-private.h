@@ -12,6 +12,10 @@ void psim__ops_register_math(void);  /* ops-math.c: elementwise, MatMul/Gemm, re
 void psim__ops_register_nn(void);    /* ops-nn.c: Conv, pooling, normalization, Dropout */
 void psim__ops_register_shape(void); /* ops-shape.c: Reshape, Slice, Concat, Gather, ... */
 
+/* The op definition for n, or NULL when n's op is unknown or belongs to a non-ONNX domain
+ * (custom ops named like ONNX ones must not get ONNX semantics). */
+const PsimOpDef *psim__op_for_node(const PsimNode *n);
+
 /* The tensor feeding input k of n, or NULL when the input is absent. */
 static inline const PsimOutput *psim__input(const PsimGraph *g, const PsimNode *n, int32_t k)
 {

@@ -67,6 +67,13 @@ void psim__ops_init(void)
     }
 }
 
+const PsimOpDef *psim__op_for_node(const PsimNode *n)
+{
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
+        return NULL;
+    return psim_op_lookup(n->op);
+}
+
 gboolean psim_graph_infer_shapes(PsimGraph *g, GError **error)
 {
     g_autofree int32_t *order = psim_graph_topo_order(g, error);
@@ -77,7 +84,7 @@ gboolean psim_graph_infer_shapes(PsimGraph *g, GError **error)
         PsimNode *v = psim_graph_node(g, order[i]);
         if (v->flags & PSIM_NODE_FED)
             continue;
-        const PsimOpDef *d = psim_op_lookup(v->op);
+        const PsimOpDef *d = psim__op_for_node(v);
         if (d && d->infer && !d->infer(g, v, error))
             return FALSE;
     }
@@ -87,7 +94,7 @@ gboolean psim_graph_infer_shapes(PsimGraph *g, GError **error)
 void psim_graph_node_count(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
 {
     memset(out, 0, sizeof *out);
-    const PsimOpDef *d = psim_op_lookup(n->op);
+    const PsimOpDef *d = psim__op_for_node(n);
     if (d && d->count) {
         d->count(g, n, out);
         return;

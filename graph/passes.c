@@ -355,7 +355,7 @@ static int cmp_cost(const void *a, const void *b)
  * initializer, stateful (variables, random) or abstract (Task). */
 static gboolean mergeable(const PsimNode *v)
 {
-    const PsimOpDef *d = psim_op_lookup(v->op);
+    const PsimOpDef *d = psim__op_for_node(v);
     if (!d || (d->flags & (PSIM_OP_STATEFUL | PSIM_OP_ABSTRACT)) || v->n_outputs == 0 ||
         (v->flags & (PSIM_NODE_FED | PSIM_NODE_PARAMETER)))
         return FALSE;

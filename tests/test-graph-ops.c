@@ -1084,6 +1084,58 @@ static void test_reduce(void)
     g_assert_cmpfloat(c.flops, ==, 24);
 }
 
+/* The six ONNX model-zoo graphs: the inferred shape of the graph output equals the shape of
+ * the expected output tensor shipped with each model, and every node's outputs are known. */
+static void test_onnx_light(void)
+{
+    static const char *const models[] = {"bvlc_alexnet", "inception_v1", "resnet50",
+                                         "squeezenet",   "vgg19",        "zfnet512"};
+    const char *data = g_getenv("PSIM_DATA");
+    for (size_t m = 0; m < G_N_ELEMENTS(models); m++) {
+        g_autofree char *path = g_strdup_printf("%s/onnx-light/%s.onnx", data ? data : ".",
+                                                models[m]);
+        if (!data || !g_file_test(path, G_FILE_TEST_EXISTS)) {
+            g_test_skip("shared data not found (set PSIM_DATA)");
+            return;
+        }
+        GError *err = NULL;
+        g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+        g_assert_no_error(err);
+        g_autofree char *out = g_strdup_printf("%s/onnx-light/%s_output_0.pb", data, models[m]);
+        g_autoptr(PsimTensor) want = psim_tensor_load_pb(out, NULL, &err);
+        g_assert_no_error(err);
+        g_assert_cmpint(psim_graph_n_outputs(g), ==, 1);
+        PsimPort p = psim_graph_output(g, 0);
+        const PsimOutput *o = &psim_graph_node(g, p.node)->outputs[p.index];
+        g_assert_cmpint(o->dtype, ==, want->dtype);
+        if (o->rank != want->rank)
+            g_error("%s: output rank %d, expected %d", models[m], o->rank, want->rank);
+        for (int32_t i = 0; i < o->rank; i++)
+            g_assert_cmpint(o->dims[i], ==, want->dims[i]);
+        g_assert_cmpuint(o->bytes, ==, want->nbytes);
+        for (int32_t i = 0; i < psim_graph_n_nodes(g); i++) {
+            const PsimNode *n = psim_graph_node(g, i);
+            for (int32_t k = 0; k < n->n_outputs; k++)
+                if (psim_shape_elems(n->outputs[k].rank, n->outputs[k].dims) < 0 &&
+                    strcmp(n->op, "Dropout"))
+                    g_error("%s: node '%s' output %d has an unknown shape", models[m], n->name, k);
+        }
+        PsimGraphStats st;
+        psim_graph_stats(g, &st);
+        g_assert_cmpfloat(st.flops, >, 5e8);
+        /* Published parameter counts (float32) plus the Reshape's int64[2] shape initializer:
+         * AlexNet (BVLC, grouped convs) 60,965,224 and VGG-19 143,667,240. */
+        if (!strcmp(models[m], "bvlc_alexnet"))
+            g_assert_cmpuint(st.param_bytes, ==, UINT64_C(60965224) * 4 + 16);
+        if (!strcmp(models[m], "vgg19"))
+            g_assert_cmpuint(st.param_bytes, ==, UINT64_C(143667240) * 4 + 16);
+        g_assert_cmpuint(st.param_bytes, >, 4000000);
+        if (g_test_verbose())
+            g_printerr("%s: %.0f FLOP, %" G_GUINT64_FORMAT " parameter bytes\n", models[m], st.flops,
+                       st.param_bytes);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1108,5 +1160,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph-ops/prune", test_prune);
     g_test_add_func("/graph-ops/cse", test_cse);
     g_test_add_func("/graph-ops/cse-placeholders-consts", test_cse_placeholders_consts);
+    g_test_add_func("/graph-ops/onnx-light", test_onnx_light);
     return g_test_run();
 }

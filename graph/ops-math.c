@@ -503,6 +503,12 @@ static gboolean infer_random(PsimGraph *g, PsimNode *n, GError **error)
         return FALSE;
     if (nd >= 0)
         return psim__out_set(g, n, 0, dt, nd, d, error);
+    const PsimOutput *sh = psim__input_ranked(g, n, 0);
+    if (sh && sh->rank == 1 && sh->dims[0] >= 0 && sh->dims[0] <= PSIM__MAX_RANK) {
+        for (int32_t i = 0; i < sh->dims[0]; i++)
+            d[i] = PSIM_DIM_UNKNOWN;
+        return psim__out_set(g, n, 0, dt, (int32_t)sh->dims[0], d, error);
+    }
     psim__out_unknown(g, n, 0, dt);
     return TRUE;
 }

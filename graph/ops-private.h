@@ -49,6 +49,16 @@ const PsimTensor *psim__input_value(const PsimGraph *g, const PsimNode *n, int32
  * numeric. */
 int32_t psim__input_ints(const PsimGraph *g, const PsimNode *n, int32_t k, int64_t *buf,
                          int32_t max, const char *what, GError **error);
+/* An element of a partially known integer tensor whose value is not known. */
+#define PSIM__UNKNOWN_VALUE INT64_MIN
+/* Like psim__input_ints, but when the value is not known, reconstructs what can be known of
+ * a small 1-D or scalar integer tensor from how it was made (Shape, Concat, Pack, Unsqueeze,
+ * Squeeze, Reshape, Cast, Gather, Slice of those): elements not known are
+ * PSIM__UNKNOWN_VALUE. This is how Reshape(x, Concat(Shape(x)[0], [28, 28])) keeps its 28s
+ * when the batch is unknown. Returns -1 when not even the length is known. */
+int32_t psim__input_partial_ints(const PsimGraph *g, const PsimNode *n, int32_t k, int64_t *buf,
+                                 int32_t max, const char *what, GError **error);
+
 /* Normalizes axis (negative counts from the end) against rank; error naming n when out of
  * [-rank, rank). */
 gboolean psim__axis(const PsimGraph *g, const PsimNode *n, int64_t axis, int32_t rank,

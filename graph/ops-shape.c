@@ -435,18 +435,18 @@ static gboolean infer_reshape(PsimGraph *g, PsimNode *n, GError **error)
         psim__error_node(error, g, n, "Reshape needs a shape");
         return FALSE;
     }
+    if (ns == -1)
+        ns = psim__input_partial_ints(g, n, 1, s, PSIM__MAX_RANK, "shape", error);
     if (ns == -1) {
-        const PsimOutput *sh = psim__input_ranked(g, n, 1);
-        if (sh && sh->rank == 1 && sh->dims[0] >= 0)
-            return out_rank_only(g, n, 0, dt, (int32_t)MIN(sh->dims[0], PSIM__MAX_RANK + 1),
-                                 error);
         psim__out_unknown(g, n, 0, dt);
         return TRUE;
     }
     gboolean allowzero = psim_node_attr_int(n, "allowzero", 0) != 0;
     int32_t infer_at = -1;
     for (int32_t i = 0; i < ns; i++) {
-        if (s[i] == -1) {
+        if (s[i] == PSIM__UNKNOWN_VALUE) {
+            continue; /* computed at run time */
+        } else if (s[i] == -1) {
             if (infer_at >= 0) {
                 psim__error_node(error, g, n, "Reshape's shape has more than one -1");
                 return FALSE;
@@ -476,6 +476,9 @@ static gboolean infer_reshape(PsimGraph *g, PsimNode *n, GError **error)
                 psim__error_node(error, g, n, "Reshape with allowzero cannot mix 0 and -1");
                 return FALSE;
             }
+    for (int32_t i = 0; i < ns; i++)
+        if (s[i] == PSIM__UNKNOWN_VALUE)
+            s[i] = PSIM_DIM_UNKNOWN;
     int64_t total = x ? psim__dims_prod(x->dims, 0, x->rank) : -1;
     if (infer_at >= 0) {
         s[infer_at] = 1;
@@ -675,19 +678,17 @@ static gboolean infer_expand(PsimGraph *g, PsimNode *n, GError **error)
     const PsimOutput *x = psim__input_ranked(g, n, 0);
     PsimDType dt = psim__input_dtype(g, n, 0);
     int64_t s[PSIM__MAX_RANK];
-    int32_t ns = psim__input_ints(g, n, 1, s, PSIM__MAX_RANK, "shape", error);
+    int32_t ns = psim__input_partial_ints(g, n, 1, s, PSIM__MAX_RANK, "shape", error);
     if (ns == -2)
         return FALSE;
     if (ns == -1 || !x) {
-        const PsimOutput *sh = psim__input_ranked(g, n, 1);
-        if (x && sh && sh->rank == 1 && sh->dims[0] >= 0)
-            return out_rank_only(g, n, 0, dt, MAX(x->rank, (int32_t)MIN(sh->dims[0], 64)),
-                                 error);
         psim__out_unknown(g, n, 0, dt);
         return TRUE;
     }
     for (int32_t i = 0; i < ns; i++)
-        if (s[i] < 0) {
+        if (s[i] == PSIM__UNKNOWN_VALUE)
+            s[i] = PSIM_DIM_UNKNOWN;
+        else if (s[i] < 0) {
             psim__error_node(error, g, n, "Expand shape has negative value %" G_GINT64_FORMAT,
                              s[i]);
             return FALSE;
@@ -772,24 +773,32 @@ void psim__shape_range(const PsimNode *n, int32_t rank, int32_t *start, int32_t 
     *end = (int32_t)CLAMP(e, 0, rank);
 }
 
+/* Shape and Size give int64 (ONNX), or TF's out_type (int32 by default in TF files). */
+static PsimDType index_dtype(const PsimNode *n)
+{
+    PsimDType t = psim__attr_dtype(n, "out_type", PSIM_DTYPE_INT64);
+    return t == PSIM_DTYPE_INT32 ? t : PSIM_DTYPE_INT64;
+}
+
 static gboolean infer_shape(PsimGraph *g, PsimNode *n, GError **error)
 {
     if (!need_input(g, n, 0, error))
         return FALSE;
     const PsimOutput *x = psim__input_ranked(g, n, 0);
+    PsimDType dt = index_dtype(n);
     if (!x)
-        return out_rank_only(g, n, 0, PSIM_DTYPE_INT64, 1, error);
+        return out_rank_only(g, n, 0, dt, 1, error);
     int32_t s, e;
     psim__shape_range(n, x->rank, &s, &e);
     int64_t len = MAX(0, e - s);
-    return psim__out_set(g, n, 0, PSIM_DTYPE_INT64, 1, &len, error);
+    return psim__out_set(g, n, 0, dt, 1, &len, error);
 }
 
 static gboolean infer_size(PsimGraph *g, PsimNode *n, GError **error)
 {
     if (!need_input(g, n, 0, error))
         return FALSE;
-    return psim__out_set(g, n, 0, PSIM_DTYPE_INT64, 0, NULL, error);
+    return psim__out_set(g, n, 0, index_dtype(n), 0, NULL, error);
 }
 
 static gboolean infer_constant_of_shape(PsimGraph *g, PsimNode *n, GError **error)
@@ -806,18 +815,17 @@ static gboolean infer_constant_of_shape(PsimGraph *g, PsimNode *n, GError **erro
         dt = v->v.t->dtype;
     }
     int64_t s[PSIM__MAX_RANK];
-    int32_t ns = psim__input_ints(g, n, 0, s, PSIM__MAX_RANK, "shape", error);
+    int32_t ns = psim__input_partial_ints(g, n, 0, s, PSIM__MAX_RANK, "shape", error);
     if (ns == -2)
         return FALSE;
     if (ns == -1) {
-        const PsimOutput *sh = psim__input_ranked(g, n, 0);
-        if (sh && sh->rank == 1 && sh->dims[0] >= 0)
-            return out_rank_only(g, n, 0, dt, (int32_t)MIN(sh->dims[0], 64), error);
         psim__out_unknown(g, n, 0, dt);
         return TRUE;
     }
     for (int32_t i = 0; i < ns; i++)
-        if (s[i] < 0) {
+        if (s[i] == PSIM__UNKNOWN_VALUE)
+            s[i] = PSIM_DIM_UNKNOWN;
+        else if (s[i] < 0) {
             psim__error_node(error, g, n, "ConstantOfShape has negative dimension %"
                              G_GINT64_FORMAT, s[i]);
             return FALSE;

@@ -104,6 +104,117 @@ int32_t psim__input_ints(const PsimGraph *g, const PsimNode *n, int32_t k, int64
     return (int32_t)t->n_elems;
 }
 
+/* Partial value of output `index` of node p (see psim__input_partial_ints); depth bounds the
+ * walk. Returns the count or -1. */
+static int32_t partial_of(const PsimGraph *g, const PsimNode *p, int32_t index, int64_t *buf,
+                          int32_t max, int depth)
+{
+    if (index >= p->n_outputs || depth > 8)
+        return -1;
+    const PsimOutput *o = &p->outputs[index];
+    if (o->value && o->value->data && o->value->device < 0 && dtype_numeric(o->value->dtype)) {
+        if (o->value->n_elems > max || o->value->rank > 1)
+            return -1;
+        for (int64_t i = 0; i < o->value->n_elems; i++)
+            buf[i] = psim_tensor_get_i64(o->value, i);
+        return (int32_t)o->value->n_elems;
+    }
+    /* What the walk falls back on: the length from the inferred shape. */
+    int32_t len = -1;
+    if (o->rank == 0)
+        len = 1;
+    else if (o->rank == 1 && o->dims && o->dims[0] >= 0 && o->dims[0] <= max)
+        len = (int32_t)o->dims[0];
+    const char *op = p->op;
+    int32_t c = -1;
+    if (index == 0 && !strcmp(op, "Shape")) {
+        const PsimOutput *x = psim__input_ranked(g, p, 0);
+        if (x) {
+            int32_t s, e;
+            psim__shape_range(p, x->rank, &s, &e);
+            if (e - s <= max) {
+                c = MAX(0, e - s);
+                for (int32_t i = 0; i < c; i++)
+                    buf[i] = x->dims[s + i] >= 0 ? x->dims[s + i] : PSIM__UNKNOWN_VALUE;
+            }
+        }
+    } else if (index == 0 && (!strcmp(op, "Concat") || !strcmp(op, "Pack")) &&
+               psim_node_attr_int(p, "axis", 0) == 0 && o->rank <= 1) {
+        c = 0;
+        for (int32_t k = 0; k < p->n_inputs && c >= 0; k++) {
+            const PsimPort in = p->inputs[k];
+            if (in.node < 0) {
+                c = -1;
+                break;
+            }
+            int32_t r = partial_of(g, psim_graph_node(g, in.node), in.index, buf + c, max - c,
+                                   depth + 1);
+            c = r < 0 ? -1 : c + r;
+        }
+    } else if (index == 0 && (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") ||
+                              !strcmp(op, "Reshape") || !strcmp(op, "Cast") ||
+                              !strcmp(op, "Identity") || !strcmp(op, "ExpandDims")) &&
+               p->n_inputs >= 1 && p->inputs[0].node >= 0 && o->rank <= 1) {
+        c = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index, buf, max,
+                       depth + 1);
+    } else if (index == 0 && !strcmp(op, "Gather") && p->n_inputs == 2 &&
+               p->inputs[0].node >= 0 && o->rank <= 1) {
+        int64_t src[PSIM__MAX_RANK];
+        int32_t ns = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index,
+                                src, PSIM__MAX_RANK, depth + 1);
+        const PsimTensor *idx = psim__input_value(g, p, 1);
+        if (ns >= 0 && idx && idx->n_elems <= max && dtype_numeric(idx->dtype)) {
+            c = (int32_t)idx->n_elems;
+            for (int32_t i = 0; i < c; i++) {
+                int64_t j = psim_tensor_get_i64(idx, i);
+                if (j < -ns || j >= ns) {
+                    c = -1;
+                    break;
+                }
+                buf[i] = src[j < 0 ? j + ns : j];
+            }
+        }
+    } else if (index == 0 && !strcmp(op, "Slice") && p->n_inputs >= 3 &&
+               p->inputs[0].node >= 0 && o->rank == 1) {
+        int64_t src[PSIM__MAX_RANK];
+        int32_t ns = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index,
+                                src, PSIM__MAX_RANK, depth + 1);
+        PsimSliceParams sp;
+        gboolean axes_known;
+        if (ns >= 0 && psim__slice_params(g, p, 1, &sp, &axes_known, NULL) == 1 && sp.n <= 1) {
+            int64_t first = 0, step = 1, cnt = ns;
+            if (sp.n == 1) {
+                cnt = psim__slice_axis(ns, sp.starts[0], sp.ends[0], sp.steps[0], &first);
+                step = sp.steps[0];
+            }
+            if (cnt <= max) {
+                c = (int32_t)cnt;
+                for (int32_t i = 0; i < c; i++)
+                    buf[i] = src[first + i * step];
+            }
+        }
+    }
+    if (c >= 0 && (len < 0 || c == len))
+        return c;
+    if (len < 0)
+        return -1;
+    for (int32_t i = 0; i < len; i++)
+        buf[i] = PSIM__UNKNOWN_VALUE;
+    return len;
+}
+
+int32_t psim__input_partial_ints(const PsimGraph *g, const PsimNode *n, int32_t k, int64_t *buf,
+                                 int32_t max, const char *what, GError **error)
+{
+    int32_t c = psim__input_ints(g, n, k, buf, max, what, error);
+    if (c != -1)
+        return c;
+    const PsimOutput *o = psim__input(g, n, k);
+    if (!o)
+        return -1;
+    return partial_of(g, psim_graph_node(g, n->inputs[k].node), n->inputs[k].index, buf, max, 0);
+}
+
 gboolean psim__axis(const PsimGraph *g, const PsimNode *n, int64_t axis, int32_t rank,
                     int32_t *out, GError **error)
 {

@@ -649,7 +649,8 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
  * different meaning already has it, in which case it is prefixed "Tf" ("TfMaxPool"). */
 static const char *unclashed_op(const char *op, const char *tf_op)
 {
-    if (strcmp(op, tf_op) != 0 || is_same_op(op) || psim__ops_tf_owns(op))
+    /* A mapped op (m.op no longer the NodeDef's string) is an IR op by construction. */
+    if (op != tf_op || is_same_op(op) || psim__ops_tf_owns(op))
         return op;
     return psim_op_lookup(op) ? NULL : op;
 }

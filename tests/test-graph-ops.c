@@ -839,6 +839,35 @@ static void test_fold_chain(void)
     fails(e, "gather_oob", "out of range");
 }
 
+/* With an unknown batch the shape is not a constant, but what is known of it still shapes the
+ * result: Reshape(x, [Shape(x)[0], 28, 28]) is [?, 28, 28]. */
+static void test_partial_shapes(void)
+{
+    g_autoptr(PsimGraph) g = psim_graph_new("t");
+    fin(g, "x", 2, D(U, 784));
+    node(g, "shape", "Shape", "x");
+    ints(g, "zero", 1, D(0));
+    node(g, "batch", "Gather", "shape zero");
+    ints(g, "rest", 2, D(28, 28));
+    node(g, "newshape", "Concat", "batch rest");
+    set_int(g, "newshape", "axis", 0);
+    node(g, "img", "Reshape", "x newshape");
+    ints(g, "one", 1, D(1));
+    node(g, "cshape", "Concat", "batch one one");
+    set_int(g, "cshape", "axis", 0);
+    node(g, "zeros", "ConstantOfShape", "cshape");
+    fin(g, "row", 2, D(1, 5));
+    ints(g, "five", 1, D(5));
+    node(g, "eshape", "Concat", "batch five");
+    set_int(g, "eshape", "axis", 0);
+    node(g, "expanded", "Expand", "row eshape");
+    ok(g);
+    g_assert_null(psim_graph_node_find(g, "newshape")->outputs[0].value);
+    shape_is(g, "img", 0, 3, D(U, 28, 28));
+    shape_is(g, "zeros", 0, 3, D(U, 1, 1));
+    shape_is(g, "expanded", 0, 2, D(U, 5));
+}
+
 static void test_fold_weights(void)
 {
     /* Weights made by ConstantOfShape stay nodes (no value) but are constant, and count as
@@ -1157,6 +1186,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph-ops/absurd", test_absurd);
     g_test_add_func("/graph-ops/fold-chain", test_fold_chain);
     g_test_add_func("/graph-ops/fold-weights", test_fold_weights);
+    g_test_add_func("/graph-ops/partial-shapes", test_partial_shapes);
     g_test_add_func("/graph-ops/prune", test_prune);
     g_test_add_func("/graph-ops/cse", test_cse);
     g_test_add_func("/graph-ops/cse-placeholders-consts", test_cse_placeholders_consts);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "placer/placer-private.h"
+#include "placesim/sim.h"
 
 static int32_t *groups_new(const PsimPlaceCtx *c)
 {
@@ -63,13 +64,16 @@ static int32_t mh_pop(MinHeap *h)
     return top;
 }
 
-static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
+/* Greedy through the simulator's incremental engine (shared links, several streams). */
+static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
 {
-    (void)error;
     int32_t n = c->n, nd = c->nd;
-    int32_t *dev = p->device_of;
-    double *start = p->start, *finish = p->finish;
-    g_autofree double *free_at = g_new0(double, nd), *ready = g_new0(double, n + 1);
+    g_autofree double *table = g_new(double, (size_t)n * nd + 1);
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t d = 0; d < nd; d++)
+            table[(size_t)v * nd + d] = psim__feasible(c, v, d) ? psim__cost(c, v, d) : INFINITY;
+    g_autoptr(PsimSimEngine) e = psim_sim_engine_new(c->g, c->model, table);
+    g_autofree double *ready = g_new0(double, n + 1);
     g_autofree int32_t *deg = g_new(int32_t, n + 1), *gdev = groups_new(c);
     MinHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos};
     for (int32_t v = 0; v < n; v++) {
@@ -84,7 +88,58 @@ static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
         for (int32_t d = only >= 0 ? only : 0; d < (only >= 0 ? only + 1 : nd); d++) {
             if (only < 0 && !psim__feasible(c, v, d))
                 continue;
-            double s = MAX(free_at[d], psim__arrival(c, v, d, dev, finish));
+            double s;
+            double f = psim_sim_engine_probe(e, v, d, &s);
+            if (f < best_f) {
+                best_f = f;
+                best_s = s;
+                best = d;
+            }
+        }
+        psim_sim_engine_commit(e, v, best);
+        p->device_of[v] = best;
+        p->start[v] = best_s;
+        p->finish[v] = best_f;
+        if (c->group[v] >= 0)
+            gdev[c->group[v]] = best;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
+            int32_t w = c->out_dst[j];
+            ready[w] = MAX(ready[w], best_f);
+            if (--deg[w] == 0)
+                mh_push(&h, w);
+        }
+    }
+    g_free(h.a);
+    psim__seq_from_start(c, p->start, p->finish, p->seq);
+    return TRUE;
+}
+
+static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
+{
+    (void)error;
+    if (c->sim_model_differs || c->opt.greedy_sim)
+        return greedy_sim(c, p);
+    int32_t n = c->n, nd = c->nd;
+    int32_t *dev = p->device_of;
+    double *start = p->start, *finish = p->finish;
+    g_autofree double *free_at = g_new0(double, nd), *ready = g_new0(double, n + 1);
+    g_autofree int32_t *deg = g_new(int32_t, n + 1), *gdev = groups_new(c);
+    MinHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos};
+    for (int32_t v = 0; v < n; v++) {
+        deg[v] = c->in_off[v + 1] - c->in_off[v];
+        if (!deg[v])
+            mh_push(&h, v);
+    }
+    g_autofree double *arr = g_new(double, nd);
+    while (h.n) {
+        int32_t v = mh_pop(&h);
+        int32_t only = psim__group_device(c, gdev, v), best = -1;
+        psim__arrival_all(c, v, dev, finish, arr);
+        double best_f = INFINITY, best_s = 0;
+        for (int32_t d = only >= 0 ? only : 0; d < (only >= 0 ? only + 1 : nd); d++) {
+            if (only < 0 && !psim__feasible(c, v, d))
+                continue;
+            double s = MAX(free_at[d], arr[d]);
             double f = s + psim__cost(c, v, d);
             if (f < best_f) {
                 best_f = f;

@@ -194,6 +194,16 @@ static void build_links(PsimPlaceCtx *c)
             sl += c->lat[k];
             sb += c->inv_bw[k];
         }
+    for (int32_t a = 0; a < nd; a++) {
+        if (psim_cluster_device(c->cluster, a)->n_streams > 1)
+            c->sim_model_differs = TRUE;
+        for (int32_t b = 0; b < nd && !c->sim_model_differs; b++) {
+            size_t k = (size_t)a * nd + b;
+            if (a != b && !psim_cluster_link(c->cluster, a, b).independent &&
+                (c->lat[k] > 0 || c->inv_bw[k] > 0))
+                c->sim_model_differs = TRUE;
+        }
+    }
     if (nd > 1) {
         c->mean_lat = sl / ((double)nd * (nd - 1));
         c->mean_inv_bw = sb / ((double)nd * (nd - 1));
@@ -283,6 +293,16 @@ static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
                            node->assigned_device);
                 ok = FALSE;
                 break;
+            }
+        }
+        if (!node->device && c->fixed[v] < 0) {
+            /* The common case: no request; feasible wherever its class has a finite cost. */
+            gboolean all = TRUE;
+            for (int32_t k = 0; k < c->n_cls && all; k++)
+                all = isfinite(c->cost[(size_t)v * c->n_cls + k]);
+            if (all) {
+                c->feas[v] = -1;
+                continue;
             }
         }
         int32_t n_ok = 0, n_match = 0;
@@ -445,9 +465,23 @@ static void build_summaries(PsimPlaceCtx *c)
     c->min_cost = g_new(double, n + 1);
     c->mean_cost = g_new(double, n + 1);
     double work = 0;
+    g_autofree int32_t *per_cls = g_new0(int32_t, c->n_cls);
+    for (int32_t d = 0; d < c->nd; d++)
+        per_cls[c->cls_of[d]]++;
     for (int32_t v = 0; v < n; v++) {
         double mn = INFINITY, s = 0;
         int32_t k = 0;
+        if (c->feas[v] < 0) {
+            for (int32_t j = 0; j < c->n_cls; j++) {
+                double w = c->cost[(size_t)v * c->n_cls + j];
+                mn = MIN(mn, w);
+                s += w * per_cls[j];
+            }
+            c->min_cost[v] = mn;
+            c->mean_cost[v] = s / c->nd;
+            work += mn;
+            continue;
+        }
         for (int32_t d = 0; d < c->nd; d++)
             if (psim__feasible(c, v, d)) {
                 double w = psim__cost(c, v, d);
@@ -497,11 +531,117 @@ PsimPlaceCtx *psim_place_ctx_new(const PsimGraph *g, PsimCostModel *m, const Psi
     return c;
 }
 
+/* ---- coarsening: chains (a node with one successor that has one predecessor, both free of
+ * colocation groups and with the same constraints) become one node whose cost is the sum. ---- */
+
+PsimPlaceCtx *psim__coarsen(const PsimPlaceCtx *f, int32_t **coarse_of)
+{
+    int32_t n = f->n, nc = 0;
+    int32_t *cid = g_new(int32_t, n + 1);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = f->topo[i];
+        int32_t u = f->in_off[v + 1] - f->in_off[v] == 1 ? f->in_src[f->in_off[v]] : -1;
+        if (u >= 0 && f->out_off[u + 1] - f->out_off[u] == 1 && f->group[u] < 0 && f->group[v] < 0 &&
+            f->feas[u] == f->feas[v] && f->fixed[u] == f->fixed[v])
+            cid[v] = cid[u];
+        else
+            cid[v] = nc++;
+    }
+    PsimPlaceCtx *c = g_new0(PsimPlaceCtx, 1);
+    c->g = NULL;
+    c->shared = TRUE;
+    c->model = f->model;
+    c->cluster = f->cluster;
+    c->opt = f->opt;
+    c->n = nc;
+    c->nd = f->nd;
+    c->n_cls = f->n_cls;
+    c->cls_of = f->cls_of;
+    c->lat = f->lat;
+    c->inv_bw = f->inv_bw;
+    c->mean_lat = f->mean_lat;
+    c->mean_inv_bw = f->mean_inv_bw;
+    c->masks = f->masks;
+    c->n_masks = f->n_masks;
+    c->capacity = f->capacity;
+    c->cost = g_new0(double, (size_t)nc * c->n_cls + 1);
+    c->feas = g_new(int32_t, nc + 1);
+    c->fixed = g_new(int32_t, nc + 1);
+    c->group = g_new(int32_t, nc + 1);
+    c->param_bytes = g_new0(uint64_t, nc + 1);
+    c->out_bytes_total = g_new0(uint64_t, nc + 1);
+    for (int32_t v = 0; v < n; v++) {
+        int32_t k = cid[v];
+        for (int32_t j = 0; j < c->n_cls; j++)
+            c->cost[(size_t)k * c->n_cls + j] += f->cost[(size_t)v * c->n_cls + j];
+        c->feas[k] = f->feas[v];
+        c->fixed[k] = f->fixed[v];
+        c->group[k] = f->group[v];
+        c->param_bytes[k] += f->param_bytes[v];
+        c->out_bytes_total[k] += f->out_bytes_total[v];
+    }
+    /* Edges between chains: from a chain's tail to another chain's head, unique per pair. */
+    c->in_off = g_new0(int32_t, nc + 1);
+    int64_t m = 0;
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t i = f->in_off[v]; i < f->in_off[v + 1]; i++)
+            if (cid[f->in_src[i]] != cid[v]) {
+                c->in_off[cid[v] + 1]++;
+                m++;
+            }
+    for (int32_t k = 0; k < nc; k++)
+        c->in_off[k + 1] += c->in_off[k];
+    c->in_src = g_new(int32_t, m + 1);
+    c->in_bytes = g_new(uint64_t, m + 1);
+    g_autofree int32_t *fill = g_memdup2(c->in_off, sizeof(int32_t) * (nc + 1));
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = f->topo[i];
+        for (int32_t j = f->in_off[v]; j < f->in_off[v + 1]; j++)
+            if (cid[f->in_src[j]] != cid[v]) {
+                int32_t e = fill[cid[v]]++;
+                c->in_src[e] = cid[f->in_src[j]];
+                c->in_bytes[e] = f->in_bytes[j];
+            }
+    }
+    c->out_off = g_new0(int32_t, nc + 1);
+    c->out_dst = g_new(int32_t, m + 1);
+    c->out_bytes = g_new(uint64_t, m + 1);
+    for (int64_t i = 0; i < m; i++)
+        c->out_off[c->in_src[i] + 1]++;
+    for (int32_t k = 0; k < nc; k++)
+        c->out_off[k + 1] += c->out_off[k];
+    g_free(fill);
+    fill = g_memdup2(c->out_off, sizeof(int32_t) * (nc + 1));
+    for (int32_t k = 0; k < nc; k++)
+        for (int32_t i = c->in_off[k]; i < c->in_off[k + 1]; i++) {
+            int32_t e = fill[c->in_src[i]]++;
+            c->out_dst[e] = k;
+            c->out_bytes[e] = c->in_bytes[i];
+        }
+    /* Chains are numbered in the order of their heads in a topological order: already one. */
+    c->topo = g_new(int32_t, nc + 1);
+    c->topo_pos = g_new(int32_t, nc + 1);
+    for (int32_t k = 0; k < nc; k++)
+        c->topo[k] = c->topo_pos[k] = k;
+    c->n_groups = 0;
+    build_summaries(c);
+    *coarse_of = cid;
+    return c;
+}
+
 void psim_place_ctx_free(PsimPlaceCtx *c)
 {
     if (!c)
         return;
-    g_free(c->cls_of);
+    if (!c->shared) {
+        g_free(c->cls_of);
+        g_free(c->lat);
+        g_free(c->inv_bw);
+        g_free(c->masks);
+        g_free(c->capacity);
+    }
+    psim_place_ctx_free(c->coarse);
+    g_free(c->coarse_of);
     g_free(c->cost);
     g_free(c->min_cost);
     g_free(c->mean_cost);
@@ -513,15 +653,11 @@ void psim_place_ctx_free(PsimPlaceCtx *c)
     g_free(c->out_bytes);
     g_free(c->topo);
     g_free(c->topo_pos);
-    g_free(c->lat);
-    g_free(c->inv_bw);
     g_free(c->feas);
-    g_free(c->masks);
     g_free(c->fixed);
     g_free(c->group);
     g_free(c->param_bytes);
     g_free(c->out_bytes_total);
-    g_free(c->capacity);
     g_free(c);
 }
 

@@ -263,7 +263,7 @@ void psim__seq_by_key(const PsimPlaceCtx *c, const double *key, int32_t *seq)
 
 /* Idle gaps of one device, sorted by start; bounded so that huge graphs stay linear (the
  * oldest gap is forgotten, which only loses insertion chances). */
-#define MAX_GAPS 64
+#define MAX_GAPS 16
 
 typedef struct {
     double s, e;
@@ -278,7 +278,16 @@ typedef struct {
 static double slot_find(const Slots *sl, int32_t d, double ready, double w)
 {
     const Gap *g = sl->gaps + (size_t)d * MAX_GAPS;
-    for (int32_t i = 0; i < sl->n_gaps[d]; i++) {
+    /* Gaps are disjoint and sorted, so their ends are sorted too: skip those ending too soon. */
+    int32_t lo = 0, hi = sl->n_gaps[d];
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (g[mid].e < ready + w)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (int32_t i = lo; i < sl->n_gaps[d]; i++) {
         double s = MAX(g[i].s, ready);
         if (s + w <= g[i].e)
             return s;
@@ -335,16 +344,18 @@ void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int3
     g_autofree int32_t *gdev = g_new(int32_t, c->n_groups + 1);
     for (int32_t k = 0; k < c->n_groups; k++)
         gdev[k] = -1;
+    g_autofree double *arr = g_new(double, nd);
     for (int32_t i = 0; i < c->n; i++) {
         int32_t v = list[i];
         int32_t only = fixed_dev ? fixed_dev[v] : psim__group_device(c, gdev, v);
+        psim__arrival_all(c, v, dev, finish, arr);
         double best_f = INFINITY, best_s = 0;
         int32_t best_d = -1, n_ties = 0;
         for (int32_t d = only >= 0 ? only : 0; d < (only >= 0 ? only + 1 : nd); d++) {
             if (only < 0 && !psim__feasible(c, v, d))
                 continue;
             double w = psim__cost(c, v, d);
-            double s = slot_find(&sl, d, psim__arrival(c, v, d, dev, finish), w);
+            double s = slot_find(&sl, d, arr[d], w);
             double f = s + w;
             if (f < best_f) {
                 best_f = f;
@@ -493,7 +504,27 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
     }
     PsimPlacement *p = psim_placement_new(c->n, c->nd, pl->name);
     double t0 = psim__now_ms();
-    if (!pl->place(c, p, error) || !check_devices(c, p, error) ||
+    gboolean placed;
+    if (c->opt.coarsen && pl != &psim__placer_file) {
+        /* Place the chains, then refine per node: each node on its chain's device, ordered
+         * by HEFT's rank with insertion. */
+        if (!c->coarse)
+            c->coarse = psim__coarsen(c, &c->coarse_of);
+        g_autoptr(PsimPlacement) q = psim_placement_new(c->coarse->n, c->nd, pl->name);
+        placed = pl->place(c->coarse, q, error);
+        if (placed) {
+            g_autofree int32_t *fixed = g_new(int32_t, c->n + 1), *list = g_new(int32_t, c->n + 1);
+            for (int32_t v = 0; v < c->n; v++)
+                fixed[v] = q->device_of[c->coarse_of[v]];
+            g_autofree double *rank = psim__rank_upward(c);
+            psim__seq_by_key(c, rank, list);
+            psim__list_insertion(c, list, fixed, p->device_of, p->start, p->finish, NULL);
+            psim__seq_from_start(c, p->start, p->finish, p->seq);
+        }
+    } else {
+        placed = pl->place(c, p, error);
+    }
+    if (!placed || !check_devices(c, p, error) ||
         !psim_placement_evaluate(c, p, error)) {
         psim_placement_free(p);
         return NULL;

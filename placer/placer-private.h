@@ -42,7 +42,18 @@ struct PsimPlaceCtx {
     /* Coarsening: the node of the fine problem each coarse node stands for is not kept; a
      * coarse problem maps fine -> coarse in members_of. */
     double lower_bound;
+    /* TRUE when some link is shared (transfers queue on it) or some device has several
+     * streams: the simulator's model then differs from the engine here, and greedy commits
+     * through the simulator's incremental engine instead. */
+    gboolean sim_model_differs;
+    /* A coarse problem (chains merged) borrows the arrays marked shared from its fine one. */
+    gboolean shared;
+    PsimPlaceCtx *coarse;    /* made on first use when opt.coarsen */
+    int32_t *coarse_of;      /* per fine node: its coarse node */
 };
+
+/* The coarse problem of f: chains merged (see context.c); *coarse_of gets n entries. */
+PsimPlaceCtx *psim__coarsen(const PsimPlaceCtx *f, int32_t **coarse_of);
 
 static inline double psim__cost(const PsimPlaceCtx *c, int32_t v, int32_t d)
 {
@@ -80,6 +91,25 @@ static inline double psim__arrival(const PsimPlaceCtx *c, int32_t v, int32_t d, 
             t = a;
     }
     return t;
+}
+
+/* Arrival of all v's inputs on every device at once: arr[d] for d < nd (rows of the link
+ * matrices are contiguous, so this vectorizes). */
+static inline void psim__arrival_all(const PsimPlaceCtx *c, int32_t v, const int32_t *dev,
+                                     const double *finish, double *arr)
+{
+    int32_t nd = c->nd;
+    for (int32_t d = 0; d < nd; d++)
+        arr[d] = 0;
+    for (int32_t i = c->in_off[v]; i < c->in_off[v + 1]; i++) {
+        int32_t u = c->in_src[i];
+        const double *L = c->lat + (size_t)dev[u] * nd, *B = c->inv_bw + (size_t)dev[u] * nd;
+        double f = finish[u], b = (double)c->in_bytes[i];
+        for (int32_t d = 0; d < nd; d++) {
+            double a = f + L[d] + b * B[d];
+            arr[d] = a > arr[d] ? a : arr[d];
+        }
+    }
 }
 
 /* Upward rank (HEFT): mean cost plus the longest mean-cost path to an exit. n entries; g_free. */

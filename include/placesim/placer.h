@@ -17,6 +17,8 @@ typedef struct {
     const char *placement_file; /* `file`: the placement JSON to read */
     gboolean coarsen;        /* merge chains before placing, refine per node after */
     double recv_margin_us;   /* recv earliest start = ALAP - margin; < 0: the transfer's time */
+    gboolean greedy_sim;     /* `greedy` commits through sim/'s incremental engine even where the
+                              * placer's engine computes the same times (tests compare them) */
 } PsimPlaceOptions;
 
 /* Defaults: no limit, 1000 ms budget, seed 1, no compression, no coarsening. */

@@ -1,0 +1,122 @@
+/* Placement speed on generated graphs: a random layered DAG of N Task nodes (1 to 3 inputs each
+ * from the previous 1000 nodes, costs 1 to 100 us, outputs 1 kB to 1 MB) on D identical devices
+ * with 10 GB/s, 5 us links. Times building the placement problem (cost table, edges,
+ * constraints) and each algorithm (placement plus the engine's evaluation), median of R runs.
+ * Usage: bench-placer [N [D [R [ALGO...]]]] (default 100000 16 3 greedy heft). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "placesim/placer.h"
+
+static PsimGraph *generate(int32_t n, guint32 seed)
+{
+    GRand *r = g_rand_new_with_seed(seed);
+    PsimGraph *g = psim_graph_new("generated");
+    char name[32];
+    for (int32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        PsimNode *v = psim_graph_node_add(g, name, "Task", NULL);
+        psim_graph_node_outputs_set(g, v, 1);
+        v->outputs[0].bytes = (uint64_t)g_rand_int_range(r, 1000, 1000000);
+        psim_graph_node_cost_set(g, v, "*", g_rand_int_range(r, 1, 101));
+        if (i == 0)
+            continue;
+        int k = g_rand_int_range(r, 1, 4);
+        int32_t last = -1;
+        for (int j = 0; j < k; j++) {
+            int32_t u = i - g_rand_int_range(r, 1, MIN(i, 1000) + 1);
+            if (u == last)
+                continue;
+            last = u;
+            psim_graph_node_input_add(g, v, (PsimPort){u, 0});
+        }
+    }
+    g_rand_free(r);
+    g_assert_true(psim_graph_finalize(g, NULL));
+    return g;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_ms(void) { return (double)g_get_monotonic_time() / 1e3; }
+
+/* CPU time of this process: on a shared, loaded machine it says more than wall time. */
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int main(int argc, char **argv)
+{
+    int32_t n = argc > 1 ? atoi(argv[1]) : 100000;
+    int32_t nd = argc > 2 ? atoi(argv[2]) : 16;
+    int reps = argc > 3 ? atoi(argv[3]) : 3;
+    const char *dflt[] = {"greedy", "heft"};
+    const char **algos = argc > 4 ? (const char **)argv + 4 : dflt;
+    int n_algos = argc > 4 ? argc - 4 : 2;
+    if (n < 1 || nd < 1 || reps < 1) {
+        fprintf(stderr, "usage: bench-placer [N [D [R [ALGO...]]]]\n");
+        return 2;
+    }
+    double t0 = now_ms();
+    g_autoptr(PsimGraph) g = generate(n, 42);
+    printf("graph: %d nodes, %" G_GINT64_FORMAT " edges, built in %.0f ms\n", n,
+           psim_graph_n_edges(g), now_ms() - t0);
+    g_autoptr(PsimCluster) c = psim_cluster_new();
+    for (int32_t d = 0; d < nd; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "P:%d", d);
+        psim_cluster_device_add(c, name, "P", NULL);
+    }
+    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = 10, .latency_us = 5, .independent = TRUE});
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    double *ctx_ms = g_new(double, reps), *ctx_cpu = g_new(double, reps);
+    PsimPlaceCtx *ctx = NULL;
+    for (int r = 0; r < reps; r++) {
+        psim_place_ctx_free(ctx);
+        double a = now_ms(), ac = cpu_ms();
+        ctx = psim_place_ctx_new(g, m, NULL, NULL);
+        ctx_ms[r] = now_ms() - a;
+        ctx_cpu[r] = cpu_ms() - ac;
+        g_assert_nonnull(ctx);
+    }
+    qsort(ctx_ms, reps, sizeof(double), cmp_d);
+    qsort(ctx_cpu, reps, sizeof(double), cmp_d);
+    printf("problem (costs, edges, constraints): median %.0f ms wall, %.0f ms CPU, of %d\n",
+           ctx_ms[reps / 2], ctx_cpu[reps / 2], reps);
+    for (int k = 0; k < n_algos; k++) {
+        double *ms = g_new(double, reps), *cpu = g_new(double, reps), span = 0;
+        for (int r = 0; r < reps; r++) {
+            g_autoptr(GError) err = NULL;
+            double a = now_ms(), ac = cpu_ms();
+            g_autoptr(PsimPlacement) p = psim_place(ctx, algos[k], &err);
+            ms[r] = now_ms() - a;
+            cpu[r] = cpu_ms() - ac;
+            if (!p) {
+                fprintf(stderr, "%s: %s\n", algos[k], err->message);
+                return 1;
+            }
+            span = p->makespan_us;
+        }
+        qsort(ms, reps, sizeof(double), cmp_d);
+        qsort(cpu, reps, sizeof(double), cmp_d);
+        printf("%-8s %d nodes on %d devices: median %.0f ms wall (min %.0f, max %.0f), %.0f ms CPU, "
+               "of %d; makespan %.0f us; with the problem %.0f ms wall, %.0f ms CPU\n",
+               algos[k], n, nd, ms[reps / 2], ms[0], ms[reps - 1], cpu[reps / 2], reps, span,
+               ms[reps / 2] + ctx_ms[reps / 2], cpu[reps / 2] + ctx_cpu[reps / 2]);
+        g_free(ms);
+        g_free(cpu);
+    }
+    psim_place_ctx_free(ctx);
+    g_free(ctx_ms);
+    g_free(ctx_cpu);
+    return 0;
+}

@@ -16,6 +16,7 @@ static const struct {
     {"Exp", 4},     {"Log", 4},      {"Sigmoid", 4}, {"Tanh", 5},        {"Erf", 5},
     {"Pow", 4},     {"Softplus", 5}, {"Elu", 4},     {"Selu", 4},        {"LeakyRelu", 2},
     {"Clip", 2},    {"HardSigmoid", 3}, {"Sin", 4},  {"Cos", 4},         {"Cast", 0},
+    {"CastLike", 0},
     {"Softmax", 5}, {"LogSoftmax", 5},
 };
 
@@ -62,6 +63,14 @@ static gboolean infer_cast(PsimGraph *g, PsimNode *n, GError **error)
     }
     const PsimOutput *in = psim__input(g, n, 0);
     return psim__out_set(g, n, 0, to, in->rank, in->dims, error);
+}
+
+static gboolean infer_cast_like(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *in = psim__input(g, n, 0);
+    return psim__out_set(g, n, 0, psim__input_dtype(g, n, 1), in->rank, in->dims, error);
 }
 
 static gboolean is_logic_out(const char *op)
@@ -572,6 +581,7 @@ static const PsimOpDef math_ops[] = {
     {"Clip", "clamps to [min, max] (attrs before opset 11, inputs after)", 0, infer_clip,
      count_elementwise},
     {"Cast", "converts to the dtype in 'to'", 0, infer_cast, count_elementwise},
+    {"CastLike", "converts to the dtype of input 1", 0, infer_cast_like, count_elementwise},
     BINARY("Add", "a + b, broadcasting"),
     BINARY("Sub", "a - b, broadcasting"),
     BINARY("Mul", "a * b, broadcasting"),
@@ -605,6 +615,8 @@ static const PsimOpDef math_ops[] = {
     {"ReduceMin", "min over axes", 0, infer_reduce, count_reduce},
     {"ReduceProd", "product over axes", 0, infer_reduce, count_reduce},
     {"ReduceSumSquare", "sum of squares over axes", 0, infer_reduce, count_reduce},
+    {"ReduceL1", "sum of absolute values over axes", 0, infer_reduce, count_reduce},
+    {"ReduceL2", "Euclidean norm over axes", 0, infer_reduce, count_reduce},
     {"ArgMax", "index of the max along an axis", 0, infer_reduce, count_reduce},
     {"ArgMin", "index of the min along an axis", 0, infer_reduce, count_reduce},
     {"Range", "start, start+delta, ... up to limit", 0, infer_range, psim__count_move},

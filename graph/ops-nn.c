@@ -375,8 +375,11 @@ static gboolean infer_dropout(PsimGraph *g, PsimNode *n, GError **error)
     const PsimOutput *x = psim__input(g, n, 0);
     if (!psim__out_set(g, n, 0, x->dtype, x->rank, x->dims, error))
         return FALSE;
+    /* The mask is bool from opset 10; before, it had the input's type. */
+    int64_t opset = psim_graph_opset(g);
+    PsimDType mt = opset > 0 && opset < 10 ? x->dtype : PSIM_DTYPE_BOOL;
     if (n->n_outputs > 1)
-        return psim__out_set(g, n, 1, PSIM_DTYPE_BOOL, x->rank, x->dims, error);
+        return psim__out_set(g, n, 1, mt, x->rank, x->dims, error);
     return TRUE;
 }
 

@@ -36,17 +36,91 @@ void psim__exec_error(GError **error, int code, const PsimGraph *g, const PsimNo
 }
 
 /* Memory accounting outlives the worker: tensors it allocated may be released later (fetched
- * outputs), so each holds a reference to the counter. */
+ * outputs), so each holds a reference to the counter. The counter also keeps a pool of freed
+ * large blocks by size class: a step then reuses the previous step's memory instead of mapping
+ * fresh pages (and taking a page fault per 4 KiB) for every activation. */
+#define POOL_MIN ((size_t)16384)
+#define POOL_CLASSES 256
+#define POOL_MAX_BYTES ((size_t)1 << 30)
+
+typedef struct PoolBlock {
+    struct PoolBlock *next;
+} PoolBlock;
+
 typedef struct {
     atomic_int refcount;
     atomic_int_least64_t live;
     atomic_int_least64_t peak;
+    pthread_mutex_t pool_lock;
+    PoolBlock *pool[POOL_CLASSES];
+    size_t pooled;
 } MemCounter;
+
+/* Size classes of 4 steps per power of two (at most 25% slack); n >= POOL_MIN. */
+static int pool_class(size_t n, size_t *cap)
+{
+    int msb = 63 - __builtin_clzll((unsigned long long)(n - 1));
+    size_t base = (size_t)1 << msb, step = base >> 2;
+    size_t k = (n - base + step - 1) / step; /* 1..4 */
+    *cap = base + k * step;
+    return msb * 4 + (int)(k - 1);
+}
+
+static void *pool_get(MemCounter *m, size_t sz)
+{
+    if (sz < POOL_MIN)
+        return aligned_alloc(64, sz);
+    size_t cap;
+    int c = pool_class(sz, &cap);
+    pthread_mutex_lock(&m->pool_lock);
+    PoolBlock *b = m->pool[c];
+    if (b) {
+        m->pool[c] = b->next;
+        m->pooled -= cap;
+    }
+    pthread_mutex_unlock(&m->pool_lock);
+    return b ? (void *)b : aligned_alloc(64, cap);
+}
+
+static void pool_put(MemCounter *m, void *p, size_t sz)
+{
+    if (sz < POOL_MIN) {
+        free(p);
+        return;
+    }
+    size_t cap;
+    int c = pool_class(sz, &cap);
+    pthread_mutex_lock(&m->pool_lock);
+    gboolean keep = m->pooled + cap <= POOL_MAX_BYTES;
+    if (keep) {
+        PoolBlock *b = p;
+        b->next = m->pool[c];
+        m->pool[c] = b;
+        m->pooled += cap;
+    }
+    pthread_mutex_unlock(&m->pool_lock);
+    if (!keep)
+        free(p);
+}
 
 static void mem_counter_unref(MemCounter *m)
 {
-    if (atomic_fetch_sub(&m->refcount, 1) == 1)
-        g_free(m);
+    if (atomic_fetch_sub(&m->refcount, 1) != 1)
+        return;
+    for (int c = 0; c < POOL_CLASSES; c++)
+        while (m->pool[c]) {
+            PoolBlock *b = m->pool[c];
+            m->pool[c] = b->next;
+            free(b);
+        }
+    pthread_mutex_destroy(&m->pool_lock);
+    g_free(m);
+}
+
+static size_t block_size(size_t nbytes)
+{
+    size_t sz = (nbytes + 63) & ~(size_t)63;
+    return sz ? sz : 64;
 }
 
 typedef struct {
@@ -169,6 +243,7 @@ PsimWorker *psim_worker_new(const PsimDevice *device, GError **error)
     g_queue_init(&w->jobs);
     w->mem = g_new0(MemCounter, 1);
     atomic_init(&w->mem->refcount, 1);
+    pthread_mutex_init(&w->mem->pool_lock, NULL);
     g_autofree char *tname = g_strdup_printf("psim-%s", w->name);
     w->thread = g_thread_try_new(tname, worker_main, w, error);
     if (!w->thread) {
@@ -259,7 +334,7 @@ static void host_release(PsimTensor *t, void *user)
 {
     MemCounter *m = user;
     atomic_fetch_sub(&m->live, (int64_t)t->nbytes);
-    free(t->data);
+    pool_put(m, t->data, block_size(t->nbytes));
     mem_counter_unref(m);
 }
 
@@ -276,9 +351,7 @@ PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
         return NULL;
     }
     size_t nbytes = (size_t)ne * esize;
-    size_t sz = (nbytes + 63) & ~(size_t)63;
-    if (sz == 0)
-        sz = 64;
+    size_t sz = block_size(nbytes);
     const PsimDevice *d = w->device;
     int64_t live = atomic_fetch_add(&w->mem->live, (int64_t)nbytes) + (int64_t)nbytes;
     if (d && d->memory_bytes && (uint64_t)live > d->memory_bytes) {
@@ -288,7 +361,7 @@ PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                     w->name, nbytes, d->memory_bytes);
         return NULL;
     }
-    void *data = aligned_alloc(64, sz);
+    void *data = pool_get(w->mem, sz);
     if (!data) {
         atomic_fetch_sub(&w->mem->live, (int64_t)nbytes);
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "out of memory on %s for %zu bytes",

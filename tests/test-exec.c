@@ -6,7 +6,7 @@
 
 #include "placesim/exec.h"
 
-#define N_ELEM 1000
+#define N_ELEM 10000 /* 40 KB tensors: large enough for the worker's block pool */
 
 static int count_runs;   /* XCount kernel invocations */
 static uint64_t live_seen_max; /* most live bytes any XScale saw while running */
@@ -324,7 +324,7 @@ static void test_errors(void)
     g_assert_false(psim_executor_run(e, &wrong, &out, &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
     g_assert_cmpstr(err->message, ==,
-                    "t.json: node 'x': feed has shape [10,100] but the graph expects [1000] "
+                    "t.json: node 'x': feed has shape [10,100] but the graph expects [10000] "
                     "(-1: any)");
     g_clear_error(&err);
     /* Wrong dtype. */

@@ -13,7 +13,32 @@ static gboolean infer_const(PsimGraph *g, PsimNode *n, GError **error)
         psim_graph_output_value_set(g, n, 0, a->v.t);
         return TRUE;
     }
-    (void)error;
+    /* ONNX Constant from opset 12: value_int, value_ints, value_float, value_floats. */
+    static const struct {
+        const char *name;
+        PsimDType dt;
+    } forms[] = {{"value_int", PSIM_DTYPE_INT64}, {"value_ints", PSIM_DTYPE_INT64},
+                 {"value_float", PSIM_DTYPE_FLOAT32}, {"value_floats", PSIM_DTYPE_FLOAT32}};
+    for (size_t i = 0; i < G_N_ELEMENTS(forms); i++) {
+        if (!(a = psim_node_attr(n, forms[i].name)))
+            continue;
+        gboolean list = g_str_has_suffix(forms[i].name, "s");
+        int64_t len = list ? MAX(a->n, 0) : 1;
+        if ((a->type == PSIM_ATTR_INTS || a->type == PSIM_ATTR_FLOATS) != list)
+            break;
+        g_autoptr(PsimTensor) t = psim_tensor_new(forms[i].dt, list ? 1 : 0, &len, error);
+        if (!t)
+            return FALSE;
+        for (int64_t j = 0; j < len; j++) {
+            if (forms[i].dt == PSIM_DTYPE_INT64)
+                ((int64_t *)t->data)[j] = list ? a->v.ints[j] : psim_node_attr_int(n, a->name, 0);
+            else
+                ((float *)t->data)[j] = (float)(list ? a->v.floats[j]
+                                                     : psim_node_attr_float(n, a->name, 0));
+        }
+        psim_graph_output_value_set(g, n, 0, t);
+        return TRUE;
+    }
     return TRUE; /* shape given in the file (JSON "outputs"), value made at run time by "fill" */
 }
 

@@ -1183,6 +1183,100 @@ static void test_onnx_light(void)
     }
 }
 
+/* ONNX's node conformance models (Debian's libonnx-testdata): for every model whose ops we all
+ * register, forget the shapes the file declares for computed tensors, give the graph inputs
+ * their test values, fold and infer, and compare each output's dtype and shape with the
+ * expected output tensor. bfloat16 outputs are stored as uint16 in that data: counted equal. */
+static int infer_node_test(const char *dir, GString *why)
+{
+    g_autofree char *model = g_build_filename(dir, "model.onnx", NULL);
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(model, NULL, &err);
+    if (!g) { /* control flow (If, Loop, Scan) is not imported */
+        g_clear_error(&err);
+        return -1;
+    }
+    for (int32_t i = 0; i < psim_graph_n_nodes(g); i++) {
+        PsimNode *n = psim_graph_node(g, i);
+        if (!psim_op_lookup(n->op))
+            return -1; /* not ours */
+    }
+    for (int32_t i = 0; i < psim_graph_n_nodes(g); i++) {
+        PsimNode *n = psim_graph_node(g, i);
+        if (!strcmp(n->op, "Placeholder") || (n->flags & PSIM_NODE_PARAMETER))
+            continue;
+        for (int32_t k = 0; k < n->n_outputs; k++) {
+            psim_graph_output_set(g, n, k, PSIM_DTYPE_UNDEFINED, PSIM_RANK_UNKNOWN, NULL);
+            n->outputs[k].value = NULL;
+            n->outputs[k].bytes = 0;
+        }
+    }
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
+        g_autofree char *p = g_strdup_printf("%s/test_data_set_0/input_%d.pb", dir, i);
+        g_autoptr(PsimTensor) t = psim_tensor_load_pb(p, NULL, NULL);
+        PsimNode *in = psim_graph_node(g, psim_graph_input(g, i));
+        if (t && t->dtype != PSIM_DTYPE_STRING && in->outputs[0].dtype == t->dtype)
+            psim_graph_output_value_set(g, in, 0, t);
+    }
+    if (psim_graph_fold_constants(g, &err) < 0 || !psim_graph_infer_shapes(g, &err)) {
+        g_string_append_printf(why, "%s", err->message);
+        g_clear_error(&err);
+        return 0;
+    }
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++) {
+        g_autofree char *p = g_strdup_printf("%s/test_data_set_0/output_%d.pb", dir, i);
+        g_autoptr(PsimTensor) want = psim_tensor_load_pb(p, NULL, NULL);
+        if (!want)
+            continue;
+        PsimPort port = psim_graph_output(g, i);
+        const PsimOutput *o = &psim_graph_node(g, port.node)->outputs[port.index];
+        gboolean same = o->rank == want->rank &&
+                        (o->dtype == want->dtype ||
+                         (want->dtype == PSIM_DTYPE_UINT16 && o->dtype == PSIM_DTYPE_BFLOAT16));
+        for (int32_t j = 0; same && j < want->rank; j++)
+            same = o->dims[j] == want->dims[j];
+        if (!same) {
+            g_string_append_printf(why, "output %d: %s rank %d [", i, psim_dtype_name(o->dtype),
+                                   o->rank);
+            for (int32_t j = 0; j < o->rank; j++)
+                g_string_append_printf(why, " %" G_GINT64_FORMAT, o->dims[j]);
+            g_string_append_printf(why, " ], expected %s [", psim_dtype_name(want->dtype));
+            for (int32_t j = 0; j < want->rank; j++)
+                g_string_append_printf(why, " %" G_GINT64_FORMAT, want->dims[j]);
+            g_string_append(why, " ]");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_onnx_node_shapes(void)
+{
+    const char *root = "/usr/share/libonnx-testdata/data/node";
+    g_autoptr(GDir) d = g_dir_open(root, 0, NULL);
+    if (!d) {
+        g_test_skip("libonnx-testdata is not installed");
+        return;
+    }
+    int n_tests = 0, n_checked = 0, n_failed = 0;
+    const char *e;
+    while ((e = g_dir_read_name(d))) {
+        g_autofree char *dir = g_build_filename(root, e, NULL);
+        g_autoptr(GString) why = g_string_new(NULL);
+        n_tests++;
+        int r = infer_node_test(dir, why);
+        n_checked += r >= 0;
+        if (r == 0) {
+            n_failed++;
+            g_printerr("%s: %s\n", e, why->str);
+        }
+    }
+    g_test_message("%d node tests, %d with all ops registered, %d with wrong inferred shapes",
+                   n_tests, n_checked, n_failed);
+    g_assert_cmpint(n_checked, >, 500);
+    g_assert_cmpint(n_failed, ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1209,5 +1303,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph-ops/cse", test_cse);
     g_test_add_func("/graph-ops/cse-placeholders-consts", test_cse_placeholders_consts);
     g_test_add_func("/graph-ops/onnx-light", test_onnx_light);
+    g_test_add_func("/graph-ops/onnx-node-shapes", test_onnx_node_shapes);
     return g_test_run();
 }

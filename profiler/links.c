@@ -47,13 +47,13 @@ static gboolean copy_job(PsimWorker *w, void *arg, GError **error)
     PsimSampler s;
     psim__sampler_init(&s, j->opts, j->budget_ms);
     for (;;) {
-        double t0 = psim_exec_now_us();
+        double t0 = psim__profiler_clock_us(j->opts);
         for (int32_t i = 0; i < inner; i++) {
             memcpy(j->dst, j->src, j->bytes);
             /* Keep the compiler from merging the repeated copies. */
             __asm__ __volatile__("" : : "r"(j->dst) : "memory");
         }
-        double t1 = psim_exec_now_us();
+        double t1 = psim__profiler_clock_us(j->opts);
         if (!psim__sampler_add(&s, (t1 - t0) / inner))
             break;
     }
@@ -152,7 +152,7 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
                 PsimTimingStats st;
                 if (!psim__profiler_copy(p, b, bufs[j], bufs[i], bytes, budget, &st, error))
                     goto out;
-                if (!psim_cost_db_link_put(p->db, da, db, bytes, "clock", &st, error))
+                if (!psim_cost_db_link_put(p->db, da, db, bytes, psim_profile_clock_name(p->opts.clock), &st, error))
                     goto out;
                 report->link_rows++;
                 g_autofree char *what = g_strdup_printf("%s -> %s, %" G_GUINT64_FORMAT " bytes",

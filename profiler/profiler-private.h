@@ -26,6 +26,9 @@ typedef struct {
     double sum, sum_sq;
 } PsimSampler;
 
+/* Now in microseconds on the options' clock (CPU timings). */
+double psim__profiler_clock_us(const PsimProfileOptions *o);
+
 void psim__sampler_init(PsimSampler *s, const PsimProfileOptions *o, double budget_ms);
 /* Adds a sample; TRUE while more are wanted. */
 gboolean psim__sampler_add(PsimSampler *s, double us);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "placesim/kernels.h"
 #include "profiler/profiler-private.h"
@@ -28,6 +29,21 @@ void psim_profile_options_init(PsimProfileOptions *o)
 }
 
 /* --- Sampling ---------------------------------------------------------------------------- */
+
+const char *psim_profile_clock_name(PsimProfileClock c)
+{
+    return c == PSIM_PROFILE_CLOCK_THREAD_CPU ? "thread-cpu" : "monotonic";
+}
+
+double psim__profiler_clock_us(const PsimProfileOptions *o)
+{
+    if (o->clock == PSIM_PROFILE_CLOCK_THREAD_CPU) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+    }
+    return psim_exec_now_us();
+}
 
 void psim__sampler_init(PsimSampler *s, const PsimProfileOptions *o, double budget_ms)
 {
@@ -320,9 +336,9 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
     }
 #endif
     for (;;) {
-        double t0 = psim_exec_now_us();
+        double t0 = psim__profiler_clock_us(o);
         gboolean r = k->run(&ctx, error);
-        double t1 = psim_exec_now_us();
+        double t1 = psim__profiler_clock_us(o);
         release_outputs(outs, n->n_outputs);
         if (!r) {
             g_array_free(s.samples, TRUE);
@@ -457,7 +473,7 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
                 fprintf(stderr, "placesim: warning: %s (not measured on %s)\n", err->message, d->short_name);
             g_error_free(err);
         } else {
-            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : "clock";
+            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
             if (p->db && !psim_cost_db_kernel_put(p->db, d, it->sig, it->n->op, how, &st, error))
                 return FALSE;
             report->measured++;

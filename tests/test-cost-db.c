@@ -67,7 +67,7 @@ static void test_rows(void)
     PsimDevice *d0 = psim_cluster_device(c, 0), *d1 = psim_cluster_device(c, 1);
     PsimTimingStats s = stats(120), got;
     g_assert_false(psim_cost_db_kernel_has(db, d0, "MatMul(x)", &err));
-    g_assert_true(psim_cost_db_kernel_put(db, d0, "MatMul(x)", "MatMul", "clock", &s, &err));
+    g_assert_true(psim_cost_db_kernel_put(db, d0, "MatMul(x)", "MatMul", "monotonic", &s, &err));
     g_assert_no_error(err);
     g_assert_true(psim_cost_db_kernel_has(db, d0, "MatMul(x)", &err));
     g_assert_true(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, NULL, &err));
@@ -76,7 +76,7 @@ static void test_rows(void)
     g_assert_cmpfloat(got.min_us, ==, s.min_us);
     /* Replacing keeps one row per (signature, device). */
     s = stats(100);
-    g_assert_true(psim_cost_db_kernel_put(db, d0, "MatMul(x)", "MatMul", "clock", &s, &err));
+    g_assert_true(psim_cost_db_kernel_put(db, d0, "MatMul(x)", "MatMul", "monotonic", &s, &err));
     g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, 1);
     g_assert_true(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, NULL, &err));
     g_assert_cmpfloat(got.median_us, ==, 100);
@@ -85,7 +85,7 @@ static void test_rows(void)
     g_assert_true(psim_cost_db_kernel_get(db, d1, "MatMul(x)", &got, NULL, &err));
     g_assert_cmpfloat(got.median_us, ==, 100);
     s = stats(90);
-    g_assert_true(psim_cost_db_kernel_put(db, d1, "MatMul(x)", "MatMul", "clock", &s, &err));
+    g_assert_true(psim_cost_db_kernel_put(db, d1, "MatMul(x)", "MatMul", "monotonic", &s, &err));
     g_assert_true(psim_cost_db_kernel_get(db, d1, "MatMul(x)", &got, NULL, &err));
     g_assert_cmpfloat(got.median_us, ==, 90);
     g_assert_true(psim_cost_db_kernel_get(db, d0, "MatMul(x)", &got, NULL, &err));
@@ -137,7 +137,7 @@ static void test_migration(void)
     PsimCostDb *db = psim__cost_db_open_version(path, 1, &err);
     g_assert_no_error(err);
     g_assert_cmpint(psim_cost_db_schema_version(db), ==, 1);
-    g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), "Relu(x)", "Relu", "clock", &s, &err));
+    g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), "Relu(x)", "Relu", "monotonic", &s, &err));
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, -1); /* no such table in v1 */
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_RUNTIME);
     g_clear_error(&err);
@@ -191,7 +191,7 @@ static void test_bad_files(void)
     PsimTimingStats s = stats(10);
     for (int i = 0; i < 200; i++) {
         g_autofree char *sig = g_strdup_printf("Conv(float32[1x64x56x56],%d)", i);
-        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, "Conv", "clock", &s, &err));
+        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, "Conv", "monotonic", &s, &err));
     }
     psim_cost_db_close(db);
     g_autofree char *data = NULL;
@@ -232,14 +232,14 @@ static void test_concurrent_writers(void)
             for (int i = 0; i < N_KERNELS; i++) {
                 g_autofree char *sig = g_strdup_printf("Op%d(w%d)", i, w);
                 PsimTimingStats s = stats(1000 * w + i + 1);
-                if (!psim_cost_db_kernel_put(db, psim_cluster_device(c, w), sig, "Op", "clock", &s, &err)) {
+                if (!psim_cost_db_kernel_put(db, psim_cluster_device(c, w), sig, "Op", "monotonic", &s, &err)) {
                     g_printerr("writer %d: %s\n", w, err->message);
                     _exit(4);
                 }
                 if (i < N_LINKS) {
                     PsimTimingStats l = stats(i + 1);
                     if (!psim_cost_db_link_put(db, psim_cluster_device(c, w), psim_cluster_device(c, 1 - w),
-                                               1024u << i % 20, "clock", &l, &err)) {
+                                               1024u << i % 20, "monotonic", &l, &err)) {
                         g_printerr("writer %d: %s\n", w, err->message);
                         _exit(5);
                     }
@@ -305,7 +305,7 @@ static void test_link_fit(void)
     for (int i = 0; i < 10; i++) {
         PsimTimingStats s = stats(ts[i]);
         g_assert_true(psim_cost_db_link_put(db, psim_cluster_device(c, 0), psim_cluster_device(c, 1),
-                                            (uint64_t)xs[i], "clock", &s, &err));
+                                            (uint64_t)xs[i], "monotonic", &s, &err));
     }
     int n_sizes = 0;
     g_assert_true(psim_cost_db_link_fit(db, psim_cluster_device(c, 0), psim_cluster_device(c, 1), &l, &rms, &n_sizes, &err));

@@ -108,7 +108,7 @@ static void test_resolution(void)
 
     /* A measured row answers for every node of that signature; annotations still win. */
     PsimTimingStats s = {.n = 9, .mean_us = 51, .stddev_us = 1, .min_us = 49, .median_us = 50};
-    g_assert_true(psim_cost_db_kernel_put(db, d, sy, "MatMul", "clock", &s, &err));
+    g_assert_true(psim_cost_db_kernel_put(db, d, sy, "MatMul", "monotonic", &s, &err));
     g_assert_no_error(err);
     {
         g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
@@ -138,7 +138,7 @@ static void test_other_fingerprint(void)
         PsimNode *y = psim_graph_node_find(g, "y");
         g_autofree char *sig = psim_cost_signature(g, y);
         PsimTimingStats s = {.n = 9, .mean_us = 51, .stddev_us = 1, .min_us = 49, .median_us = 50};
-        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(a, 0), sig, "MatMul", "clock", &s, &err));
+        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(a, 0), sig, "MatMul", "monotonic", &s, &err));
         g_autoptr(PsimCostModel) m = psim_cost_model_new(b, db);
         PsimCostSource src;
         double us = psim_cost_node(m, g, y, 0, &src);

@@ -69,7 +69,7 @@ static void on_progress(const PsimProfileProgress *p, void *user)
 int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
-    const char *spec = NULL, *db_path = NULL;
+    const char *spec = NULL, *db_path = NULL, *clock = NULL;
     int reps = -1;
     double max_rel = -1, budget = -1, warmup = -1;
     gint64 link_max = -1;
@@ -84,6 +84,9 @@ int psim_cmd_profile(int argc, char **argv)
         {"warmup-ms", 0, 0, G_OPTION_ARG_DOUBLE, &warmup, "Warm-up time per kernel (default 20)", "MS"},
         {"link-max-bytes", 0, 0, G_OPTION_ARG_INT64, &link_max,
          "Largest transfer measured (default 268435456)", "BYTES"},
+        {"clock", 0, 0, G_OPTION_ARG_STRING, &clock,
+         "CPU timing: monotonic (wall time, default) or thread-cpu (the pinned thread's CPU time, "
+         "for shared machines; single-threaded kernels)", "CLOCK"},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
@@ -128,6 +131,14 @@ int psim_cmd_profile(int argc, char **argv)
         if (link_max < (gint64)o.link_min_bytes || link_max > (INT64_C(1) << 34))
             return psim_cli_usage("profile", "--link-max-bytes must be in [1024, 2^34]");
         o.link_max_bytes = (uint64_t)link_max;
+    }
+    if (clock) {
+        if (!strcmp(clock, "monotonic"))
+            o.clock = PSIM_PROFILE_CLOCK_MONOTONIC;
+        else if (!strcmp(clock, "thread-cpu"))
+            o.clock = PSIM_PROFILE_CLOCK_THREAD_CPU;
+        else
+            return psim_cli_usage("profile", "--clock must be monotonic or thread-cpu, not '%s'", clock);
     }
     o.force = force;
     o.links = !no_links;

@@ -19,6 +19,19 @@ typedef struct {
     const char *item;   /* what was just measured ("Conv on CPU:0"), or NULL */
 } PsimProfileProgress;
 
+/* What a CPU sample measures. MONOTONIC (the default): wall time on the monotonic clock around
+ * the kernel, what the executor sees on an idle machine. THREAD_CPU: the pinned thread's CPU
+ * time (CLOCK_THREAD_CPUTIME_ID), which leaves out the time the thread was descheduled: on a
+ * shared or oversubscribed machine it still measures the kernel rather than the scheduler.
+ * Valid for single-threaded kernels only (work done by other threads is not counted). */
+typedef enum {
+    PSIM_PROFILE_CLOCK_MONOTONIC = 0,
+    PSIM_PROFILE_CLOCK_THREAD_CPU,
+} PsimProfileClock;
+
+/* "monotonic", "thread-cpu": the kernel rows' `source` column on CPUs. */
+const char *psim_profile_clock_name(PsimProfileClock c);
+
 typedef struct {
     int32_t reps;           /* at least this many timed runs after warm-up (default 10) */
     double max_rel_stddev;  /* stop once stddev/mean is at most this (default 0.02) */
@@ -31,6 +44,7 @@ typedef struct {
     gboolean calibrate;     /* measure each device's GEMM rate, copy bandwidth, launch (TRUE) */
     uint64_t link_min_bytes, link_max_bytes; /* default 1 KiB .. 256 MiB, in steps of x4 */
     uint64_t seed;          /* random input data */
+    PsimProfileClock clock; /* CPU timing (GPU timing is always CUPTI's) */
     void (*progress)(const PsimProfileProgress *p, void *user);
     void *progress_user;
 } PsimProfileOptions;

@@ -429,7 +429,9 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
             if (!get_double(e, &dv))
                 TFAIL("data value %" G_GINT64_FORMAT " is not a number", i);
             gint64 iv = JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_INT64
-                            ? json_node_get_int(e) : (gint64)dv;
+                            ? json_node_get_int(e)
+                        : dv != dv ? 0 : dv >= 9.2233720368547758e18 ? INT64_MAX
+                        : dv <= -9.2233720368547758e18 ? INT64_MIN : (gint64)dv;
             void *d = t->data;
             switch (dt) {
             case PSIM_DTYPE_FLOAT32: ((float *)d)[i] = (float)dv; break;
@@ -442,7 +444,10 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
             case PSIM_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)iv; break;
             case PSIM_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)iv; break;
             case PSIM_DTYPE_INT64: ((int64_t *)d)[i] = iv; break;
-            case PSIM_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)iv; break;
+            case PSIM_DTYPE_UINT64: /* json-glib reads integers above INT64_MAX as doubles */
+                ((uint64_t *)d)[i] = dv >= 9.2233720368547758e18 && dv < 1.8446744073709552e19
+                                         ? (uint64_t)dv : (uint64_t)iv;
+                break;
             default: TFAIL("dtype %s needs data_b64", psim_dtype_name(dt));
             }
         }

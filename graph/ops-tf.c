@@ -209,6 +209,10 @@ static gboolean infer_strided_slice(PsimGraph *g, PsimNode *n, GError **error)
         return FALSE;
     }
     int32_t r = x->rank, k = kb;
+    if (r > 64) {
+        psim__error_node(error, g, n, "StridedSlice of a rank-%d tensor (over 64)", r);
+        return FALSE;
+    }
     SliceDim sd[64];
     int64_t out_dims[128];
     int32_t out_rank = 0, d = 0;
@@ -258,25 +262,23 @@ static gboolean infer_strided_slice(PsimGraph *g, PsimNode *n, GError **error)
             continue;
         }
         int64_t len = -1, start = 0;
+        if (s < -INT64_MAX)
+            s = -INT64_MAX; /* as far as any dimension can reach, without overflowing -s */
         if (size >= 0) {
             if (s > 0) {
                 b = (bm & bit) ? 0 : clamp64(b < 0 ? b + size : b, 0, size);
                 e = (em & bit) ? size : clamp64(e < 0 ? e + size : e, 0, size);
-                len = e > b ? (e - b + s - 1) / s : 0;
+                len = e > b ? (e - b - 1) / s + 1 : 0;
             } else {
                 b = (bm & bit) ? size - 1 : clamp64(b < 0 ? b + size : b, -1, size - 1);
                 e = (em & bit) ? -1 : clamp64(e < 0 ? e + size : e, -1, size - 1);
-                len = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+                len = b > e ? (b - e - 1) / (-s) + 1 : 0;
             }
             start = b;
         }
         sd[d] = (SliceDim){start, s, len};
         out_dims[out_rank++] = len;
         d++;
-        if (out_rank > 64) {
-            psim__error_node(error, g, n, "StridedSlice output rank exceeds 64");
-            return FALSE;
-        }
     }
     (void)ellipsis;
     for (; d < r; d++) {
@@ -286,6 +288,10 @@ static gboolean infer_strided_slice(PsimGraph *g, PsimNode *n, GError **error)
             return FALSE;
         }
         out_dims[out_rank++] = x->dims[d];
+    }
+    if (out_rank > 64) {
+        psim__error_node(error, g, n, "StridedSlice output rank exceeds 64");
+        return FALSE;
     }
     psim_graph_output_set(g, n, 0, x->dtype, out_rank, out_dims);
     /* Shape arithmetic: slice a known value. */

@@ -204,7 +204,8 @@ static gboolean tensor_matches(const PsimTensor *t, const PsimAttr *a)
         return FALSE;
     const int64_t *v = a->type == PSIM_ATTR_INT ? &a->v.i : a->type == PSIM_ATTR_INTS ? a->v.ints : NULL;
     int32_t n = a->type == PSIM_ATTR_INT ? 1 : a->n;
-    if (!v || t->n_elems != n || (a->type == PSIM_ATTR_INT) != (t->rank == 0))
+    /* A scalar and a one-element vector both give one axis. */
+    if (!v || t->n_elems != n)
         return FALSE;
     for (int32_t i = 0; i < n; i++)
         if (psim_tensor_get_i64(t, i) != v[i])
@@ -220,10 +221,23 @@ static void write_ref(GString *s, const char *ref)
     g_string_append_c(s, '\n');
 }
 
-static char *port_ref(const PsimGraph *g, PsimPort p)
+/* Exported node names: a name TF could not parse back (':' or a leading '^', as ONNX tensor
+ * names have) is rewritten, with a suffix where needed to stay unique. */
+typedef struct {
+    const PsimGraph *g;
+    const char **names; /* by node id */
+    GHashTable *taken;  /* exported names in use */
+} Names;
+
+static const char *tf_name(const Names *nm, int32_t id)
 {
-    const PsimNode *src = psim_graph_node(g, p.node);
-    return p.index ? g_strdup_printf("%s:%d", src->name, p.index) : g_strdup(src->name);
+    return nm->names[id];
+}
+
+static char *port_ref(const Names *nm, PsimPort p)
+{
+    const char *src = tf_name(nm, p.node);
+    return p.index ? g_strdup_printf("%s:%d", src, p.index) : g_strdup(src);
 }
 
 /* An axis Const the exporter adds for a node whose axis has no Const input any more. */
@@ -263,8 +277,10 @@ static const char *tf_op_name(const PsimNode *n, const Reverse *r, char *buf, si
     return n->op;
 }
 
-static void write_node(GString *s, const PsimGraph *g, const PsimNode *n, GHashTable *names)
+static void write_node(GString *s, const Names *nm, const PsimNode *n)
 {
+    const PsimGraph *g = nm->g;
+    GHashTable *names = nm->taken;
     const Reverse *r = reverse_of(n);
     const PsimAttr *axis = r && r->axis_attr ? psim_node_attr(n, r->axis_attr) : NULL;
     if (axis && axis->type != PSIM_ATTR_INT && axis->type != PSIM_ATTR_INTS)
@@ -279,13 +295,14 @@ static void write_node(GString *s, const PsimGraph *g, const PsimNode *n, GHashT
                 axis_src = n->controls[k];
         }
         if (axis_src < 0) {
-            g_autofree char *base = g_strconcat(n->name, "/axis", NULL);
+            g_autofree char *base = g_strconcat(tf_name(nm, n->id), "/axis", NULL);
             axis_name = g_strdup(base);
             for (int i = 1; g_hash_table_contains(names, axis_name); i++) {
                 g_free(axis_name);
                 axis_name = g_strdup_printf("%s_%d", base, i);
             }
             g_hash_table_add(names, g_strdup(axis_name));
+            (void)names;
             write_axis_const(s, axis_name, axis);
         }
     }
@@ -294,13 +311,13 @@ static void write_node(GString *s, const PsimGraph *g, const PsimNode *n, GHashT
     g_string_append(s, "node {\n");
     indent(s, 1);
     g_string_append(s, "name: ");
-    psim__pbtxt_quote(s, n->name, strlen(n->name));
+    psim__pbtxt_quote(s, tf_name(nm, n->id), strlen(tf_name(nm, n->id)));
     g_string_append(s, "\n");
     indent(s, 1);
     g_string_append(s, "op: ");
     psim__pbtxt_quote(s, op, strlen(op));
     g_string_append(s, "\n");
-    const char *axis_ref = axis ? (axis_src >= 0 ? psim_graph_node(g, axis_src)->name : axis_name) : NULL;
+    const char *axis_ref = axis ? (axis_src >= 0 ? tf_name(nm, axis_src) : axis_name) : NULL;
     int pos = axis ? (r->axis_pos == G_MAXINT ? n->n_inputs : r->axis_pos) : -1;
     /* A Split with a sizes input is a SplitV: value, sizes, axis. */
     if (axis && !strcmp(n->op, "Split") && !strcmp(op, "SplitV"))
@@ -313,7 +330,7 @@ static void write_node(GString *s, const PsimGraph *g, const PsimNode *n, GHashT
             break;
         if (n->inputs[k].node < 0)
             continue; /* absent optional input */
-        g_autofree char *ref = port_ref(g, n->inputs[k]);
+        g_autofree char *ref = port_ref(nm, n->inputs[k]);
         write_ref(s, ref);
         written++;
     }
@@ -322,7 +339,7 @@ static void write_node(GString *s, const PsimGraph *g, const PsimNode *n, GHashT
     for (int32_t k = 0; k < n->n_controls; k++) {
         if (n->controls[k] == axis_src)
             continue;
-        g_autofree char *ref = g_strconcat("^", psim_graph_node(g, n->controls[k])->name, NULL);
+        g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
         write_ref(s, ref);
     }
     const char *dev = n->assigned_device ? n->assigned_device : n->device;
@@ -393,12 +410,40 @@ char *psim_export_pbtxt(const PsimGraph *g, GError **error)
 {
     (void)error;
     GString *s = g_string_new(NULL);
-    g_autoptr(GHashTable) names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     int32_t nn = psim_graph_n_nodes(g);
+    Names nm = {.g = g, .names = g_new0(const char *, nn ? nn : 1)};
+    nm.taken = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func(g_free);
+    for (int32_t i = 0; i < nn; i++) {
+        const char *name = psim_graph_node(g, i)->name;
+        if (!strchr(name, ':') && name[0] != '^')
+            g_hash_table_add(nm.taken, g_strdup(name));
+    }
+    for (int32_t i = 0; i < nn; i++) {
+        const char *name = psim_graph_node(g, i)->name;
+        if (!strchr(name, ':') && name[0] != '^') {
+            nm.names[i] = name;
+            continue;
+        }
+        g_autofree char *base = g_strdup(name[0] == '^' ? name + 1 : name);
+        g_strdelimit(base, ":", '_');
+        if (!*base) {
+            g_free(base);
+            base = g_strdup("node");
+        }
+        char *fixed = g_strdup(base);
+        for (int k = 1; g_hash_table_contains(nm.taken, fixed); k++) {
+            g_free(fixed);
+            fixed = g_strdup_printf("%s_%d", base, k);
+        }
+        g_hash_table_add(nm.taken, g_strdup(fixed));
+        g_ptr_array_add(owned, fixed);
+        nm.names[i] = fixed;
+    }
     for (int32_t i = 0; i < nn; i++)
-        g_hash_table_add(names, g_strdup(psim_graph_node(g, i)->name));
-    for (int32_t i = 0; i < nn; i++)
-        write_node(s, g, psim_graph_node(g, i), names);
+        write_node(s, &nm, psim_graph_node(g, i));
     g_string_append(s, "versions {\n  producer: 27\n}\n");
+    g_hash_table_destroy(nm.taken);
+    g_free(nm.names);
     return g_string_free(s, FALSE);
 }

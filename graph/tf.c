@@ -13,8 +13,9 @@
 #define MAX_OUTPUTS_PER_NODE 4096
 /* Largest rank a file may state. */
 #define MAX_RANK 64
-/* Splat tensors (fewer values than elements) are expanded only up to this size; larger ones of
- * a single value stay a "fill" of their Const node, so a small file cannot claim gigabytes. */
+/* Splat tensors (fewer values than elements) are expanded only within a budget of this many
+ * bytes per file (plus the file's own size); beyond it one value stays a "fill" of its Const
+ * node, so a small file cannot claim gigabytes. */
 #define MAX_SPLAT_BYTES (64u << 20)
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
     size_t n_defs;
     GHashTable *by_name; /* name -> PsimTf__NodeDef* */
     int64_t outputs_left;
+    uint64_t splat_left; /* bytes that splat expansion may still allocate */
 } Tf;
 
 /* ---- dtypes ---- */
@@ -136,7 +138,7 @@ static gboolean shape_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char *wha
 
 /* Decodes a TensorProto. Values come from tensor_content or the typed *_val field of its dtype;
  * fewer values than elements repeat the last one (TF's splat convention), none means zeros.
- * When a splat of one value would exceed MAX_SPLAT_BYTES and fill_out is given, no tensor is
+ * When a splat of one value would exceed the file's budget and fill_out is given, no tensor is
  * made: *fill_out gets the value, *fill_shape the shape, and NULL is returned with no error. */
 static PsimTensor *tensor_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char *what,
                                   const PsimTf__TensorProto *tp, gboolean *is_fill,
@@ -208,7 +210,16 @@ static PsimTensor *tensor_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char 
         fail(tf, error, nd, "%s: %zu values for a tensor of %" G_GINT64_FORMAT " elements", what, m, ne);
         return NULL;
     }
-    if ((uint64_t)m < (uint64_t)ne && (uint64_t)ne * es > MAX_SPLAT_BYTES) {
+    /* What expanding costs (strings are separate allocations), in double: no overflow. */
+    double cost = (double)ne * (double)es;
+    if (dt == PSIM_DTYPE_STRING) {
+        cost = (double)ne * (double)(es + 32);
+        for (size_t i = 0; i < m; i++)
+            cost += (double)tp->string_val[i].len;
+        if (m)
+            cost += (double)(ne - (int64_t)m) * (double)tp->string_val[m - 1].len;
+    }
+    if ((uint64_t)m < (uint64_t)ne && cost > (double)tf->splat_left) {
         if (m <= 1 && is_fill && dt != PSIM_DTYPE_STRING && dt != PSIM_DTYPE_COMPLEX64 &&
             dt != PSIM_DTYPE_COMPLEX128) {
             /* One value for many elements: keep it as a fill. */
@@ -241,6 +252,8 @@ static PsimTensor *tensor_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char 
              " elements, more than this importer expands", what, m, ne);
         return NULL;
     }
+    if ((uint64_t)m < (uint64_t)ne)
+        tf->splat_left -= (uint64_t)cost;
     PsimTensor *t = psim_tensor_new(dt, rank, dims, error);
     if (!t) {
         fail(tf, error, nd, "%s: cannot make the tensor", what);
@@ -275,7 +288,8 @@ static PsimTensor *tensor_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char 
             ((double *)d)[2 * i + 1] = tp->dcomplex_val[2 * k + 1];
             break;
         case PSIM_DTYPE_STRING:
-            ((char **)d)[i] = g_strndup((const char *)tp->string_val[k].data, tp->string_val[k].len);
+            ((char **)d)[i] = g_utf8_make_valid((const char *)tp->string_val[k].data,
+                                                (gssize)tp->string_val[k].len);
             break;
         default: break;
         }
@@ -285,9 +299,12 @@ static PsimTensor *tensor_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char 
 
 /* ---- attributes ---- */
 
+/* Attr strings are bytes in TF; the IR keeps text, so invalid UTF-8 is replaced (U+FFFD) and
+ * the string ends at an embedded NUL. */
 static char *bytes_to_string(const ProtobufCBinaryData *b)
 {
-    return g_strndup((const char *)b->data, b->len);
+    g_autofree char *s = g_strndup((const char *)b->data, b->len);
+    return g_utf8_make_valid(s, -1);
 }
 
 static gboolean attr_convert(Tf *tf, PsimNode *n, const PsimTf__NodeDef *nd,
@@ -297,6 +314,8 @@ static gboolean attr_convert(Tf *tf, PsimNode *n, const PsimTf__NodeDef *nd,
     const PsimTf__AttrValue *v = e->value;
     if (!e->key || !*e->key)
         return fail(tf, error, nd, "an attr has an empty name");
+    if (!g_utf8_validate(e->key, -1, NULL))
+        return fail(tf, error, nd, "an attr name is not valid UTF-8");
     if (!v)
         return TRUE;
     g_autofree char *what = g_strdup_printf("attr '%s'", e->key);
@@ -514,6 +533,7 @@ typedef struct {
     int32_t n_moved;         /* data inputs turned into control inputs (constant axes) */
     int32_t moved[4];
     int32_t n_outputs;       /* 0: from the op definition */
+    gboolean converted;      /* op is the IR op of that name, not the TF op */
 } Mapping;
 
 static gboolean is_same_op(const char *op)
@@ -534,26 +554,28 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
     m->op = op;
     m->n_moved = 0;
     m->n_outputs = 0;
+    m->converted = FALSE;
     int64_t ints[64];
     int32_t n_ints = 0;
     int64_t axis;
     for (guint i = 0; i < G_N_ELEMENTS(renames); i++)
         if (!strcmp(op, renames[i].tf)) {
             m->op = renames[i].ir;
+            m->converted = TRUE;
             return TRUE;
         }
     if (!strcmp(op, "BiasAdd") || !strcmp(op, "BiasAddV1")) {
         const char *fmt = psim_node_attr_string(n, "data_format", "NHWC");
-        if (strcmp(fmt, "NCHW") != 0)
-            m->op = "Add";
-        else
-            m->op = "BiasAdd";
+        m->op = strcmp(fmt, "NCHW") != 0 ? "Add" : "BiasAdd";
+        m->converted = TRUE;
         return TRUE;
     }
     if (!strcmp(op, "BatchMatMul") || !strcmp(op, "BatchMatMulV2")) {
         /* MatMul batches as numpy does; adjoints are its transpose_a/transpose_b. */
-        if (!psim_node_attr_int(n, "adj_x", 0) && !psim_node_attr_int(n, "adj_y", 0))
+        if (!psim_node_attr_int(n, "adj_x", 0) && !psim_node_attr_int(n, "adj_y", 0)) {
             m->op = "MatMul";
+            m->converted = TRUE;
+        }
         return TRUE;
     }
     if (!strcmp(op, "ConcatV2") || !strcmp(op, "Concat")) {
@@ -564,6 +586,7 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
         if (!const_scalar_int(tf, data[ax], &axis))
             return TRUE; /* axis computed at run time: stays a TF op */
         m->op = "Concat";
+        m->converted = TRUE;
         psim_graph_node_attr_set_int(g, n, "axis", axis);
         m->moved[m->n_moved++] = ax;
         return TRUE;
@@ -579,6 +602,7 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
         if (!const_scalar_int(tf, data[v ? 2 : 0], &axis))
             return TRUE;
         m->op = "Split";
+        m->converted = TRUE;
         psim_graph_node_attr_set_int(g, n, "axis", axis);
         if (!v)
             psim_graph_node_attr_set_int(g, n, "num_outputs", ns);
@@ -594,6 +618,7 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
     }
     if (!strcmp(op, "Transpose") && n_data == 2 && const_ints(tf, data[1], ints, &n_ints, 64)) {
         m->op = "Transpose";
+        m->converted = TRUE;
         psim_graph_node_attr_set_ints(g, n, "perm", n_ints, ints);
         m->moved[m->n_moved++] = 1;
         return TRUE;
@@ -606,9 +631,11 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
         if (k > 0)
             psim_graph_node_attr_set_ints(g, n, "axes", k, sd);
         m->op = "Squeeze";
+        m->converted = TRUE;
         return TRUE;
     }
     if (!strcmp(op, "Reshape")) {
+        m->converted = TRUE;
         psim_graph_node_attr_set_int(g, n, "allowzero", 1);
         return TRUE;
     }
@@ -617,11 +644,13 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
         if (a && a->type == PSIM_ATTR_DTYPE && a->v.dt != PSIM_DTYPE_UNDEFINED) {
             psim_graph_node_attr_set_int(g, n, "to", a->v.dt);
             m->op = "Cast";
+            m->converted = TRUE;
         }
         return TRUE;
     }
     if ((!strcmp(op, "Mean") || !strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min") ||
          !strcmp(op, "Prod")) && n_data == 2 && const_ints(tf, data[1], ints, &n_ints, 64)) {
+        m->converted = TRUE;
         m->op = !strcmp(op, "Mean") ? "ReduceMean" : !strcmp(op, "Sum") ? "ReduceSum"
               : !strcmp(op, "Max") ? "ReduceMax" : !strcmp(op, "Min") ? "ReduceMin" : "ReduceProd";
         psim_graph_node_attr_set_ints(g, n, "axes", n_ints, ints);
@@ -632,6 +661,7 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
     if (!strcmp(op, "GatherV2") && n_data == 3 && psim_node_attr_int(n, "batch_dims", 0) == 0 &&
         const_scalar_int(tf, data[2], &axis)) {
         m->op = "Gather";
+        m->converted = TRUE;
         psim_graph_node_attr_set_int(g, n, "axis", axis);
         m->moved[m->n_moved++] = 2;
         return TRUE;
@@ -647,10 +677,19 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
 
 /* The IR name of a TF op left unconverted: its own name, unless another IR op (ONNX-named) of
  * different meaning already has it, in which case it is prefixed "Tf" ("TfMaxPool"). */
-static const char *unclashed_op(const char *op, const char *tf_op)
+static const char *unclashed_op(const char *op, const char *tf_op, gboolean converted)
 {
-    /* A mapped op (m.op no longer the NodeDef's string) is an IR op by construction. */
-    if (op != tf_op || is_same_op(op) || psim__ops_tf_owns(op))
+    /* TF ops whose names ONNX uses for other semantics, whether or not they are registered. */
+    static const char *const clashes[] = {
+        "Split", "Concat", "Transpose", "Max", "Min", "Sum", "Mean", "Prod", "Pad", "Slice",
+        "Squeeze", "Cast", "Where", "MaxPool", "LRN", "Unique", "TopK", "Mod", "Conv",
+    };
+    if (converted || strcmp(op, tf_op) != 0)
+        return op;
+    for (guint i = 0; i < G_N_ELEMENTS(clashes); i++)
+        if (!strcmp(op, clashes[i]))
+            return NULL;
+    if (is_same_op(op) || psim__ops_tf_owns(op))
         return op;
     return psim_op_lookup(op) ? NULL : op;
 }
@@ -664,6 +703,17 @@ static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
         return fail(tf, error, NULL, "a node has no name");
     if (!nd->op || !*nd->op)
         return fail(tf, error, nd, "node has no op");
+    if (!g_utf8_validate(nd->name, -1, NULL) || !g_utf8_validate(nd->op, -1, NULL) ||
+        (nd->device && !g_utf8_validate(nd->device, -1, NULL))) {
+        g_autofree char *shown = g_utf8_make_valid(nd->name, -1);
+        return fail(tf, error, NULL, "node '%s': name, op or device is not valid UTF-8", shown);
+    }
+    for (size_t i = 0; i < nd->n_input; i++)
+        if (nd->input[i] && !g_utf8_validate(nd->input[i], -1, NULL))
+            return fail(tf, error, nd, "input %zu is not valid UTF-8", i);
+    if (strchr(nd->name, ':') || nd->name[0] == '^')
+        return fail(tf, error, nd, "not a valid TensorFlow node name (':' and a leading '^' "
+                    "belong to input references)");
     /* Attrs first (on a node named after the TF op), then the mapping decides the IR op. */
     PsimNode *n = psim_graph_node_add(g, nd->name, nd->op, NULL);
     if (!n)
@@ -686,7 +736,7 @@ static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
     Mapping m;
     if (!map_op(tf, nd, n, data, n_data, &m, error))
         return FALSE;
-    const char *op = unclashed_op(m.op, nd->op);
+    const char *op = unclashed_op(m.op, nd->op, m.converted);
     g_autofree char *prefixed = NULL;
     if (!op)
         op = prefixed = g_strconcat("Tf", nd->op, NULL);
@@ -896,6 +946,7 @@ PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gbool
     Tf tf = {.path = path ? path : "input"};
     /* Each output costs the file at least a couple of bytes somewhere; allow generous slack. */
     tf.outputs_left = 65536 + 4 * (int64_t)len;
+    tf.splat_left = MAX_SPLAT_BYTES + (uint64_t)len;
     if (text) {
         PsimTf__GraphDef *gd = (PsimTf__GraphDef *)psim__pbtxt_parse(
             &psim_tf__graph_def__descriptor, tf.path, (const char *)data, len, error);

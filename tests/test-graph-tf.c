@@ -404,6 +404,8 @@ static void test_pbtxt_roundtrip(void)
     }
 }
 
+static void expect_text_failure_fwd(const char *text, const char *want);
+
 /* Graphs from other formats export too: attrs that became IR attrs get a Const input back. */
 static void test_export_other_graph(void)
 {
@@ -433,6 +435,36 @@ static void test_export_other_graph(void)
     g_assert_cmpstr(hc->device, ==, "/job:localhost/replica:0/task:0/device:CPU:0");
 }
 
+/* ONNX tensor names such as "dense/BiasAdd:0" are not TF node names: the exporter rewrites them
+ * (and every reference), the importer refuses them. */
+static void test_export_colon_names(void)
+{
+    g_autoptr(PsimGraph) g = psim_graph_new("g");
+    GError *err = NULL;
+    PsimNode *x = psim_graph_node_add(g, "x:0", "Placeholder", &err);
+    int64_t dims[1] = {4};
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 1, dims);
+    psim_graph_node_add(g, "x_0", "NoOp", &err);
+    PsimNode *r = psim_graph_node_add(g, "relu:0", "Square", &err);
+    psim_graph_node_input_add(g, r, (PsimPort){x->id, 0});
+    psim_graph_node_control_add(g, r, 1);
+    g_assert_no_error(err);
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_autofree char *text = psim_export_pbtxt(g, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimGraph) h = load_text(text, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_graph_n_nodes(h), ==, 3);
+    g_assert_cmpint(psim_graph_n_edges(h), ==, 2);
+    const PsimNode *hr = psim_graph_node_find(h, "relu_0");
+    g_assert_nonnull(hr);
+    g_assert_cmpstr(psim_graph_node(h, hr->inputs[0].node)->name, ==, "x_0_1");
+    g_assert_cmpstr(psim_graph_node(h, hr->controls[0])->name, ==, "x_0");
+    g_assert_cmpint(hr->outputs[0].rank, ==, 1);
+    g_assert_cmpint(hr->outputs[0].dims[0], ==, 4);
+    expect_text_failure_fwd("node { name: 'a:1' op: 'NoOp' }", "valid TensorFlow node name");
+}
+
 /* Loads must fail with an error naming the file, or succeed; never crash. */
 static void expect_failure(const char *path, PsimFormat f, const guint8 *data, gsize len,
                            const char *want)
@@ -451,6 +483,11 @@ static void expect_failure(const char *path, PsimFormat f, const guint8 *data, g
 static void expect_text_failure(const char *text, const char *want)
 {
     expect_failure("bad.pbtxt", PSIM_FORMAT_TF_PBTXT, (const guint8 *)text, strlen(text), want);
+}
+
+static void expect_text_failure_fwd(const char *text, const char *want)
+{
+    expect_text_failure(text, want);
 }
 
 static void test_bad_text(void)
@@ -571,6 +608,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/tf/large-splat", test_large_splat);
     g_test_add_func("/graph/tf/pbtxt-roundtrip", test_pbtxt_roundtrip);
     g_test_add_func("/graph/tf/export-other-graph", test_export_other_graph);
+    g_test_add_func("/graph/tf/export-colon-names", test_export_colon_names);
     g_test_add_func("/graph/tf/bad-text", test_bad_text);
     g_test_add_func("/graph/tf/bad-binary", test_bad_binary);
     return g_test_run();

@@ -360,17 +360,40 @@ void psim_graph_node_count(const PsimGraph *g, const PsimNode *n, PsimOpCount *o
 /* ---------------------------------------------------------------------------------------- */
 /* Passes. Each returns a new graph (the input is unchanged); constants are shared. */
 
-/* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds and fetches
- * are refs ("node:k"); fetches may also be targets ("^node" or "node"). */
+/* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds are data refs
+ * ("node:k"); fetches are data refs, targets ("^node"), or a bare "node" (meaning "node:0" if
+ * it has outputs, else the target); no fetches means the graph's outputs. The rule: keep every
+ * node a fetch reaches backwards through data and control inputs, stopping at fed nodes. A fed
+ * node stays as a source: op "Placeholder", flag PSIM_NODE_FED, same name, outputs (dtype and
+ * shape, no constant value) and device request, no inputs, controls, attrs or costs, and
+ * PARAMETER/CONSTANT cleared. All outputs of a fed node come from feeds: a kept consumer or a
+ * fetch of an output that is not fed is an error naming both nodes. The result's inputs are
+ * the kept original inputs, then fed nodes not among them; its outputs are the data fetches.
+ * Free the result with psim_graph_free. */
 PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_feeds,
                             const char *const *fetches, int n_fetches, GError **error);
-/* Common-subexpression elimination by value numbering; *n_merged gets the count merged. */
+/* Common-subexpression elimination by value numbering over (op, domain, requested and assigned
+ * device, inputs by value number, control inputs as a set, attrs including tensor contents,
+ * declared outputs, cost annotations), in topological order so merges cascade. Never merged:
+ * stateful and abstract ops, unregistered ops, Placeholders, fed nodes and initializers
+ * (PSIM_NODE_PARAMETER); equal Const nodes are merged. *n_merged gets the count merged. */
 PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error);
 /* Folds shape arithmetic on int64 (Shape, Gather, Concat, Unsqueeze, Squeeze, Slice, Cast,
- * Reshape, elementwise) where inputs are known, setting outputs' values; returns the count. */
+ * Reshape, elementwise) where inputs are known, setting outputs' values; returns the count.
+ * It runs shape inference in the same topological pass (a Shape needs its input's shape, a
+ * Reshape its folded shape), so it also infers every node; -1 with an error when inference
+ * finds inconsistent shapes. Only small results get values (integer tensors up to 65536
+ * elements, float ones up to 64; never ConstantOfShape's float weights). Nodes whose outputs
+ * are all known before a step (Const, initializers, folded nodes, and pure ops whose data
+ * inputs are all constant, such as weights made by ConstantOfShape) are flagged
+ * PSIM_NODE_CONSTANT. */
 int32_t psim_graph_fold_constants(PsimGraph *g, GError **error);
 
-/* A summary for `inspect`. */
+/* A summary for `inspect`. flops and activation_bytes sum over non-constant nodes.
+ * param_bytes counts what stays resident between steps: outputs of constant nodes consumed by a
+ * non-constant node (or by nothing), i.e. initializers and Const nodes of any dtype and float
+ * weights computed by constant subgraphs (ConstantOfShape); a constant consumed only inside a
+ * constant subgraph is not counted, so each weight counts once. */
 typedef struct {
     int32_t n_nodes;
     int64_t n_edges;

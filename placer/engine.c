@@ -503,7 +503,7 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
         return NULL;
     }
     PsimPlacement *p = psim_placement_new(c->n, c->nd, pl->name);
-    double t0 = psim__now_ms();
+    double t0 = psim__now_ms(), c0 = psim__cpu_ms();
     gboolean placed;
     if (c->opt.coarsen && pl != &psim__placer_file) {
         /* Place the chains, then refine per node: each node on its chain's device, ordered
@@ -530,6 +530,7 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
         return NULL;
     }
     p->elapsed_ms = psim__now_ms() - t0;
+    p->cpu_ms = psim__cpu_ms() - c0;
     if (!psim__memory_check(c, p, error)) {
         psim_placement_free(p);
         return NULL;

@@ -4,6 +4,7 @@
 #define PLACESIM_PLACER_PRIVATE_H
 
 #include <math.h>
+#include <time.h>
 
 #include "placesim/placer.h"
 
@@ -158,5 +159,13 @@ static inline int32_t psim__group_device(const PsimPlaceCtx *c, const int32_t *g
 
 /* Monotonic wall clock in milliseconds. */
 static inline double psim__now_ms(void) { return (double)g_get_monotonic_time() / 1e3; }
+
+/* CPU time of the calling thread in milliseconds (the machine may be shared and loaded). */
+static inline double psim__cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 #endif

@@ -90,6 +90,8 @@ static void iterated_lists(Search *s, double units, int32_t *best_list)
     g_autofree int32_t *list = g_new(int32_t, n + 1);
     double list_best = INFINITY;
     double stop = s->units_left - units;
+    if (units < s->unit_cost)
+        return;
     for (int64_t it = 0; s->units_left > stop && !at_bound(s); it++) {
         int rule = (int)(it % 4);
         double noise = it < 4 ? 0 : g_rand_double_range(s->rng, 0, 0.3);
@@ -116,7 +118,7 @@ static void list_local_search(Search *s, double units, int32_t *list)
 {
     PsimPlaceCtx *c = s->c;
     int32_t n = c->n;
-    if (n < 2)
+    if (n < 2 || units < s->unit_cost)
         return;
     g_autofree int32_t *pos = g_new(int32_t, n + 1), *cand = g_new(int32_t, n + 1);
     decode(s, list);

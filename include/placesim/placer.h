@@ -36,6 +36,7 @@ typedef struct {
     double *start, *finish;
     double makespan_us;
     double elapsed_ms;       /* wall time of the algorithm */
+    double cpu_ms;           /* CPU time of the algorithm (its thread) */
 } PsimPlacement;
 
 PsimPlacement *psim_placement_new(int32_t n_nodes, int32_t n_devices, const char *algo);

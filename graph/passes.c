@@ -243,17 +243,51 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
 
 /* ---- CSE ---- */
 
+/* Keys are binary strings: fixed-width numbers and length-prefixed strings (no printf: CSE
+ * runs over million-node graphs). */
+static void put_i64(GString *k, int64_t v)
+{
+    g_string_append_len(k, (const char *)&v, sizeof v);
+}
+
+static void put_f64(GString *k, double v)
+{
+    g_string_append_len(k, (const char *)&v, sizeof v);
+}
+
+static void key_str(GString *k, const char *s)
+{
+    if (!s) {
+        put_i64(k, -1);
+        return;
+    }
+    size_t len = strlen(s);
+    put_i64(k, (int64_t)len);
+    g_string_append_len(k, s, (gssize)len);
+}
+
+static void key_dims(GString *k, int32_t rank, const int64_t *dims)
+{
+    put_i64(k, rank);
+    for (int32_t i = 0; i < rank; i++)
+        put_i64(k, dims[i]);
+}
+
 static void key_tensor(GString *k, const PsimTensor *t)
 {
     if (!t) {
-        g_string_append(k, "T-;");
+        put_i64(k, -1);
         return;
     }
-    g_string_append_printf(k, "T%d/%d", t->dtype, t->rank);
-    for (int32_t i = 0; i < t->rank; i++)
-        g_string_append_printf(k, ",%" G_GINT64_FORMAT, t->dims[i]);
+    put_i64(k, t->dtype);
+    key_dims(k, t->rank, t->dims);
     if (t->device >= 0 || !t->data) {
-        g_string_append_printf(k, "@%p;", (const void *)t); /* device data: identity only */
+        put_i64(k, (int64_t)(intptr_t)t); /* device data: identity only */
+        return;
+    }
+    if (t->dtype != PSIM_DTYPE_STRING && t->nbytes <= 64) {
+        put_i64(k, (int64_t)t->nbytes);
+        g_string_append_len(k, t->data, (gssize)t->nbytes);
         return;
     }
     g_autoptr(GChecksum) cs = g_checksum_new(G_CHECKSUM_SHA256);
@@ -268,44 +302,30 @@ static void key_tensor(GString *k, const PsimTensor *t)
     } else {
         g_checksum_update(cs, t->data, (gssize)t->nbytes);
     }
-    g_string_append_printf(k, "=%s;", g_checksum_get_string(cs));
-}
-
-static void key_str(GString *k, const char *s)
-{
-    if (!s) {
-        g_string_append(k, "-;");
-        return;
-    }
-    g_string_append_printf(k, "%zu:", strlen(s));
-    g_string_append(k, s);
-    g_string_append_c(k, ';');
+    key_str(k, g_checksum_get_string(cs));
 }
 
 static void key_attr(GString *k, const PsimAttr *a)
 {
     key_str(k, a->name);
-    g_string_append_printf(k, "%d/%d:", a->type, a->n);
+    put_i64(k, a->type);
+    put_i64(k, a->n);
     int32_t n = MAX(a->n, 0);
     switch (a->type) {
-    case PSIM_ATTR_INT: g_string_append_printf(k, "%" G_GINT64_FORMAT, a->v.i); break;
-    case PSIM_ATTR_FLOAT: g_string_append_printf(k, "%a", a->v.f); break;
+    case PSIM_ATTR_INT: put_i64(k, a->v.i); break;
+    case PSIM_ATTR_FLOAT: put_f64(k, a->v.f); break;
     case PSIM_ATTR_STRING: key_str(k, a->v.s); break;
-    case PSIM_ATTR_BOOL: g_string_append_printf(k, "%d", a->v.b != 0); break;
-    case PSIM_ATTR_DTYPE: g_string_append_printf(k, "%d", a->v.dt); break;
-    case PSIM_ATTR_SHAPE:
-        g_string_append_printf(k, "%d", a->v.shape.rank);
-        for (int32_t i = 0; i < a->v.shape.rank; i++)
-            g_string_append_printf(k, ",%" G_GINT64_FORMAT, a->v.shape.dims[i]);
-        break;
+    case PSIM_ATTR_BOOL: put_i64(k, a->v.b != 0); break;
+    case PSIM_ATTR_DTYPE: put_i64(k, a->v.dt); break;
+    case PSIM_ATTR_SHAPE: key_dims(k, a->v.shape.rank, a->v.shape.dims); break;
     case PSIM_ATTR_TENSOR: key_tensor(k, a->v.t); break;
     case PSIM_ATTR_INTS:
         for (int32_t i = 0; i < n; i++)
-            g_string_append_printf(k, "%" G_GINT64_FORMAT ",", a->v.ints[i]);
+            put_i64(k, a->v.ints[i]);
         break;
     case PSIM_ATTR_FLOATS:
         for (int32_t i = 0; i < n; i++)
-            g_string_append_printf(k, "%a,", a->v.floats[i]);
+            put_f64(k, a->v.floats[i]);
         break;
     case PSIM_ATTR_STRINGS:
         for (int32_t i = 0; i < n; i++)
@@ -313,26 +333,21 @@ static void key_attr(GString *k, const PsimAttr *a)
         break;
     case PSIM_ATTR_BOOLS:
         for (int32_t i = 0; i < n; i++)
-            g_string_append_printf(k, "%d,", a->v.bools[i] != 0);
+            put_i64(k, a->v.bools[i] != 0);
         break;
     case PSIM_ATTR_DTYPES:
         for (int32_t i = 0; i < n; i++)
-            g_string_append_printf(k, "%d,", a->v.dts[i]);
+            put_i64(k, a->v.dts[i]);
         break;
     case PSIM_ATTR_SHAPES:
-        for (int32_t i = 0; i < n; i++) {
-            g_string_append_printf(k, "[%d", a->v.shapes[i].rank);
-            for (int32_t j = 0; j < a->v.shapes[i].rank; j++)
-                g_string_append_printf(k, ",%" G_GINT64_FORMAT, a->v.shapes[i].dims[j]);
-            g_string_append_c(k, ']');
-        }
+        for (int32_t i = 0; i < n; i++)
+            key_dims(k, a->v.shapes[i].rank, a->v.shapes[i].dims);
         break;
     case PSIM_ATTR_TENSORS:
         for (int32_t i = 0; i < n; i++)
             key_tensor(k, a->v.ts[i]);
         break;
     }
-    g_string_append_c(k, ';');
 }
 
 static int cmp_attr(const void *a, const void *b)
@@ -365,61 +380,59 @@ static gboolean mergeable(const PsimNode *v)
 }
 
 /* The value-numbering key of v: op, domain, devices, inputs by representative, control
- * inputs as a set, attrs by name, declared outputs and cost annotations. */
-static char *node_key(const PsimGraph *g, const PsimNode *v, const int32_t *rep)
+ * inputs as a set, attrs by name, declared outputs and cost annotations. k is reused. */
+static GBytes *node_key(GString *k, const PsimNode *v, const int32_t *rep)
 {
-    (void)g;
-    GString *k = g_string_sized_new(128);
+    g_string_truncate(k, 0);
     key_str(k, v->op);
     key_str(k, v->domain);
     key_str(k, v->device);
     key_str(k, v->assigned_device);
-    g_string_append_printf(k, "I%d:", v->n_inputs);
+    put_i64(k, v->n_inputs);
     for (int32_t i = 0; i < v->n_inputs; i++) {
         PsimPort p = v->inputs[i];
-        g_string_append_printf(k, "%d.%d,", p.node >= 0 ? rep[p.node] : -1, p.index);
+        put_i64(k, ((int64_t)(p.node >= 0 ? rep[p.node] : -1) << 32) | (uint32_t)p.index);
     }
     if (v->n_controls) {
         int32_t *c = g_new(int32_t, v->n_controls);
         for (int32_t i = 0; i < v->n_controls; i++)
             c[i] = rep[v->controls[i]];
         qsort(c, (size_t)v->n_controls, sizeof(int32_t), cmp_i32);
-        g_string_append(k, "C:");
         for (int32_t i = 0; i < v->n_controls; i++)
             if (i == 0 || c[i] != c[i - 1])
-                g_string_append_printf(k, "%d,", c[i]);
+                put_i64(k, c[i]);
         g_free(c);
     }
+    put_i64(k, -2); /* end of controls */
     if (v->n_attrs) {
         const PsimAttr **a = g_new(const PsimAttr *, v->n_attrs);
         for (int32_t i = 0; i < v->n_attrs; i++)
             a[i] = &v->attrs[i];
         qsort(a, (size_t)v->n_attrs, sizeof(*a), cmp_attr);
-        g_string_append(k, "A:");
         for (int32_t i = 0; i < v->n_attrs; i++)
             key_attr(k, a[i]);
         g_free(a);
     }
-    g_string_append_printf(k, "O%d:", v->n_outputs);
+    put_i64(k, v->n_attrs);
+    put_i64(k, v->n_outputs);
     for (int32_t i = 0; i < v->n_outputs; i++) {
         const PsimOutput *o = &v->outputs[i];
-        g_string_append_printf(k, "%d/%d/%" G_GUINT64_FORMAT, o->dtype, o->rank, o->bytes);
-        for (int32_t j = 0; j < o->rank; j++)
-            g_string_append_printf(k, ",%" G_GINT64_FORMAT, o->dims[j]);
+        put_i64(k, o->dtype);
+        put_i64(k, (int64_t)o->bytes);
+        key_dims(k, o->rank, o->dims);
         if (o->value && !strcmp(v->op, "Const"))
             key_tensor(k, o->value);
-        g_string_append_c(k, ';');
     }
     if (v->n_costs) {
         PsimCostAnn *c = g_memdup2(v->costs, sizeof(PsimCostAnn) * (size_t)v->n_costs);
         qsort(c, (size_t)v->n_costs, sizeof(PsimCostAnn), cmp_cost);
         for (int32_t i = 0; i < v->n_costs; i++) {
             key_str(k, c[i].device);
-            g_string_append_printf(k, "%a;", c[i].us);
+            put_f64(k, c[i].us);
         }
         g_free(c);
     }
-    return g_string_free(k, FALSE);
+    return g_bytes_new(k->str, k->len);
 }
 
 PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
@@ -431,7 +444,9 @@ PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
     g_autofree int32_t *rep = g_new(int32_t, nn ? nn : 1);
     g_autofree guint8 *keep = g_new0(guint8, nn ? nn : 1);
     g_autofree int32_t *new_id = g_new(int32_t, nn ? nn : 1);
-    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GHashTable) seen =
+        g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
+    g_autoptr(GString) buf = g_string_sized_new(256);
     for (int32_t i = 0; i < nn; i++) {
         int32_t v = order[i];
         const PsimNode *n = psim_graph_node(g, v);
@@ -439,13 +454,13 @@ PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error)
         keep[v] = 1;
         if (!mergeable(n))
             continue;
-        char *key = node_key(g, n, rep);
+        GBytes *key = node_key(buf, n, rep);
         gpointer hit;
         if (g_hash_table_lookup_extended(seen, key, NULL, &hit)) {
             rep[v] = GPOINTER_TO_INT(hit);
             keep[v] = 0;
             merged++;
-            g_free(key);
+            g_bytes_unref(key);
         } else {
             g_hash_table_insert(seen, key, GINT_TO_POINTER(v));
         }

@@ -20,7 +20,7 @@ static void print_link(const char *src, const char *dst, PsimLink l)
 int psim_cmd_cluster(int argc, char **argv)
 {
     gboolean json = FALSE;
-    const char *spec = NULL;
+    g_autofree char *spec = NULL;
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec,
          "A cluster file, or local[:N] (this machine: N CPU devices, plus its GPUs)", "SPEC"},

@@ -69,7 +69,7 @@ static void on_progress(const PsimProfileProgress *p, void *user)
 int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
-    const char *spec = NULL, *db_path = NULL, *clock = NULL;
+    g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL;
     int reps = -1;
     double max_rel = -1, budget = -1, warmup = -1;
     gint64 link_max = -1;

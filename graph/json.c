@@ -517,8 +517,10 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
     PsimAttr a = {.name = name};
     if (!strcmp(key, "dtype")) {
         a.type = PSIM_ATTR_DTYPE;
-        a.v.dt = psim_dtype_from_name(JSON_NODE_HOLDS_VALUE(val) ? json_node_get_string(val) : NULL);
-        if (a.v.dt == PSIM_DTYPE_UNDEFINED)
+        const char *dn = JSON_NODE_HOLDS_VALUE(val) ? json_node_get_string(val) : NULL;
+        a.v.dt = psim_dtype_from_name(dn);
+        /* "undefined" is what the writer gives a dtype the IR has no type for (TF resource). */
+        if (a.v.dt == PSIM_DTYPE_UNDEFINED && g_strcmp0(dn, "undefined"))
             FAIL("attr '%s': unknown dtype", name);
     } else if (!strcmp(key, "shape")) {
         a.type = PSIM_ATTR_SHAPE;
@@ -591,7 +593,8 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
                 break;
             case PSIM_ATTR_DTYPES:
                 a.v.dts[i] = psim_dtype_from_name(t == G_TYPE_STRING ? json_node_get_string(e) : NULL);
-                if (a.v.dts[i] == PSIM_DTYPE_UNDEFINED)
+                if (a.v.dts[i] == PSIM_DTYPE_UNDEFINED &&
+                    g_strcmp0(t == G_TYPE_STRING ? json_node_get_string(e) : NULL, "undefined"))
                     FAIL("attr '%s': unknown dtype", name);
                 break;
             case PSIM_ATTR_SHAPES:

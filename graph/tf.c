@@ -11,6 +11,8 @@
 
 /* Nodes referencing more outputs than this are refused (a Split of 4096 is already absurd). */
 #define MAX_OUTPUTS_PER_NODE 4096
+/* Attrs a node may have. */
+#define MAX_ATTRS_PER_NODE 256
 /* Largest rank a file may state. */
 #define MAX_RANK 64
 /* Splat tensors (fewer values than elements) are expanded only within a budget of this many
@@ -94,6 +96,18 @@ static gboolean fail(Tf *tf, GError **error, const PsimTf__NodeDef *nd, const ch
     else
         psim__error_file(error, tf->path, "%s", msg);
     return FALSE;
+}
+
+/* Names, ops, devices and refs are proto strings: UTF-8, and (as TF's own name rules imply) no
+ * control characters, which would also break one-line error messages and the text formats. */
+static gboolean valid_text(const char *s)
+{
+    if (!g_utf8_validate(s, -1, NULL))
+        return FALSE;
+    for (; *s; s++)
+        if ((guint8)*s < 0x20 || *s == 0x7f)
+            return FALSE;
+    return TRUE;
 }
 
 /* ---- shapes and tensors ---- */
@@ -314,8 +328,8 @@ static gboolean attr_convert(Tf *tf, PsimNode *n, const PsimTf__NodeDef *nd,
     const PsimTf__AttrValue *v = e->value;
     if (!e->key || !*e->key)
         return fail(tf, error, nd, "an attr has an empty name");
-    if (!g_utf8_validate(e->key, -1, NULL))
-        return fail(tf, error, nd, "an attr name is not valid UTF-8");
+    if (!valid_text(e->key))
+        return fail(tf, error, nd, "an attr name is not valid UTF-8 text");
     if (!v)
         return TRUE;
     g_autofree char *what = g_strdup_printf("attr '%s'", e->key);
@@ -696,6 +710,7 @@ static const char *unclashed_op(const char *op, const char *tf_op, gboolean conv
 
 /* ---- nodes ---- */
 
+
 static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
 {
     PsimGraph *g = tf->g;
@@ -703,14 +718,14 @@ static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
         return fail(tf, error, NULL, "a node has no name");
     if (!nd->op || !*nd->op)
         return fail(tf, error, nd, "node has no op");
-    if (!g_utf8_validate(nd->name, -1, NULL) || !g_utf8_validate(nd->op, -1, NULL) ||
-        (nd->device && !g_utf8_validate(nd->device, -1, NULL))) {
-        g_autofree char *shown = g_utf8_make_valid(nd->name, -1);
-        return fail(tf, error, NULL, "node '%s': name, op or device is not valid UTF-8", shown);
+    if (!valid_text(nd->name) || !valid_text(nd->op) || (nd->device && !valid_text(nd->device))) {
+        g_autofree char *shown = g_strescape(nd->name, NULL);
+        return fail(tf, error, NULL, "node '%s': name, op or device is not valid UTF-8 text "
+                    "(or holds control characters)", shown);
     }
     for (size_t i = 0; i < nd->n_input; i++)
-        if (nd->input[i] && !g_utf8_validate(nd->input[i], -1, NULL))
-            return fail(tf, error, nd, "input %zu is not valid UTF-8", i);
+        if (nd->input[i] && !valid_text(nd->input[i]))
+            return fail(tf, error, nd, "input %zu is not valid UTF-8 text", i);
     if (strchr(nd->name, ':') || nd->name[0] == '^')
         return fail(tf, error, nd, "not a valid TensorFlow node name (':' and a leading '^' "
                     "belong to input references)");
@@ -718,6 +733,9 @@ static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
     PsimNode *n = psim_graph_node_add(g, nd->name, nd->op, NULL);
     if (!n)
         return fail(tf, error, nd, "two nodes have this name");
+    /* Attr lookup is a linear scan per node: bound it (real nodes have a few dozen). */
+    if (nd->n_attr > MAX_ATTRS_PER_NODE)
+        return fail(tf, error, nd, "%zu attrs, more than %d", nd->n_attr, MAX_ATTRS_PER_NODE);
     for (size_t i = 0; i < nd->n_attr; i++)
         if (!attr_convert(tf, n, nd, nd->attr[i], error))
             return FALSE;

@@ -632,7 +632,9 @@ static void store_i(void *p, PsimDType t, int64_t i, int64_t v)
     }
 }
 
-static void store_f(void *p, PsimDType t, int64_t i, double v)
+/* bfloat16 rounding: to nearest even from opset 19, where ONNX specified it; before that ONNX's
+ * reference truncated (kept the high 16 bits), and its test data says so. */
+static void store_f(void *p, PsimDType t, int64_t i, double v, gboolean bf16_round)
 {
     switch (t) {
     case PSIM_DTYPE_FLOAT32: ((float *)p)[i] = (float)v; break;
@@ -644,6 +646,8 @@ static void store_f(void *p, PsimDType t, int64_t i, double v)
         memcpy(&b, &f, 4);
         if ((b & 0x7fffffff) > 0x7f800000)
             ((uint16_t *)p)[i] = (uint16_t)((b >> 16) | 0x40);
+        else if (!bf16_round)
+            ((uint16_t *)p)[i] = (uint16_t)(b >> 16);
         else /* round to nearest even */
             ((uint16_t *)p)[i] = (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
         break;
@@ -653,7 +657,8 @@ static void store_f(void *p, PsimDType t, int64_t i, double v)
     }
 }
 
-static void cast_data(const void *src, PsimDType st, void *dst, PsimDType dt, int64_t n)
+static void cast_data(const void *src, PsimDType st, void *dst, PsimDType dt, int64_t n,
+                      gboolean bf16_round)
 {
     if (st == dt) {
         memcpy(dst, src, (size_t)n * psim_dtype_size(st));
@@ -673,13 +678,14 @@ static void cast_data(const void *src, PsimDType st, void *dst, PsimDType dt, in
         if (is_float(st)) {
             double v = load_f(src, st, i);
             if (is_float(dt) || dt == PSIM_DTYPE_BOOL)
-                store_f(dst, dt, i, v);
+                store_f(dst, dt, i, v, bf16_round);
             else
                 store_i(dst, dt, i, f2i(v));
         } else {
             int64_t v = load_i(src, st, i);
             if (is_float(dt))
-                store_f(dst, dt, i, st == PSIM_DTYPE_UINT64 ? (double)(uint64_t)v : (double)v);
+                store_f(dst, dt, i, st == PSIM_DTYPE_UINT64 ? (double)(uint64_t)v : (double)v,
+                        bf16_round);
             else
                 store_i(dst, dt, i, v);
         }
@@ -692,7 +698,7 @@ static PsimTensor *convert(const PsimTensor *t, PsimDType dtype, GError **error)
         return NULL;
     PsimTensor *o = psim_tensor_new(dtype, t->rank, t->dims, error);
     if (o)
-        cast_data(t->data, t->dtype, o->data, dtype, t->n_elems);
+        cast_data(t->data, t->dtype, o->data, dtype, t->n_elems, TRUE);
     return o;
 }
 
@@ -713,10 +719,11 @@ static gboolean run_cast(PsimKernelCtx *ctx, GError **error)
     }
     if (to == x->dtype)
         return psim__cpu_view(ctx, 0, x, x->rank, x->dims, error) != NULL;
+    int64_t opset = psim_graph_opset(ctx->graph);
     PsimTensor *y = psim__cpu_out(ctx, 0, to, x->rank, x->dims, error);
     if (!y)
         return FALSE;
-    cast_data(x->data, x->dtype, y->data, to, x->n_elems);
+    cast_data(x->data, x->dtype, y->data, to, x->n_elems, opset == 0 || opset >= 19);
     return TRUE;
 }
 

@@ -569,8 +569,10 @@ static gboolean run_concat(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     PsimTensor *x0 = ctx->inputs[0];
     int32_t axis;
+    /* Concat-1 and -2 defaulted to axis 1; later opsets require the attribute. */
+    int64_t opset = psim_graph_opset(ctx->graph), dflt = opset > 0 && opset < 4 ? 1 : 0;
     if (x0->rank == 0 ||
-        !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 0), x0->rank, &axis, error))
+        !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", dflt), x0->rank, &axis, error))
         return FALSE;
     int64_t od[PSIM_CPU_MAX_RANK];
     memcpy(od, x0->dims, sizeof(int64_t) * (size_t)x0->rank);

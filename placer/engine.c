@@ -278,8 +278,11 @@ typedef struct {
 static double slot_find(const Slots *sl, int32_t d, double ready, double w)
 {
     const Gap *g = sl->gaps + (size_t)d * MAX_GAPS;
-    /* Gaps are disjoint and sorted, so their ends are sorted too: skip those ending too soon. */
+    /* Gaps are disjoint and sorted, so their ends are sorted too: skip those ending too soon
+     * (usually all of them: ready times grow as the list goes on). */
     int32_t lo = 0, hi = sl->n_gaps[d];
+    if (hi == 0 || g[hi - 1].e < ready + w)
+        return MAX(ready, sl->end[d]);
     while (lo < hi) {
         int32_t mid = (lo + hi) / 2;
         if (g[mid].e < ready + w)

@@ -371,6 +371,60 @@ static void test_worker(void)
     psim_cluster_free(bad);
 }
 
+/* Sessions cache one executor per signature; a cached run prepares nothing; extending the graph
+ * invalidates the cache. */
+static void test_session(void)
+{
+    const char *lines[] = {"x=Placeholder()", "a=XScale(x)", "b=XScale(a)", NULL};
+    g_autoptr(PsimGraph) g = build(lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimSession) s = psim_session_new(g, c, NULL, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimTensor) x = vec(1);
+    const char *feeds[] = {"x"}, *fb[] = {"b"}, *fa[] = {"a:0"};
+    PsimTensor *out = NULL;
+    PsimSessionStats st;
+    for (int i = 0; i < 3; i++) {
+        g_assert_true(psim_session_run(s, 1, feeds, &x, 1, fb, &out, &err));
+        g_assert_cmpfloat(((float *)out->data)[2], ==, 4 * 3.0f);
+        psim_tensor_unref(out);
+    }
+    psim_session_stats(s, &st);
+    g_assert_cmpuint(st.n_runs, ==, 3);
+    g_assert_cmpuint(st.n_prunes, ==, 1);
+    g_assert_cmpuint(st.n_cache_hits, ==, 2);
+    g_assert_true(psim_session_run(s, 1, feeds, &x, 1, fa, &out, &err));
+    g_assert_cmpfloat(((float *)out->data)[2], ==, 2 * 3.0f);
+    psim_tensor_unref(out);
+    psim_session_stats(s, &st);
+    g_assert_cmpuint(st.n_prunes, ==, 2);
+
+    /* Extend the graph: c = XAdd(b, x). The cache is dropped and the new node is fetchable. */
+    PsimNode *n = psim_graph_node_add(g, "c", "XAdd", NULL);
+    psim_graph_node_input_add_ref(g, n, "b");
+    psim_graph_node_input_add_ref(g, n, "x");
+    psim_graph_node_outputs_set(g, n, 1);
+    int64_t dims[1] = {N_ELEM};
+    psim_graph_output_set(g, n, 0, PSIM_DTYPE_FLOAT32, 1, dims);
+    g_assert_true(psim_graph_finalize(g, &err));
+    const char *fc[] = {"c"};
+    g_assert_true(psim_session_run(s, 1, feeds, &x, 1, fc, &out, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(((float *)out->data)[2], ==, 5 * 3.0f);
+    psim_tensor_unref(out);
+    g_assert_true(psim_session_run(s, 1, feeds, &x, 1, fb, &out, &err));
+    psim_tensor_unref(out);
+    psim_session_stats(s, &st);
+    g_assert_cmpuint(st.n_invalidations, ==, 1);
+    g_assert_cmpuint(st.n_prunes, ==, 4);
+    g_assert_cmpuint(st.n_cache_hits, ==, 2);
+
+    /* A device that is not in the cluster. */
+    g_assert_null(psim_session_new(g, c, "GPU:7", NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -382,5 +436,6 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/constant-once", test_constant_once);
     g_test_add_func("/exec/errors", test_errors);
     g_test_add_func("/exec/worker", test_worker);
+    g_test_add_func("/exec/session", test_session);
     return g_test_run();
 }

@@ -55,6 +55,22 @@ expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/junk.pb"
 expect 1 "$PSIM" run "$tmp/g6.json" --check "$tmp/out23/output_0.pb"
 grep -q "check failed.*shape \[6\].*\[2,3\]" "$tmp/err.txt"
 
+# A plug-in op (tests/plugin-example.c): runs with --plugin, exit 2 naming the op without it.
+PLUGIN="${PSIM_BUILD:-build}/plugin-example.so"
+if [ -f "$PLUGIN" ]; then
+    cat > "$tmp/sq.json" <<EOF
+{"format": "placesim.graph/1", "name": "sq",
+ "nodes": [{"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": [2, 3]}]},
+           {"name": "y", "op": "SquarePlusOne", "inputs": ["x:0"],
+            "outputs": [{"dtype": "float32", "shape": [2, 3]}]}],
+ "inputs": ["x"], "outputs": ["y:0"]}
+EOF
+    expect 0 "$PSIM" run "$tmp/sq.json" --plugin "$PLUGIN"
+    expect 2 "$PSIM" run "$tmp/sq.json"
+    grep -q "node 'y': no CPU kernel for op 'SquarePlusOne'" "$tmp/err.txt"
+    expect 2 "$PSIM" run "$tmp/sq.json" --plugin "$tmp/none.so"
+fi
+
 # Real models (when the data is there): squeezenet matches ONNX's reference output.
 DATA="${PSIM_DATA:-../shared/data}"
 if [ -f "$DATA/onnx-light/squeezenet.onnx" ]; then

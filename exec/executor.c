@@ -3,6 +3,8 @@
  * and tensor use counts precomputed), then runs steps by pending counts and a ready queue, as
  * in the TensorFlow whitepaper's single-device executor. The dispatch path does no hashing and
  * no bookkeeping allocation: only the kernels' own output tensors are allocated. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "exec-private.h"
@@ -14,6 +16,17 @@ enum {
     KIND_KNOWN,    /* all outputs known in the graph (PsimOutput.value) */
     KIND_FED,      /* outputs given at each step */
 };
+
+typedef struct {
+    PsimExecutor *e;
+    int32_t i; /* local index of the Recv */
+} RecvCtx;
+
+typedef struct {
+    int32_t i;
+    PsimTensor *t;
+    gboolean ok;
+} InboxEntry;
 
 struct PsimExecutor {
     const PsimGraph *g;
@@ -63,6 +76,20 @@ struct PsimExecutor {
     void *workspace;
     size_t workspace_bytes;
 
+    /* Partitioned graphs: this device's nodes, Send/Recv through the rendezvous. */
+    int32_t *device_of; /* copy, or NULL */
+    PsimRendezvous *rdv;
+    const char **key;   /* per exec node: rendezvous key of a Send/Recv, else NULL */
+    RecvCtx *recv_ctx;  /* per exec node */
+    double *recv_start; /* per exec node */
+    uint64_t step_id;
+    gboolean step_set;
+    /* Completed Recvs, posted from other threads. */
+    pthread_mutex_t inbox_lock;
+    pthread_cond_t inbox_cond;
+    atomic_int inbox_n;
+    InboxEntry *inbox, *inbox_work;
+
     /* Stats. */
     int32_t n_run;
     int32_t *ran;
@@ -95,6 +122,30 @@ static const PsimKernelDef builtin_noop = {
 static const PsimKernelDef builtin_identity = {
     .op = "Identity", .device_type = "CPU", .name = "exec-identity",
     .description = "passes its input through (shares it)", .run = identity_run};
+
+static gboolean send_run(PsimKernelCtx *ctx, GError **error)
+{
+    (void)error;
+    PsimExecutor *e = ctx->state;
+    int32_t i = e->local[ctx->node->id];
+    psim_rendezvous_send(e->rdv, e->key[i], e->step_id, ctx->n_inputs > 0 ? ctx->inputs[0] : NULL);
+    return TRUE;
+}
+
+static gboolean recv_run(PsimKernelCtx *ctx, GError **error)
+{
+    (void)ctx;
+    (void)error;
+    g_assert_not_reached(); /* Recvs are dispatched asynchronously by the executor */
+    return FALSE;
+}
+
+static const PsimKernelDef builtin_send = {
+    .op = "Send", .device_type = "CPU", .name = "exec-send",
+    .description = "leaves its input in the rendezvous", .run = send_run};
+static const PsimKernelDef builtin_recv = {
+    .op = "Recv", .device_type = "CPU", .name = "exec-recv", .async = TRUE,
+    .description = "takes its tensor from the rendezvous, asynchronously", .run = recv_run};
 
 static const PsimKernelDef *kernel_find(const PsimGraph *g, const PsimNode *n, const char *type)
 {
@@ -218,6 +269,28 @@ static gboolean mark_needed(PsimExecutor *e, GError **error)
             seen[e->fetch_port[i].node] = 1;
             stack[sp++] = e->fetch_port[i].node;
         }
+    if (e->device_of) {
+        /* A device's partition: all of its nodes run; nothing is taken from other devices but
+         * through Recvs. */
+        for (int32_t i = 0; i < e->n_fetches; i++)
+            if (e->device_of[e->fetch_port[i].node] != e->opts.device) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g,
+                                 psim_graph_node(g, e->fetch_port[i].node),
+                                 "is fetched from device %d but placed on device %d",
+                                 e->opts.device, e->device_of[e->fetch_port[i].node]);
+                g_free(stack);
+                g_free(seen);
+                return FALSE;
+            }
+        for (int32_t v = 0; v < e->n_nodes; v++) {
+            if (e->device_of[v] == e->opts.device && !seen[v]) {
+                seen[v] = 1;
+                stack[sp++] = v;
+            } else if (e->device_of[v] != e->opts.device) {
+                seen[v] = 1; /* never crossed */
+            }
+        }
+    }
     while (sp > 0) {
         int32_t v = stack[--sp];
         const PsimNode *n = psim_graph_node(g, v);
@@ -287,7 +360,8 @@ static gboolean classify(PsimExecutor *e, GError **error)
                              n->name);
             return FALSE;
         }
-        if (e->opts.no_constant_folding || (d && (d->flags & (PSIM_OP_STATEFUL | PSIM_OP_ABSTRACT))))
+        if (e->opts.no_constant_folding || (d && (d->flags & (PSIM_OP_STATEFUL | PSIM_OP_ABSTRACT))) ||
+            !strcmp(n->op, "Send") || !strcmp(n->op, "Recv"))
             continue;
         gboolean constant = TRUE;
         for (int32_t j = poff[v]; j < poff[v + 1]; j++)
@@ -331,6 +405,11 @@ static gboolean build(PsimExecutor *e, GError **error)
 
     /* Exec nodes: kernels, inputs, successors, pending counts. */
     e->exec_node = g_new(int32_t, nx);
+    e->key = g_new0(const char *, nx);
+    e->recv_ctx = g_new0(RecvCtx, nx);
+    e->recv_start = g_new0(double, nx);
+    e->inbox = g_new0(InboxEntry, nx);
+    e->inbox_work = g_new0(InboxEntry, nx);
     e->kdef = g_new0(const PsimKernelDef *, nx);
     e->kstate = g_new0(void *, nx);
     e->prepared = g_new0(gboolean, nx);
@@ -351,9 +430,28 @@ static gboolean build(PsimExecutor *e, GError **error)
             continue;
         const PsimNode *n = psim_graph_node(g, v);
         e->exec_node[i] = v;
-        e->kdef[i] = kernel_find(g, n, type);
+        gboolean is_send = !strcmp(n->op, "Send"), is_recv = !strcmp(n->op, "Recv");
+        if (is_send || is_recv) {
+            const char *key = psim_node_attr_string(n, "key", NULL);
+            if (!e->rdv || !key) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, n,
+                                 "%s needs a rendezvous key and a plan to run in", n->op);
+                return FALSE;
+            }
+            e->kdef[i] = is_send ? &builtin_send : &builtin_recv;
+            e->key[i] = key;
+        } else {
+            e->kdef[i] = kernel_find(g, n, type);
+        }
         if (!e->kdef[i])
             return kernel_missing(g, n, type, error);
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k].node >= 0 && e->kind[n->inputs[k].node] == KIND_NONE) {
+                psim__exec_error(error, PSIM_ERROR_INPUT, g, n,
+                                 "input %d comes from '%s' on another device without a Recv", k,
+                                 psim_graph_node(g, n->inputs[k].node)->name);
+                return FALSE;
+            }
         e->in_off[i] = n_in;
         n_in += n->n_inputs;
         for (int32_t j = poff[v]; j < poff[v + 1]; j++)
@@ -393,6 +491,10 @@ static gboolean build(PsimExecutor *e, GError **error)
         c->device_type = type;
         c->alloc = psim__exec_alloc;
         c->alloc_user = e->w;
+        if (e->kdef[i] == &builtin_send)
+            c->state = e;
+        e->recv_ctx[i].e = e;
+        e->recv_ctx[i].i = i;
         if (e->kdef[i]->workspace) {
             size_t ws = e->kdef[i]->workspace(g, n);
             if (ws > e->workspace_bytes)
@@ -551,6 +653,12 @@ PsimExecutor *psim_executor_new(const PsimGraph *g, PsimWorker *w, const char *c
     e->opts.priority = NULL;
     e->n_nodes = psim_graph_n_nodes(g);
     e->kind = g_new0(uint8_t, e->n_nodes ? e->n_nodes : 1);
+    pthread_mutex_init(&e->inbox_lock, NULL);
+    pthread_cond_init(&e->inbox_cond, NULL);
+    e->opts.device_of = NULL;
+    if (opts && opts->device_of)
+        e->device_of = g_memdup2(opts->device_of, sizeof(int32_t) * (gsize)MAX(e->n_nodes, 1));
+    e->rdv = opts ? opts->rendezvous : NULL;
     e->n_feeds = n_feeds;
     e->feed_port = g_new0(PsimPort, n_feeds + 1);
     e->feed_slot = g_new0(int32_t, n_feeds + 1);
@@ -639,6 +747,14 @@ void psim_executor_free(PsimExecutor *e)
     g_free(e->const_vals);
     g_free(e->const_slots);
     g_free(e->exec_node);
+    g_free(e->key);
+    g_free(e->recv_ctx);
+    g_free(e->recv_start);
+    g_free(e->inbox);
+    g_free(e->inbox_work);
+    g_free(e->device_of);
+    pthread_mutex_destroy(&e->inbox_lock);
+    pthread_cond_destroy(&e->inbox_cond);
     g_free(e->kdef);
     g_free(e->kstate);
     g_free(e->prepared);
@@ -761,6 +877,146 @@ static void release_slots(PsimExecutor *e)
         }
 }
 
+static void recv_done(PsimTensor *t, gboolean ok, void *user)
+{
+    RecvCtx *rc = user;
+    PsimExecutor *e = rc->e;
+    pthread_mutex_lock(&e->inbox_lock);
+    int n = atomic_load(&e->inbox_n);
+    e->inbox[n] = (InboxEntry){rc->i, t, ok};
+    atomic_store(&e->inbox_n, n + 1);
+    pthread_cond_signal(&e->inbox_cond);
+    pthread_mutex_unlock(&e->inbox_lock);
+}
+
+/* Moves the completed Recvs to inbox_work (waiting for one when `wait`); returns their count. */
+static int inbox_take(PsimExecutor *e, gboolean wait)
+{
+    pthread_mutex_lock(&e->inbox_lock);
+    while (wait && atomic_load(&e->inbox_n) == 0)
+        pthread_cond_wait(&e->inbox_cond, &e->inbox_lock);
+    int n = atomic_load(&e->inbox_n);
+    memcpy(e->inbox_work, e->inbox, sizeof(InboxEntry) * (size_t)n);
+    atomic_store(&e->inbox_n, 0);
+    pthread_mutex_unlock(&e->inbox_lock);
+    return n;
+}
+
+void psim_executor_set_step(PsimExecutor *e, uint64_t step)
+{
+    e->step_id = step;
+    e->step_set = TRUE;
+}
+
+/* The ready queue of one step: a ring (FIFO), a heap (PRIORITY) or a cursor over the static
+ * order. */
+typedef struct {
+    int32_t head, tail, n_heap, cursor, n_ready;
+} Ready;
+
+static inline void ready_push(PsimExecutor *e, Ready *q, int32_t x)
+{
+    if (e->opts.order == PSIM_EXEC_ORDER_FIFO) {
+        e->queue[q->tail] = x;
+        q->tail = q->tail + 1 == e->n_exec ? 0 : q->tail + 1;
+        q->n_ready++;
+    } else if (e->opts.order == PSIM_EXEC_ORDER_PRIORITY) {
+        heap_push(e, &q->n_heap, x);
+        q->n_ready++;
+    }
+}
+
+/* The next node to run, or -1 when none is ready. */
+static inline int32_t ready_pop(PsimExecutor *e, Ready *q)
+{
+    if (e->opts.order == PSIM_EXEC_ORDER_STATIC) {
+        if (q->cursor < e->n_exec && e->pending[e->static_order[q->cursor]] == 0)
+            return e->static_order[q->cursor++];
+        return -1;
+    }
+    if (q->n_ready == 0)
+        return -1;
+    q->n_ready--;
+    if (e->opts.order == PSIM_EXEC_ORDER_FIFO) {
+        int32_t i = e->queue[q->head];
+        q->head = q->head + 1 == e->n_exec ? 0 : q->head + 1;
+        return i;
+    }
+    return heap_pop(e, &q->n_heap);
+}
+
+/* Node i finished (its outputs are in its slots): checks them, releases inputs whose last
+ * consumer it was, and makes successors ready. */
+static gboolean node_finish(PsimExecutor *e, Ready *q, int32_t i, GError **error)
+{
+    const PsimKernelCtx *c = &e->ctx[i];
+    const int32_t base = (int32_t)(c->outputs - e->slots);
+    for (int32_t k = 0; k < c->n_outputs; k++) {
+        int32_t s = base + k;
+        if (e->uses_init[s] == 0) {
+            if (e->slots[s]) {
+                psim_tensor_unref(e->slots[s]);
+                e->slots[s] = NULL;
+            }
+        } else if (!e->slots[s]) {
+            const PsimKernelDef *kd = e->kdef[i];
+            psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, c->node,
+                             "kernel %s did not set output %d", kd->name ? kd->name : kd->op, k);
+            return FALSE;
+        }
+    }
+    for (int32_t k = e->in_off[i]; k < e->in_off[i + 1]; k++) {
+        int32_t s = e->in_slot[k];
+        if (s >= 0 && --e->uses[s] == 0) {
+            psim_tensor_unref(e->slots[s]);
+            e->slots[s] = NULL;
+        }
+    }
+    for (int32_t j = e->succ_off[i]; j < e->succ_off[i + 1]; j++) {
+        int32_t x = e->succ[j];
+        if (--e->pending[x] == 0)
+            ready_push(e, q, x);
+    }
+    return TRUE;
+}
+
+static void record(PsimExecutor *e, int32_t i, double start, double end)
+{
+    e->ran[e->n_run] = e->exec_node[i];
+    e->t_start[e->n_run] = start;
+    e->t_end[e->n_run] = end;
+    e->n_run++;
+}
+
+/* Completes the Recvs in inbox_work[0..n). */
+static gboolean recvs_finish(PsimExecutor *e, Ready *q, int n, int32_t *outstanding, double t0,
+                             GError **error)
+{
+    gboolean ok = TRUE;
+    double now = psim_exec_now_us() - t0;
+    for (int k = 0; k < n; k++) {
+        InboxEntry *en = &e->inbox_work[k];
+        (*outstanding)--;
+        const PsimKernelCtx *c = &e->ctx[en->i];
+        if (!ok || !en->ok) {
+            psim_tensor_unref(en->t);
+            if (ok)
+                psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, c->node,
+                                 "the transfer was aborted (the step failed on another device)");
+            ok = FALSE;
+            continue;
+        }
+        if (c->n_outputs > 0)
+            c->outputs[0] = en->t;
+        else
+            psim_tensor_unref(en->t);
+        record(e, en->i, e->recv_start[en->i], now);
+        if (!node_finish(e, q, en->i, error))
+            ok = FALSE;
+    }
+    return ok;
+}
+
 gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
                                 GError **error)
 {
@@ -768,6 +1024,9 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         memset(outputs, 0, sizeof(PsimTensor *) * (size_t)e->n_fetches);
     if (!psim_executor_check_feeds(e, feeds, error))
         return FALSE;
+    if (!e->step_set)
+        e->step_id = e->n_steps;
+    e->step_set = FALSE;
     psim_worker_memory_reset_peak(e->w);
     double t0 = psim_exec_now_us();
     e->step_start = t0;
@@ -785,93 +1044,61 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             e->slots[s] = psim_tensor_ref(feeds[f]);
     }
 
-    /* The ready queue: a ring (FIFO), a heap (PRIORITY) or a cursor over the static order. */
-    const PsimExecOrder order = e->opts.order;
-    int32_t head = 0, tail = 0, n_heap = 0, cursor = 0;
-    const int32_t cap = e->n_exec;
-    if (order == PSIM_EXEC_ORDER_PRIORITY) {
-        for (int32_t k = 0; k < e->n_initial_ready; k++)
-            heap_push(e, &n_heap, e->initial_ready[k]);
-    } else if (order == PSIM_EXEC_ORDER_FIFO) {
-        memcpy(e->queue, e->initial_ready, sizeof(int32_t) * (size_t)e->n_initial_ready);
-        tail = e->n_initial_ready;
-    }
-    int32_t n_ready = order == PSIM_EXEC_ORDER_FIFO ? tail : n_heap;
-    for (int32_t done = 0; done < e->n_exec; done++) {
-        int32_t i;
-        if (order == PSIM_EXEC_ORDER_STATIC) {
-            i = e->static_order[cursor++];
-            if (e->pending[i] != 0) {
-                psim__exec_error(error, PSIM_ERROR_INPUT, e->g,
-                                 psim_graph_node(e->g, e->exec_node[i]),
-                                 "comes in the static order before its inputs are ready");
+    Ready q = {0};
+    for (int32_t k = 0; k < e->n_initial_ready; k++)
+        ready_push(e, &q, e->initial_ready[k]);
+    int32_t done = 0, outstanding = 0;
+    while (done < e->n_exec) {
+        if (outstanding > 0 && atomic_load(&e->inbox_n) > 0) {
+            int n = inbox_take(e, FALSE);
+            done += n;
+            if (!recvs_finish(e, &q, n, &outstanding, t0, error))
+                goto fail;
+        }
+        int32_t i = ready_pop(e, &q);
+        if (i < 0) {
+            if (outstanding == 0) {
+                if (e->opts.order == PSIM_EXEC_ORDER_STATIC)
+                    psim__exec_error(error, PSIM_ERROR_INPUT, e->g,
+                                     psim_graph_node(e->g, e->exec_node[e->static_order[q.cursor]]),
+                                     "comes in the static order before its inputs are ready");
+                else
+                    psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, NULL,
+                                     "no node is ready after %d of %d ran (a cycle?)", done,
+                                     e->n_exec);
                 goto fail;
             }
-        } else if (n_ready == 0) {
-            psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, NULL,
-                             "no node is ready after %d of %d ran (a cycle?)", done, e->n_exec);
-            goto fail;
-        } else if (order == PSIM_EXEC_ORDER_FIFO) {
-            i = e->queue[head];
-            head = head + 1 == cap ? 0 : head + 1;
-            n_ready--;
-        } else {
-            i = heap_pop(e, &n_heap);
-            n_ready--;
+            /* Everything left waits on a Recv: sleep until one arrives. */
+            int n = inbox_take(e, TRUE);
+            done += n;
+            if (!recvs_finish(e, &q, n, &outstanding, t0, error))
+                goto fail;
+            continue;
+        }
+        const PsimKernelDef *kd = e->kdef[i];
+        if (kd == &builtin_recv) {
+            e->recv_start[i] = psim_exec_now_us() - t0;
+            outstanding++;
+            psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done, &e->recv_ctx[i]);
+            continue;
         }
         const int32_t in0 = e->in_off[i], in1 = e->in_off[i + 1];
         for (int32_t k = in0; k < in1; k++)
             e->in_ptrs[k] = e->in_slot[k] >= 0 ? e->slots[e->in_slot[k]] : NULL;
         PsimKernelCtx *c = &e->ctx[i];
-        const PsimKernelDef *kd = e->kdef[i];
         GError *err = NULL;
         double ts = psim_exec_now_us();
         gboolean ok = kd->run(c, &err);
         double te = psim_exec_now_us();
         e->n_kernel_runs++;
-        e->ran[e->n_run] = e->exec_node[i];
-        e->t_start[e->n_run] = ts - t0;
-        e->t_end[e->n_run] = te - t0;
-        e->n_run++;
-        const int32_t base = (int32_t)(c->outputs - e->slots);
+        record(e, i, ts - t0, te - t0);
         if (!ok) {
             kernel_error(error, err, e->g, c->node, kd);
             goto fail;
         }
-        for (int32_t k = 0; k < c->n_outputs; k++) {
-            int32_t s = base + k;
-            if (e->uses_init[s] == 0) {
-                if (e->slots[s]) {
-                    psim_tensor_unref(e->slots[s]);
-                    e->slots[s] = NULL;
-                }
-            } else if (!e->slots[s]) {
-                psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, c->node,
-                                 "kernel %s did not set output %d", kd->name ? kd->name : kd->op,
-                                 k);
-                goto fail;
-            }
-        }
-        /* Release inputs whose last consumer this was. */
-        for (int32_t k = in0; k < in1; k++) {
-            int32_t s = e->in_slot[k];
-            if (s >= 0 && --e->uses[s] == 0) {
-                psim_tensor_unref(e->slots[s]);
-                e->slots[s] = NULL;
-            }
-        }
-        for (int32_t j = e->succ_off[i]; j < e->succ_off[i + 1]; j++) {
-            int32_t x = e->succ[j];
-            if (--e->pending[x] == 0 && order != PSIM_EXEC_ORDER_STATIC) {
-                if (order == PSIM_EXEC_ORDER_FIFO) {
-                    e->queue[tail] = x;
-                    tail = tail + 1 == cap ? 0 : tail + 1;
-                } else {
-                    heap_push(e, &n_heap, x);
-                }
-                n_ready++;
-            }
-        }
+        if (!node_finish(e, &q, i, error))
+            goto fail;
+        done++;
     }
     for (int32_t f = 0; f < e->n_fetches; f++) {
         int32_t s = e->fetch_slot[f];
@@ -891,6 +1118,16 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
     e->n_steps++;
     return TRUE;
 fail:
+    /* Wake the other devices' Recvs, and wait for ours: none may complete into a later step. */
+    if (e->rdv)
+        psim_rendezvous_abort(e->rdv);
+    while (outstanding > 0) {
+        int n = inbox_take(e, TRUE);
+        for (int k = 0; k < n; k++) {
+            psim_tensor_unref(e->inbox_work[k].t);
+            outstanding--;
+        }
+    }
     release_slots(e);
     if (outputs)
         for (int32_t f = 0; f < e->n_fetches; f++) {
@@ -898,6 +1135,7 @@ fail:
             outputs[f] = NULL;
         }
     e->step_us = psim_exec_now_us() - t0;
+    e->n_steps++;
     return FALSE;
 }
 

@@ -79,6 +79,31 @@ PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                                    const int64_t *dims, GError **error);
 
 /* ---------------------------------------------------------------------------------------- */
+/* The rendezvous: where Sends leave tensors and Recvs pick them up. */
+
+typedef struct PsimRendezvous PsimRendezvous;
+
+/* Called once per Recv: with a new reference to the tensor (NULL for control transfers) and ok
+ * TRUE, or with NULL and ok FALSE when the rendezvous was aborted. It runs on the thread of
+ * whichever side came second (or the aborting thread): it must only hand the result on. */
+typedef void (*PsimRecvDone)(PsimTensor *t, gboolean ok, void *user);
+
+/* An empty table (thread-safe); free with psim_rendezvous_free. */
+PsimRendezvous *psim_rendezvous_new(void);
+void psim_rendezvous_free(PsimRendezvous *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimRendezvous, psim_rendezvous_free)
+/* Leaves t (a reference is taken; NULL for control) under key and step. */
+void psim_rendezvous_send(PsimRendezvous *r, const char *key, uint64_t step, PsimTensor *t);
+/* Asks for key and step; done runs now if it was sent, else when it is. Never blocks. */
+void psim_rendezvous_recv_async(PsimRendezvous *r, const char *key, uint64_t step,
+                                PsimRecvDone done, void *user);
+/* Fails every waiting and future Recv (a step failed on some device), until reset. */
+void psim_rendezvous_abort(PsimRendezvous *r);
+gboolean psim_rendezvous_aborted(PsimRendezvous *r);
+/* Forgets everything (between steps after an abort). */
+void psim_rendezvous_reset(PsimRendezvous *r);
+
+/* ---------------------------------------------------------------------------------------- */
 /* The per-device executor. */
 
 typedef enum {
@@ -94,6 +119,13 @@ typedef struct {
     const double *priority;      /* PRIORITY: one per node id of the graph; copied */
     /* Evaluate constant subgraphs at every step instead of once when prepared. */
     gboolean no_constant_folding;
+    /* One device's part of a partitioned graph (a Plan's): when device_of is set (one entry per
+     * node, copied), the executor runs every node with device_of[v] == device (not only what
+     * the fetches need); its Send and Recv nodes (attribute "key", the plan's rendezvous key)
+     * go through `rendezvous`, Recvs asynchronously. No other edge may cross devices. */
+    const int32_t *device_of;
+    int32_t device;
+    PsimRendezvous *rendezvous;
 } PsimExecOptions;
 
 typedef struct PsimExecutor PsimExecutor;
@@ -129,6 +161,10 @@ gboolean psim_executor_run(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor
  * calls it to run several devices' executors at once). */
 gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
                                 GError **error);
+
+/* The step number used in rendezvous keys (all devices of a step use the same); by default it
+ * counts the executor's steps. */
+void psim_executor_set_step(PsimExecutor *e, uint64_t step);
 
 typedef struct {
     int32_t n_run;        /* nodes run by the last step */

@@ -493,6 +493,67 @@ static gboolean check_devices(const PsimPlaceCtx *c, const PsimPlacement *p, GEr
     return TRUE;
 }
 
+/* Free sources (nodes that cost nothing anywhere and whose inputs are all such nodes:
+ * constants, weights and the shape arithmetic that makes them) follow their first consumer, so
+ * that a tensor no schedule waits for does not cross devices for nothing (list schedulers put
+ * them wherever a device is idle first). Kept only when the step is no longer. */
+static void sources_follow_consumers(PsimPlaceCtx *c, PsimPlacement *p)
+{
+    int32_t n = c->n, moved = 0;
+    g_autofree int32_t *old = g_memdup2(p->device_of, sizeof(int32_t) * (n + 1));
+    g_autofree guint8 *is_src = g_new0(guint8, n + 1);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = c->topo[i];
+        gboolean ok = c->fixed[v] < 0 && c->group[v] < 0;
+        for (int32_t k = 0; k < c->n_cls && ok; k++)
+            ok = c->cost[(size_t)v * c->n_cls + k] <= 0;
+        for (int32_t j = c->in_off[v]; j < c->in_off[v + 1] && ok; j++)
+            ok = is_src[c->in_src[j]];
+        is_src[v] = ok;
+    }
+    for (int32_t i = n - 1; i >= 0; i--) {
+        int32_t v = c->topo[i];
+        if (!is_src[v])
+            continue;
+        int32_t first = -1;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
+            int32_t w = c->out_dst[j];
+            if (psim__feasible(c, v, p->device_of[w]) &&
+                (first < 0 || p->start[w] < p->start[first] ||
+                 (p->start[w] == p->start[first] && c->topo_pos[w] < c->topo_pos[first])))
+                first = w;
+        }
+        if (first >= 0 && p->device_of[first] != p->device_of[v]) {
+            p->device_of[v] = p->device_of[first];
+            moved++;
+        }
+    }
+    if (!moved)
+        return;
+    /* Sources first (they take no time), then the rest in the same order. */
+    g_autofree int32_t *seq = g_new(int32_t, n + 1), *old_seq = g_memdup2(p->seq, sizeof(int32_t) * (n + 1));
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (is_src[p->seq[i]])
+            seq[k++] = p->seq[i];
+    for (int32_t i = 0; i < n; i++)
+        if (!is_src[p->seq[i]])
+            seq[k++] = p->seq[i];
+    memcpy(p->seq, seq, sizeof(int32_t) * n);
+    double before = p->makespan_us;
+    g_autofree double *st = g_memdup2(p->start, sizeof(double) * (n + 1)),
+                      *fi = g_memdup2(p->finish, sizeof(double) * (n + 1));
+    double m = psim__engine_run(c, p->device_of, p->seq, p->start, p->finish);
+    if (m < 0 || m > before) {
+        memcpy(p->device_of, old, sizeof(int32_t) * n);
+        memcpy(p->seq, old_seq, sizeof(int32_t) * n);
+        memcpy(p->start, st, sizeof(double) * n);
+        memcpy(p->finish, fi, sizeof(double) * n);
+    } else {
+        p->makespan_us = m;
+    }
+}
+
 PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
 {
     const PsimPlacer *pl = psim_placer_lookup(algo);
@@ -532,6 +593,8 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
         psim_placement_free(p);
         return NULL;
     }
+    if (pl != &psim__placer_file)
+        sources_follow_consumers(c, p);
     p->elapsed_ms = psim__now_ms() - t0;
     p->cpu_ms = psim__cpu_ms() - c0;
     if (!psim__memory_check(c, p, error)) {

@@ -293,6 +293,26 @@ static void test_json_round_trip(void)
     t_free(&t);
 }
 
+/* A weight (free, no inputs) and the free node shaping it follow their consumer: HEFT alone
+ * would put them on the first idle device and send them across. */
+static void test_sources_follow(void)
+{
+    T t = {0};
+    PsimGraph *g = psim_graph_new("weights");
+    node(g, "shape", 0, 8, NULL);
+    PsimNode *w = node(g, "w", 0, 4000000, NULL);
+    psim_graph_node_input_add_ref(g, w, "shape");
+    node(g, "x", 5, 1000, "P:0");
+    PsimNode *y = node(g, "y", 50, 1000, "P:1");
+    psim_graph_node_input_add_ref(g, y, "w");
+    t_run(&t, g, 2, FALSE);
+    g_assert_cmpint(t.p->device_of[psim_graph_node_find(g, "w")->id], ==, 1);
+    g_assert_cmpint(t.p->device_of[psim_graph_node_find(g, "shape")->id], ==, 1);
+    g_assert_cmpint(t.plan->n_transfers, ==, 0);
+    g_assert_cmpfloat(t.plan->makespan_us, ==, 50);
+    t_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -303,5 +323,6 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/partition/compression", test_compression);
     g_test_add_func("/placer/partition/recv-schedule", test_recv_schedule);
     g_test_add_func("/placer/partition/json-round-trip", test_json_round_trip);
+    g_test_add_func("/placer/partition/sources-follow", test_sources_follow);
     return g_test_run();
 }

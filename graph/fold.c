@@ -414,10 +414,15 @@ static gboolean fold_range(const PsimGraph *g, const PsimNode *n, PsimTensor *ou
     if (!s || !d || !val(g, n, 1) || s->n_elems != 1 || d->n_elems != 1)
         return FALSE;
     for (int64_t i = 0; i < out->n_elems; i++) {
-        if (dtype_int(out->dtype))
-            set_i64(out, i, psim_tensor_get_i64(s, 0) + i * psim_tensor_get_i64(d, 0));
-        else
+        int64_t step, v;
+        if (dtype_int(out->dtype)) {
+            if (__builtin_mul_overflow(i, psim_tensor_get_i64(d, 0), &step) ||
+                __builtin_add_overflow(psim_tensor_get_i64(s, 0), step, &v))
+                return FALSE;
+            set_i64(out, i, v);
+        } else {
             set_f64(out, i, psim_tensor_get_f64(s, 0) + (double)i * psim_tensor_get_f64(d, 0));
+        }
     }
     return TRUE;
 }

@@ -46,6 +46,15 @@ struct PsimGraph {
 
 G_DEFINE_QUARK(psim-error-quark, psim_error)
 
+/* Names and keys from files are echoed in errors: control characters (a newline in a node
+ * name) would break the one-line error, so they become '?'. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20)
+            *s = '?';
+}
+
 void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, const char *fmt, ...)
 {
     va_list ap;
@@ -56,10 +65,10 @@ void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, con
      * line breaks. */
     g_strdelimit(msg, "\r\n", ' ');
     const char *src = g && g->source ? g->source : (g && g->name ? g->name : "graph");
-    if (n)
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s", src, n->name, msg);
-    else
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", src, msg);
+    g_autofree char *line = n ? g_strdup_printf("%s: node '%s': %s", src, n->name, msg)
+                              : g_strdup_printf("%s: %s", src, msg);
+    one_line(line + strlen(src));
+    g_set_error_literal(error, PSIM_ERROR, PSIM_ERROR_INPUT, line);
 }
 
 void psim__error_file(GError **error, const char *path, const char *fmt, ...)
@@ -69,6 +78,7 @@ void psim__error_file(GError **error, const char *path, const char *fmt, ...)
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     g_strdelimit(msg, "\r\n", ' ');
+    one_line(msg);
     g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path ? path : "input", msg);
 }
 

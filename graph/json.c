@@ -313,10 +313,13 @@ static gboolean ctx_fail(const Ctx *c, GError **error, const char *fmt, ...)
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    if (c->node)
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s", c->path, c->node, msg);
-    else
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", c->path, msg);
+    g_autofree char *line = c->node ? g_strdup_printf("%s: node '%s': %s", c->path, c->node, msg)
+                                    : g_strdup_printf("%s: %s", c->path, msg);
+    /* Keys and names from the file are echoed: keep the error on one line. */
+    for (char *p = line + strlen(c->path); *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = '?';
+    g_set_error_literal(error, PSIM_ERROR, PSIM_ERROR_INPUT, line);
     return FALSE;
 }
 

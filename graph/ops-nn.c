@@ -29,7 +29,8 @@ static gboolean read_list(const PsimGraph *g, const PsimNode *n, const char *nam
         return FALSE;
     }
     for (int32_t i = 0; i < c; i++) {
-        if (v[i] < min || v[i] > (INT64_C(1) << 32)) {
+        /* Kernel extents, strides and dilations multiply: 2^24 each keeps products exact. */
+        if (v[i] < min || v[i] > (INT64_C(1) << (strcmp(name, "pads") ? 24 : 32))) {
             psim__error_node(error, g, n, "attr '%s' has out-of-range value %" G_GINT64_FORMAT,
                              name, v[i]);
             return FALSE;

@@ -63,10 +63,10 @@ static void decode(Search *s, const int32_t *list)
 
 static void start_from_heuristics(Search *s)
 {
-    static const char *const starts[] = {"heft", "greedy", "etf", "m-sct"};
+    static const char *const starts[] = {"heft", "greedy", "single", "m-topo", "etf", "m-sct"};
     PsimPlaceCtx *c = s->c;
     for (size_t i = 0; i < G_N_ELEMENTS(starts); i++) {
-        if (i >= 2 && c->n > 20000) /* the ETF family is quadratic in the ready set */
+        if (i >= 4 && c->n > 20000) /* the ETF family is quadratic in the ready set */
             break;
         g_autoptr(PsimPlacement) p = psim_placement_new(c->n, c->nd, starts[i]);
         if (!psim_placer_lookup(starts[i])->place(c, p, NULL))

@@ -193,19 +193,21 @@ static int time_imports(const char *label, const char *dir, const char *suffix, 
             g_ptr_array_add(files, g_build_filename(dir, f, NULL));
     g_ptr_array_sort(files, cmp_path);
     int loaded = 0;
-    double total_ms = 0;
+    double total_ms = 0, total_cpu_ms = 0;
     int64_t total_nodes = 0;
     PsimImportOptions opts = {.training = training};
     for (guint i = 0; i < files->len; i++) {
         const char *path = g_ptr_array_index(files, i);
-        double *t = g_new(double, reps);
+        double *t = g_new(double, reps), *c = g_new(double, reps);
         int32_t nodes = -1;
         char *errmsg = NULL;
         for (int r = 0; r < reps; r++) {
             GError *err = NULL;
             gint64 t0 = g_get_monotonic_time();
+            double c0 = cpu_seconds();
             PsimGraph *g = psim_graph_load(path, &opts, &err);
             t[r] = (g_get_monotonic_time() - t0) / 1e3;
+            c[r] = (cpu_seconds() - c0) * 1e3;
             if (g) {
                 nodes = psim_graph_n_nodes(g);
                 psim_graph_free(g);
@@ -214,23 +216,26 @@ static int time_imports(const char *label, const char *dir, const char *suffix, 
             }
             g_clear_error(&err);
         }
-        double ms = median(t, reps);
+        double ms = median(t, reps), cms = median(c, reps);
         g_free(t);
+        g_free(c);
         g_autofree char *base = g_path_get_basename(path);
         if (nodes >= 0) {
             loaded++;
             total_ms += ms;
+            total_cpu_ms += cms;
             total_nodes += nodes;
             if (per_file)
-                printf("%-12s %-28s %8d nodes %10.3f ms\n", label, base, nodes, ms);
+                printf("%-12s %-24s %7d nodes %9.3f ms wall %9.3f ms CPU\n", label, base, nodes, ms,
+                       cms);
         } else {
             printf("%-12s %-28s FAILED: %s\n", label, base, errmsg);
         }
         g_free(errmsg);
     }
     if (!per_file || loaded > 1)
-        printf("%-12s %-28s %8" G_GINT64_FORMAT " nodes %10.3f ms (%d of %u files)\n", label, "total",
-               total_nodes, total_ms, loaded, files->len);
+        printf("%-12s %-24s %7" G_GINT64_FORMAT " nodes %9.3f ms wall %9.3f ms CPU (%d of %u files)\n",
+               label, "total", total_nodes, total_ms, total_cpu_ms, loaded, files->len);
     g_ptr_array_free(files, TRUE);
     return loaded;
 }
@@ -292,7 +297,8 @@ int main(int argc, char **argv)
         g_free(cpu);
     }
     if (!no_import) {
-        printf("import (psim_graph_load: read, parse, finalize, infer shapes), median of %d:\n", reps);
+        printf("import (psim_graph_load: read, parse, finalize, fold, infer shapes), median of %d "
+               "(CPU = user + system time of the process):\n", reps);
         g_autofree char *onnx = g_build_filename(data, "onnx-light", NULL);
         g_autofree char *tf = g_build_filename(data, "tf", NULL);
         g_autofree char *pd = g_build_filename(data, "pipedream", NULL);

@@ -402,9 +402,13 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
     if (json_object_has_member(o, "shape") &&
         !read_dims(c, json_object_get_member(o, "shape"), "tensor shape", &rank, &dims, error))
         return NULL;
-    g_autoptr(PsimTensor) t = psim_tensor_new(dt, rank, dims, error);
+    for (int32_t i = 0; i < rank; i++)
+        if (dims[i] < 0)
+            TFAIL("shape dimension %d is unknown (a tensor's shape must be known)", i);
+    g_autoptr(GError) terr = NULL;
+    g_autoptr(PsimTensor) t = psim_tensor_new(dt, rank, dims, &terr);
     if (!t)
-        return NULL;
+        TFAIL("%s", terr->message);
     if (json_object_has_member(o, "data_b64")) {
         const char *b = json_object_get_string_member_with_default(o, "data_b64", "");
         gsize blen = 0;

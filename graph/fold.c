@@ -23,8 +23,10 @@ static gboolean dtype_int(PsimDType t)
     case PSIM_DTYPE_UINT16:
     case PSIM_DTYPE_UINT32:
     case PSIM_DTYPE_UINT64:
-    case PSIM_DTYPE_BOOL: return TRUE;
-    default: return FALSE;
+    case PSIM_DTYPE_BOOL:
+        return TRUE;
+    default:
+        return FALSE;
     }
 }
 
@@ -37,18 +39,41 @@ static void set_i64(PsimTensor *t, int64_t i, int64_t v)
 {
     void *d = t->data;
     switch (t->dtype) {
-    case PSIM_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
-    case PSIM_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
-    case PSIM_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
-    case PSIM_DTYPE_INT64: ((int64_t *)d)[i] = v; break;
-    case PSIM_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
-    case PSIM_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
-    case PSIM_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)v; break;
-    case PSIM_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
-    case PSIM_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
-    case PSIM_DTYPE_FLOAT32: ((float *)d)[i] = (float)v; break;
-    case PSIM_DTYPE_FLOAT64: ((double *)d)[i] = (double)v; break;
-    default: break;
+    case PSIM_DTYPE_INT8:
+        ((int8_t *)d)[i] = (int8_t)v;
+        break;
+    case PSIM_DTYPE_INT16:
+        ((int16_t *)d)[i] = (int16_t)v;
+        break;
+    case PSIM_DTYPE_INT32:
+        ((int32_t *)d)[i] = (int32_t)v;
+        break;
+    case PSIM_DTYPE_INT64:
+        ((int64_t *)d)[i] = v;
+        break;
+    case PSIM_DTYPE_UINT8:
+        ((uint8_t *)d)[i] = (uint8_t)v;
+        break;
+    case PSIM_DTYPE_UINT16:
+        ((uint16_t *)d)[i] = (uint16_t)v;
+        break;
+    case PSIM_DTYPE_UINT32:
+        ((uint32_t *)d)[i] = (uint32_t)v;
+        break;
+    case PSIM_DTYPE_UINT64:
+        ((uint64_t *)d)[i] = (uint64_t)v;
+        break;
+    case PSIM_DTYPE_BOOL:
+        ((uint8_t *)d)[i] = v != 0;
+        break;
+    case PSIM_DTYPE_FLOAT32:
+        ((float *)d)[i] = (float)v;
+        break;
+    case PSIM_DTYPE_FLOAT64:
+        ((double *)d)[i] = (double)v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -89,19 +114,40 @@ static int64_t bcast_index(int32_t orank, const int64_t *odims, int32_t rank, co
     return idx;
 }
 
-typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX, OP_MIN, OP_MOD, OP_EQ, OP_LT, OP_GT,
-               OP_LE, OP_GE, OP_AND, OP_OR, OP_XOR, OP_NEG, OP_ABS, OP_NOT, OP_SUM } ElemOp;
+typedef enum {
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_MAX,
+    OP_MIN,
+    OP_MOD,
+    OP_EQ,
+    OP_LT,
+    OP_GT,
+    OP_LE,
+    OP_GE,
+    OP_AND,
+    OP_OR,
+    OP_XOR,
+    OP_NEG,
+    OP_ABS,
+    OP_NOT,
+    OP_SUM
+} ElemOp;
 
 static const struct {
     const char *name;
     ElemOp op;
     int arity; /* 0: variadic */
 } elem_ops[] = {
-    {"Add", OP_ADD, 2},  {"Sub", OP_SUB, 2},  {"Mul", OP_MUL, 2},         {"Div", OP_DIV, 2},
-    {"Mod", OP_MOD, 2},  {"Equal", OP_EQ, 2}, {"Less", OP_LT, 2},         {"Greater", OP_GT, 2},
-    {"LessOrEqual", OP_LE, 2}, {"GreaterOrEqual", OP_GE, 2}, {"And", OP_AND, 2},
-    {"Or", OP_OR, 2},    {"Xor", OP_XOR, 2},  {"Neg", OP_NEG, 1},         {"Abs", OP_ABS, 1},
-    {"Not", OP_NOT, 1},  {"Max", OP_MAX, 0},  {"Min", OP_MIN, 0},         {"Sum", OP_SUM, 0},
+    {"Add", OP_ADD, 2},           {"Sub", OP_SUB, 2},    {"Mul", OP_MUL, 2},
+    {"Div", OP_DIV, 2},           {"Mod", OP_MOD, 2},    {"Equal", OP_EQ, 2},
+    {"Less", OP_LT, 2},           {"Greater", OP_GT, 2}, {"LessOrEqual", OP_LE, 2},
+    {"GreaterOrEqual", OP_GE, 2}, {"And", OP_AND, 2},    {"Or", OP_OR, 2},
+    {"Xor", OP_XOR, 2},           {"Neg", OP_NEG, 1},    {"Abs", OP_ABS, 1},
+    {"Not", OP_NOT, 1},           {"Max", OP_MAX, 0},    {"Min", OP_MIN, 0},
+    {"Sum", OP_SUM, 0},
 };
 
 /* One integer operation; FALSE when the result is undefined or overflows (left to run time). */
@@ -109,9 +155,12 @@ static gboolean apply_int(ElemOp op, int64_t a, int64_t b, int64_t *r)
 {
     switch (op) {
     case OP_SUM:
-    case OP_ADD: return !__builtin_add_overflow(a, b, r);
-    case OP_SUB: return !__builtin_sub_overflow(a, b, r);
-    case OP_MUL: return !__builtin_mul_overflow(a, b, r);
+    case OP_ADD:
+        return !__builtin_add_overflow(a, b, r);
+    case OP_SUB:
+        return !__builtin_sub_overflow(a, b, r);
+    case OP_MUL:
+        return !__builtin_mul_overflow(a, b, r);
     case OP_DIV:
         if (b == 0 || (a == INT64_MIN && b == -1))
             return FALSE;
@@ -124,16 +173,36 @@ static gboolean apply_int(ElemOp op, int64_t a, int64_t b, int64_t *r)
         if (*r != 0 && ((*r < 0) != (b < 0))) /* ONNX fmod=0: sign of the divisor */
             *r += b;
         return TRUE;
-    case OP_MAX: *r = MAX(a, b); return TRUE;
-    case OP_MIN: *r = MIN(a, b); return TRUE;
-    case OP_EQ: *r = a == b; return TRUE;
-    case OP_LT: *r = a < b; return TRUE;
-    case OP_GT: *r = a > b; return TRUE;
-    case OP_LE: *r = a <= b; return TRUE;
-    case OP_GE: *r = a >= b; return TRUE;
-    case OP_AND: *r = a && b; return TRUE;
-    case OP_OR: *r = a || b; return TRUE;
-    case OP_XOR: *r = !a != !b; return TRUE;
+    case OP_MAX:
+        *r = MAX(a, b);
+        return TRUE;
+    case OP_MIN:
+        *r = MIN(a, b);
+        return TRUE;
+    case OP_EQ:
+        *r = a == b;
+        return TRUE;
+    case OP_LT:
+        *r = a < b;
+        return TRUE;
+    case OP_GT:
+        *r = a > b;
+        return TRUE;
+    case OP_LE:
+        *r = a <= b;
+        return TRUE;
+    case OP_GE:
+        *r = a >= b;
+        return TRUE;
+    case OP_AND:
+        *r = a && b;
+        return TRUE;
+    case OP_OR:
+        *r = a || b;
+        return TRUE;
+    case OP_XOR:
+        *r = !a != !b;
+        return TRUE;
     case OP_NEG:
         if (a == INT64_MIN)
             return FALSE;
@@ -144,7 +213,9 @@ static gboolean apply_int(ElemOp op, int64_t a, int64_t b, int64_t *r)
             return FALSE;
         *r = a < 0 ? -a : a;
         return TRUE;
-    case OP_NOT: *r = !a; return TRUE;
+    case OP_NOT:
+        *r = !a;
+        return TRUE;
     }
     return FALSE;
 }
@@ -153,24 +224,42 @@ static double apply_float(ElemOp op, double a, double b)
 {
     switch (op) {
     case OP_SUM:
-    case OP_ADD: return a + b;
-    case OP_SUB: return a - b;
-    case OP_MUL: return a * b;
-    case OP_DIV: return a / b;
-    case OP_MOD: return fmod(a, b);
-    case OP_MAX: return MAX(a, b);
-    case OP_MIN: return MIN(a, b);
-    case OP_EQ: return a == b;
-    case OP_LT: return a < b;
-    case OP_GT: return a > b;
-    case OP_LE: return a <= b;
-    case OP_GE: return a >= b;
-    case OP_AND: return a != 0 && b != 0;
-    case OP_OR: return a != 0 || b != 0;
-    case OP_XOR: return (a != 0) != (b != 0);
-    case OP_NEG: return -a;
-    case OP_ABS: return fabs(a);
-    case OP_NOT: return a == 0;
+    case OP_ADD:
+        return a + b;
+    case OP_SUB:
+        return a - b;
+    case OP_MUL:
+        return a * b;
+    case OP_DIV:
+        return a / b;
+    case OP_MOD:
+        return fmod(a, b);
+    case OP_MAX:
+        return MAX(a, b);
+    case OP_MIN:
+        return MIN(a, b);
+    case OP_EQ:
+        return a == b;
+    case OP_LT:
+        return a < b;
+    case OP_GT:
+        return a > b;
+    case OP_LE:
+        return a <= b;
+    case OP_GE:
+        return a >= b;
+    case OP_AND:
+        return a != 0 && b != 0;
+    case OP_OR:
+        return a != 0 || b != 0;
+    case OP_XOR:
+        return (a != 0) != (b != 0);
+    case OP_NEG:
+        return -a;
+    case OP_ABS:
+        return fabs(a);
+    case OP_NOT:
+        return a == 0;
     }
     return 0;
 }
@@ -303,8 +392,8 @@ static int fold_gather(const PsimGraph *g, const PsimNode *n, PsimTensor *out, G
             int64_t k = psim_tensor_get_i64(idx, j);
             if (k < -ad || k >= ad) {
                 psim__error_node(error, g, n,
-                                 "Gather index %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
-                                 ", %" G_GINT64_FORMAT ")",
+                                 "Gather index %" G_GINT64_FORMAT
+                                 " is out of range [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ")",
                                  k, -ad, ad);
                 return -1;
             }
@@ -320,7 +409,8 @@ static int fold_gather(const PsimGraph *g, const PsimNode *n, PsimTensor *out, G
 static gboolean fold_concat(const PsimGraph *g, const PsimNode *n, PsimTensor *out)
 {
     int32_t axis;
-    if (out->rank < 1 || !psim__axis(g, n, psim_node_attr_int(n, "axis", 0), out->rank, &axis, NULL))
+    if (out->rank < 1 ||
+        !psim__axis(g, n, psim_node_attr_int(n, "axis", 0), out->rank, &axis, NULL))
         return FALSE;
     size_t es = psim_dtype_size(out->dtype);
     int64_t outer = psim__dims_prod(out->dims, 0, axis);
@@ -376,7 +466,8 @@ static int fold_slice(const PsimGraph *g, const PsimNode *n, PsimTensor *out, GE
             rem /= out->dims[i];
             src += (first[i] + c * step[i]) * stride[i];
         }
-        memcpy((char *)out->data + lin * (int64_t)es, (const char *)x->data + src * (int64_t)es, es);
+        memcpy((char *)out->data + lin * (int64_t)es, (const char *)x->data + src * (int64_t)es,
+               es);
     }
     return 1;
 }

@@ -13,11 +13,10 @@ static const struct {
     const char *op;
     double flops;
 } elem_flops[] = {
-    {"Exp", 4},     {"Log", 4},      {"Sigmoid", 4}, {"Tanh", 5},        {"Erf", 5},
-    {"Pow", 4},     {"Softplus", 5}, {"Elu", 4},     {"Selu", 4},        {"LeakyRelu", 2},
-    {"Clip", 2},    {"HardSigmoid", 3}, {"Sin", 4},  {"Cos", 4},         {"Cast", 0},
-    {"CastLike", 0},
-    {"Softmax", 5}, {"LogSoftmax", 5},
+    {"Exp", 4},      {"Log", 4},         {"Sigmoid", 4},    {"Tanh", 5}, {"Erf", 5},
+    {"Pow", 4},      {"Softplus", 5},    {"Elu", 4},        {"Selu", 4}, {"LeakyRelu", 2},
+    {"Clip", 2},     {"HardSigmoid", 3}, {"Sin", 4},        {"Cos", 4},  {"Cast", 0},
+    {"CastLike", 0}, {"Softmax", 5},     {"LogSoftmax", 5},
 };
 
 static double flops_per_elem(const char *op)
@@ -32,8 +31,7 @@ static gboolean need_inputs(const PsimGraph *g, const PsimNode *n, int32_t k, GE
 {
     for (int32_t i = 0; i < k; i++)
         if (!psim__input(g, n, i)) {
-            psim__error_node(error, g, n, "%s needs %d input(s), input %d is missing", n->op, k,
-                             i);
+            psim__error_node(error, g, n, "%s needs %d input(s), input %d is missing", n->op, k, i);
             return FALSE;
         }
     return TRUE;
@@ -75,8 +73,8 @@ static gboolean infer_cast_like(PsimGraph *g, PsimNode *n, GError **error)
 
 static gboolean is_logic_out(const char *op)
 {
-    static const char *const ops[] = {"Equal", "Less", "Greater", "LessOrEqual",
-                                      "GreaterOrEqual", "And", "Or", "Xor"};
+    static const char *const ops[] = {"Equal",          "Less", "Greater", "LessOrEqual",
+                                      "GreaterOrEqual", "And",  "Or",      "Xor"};
     for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
         if (!strcmp(op, ops[i]))
             return TRUE;
@@ -362,8 +360,8 @@ static gboolean infer_softmax(PsimGraph *g, PsimNode *n, GError **error)
     const PsimOutput *in = psim__input(g, n, 0);
     const PsimAttr *a = psim_node_attr(n, "axis");
     int32_t ax;
-    if (a && in->rank >= 0 && !psim__axis(g, n, psim_node_attr_int(n, "axis", -1), in->rank, &ax,
-                                          error))
+    if (a && in->rank >= 0 &&
+        !psim__axis(g, n, psim_node_attr_int(n, "axis", -1), in->rank, &ax, error))
         return FALSE;
     return psim__out_set(g, n, 0, in->dtype, in->rank, in->dims, error);
 }
@@ -506,8 +504,8 @@ static gboolean infer_random(PsimGraph *g, PsimNode *n, GError **error)
         return psim__out_set(g, n, 0, dt, ns, s, error);
     /* TensorFlow's random ops take the shape as input 0. */
     int64_t d[PSIM__MAX_RANK];
-    int32_t nd = psim__input(g, n, 0) ? psim__input_ints(g, n, 0, d, PSIM__MAX_RANK, "shape", error)
-                                      : -1;
+    int32_t nd =
+        psim__input(g, n, 0) ? psim__input_ints(g, n, 0, d, PSIM__MAX_RANK, "shape", error) : -1;
     if (nd == -2)
         return FALSE;
     if (nd >= 0)
@@ -551,8 +549,14 @@ static gboolean infer_assign(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, in->dtype, in->rank, in->dims, error);
 }
 
-#define UNARY(name, desc) {name, desc, 0, infer_unary, count_elementwise}
-#define BINARY(name, desc) {name, desc, 0, infer_binary, count_elementwise}
+#define UNARY(name, desc)                                                                          \
+    {                                                                                              \
+        name, desc, 0, infer_unary, count_elementwise                                              \
+    }
+#define BINARY(name, desc)                                                                         \
+    {                                                                                              \
+        name, desc, 0, infer_binary, count_elementwise                                             \
+    }
 
 static const PsimOpDef math_ops[] = {
     UNARY("Relu", "max(x, 0)"),
@@ -620,8 +624,7 @@ static const PsimOpDef math_ops[] = {
     {"ArgMax", "index of the max along an axis", 0, infer_reduce, count_reduce},
     {"ArgMin", "index of the min along an axis", 0, infer_reduce, count_reduce},
     {"Range", "start, start+delta, ... up to limit", 0, infer_range, psim__count_move},
-    {"RandomNormal", "normal samples (stateful)", PSIM_OP_STATEFUL, infer_random,
-     psim__count_move},
+    {"RandomNormal", "normal samples (stateful)", PSIM_OP_STATEFUL, infer_random, psim__count_move},
     {"RandomUniform", "uniform samples (stateful)", PSIM_OP_STATEFUL, infer_random,
      psim__count_move},
     {"RandomNormalLike", "normal samples shaped like the input (stateful)", PSIM_OP_STATEFUL,

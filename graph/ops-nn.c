@@ -94,7 +94,9 @@ static gboolean window_out(const PsimGraph *g, const PsimNode *n, const Window *
         int64_t ek = (w->k[i] - 1) * w->d[i] + 1, o;
         switch (w->pad) {
         case PAD_SAME_UPPER:
-        case PAD_SAME_LOWER: o = (in[i] + w->s[i] - 1) / w->s[i]; break;
+        case PAD_SAME_LOWER:
+            o = (in[i] + w->s[i] - 1) / w->s[i];
+            break;
         case PAD_VALID:
             if (in[i] < ek)
                 goto too_big;
@@ -172,15 +174,17 @@ static gboolean infer_conv(PsimGraph *g, PsimNode *n, GError **error)
     int64_t m = w ? w->dims[0] : PSIM_DIM_UNKNOWN;
     if (x && w && x->dims[1] >= 0 && w->dims[1] >= 0 && x->dims[1] != w->dims[1] * group) {
         psim__error_node(error, g, n,
-                         "input has %" G_GINT64_FORMAT " channels but the weights expect %"
-                         G_GINT64_FORMAT " (%" G_GINT64_FORMAT " per group x %" G_GINT64_FORMAT
-                         " groups)",
+                         "input has %" G_GINT64_FORMAT
+                         " channels but the weights expect %" G_GINT64_FORMAT " (%" G_GINT64_FORMAT
+                         " per group x %" G_GINT64_FORMAT " groups)",
                          x->dims[1], w->dims[1] * group, w->dims[1], group);
         return FALSE;
     }
     if (m >= 0 && m % group) {
-        psim__error_node(error, g, n, "%" G_GINT64_FORMAT " output channels do not divide into %"
-                         G_GINT64_FORMAT " groups", m, group);
+        psim__error_node(error, g, n,
+                         "%" G_GINT64_FORMAT " output channels do not divide into %" G_GINT64_FORMAT
+                         " groups",
+                         m, group);
         return FALSE;
     }
     const PsimOutput *b = psim__input_ranked(g, n, 2);
@@ -391,14 +395,12 @@ static const PsimOpDef nn_ops[] = {
     {"AveragePool", "mean over sliding windows", 0, infer_pool, count_pool},
     {"GlobalAveragePool", "mean over all spatial positions", 0, infer_global_pool,
      count_per_input_elem},
-    {"GlobalMaxPool", "max over all spatial positions", 0, infer_global_pool,
-     count_per_input_elem},
+    {"GlobalMaxPool", "max over all spatial positions", 0, infer_global_pool, count_per_input_elem},
     {"BatchNormalization", "per-channel affine normalization", 0, infer_batchnorm,
      count_per_input_elem},
     {"InstanceNormalization", "per-instance, per-channel normalization", 0, infer_same,
      count_per_input_elem},
-    {"LRN", "local response normalization across channels", 0, infer_same,
-     count_per_input_elem},
+    {"LRN", "local response normalization across channels", 0, infer_same, count_per_input_elem},
     {"LayerNormalization", "normalization over the trailing axes", 0, infer_layernorm,
      count_per_input_elem},
     {"Dropout", "identity at inference; optional mask", 0, infer_dropout, psim__count_move},

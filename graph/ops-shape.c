@@ -66,8 +66,8 @@ static gboolean infer_concat(PsimGraph *g, PsimNode *n, GError **error)
         if (!in)
             continue;
         if (rank >= 0 && in->rank != rank) {
-            psim__error_node(error, g, n, "Concat inputs have different ranks (%d and %d)",
-                             rank, in->rank);
+            psim__error_node(error, g, n, "Concat inputs have different ranks (%d and %d)", rank,
+                             in->rank);
             return FALSE;
         }
         rank = in->rank;
@@ -77,8 +77,8 @@ static gboolean infer_concat(PsimGraph *g, PsimNode *n, GError **error)
         return TRUE;
     }
     int32_t axis;
-    if (rank > PSIM__MAX_RANK || !psim__axis(g, n, psim_node_attr_int(n, "axis", 0), rank, &axis,
-                                             error)) {
+    if (rank > PSIM__MAX_RANK ||
+        !psim__axis(g, n, psim_node_attr_int(n, "axis", 0), rank, &axis, error)) {
         if (rank > PSIM__MAX_RANK)
             psim__error_node(error, g, n, "rank %d is too large", rank);
         return FALSE;
@@ -179,8 +179,9 @@ static gboolean infer_split(PsimGraph *g, PsimNode *n, GError **error)
         }
         if (dim >= 0 && sum != dim) {
             psim__error_node(error, g, n,
-                             "split sizes add up to %" G_GINT64_FORMAT ", the axis has %"
-                             G_GINT64_FORMAT, sum, dim);
+                             "split sizes add up to %" G_GINT64_FORMAT
+                             ", the axis has %" G_GINT64_FORMAT,
+                             sum, dim);
             goto out;
         }
     } else if (ns == -1 || dim < 0) {
@@ -248,16 +249,24 @@ int psim__slice_params(const PsimGraph *g, const PsimNode *n, int32_t rank, Psim
         na = attr_or_input(g, n, "axes", 99, p->axes, PSIM__MAX_RANK, error);
         nst = -3;
     } else {
-        ns = psim__input(g, n, 1) ? psim__input_ints(g, n, 1, p->starts, PSIM__MAX_RANK, "starts", error) : -3;
+        ns = psim__input(g, n, 1)
+                 ? psim__input_ints(g, n, 1, p->starts, PSIM__MAX_RANK, "starts", error)
+                 : -3;
         if (ns == -2)
             return -1;
-        ne = psim__input(g, n, 2) ? psim__input_ints(g, n, 2, p->ends, PSIM__MAX_RANK, "ends", error) : -3;
+        ne = psim__input(g, n, 2)
+                 ? psim__input_ints(g, n, 2, p->ends, PSIM__MAX_RANK, "ends", error)
+                 : -3;
         if (ne == -2)
             return -1;
-        na = psim__input(g, n, 3) ? psim__input_ints(g, n, 3, p->axes, PSIM__MAX_RANK, "axes", error) : -3;
+        na = psim__input(g, n, 3)
+                 ? psim__input_ints(g, n, 3, p->axes, PSIM__MAX_RANK, "axes", error)
+                 : -3;
         if (na == -2)
             return -1;
-        nst = psim__input(g, n, 4) ? psim__input_ints(g, n, 4, p->steps, PSIM__MAX_RANK, "steps", error) : -3;
+        nst = psim__input(g, n, 4)
+                  ? psim__input_ints(g, n, 4, p->steps, PSIM__MAX_RANK, "steps", error)
+                  : -3;
         if (nst == -2)
             return -1;
     }
@@ -344,9 +353,9 @@ static gboolean infer_slice(PsimGraph *g, PsimNode *n, GError **error)
     for (int32_t i = 0; i < p.n; i++) {
         int32_t ax = (int32_t)p.axes[i];
         int64_t first;
-        d[ax] = x->dims[ax] < 0 ? PSIM_DIM_UNKNOWN
-                                : psim__slice_axis(x->dims[ax], p.starts[i], p.ends[i],
-                                                   p.steps[i], &first);
+        d[ax] = x->dims[ax] < 0
+                    ? PSIM_DIM_UNKNOWN
+                    : psim__slice_axis(x->dims[ax], p.starts[i], p.ends[i], p.steps[i], &first);
     }
     return psim__out_set(g, n, 0, dt, x->rank, d, error);
 }
@@ -382,8 +391,8 @@ static gboolean infer_pad(PsimGraph *g, PsimNode *n, GError **error)
         psim__error_node(error, g, n, "Pad needs pads");
         return FALSE;
     }
-    int32_t na = psim__input(g, n, 3) ? psim__input_ints(g, n, 3, axes, PSIM__MAX_RANK, "axes", error)
-                                      : -3;
+    int32_t na =
+        psim__input(g, n, 3) ? psim__input_ints(g, n, 3, axes, PSIM__MAX_RANK, "axes", error) : -3;
     if (na == -2)
         return FALSE;
     if (np == -1 || na == -1)
@@ -487,15 +496,18 @@ static gboolean infer_reshape(PsimGraph *g, PsimNode *n, GError **error)
         if (total >= 0 && rest > 0) {
             if (total % rest) {
                 psim__error_node(error, g, n,
-                                 "cannot reshape %" G_GINT64_FORMAT " elements: not a multiple of %"
-                                 G_GINT64_FORMAT, total, rest);
+                                 "cannot reshape %" G_GINT64_FORMAT
+                                 " elements: not a multiple of %" G_GINT64_FORMAT,
+                                 total, rest);
                 return FALSE;
             }
             s[infer_at] = total / rest;
         } else if (total >= 0 && rest == 0) {
             if (total != 0) {
-                psim__error_node(error, g, n, "cannot reshape %" G_GINT64_FORMAT
-                                 " elements into a shape with a zero dimension", total);
+                psim__error_node(error, g, n,
+                                 "cannot reshape %" G_GINT64_FORMAT
+                                 " elements into a shape with a zero dimension",
+                                 total);
                 return FALSE;
             }
         }
@@ -521,8 +533,9 @@ static gboolean infer_flatten(PsimGraph *g, PsimNode *n, GError **error)
         return out_rank_only(g, n, 0, dt, 2, error);
     int64_t axis = psim_node_attr_int(n, "axis", 1);
     if (axis < -(int64_t)x->rank || axis > x->rank) {
-        psim__error_node(error, g, n, "Flatten axis %" G_GINT64_FORMAT " is out of range for rank %d",
-                         axis, x->rank);
+        psim__error_node(error, g, n,
+                         "Flatten axis %" G_GINT64_FORMAT " is out of range for rank %d", axis,
+                         x->rank);
         return FALSE;
     }
     if (axis < 0)
@@ -726,9 +739,9 @@ static gboolean infer_tile(PsimGraph *g, PsimNode *n, GError **error)
             psim__error_node(error, g, n, "Tile repeat %" G_GINT64_FORMAT " is invalid", rep[i]);
             return FALSE;
         }
-        d[i] = x->dims[i] < 0 ? PSIM_DIM_UNKNOWN
+        d[i] = x->dims[i] < 0                                      ? PSIM_DIM_UNKNOWN
                : rep[i] && x->dims[i] > PSIM_MAX_ELEMENTS / rep[i] ? PSIM_MAX_ELEMENTS + 1
-                                                                 : x->dims[i] * rep[i];
+                                                                   : x->dims[i] * rep[i];
     }
     return psim__out_set(g, n, 0, dt, nr, d, error);
 }
@@ -826,8 +839,8 @@ static gboolean infer_constant_of_shape(PsimGraph *g, PsimNode *n, GError **erro
         if (s[i] == PSIM__UNKNOWN_VALUE)
             s[i] = PSIM_DIM_UNKNOWN;
         else if (s[i] < 0) {
-            psim__error_node(error, g, n, "ConstantOfShape has negative dimension %"
-                             G_GINT64_FORMAT, s[i]);
+            psim__error_node(error, g, n,
+                             "ConstantOfShape has negative dimension %" G_GINT64_FORMAT, s[i]);
             return FALSE;
         }
     return psim__out_set(g, n, 0, dt, ns, s, error);
@@ -853,8 +866,7 @@ static const PsimOpDef shape_ops[] = {
     {"Flatten", "2-D view split at an axis", 0, infer_flatten, psim__count_move},
     {"Transpose", "permutes dims (reversed by default)", 0, infer_transpose, psim__count_move},
     {"Squeeze", "removes size-1 dims (axes attr or input)", 0, infer_squeeze, psim__count_move},
-    {"Unsqueeze", "inserts size-1 dims (axes attr or input)", 0, infer_unsqueeze,
-     psim__count_move},
+    {"Unsqueeze", "inserts size-1 dims (axes attr or input)", 0, infer_unsqueeze, psim__count_move},
     {"Expand", "broadcasts to a shape", 0, infer_expand, psim__count_move},
     {"Tile", "repeats along each dim", 0, infer_tile, psim__count_move},
     {"Gather", "takes entries along an axis", 0, infer_gather, psim__count_move},

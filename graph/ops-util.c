@@ -17,8 +17,9 @@ gboolean psim__out_set(PsimGraph *g, PsimNode *n, int32_t k, PsimDType dtype, in
         if (dims[i] == PSIM_DIM_UNKNOWN)
             continue;
         if (dims[i] < 0) {
-            psim__error_node(error, g, n, "output %d would have negative dimension %" G_GINT64_FORMAT,
-                             k, dims[i]);
+            psim__error_node(error, g, n,
+                             "output %d would have negative dimension %" G_GINT64_FORMAT, k,
+                             dims[i]);
             return FALSE;
         }
         if (dims[i] == 0) {
@@ -147,21 +148,21 @@ static int32_t partial_of(const PsimGraph *g, const PsimNode *p, int32_t index, 
                 c = -1;
                 break;
             }
-            int32_t r = partial_of(g, psim_graph_node(g, in.node), in.index, buf + c, max - c,
-                                   depth + 1);
+            int32_t r =
+                partial_of(g, psim_graph_node(g, in.node), in.index, buf + c, max - c, depth + 1);
             c = r < 0 ? -1 : c + r;
         }
-    } else if (index == 0 && (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") ||
-                              !strcmp(op, "Reshape") || !strcmp(op, "Cast") ||
-                              !strcmp(op, "Identity") || !strcmp(op, "ExpandDims")) &&
+    } else if (index == 0 &&
+               (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") || !strcmp(op, "Reshape") ||
+                !strcmp(op, "Cast") || !strcmp(op, "Identity") || !strcmp(op, "ExpandDims")) &&
                p->n_inputs >= 1 && p->inputs[0].node >= 0 && o->rank <= 1) {
         c = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index, buf, max,
                        depth + 1);
-    } else if (index == 0 && !strcmp(op, "Gather") && p->n_inputs == 2 &&
-               p->inputs[0].node >= 0 && o->rank <= 1) {
+    } else if (index == 0 && !strcmp(op, "Gather") && p->n_inputs == 2 && p->inputs[0].node >= 0 &&
+               o->rank <= 1) {
         int64_t src[PSIM__MAX_RANK];
-        int32_t ns = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index,
-                                src, PSIM__MAX_RANK, depth + 1);
+        int32_t ns = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index, src,
+                                PSIM__MAX_RANK, depth + 1);
         const PsimTensor *idx = psim__input_value(g, p, 1);
         if (ns >= 0 && idx && idx->n_elems <= max && dtype_numeric(idx->dtype)) {
             c = (int32_t)idx->n_elems;
@@ -174,11 +175,11 @@ static int32_t partial_of(const PsimGraph *g, const PsimNode *p, int32_t index, 
                 buf[i] = src[j < 0 ? j + ns : j];
             }
         }
-    } else if (index == 0 && !strcmp(op, "Slice") && p->n_inputs >= 3 &&
-               p->inputs[0].node >= 0 && o->rank == 1) {
+    } else if (index == 0 && !strcmp(op, "Slice") && p->n_inputs >= 3 && p->inputs[0].node >= 0 &&
+               o->rank == 1) {
         int64_t src[PSIM__MAX_RANK];
-        int32_t ns = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index,
-                                src, PSIM__MAX_RANK, depth + 1);
+        int32_t ns = partial_of(g, psim_graph_node(g, p->inputs[0].node), p->inputs[0].index, src,
+                                PSIM__MAX_RANK, depth + 1);
         PsimSliceParams sp;
         gboolean axes_known;
         if (ns >= 0 && psim__slice_params(g, p, 1, &sp, &axes_known, NULL) == 1 && sp.n <= 1) {
@@ -215,12 +216,12 @@ int32_t psim__input_partial_ints(const PsimGraph *g, const PsimNode *n, int32_t 
     return partial_of(g, psim_graph_node(g, n->inputs[k].node), n->inputs[k].index, buf, max, 0);
 }
 
-gboolean psim__axis(const PsimGraph *g, const PsimNode *n, int64_t axis, int32_t rank,
-                    int32_t *out, GError **error)
+gboolean psim__axis(const PsimGraph *g, const PsimNode *n, int64_t axis, int32_t rank, int32_t *out,
+                    GError **error)
 {
     if (axis < -(int64_t)rank || axis >= rank) {
-        psim__error_node(error, g, n, "axis %" G_GINT64_FORMAT " is out of range for rank %d",
-                         axis, rank);
+        psim__error_node(error, g, n, "axis %" G_GINT64_FORMAT " is out of range for rank %d", axis,
+                         rank);
         return FALSE;
     }
     *out = (int32_t)(axis < 0 ? axis + rank : axis);
@@ -228,8 +229,7 @@ gboolean psim__axis(const PsimGraph *g, const PsimNode *n, int64_t axis, int32_t
 }
 
 gboolean psim__broadcast(const PsimGraph *g, const PsimNode *n, int32_t ra, const int64_t *a,
-                         int32_t rb, const int64_t *b, int32_t *rout, int64_t *out,
-                         GError **error)
+                         int32_t rb, const int64_t *b, int32_t *rout, int64_t *out, GError **error)
 {
     int32_t r = MAX(ra, rb);
     if (r > PSIM__MAX_RANK) {
@@ -320,8 +320,8 @@ PsimDType psim__attr_dtype(const PsimNode *n, const char *name, PsimDType dflt)
     const PsimAttr *a = psim_node_attr(n, name);
     if (!a)
         return dflt;
-    int64_t v = a->type == PSIM_ATTR_DTYPE ? (int64_t)a->v.dt
-                : a->type == PSIM_ATTR_INT ? a->v.i
+    int64_t v = a->type == PSIM_ATTR_DTYPE    ? (int64_t)a->v.dt
+                : a->type == PSIM_ATTR_INT    ? a->v.i
                 : a->type == PSIM_ATTR_STRING ? (int64_t)psim_dtype_from_name(a->v.s)
                                               : -1;
     return v > 0 && v < PSIM_DTYPE_N_TYPES ? (PsimDType)v : PSIM_DTYPE_UNDEFINED;

@@ -81,8 +81,7 @@ static gboolean ref_lookup(const PsimGraph *g, const char *ref, const char *what
 }
 
 /* Copies the kept nodes (keep[id] != 0) in id order; new_id gets the mapping (-1 if dropped). */
-static PsimGraph *copy_kept(const PsimGraph *g, const guint8 *keep, int32_t *new_id,
-                            GError **error)
+static PsimGraph *copy_kept(const PsimGraph *g, const guint8 *keep, int32_t *new_id, GError **error)
 {
     PsimGraph *out = psim_graph_new(psim_graph_name(g));
     psim__graph_copy_meta(out, g);
@@ -185,9 +184,9 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
         PsimPort p = g_array_index(outs, PsimPort, i);
         gint64 key = ((gint64)p.node << 32) | (uint32_t)p.index;
         if (fed[p.node] && !g_hash_table_contains(fed_ports, &key)) {
-            psim__error_node(error, g, psim_graph_node(g, p.node),
-                             "output %d is fetched, but the node is cut by a feed of another output",
-                             p.index);
+            psim__error_node(
+                error, g, psim_graph_node(g, p.node),
+                "output %d is fetched, but the node is cut by a feed of another output", p.index);
             return NULL;
         }
     }
@@ -205,7 +204,8 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
             n->n_controls = 0;
             n->n_attrs = 0;
             n->n_costs = 0;
-            n->flags = (n->flags | PSIM_NODE_FED) & ~(uint32_t)(PSIM_NODE_CONSTANT | PSIM_NODE_PARAMETER);
+            n->flags =
+                (n->flags | PSIM_NODE_FED) & ~(uint32_t)(PSIM_NODE_CONSTANT | PSIM_NODE_PARAMETER);
             for (int32_t k = 0; k < n->n_outputs; k++)
                 n->outputs[k].value = NULL;
             continue;
@@ -312,13 +312,27 @@ static void key_attr(GString *k, const PsimAttr *a)
     put_i64(k, a->n);
     int32_t n = MAX(a->n, 0);
     switch (a->type) {
-    case PSIM_ATTR_INT: put_i64(k, a->v.i); break;
-    case PSIM_ATTR_FLOAT: put_f64(k, a->v.f); break;
-    case PSIM_ATTR_STRING: key_str(k, a->v.s); break;
-    case PSIM_ATTR_BOOL: put_i64(k, a->v.b != 0); break;
-    case PSIM_ATTR_DTYPE: put_i64(k, a->v.dt); break;
-    case PSIM_ATTR_SHAPE: key_dims(k, a->v.shape.rank, a->v.shape.dims); break;
-    case PSIM_ATTR_TENSOR: key_tensor(k, a->v.t); break;
+    case PSIM_ATTR_INT:
+        put_i64(k, a->v.i);
+        break;
+    case PSIM_ATTR_FLOAT:
+        put_f64(k, a->v.f);
+        break;
+    case PSIM_ATTR_STRING:
+        key_str(k, a->v.s);
+        break;
+    case PSIM_ATTR_BOOL:
+        put_i64(k, a->v.b != 0);
+        break;
+    case PSIM_ATTR_DTYPE:
+        put_i64(k, a->v.dt);
+        break;
+    case PSIM_ATTR_SHAPE:
+        key_dims(k, a->v.shape.rank, a->v.shape.dims);
+        break;
+    case PSIM_ATTR_TENSOR:
+        key_tensor(k, a->v.t);
+        break;
     case PSIM_ATTR_INTS:
         for (int32_t i = 0; i < n; i++)
             put_i64(k, a->v.ints[i]);

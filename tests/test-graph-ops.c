@@ -93,8 +93,8 @@ static void shape_is(PsimGraph *g, const char *name, int32_t k, int32_t rank, co
         g_error("%s:%d has rank %d, expected %d", name, k, o->rank, rank);
     for (int32_t i = 0; i < rank; i++)
         if (o->dims[i] != dims[i])
-            g_error("%s:%d dim %d is %" G_GINT64_FORMAT ", expected %" G_GINT64_FORMAT, name, k,
-                    i, o->dims[i], dims[i]);
+            g_error("%s:%d dim %d is %" G_GINT64_FORMAT ", expected %" G_GINT64_FORMAT, name, k, i,
+                    o->dims[i], dims[i]);
 }
 
 static PsimDType dtype_of(PsimGraph *g, const char *name, int32_t k)
@@ -345,13 +345,13 @@ static void test_conv(void)
     set_ints(g, "valid", "strides", 2, D(2, 2));
     ok(g);
     shape_is(g, "same", 0, 4, D(1, 8, 32, 32));
-    shape_is(g, "stride2", 0, 4, D(1, 8, 15, 15));  /* floor((32-3)/2)+1 */
-    shape_is(g, "dil2", 0, 4, D(1, 8, 28, 28));     /* extent 5 */
-    shape_is(g, "mixed", 0, 4, D(1, 8, 11, 17));    /* (32+2-3)/3+1, (32+4-3)/2+1 */
+    shape_is(g, "stride2", 0, 4, D(1, 8, 15, 15)); /* floor((32-3)/2)+1 */
+    shape_is(g, "dil2", 0, 4, D(1, 8, 28, 28));    /* extent 5 */
+    shape_is(g, "mixed", 0, 4, D(1, 8, 11, 17));   /* (32+2-3)/3+1, (32+4-3)/2+1 */
     shape_is(g, "grouped", 0, 4, D(1, 6, 8, 8));
-    shape_is(g, "upper", 0, 4, D(2, 4, 4, 4));      /* ceil(7/2) */
+    shape_is(g, "upper", 0, 4, D(2, 4, 4, 4)); /* ceil(7/2) */
     shape_is(g, "lower", 0, 4, D(2, 4, 7, 7));
-    shape_is(g, "valid", 0, 4, D(2, 4, 3, 3));      /* floor((7-3)/2)+1 */
+    shape_is(g, "valid", 0, 4, D(2, 4, 3, 3)); /* floor((7-3)/2)+1 */
 
     /* FLOPs: 2 * out_elems * Cin/groups * kh * kw. */
     PsimOpCount c;
@@ -576,7 +576,7 @@ static void test_slice_pad(void)
     ints(g, "big", 1, D(INT64_MAX));
     ints(g, "small", 1, D(INT64_MIN));
     node(g, "huge", "Slice", "x big small rax rsp"); /* from the end back to the start */
-    node(g, "empty", "Slice", "x rst rst rax rsp"); /* start == end */
+    node(g, "empty", "Slice", "x rst rst rax rsp");  /* start == end */
     node(g, "old", "Slice", "x");                    /* opset < 10: attrs */
     set_ints(g, "old", "starts", 1, D(2));
     set_ints(g, "old", "ends", 1, D(-2));
@@ -712,7 +712,8 @@ static void test_reshape_family(void)
     g_assert_nonnull(t);
     g_assert_cmpint(((int64_t *)t->data)[0], ==, 3);
     g_assert_cmpint(((int64_t *)t->data)[1], ==, 4);
-    g_assert_cmpint(((int64_t *)psim_graph_node_find(g, "size")->outputs[0].value->data)[0], ==, 120);
+    g_assert_cmpint(((int64_t *)psim_graph_node_find(g, "size")->outputs[0].value->data)[0], ==,
+                    120);
     g_assert_cmpint(((int64_t *)psim_graph_node_find(g, "cos")->outputs[0].value->data)[5], ==, 7);
     t = psim_graph_node_find(g, "range")->outputs[0].value;
     g_assert_cmpint(((int64_t *)t->data)[3], ==, 9);
@@ -908,7 +909,7 @@ static PsimGraph *prune_graph(void)
     fin(g, "a", 2, D(2, 2));
     node(g, "b", "Relu", "a");
     node(g, "c", "Neg", "b");
-    node(g, "d", "Exp", "a");   /* unrelated to e */
+    node(g, "d", "Exp", "a"); /* unrelated to e */
     node(g, "e", "Add", "c c");
     node(g, "f", "Add", "e d");
     node(g, "s", "Split", "a");
@@ -1077,14 +1078,58 @@ static void test_cse_placeholders_consts(void)
 /* Every registered op of the foundation's op set is present. */
 static void test_registry(void)
 {
-    static const char *const ops[] = {
-        "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Neg", "Exp", "Log", "Max",
-        "Min", "Clip", "Relu", "Sigmoid", "Tanh", "Erf", "Softmax", "LogSoftmax", "Conv",
-        "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "LRN",
-        "LayerNormalization", "Concat", "Split", "Slice", "Pad", "Reshape", "Flatten",
-        "Transpose", "Squeeze", "Unsqueeze", "Expand", "Gather", "Shape", "ConstantOfShape",
-        "Equal", "Where", "Cast", "Sum", "ReduceMean", "ReduceSum", "Dropout", "Range", "Less",
-        "Greater", "Not", "And"};
+    static const char *const ops[] = {"MatMul",
+                                      "Gemm",
+                                      "Add",
+                                      "Sub",
+                                      "Mul",
+                                      "Div",
+                                      "Pow",
+                                      "Sqrt",
+                                      "Neg",
+                                      "Exp",
+                                      "Log",
+                                      "Max",
+                                      "Min",
+                                      "Clip",
+                                      "Relu",
+                                      "Sigmoid",
+                                      "Tanh",
+                                      "Erf",
+                                      "Softmax",
+                                      "LogSoftmax",
+                                      "Conv",
+                                      "MaxPool",
+                                      "AveragePool",
+                                      "GlobalAveragePool",
+                                      "BatchNormalization",
+                                      "LRN",
+                                      "LayerNormalization",
+                                      "Concat",
+                                      "Split",
+                                      "Slice",
+                                      "Pad",
+                                      "Reshape",
+                                      "Flatten",
+                                      "Transpose",
+                                      "Squeeze",
+                                      "Unsqueeze",
+                                      "Expand",
+                                      "Gather",
+                                      "Shape",
+                                      "ConstantOfShape",
+                                      "Equal",
+                                      "Where",
+                                      "Cast",
+                                      "Sum",
+                                      "ReduceMean",
+                                      "ReduceSum",
+                                      "Dropout",
+                                      "Range",
+                                      "Less",
+                                      "Greater",
+                                      "Not",
+                                      "And"};
     for (size_t i = 0; i < G_N_ELEMENTS(ops); i++) {
         const PsimOpDef *d = psim_op_lookup(ops[i]);
         if (!d || !d->infer || !d->count)
@@ -1140,8 +1185,8 @@ static void test_onnx_light(void)
                                          "squeezenet",   "vgg19",        "zfnet512"};
     const char *data = g_getenv("PSIM_DATA");
     for (size_t m = 0; m < G_N_ELEMENTS(models); m++) {
-        g_autofree char *path = g_strdup_printf("%s/onnx-light/%s.onnx", data ? data : ".",
-                                                models[m]);
+        g_autofree char *path =
+            g_strdup_printf("%s/onnx-light/%s.onnx", data ? data : ".", models[m]);
         if (!data || !g_file_test(path, G_FILE_TEST_EXISTS)) {
             g_test_skip("shared data not found (set PSIM_DATA)");
             return;
@@ -1178,8 +1223,8 @@ static void test_onnx_light(void)
             g_assert_cmpuint(st.param_bytes, ==, UINT64_C(143667240) * 4 + 16);
         g_assert_cmpuint(st.param_bytes, >, 4000000);
         if (g_test_verbose())
-            g_printerr("%s: %.0f FLOP, %" G_GUINT64_FORMAT " parameter bytes\n", models[m], st.flops,
-                       st.param_bytes);
+            g_printerr("%s: %.0f FLOP, %" G_GUINT64_FORMAT " parameter bytes\n", models[m],
+                       st.flops, st.param_bytes);
     }
 }
 

@@ -173,6 +173,10 @@ char *psim_export_json(const PsimGraph *g, gsize *len)
     GString *s = g_string_sized_new(4096);
     g_string_append(s, "{\"format\": \"" FORMAT_KEY "\", \"name\": ");
     psim__json_string(s, psim_graph_name(g));
+    /* ONNX ops changed meaning between opsets: keep the graph's so that a re-import infers the
+     * same shapes (Dropout's mask dtype, Softmax's axis handling). */
+    if (psim_graph_opset(g) > 0)
+        g_string_append_printf(s, ", \"onnx_opset\": %" G_GINT64_FORMAT, psim_graph_opset(g));
     int32_t ni = psim_graph_n_inputs(g), no = psim_graph_n_outputs(g);
     if (ni) {
         g_string_append(s, ",\n \"inputs\": [");
@@ -466,6 +470,9 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
 static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, GError **error)
 {
     PsimGraph *g = c->g;
+    /* Tensors read for a "tensors" list: held until psim_graph_node_attr_set has taken its
+     * references (function scope, so they outlive the block that reads them). */
+    g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     if (JSON_NODE_HOLDS_VALUE(jn)) {
         GType t = json_node_get_value_type(jn);
         if (t == G_TYPE_INT64)
@@ -564,7 +571,6 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
         guint n = json_array_get_length(arr);
         a.n = (int32_t)n;
         size_t cnt = n ? n : 1;
-        g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
         switch (a.type) {
         case PSIM_ATTR_INTS: a.v.ints = psim_graph_alloc(g, cnt * sizeof(int64_t)); break;
         case PSIM_ATTR_FLOATS: a.v.floats = psim_graph_alloc(g, cnt * sizeof(double)); break;
@@ -766,6 +772,15 @@ PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GErro
     }
     g_autoptr(PsimGraph) g = psim_graph_new(json_object_get_string_member_with_default(o, "name", "graph"));
     psim_graph_set_source(g, path);
+    JsonNode *opset = json_object_get_member(o, "onnx_opset");
+    if (opset) {
+        if (!JSON_NODE_HOLDS_VALUE(opset) || json_node_get_value_type(opset) != G_TYPE_INT64 ||
+            json_node_get_int(opset) < 1 || json_node_get_int(opset) > 1000) {
+            psim__error_file(error, path, "field 'onnx_opset' must be an integer from 1 to 1000");
+            return NULL;
+        }
+        psim_graph_set_opset(g, json_node_get_int(opset));
+    }
     Ctx ctx = {.path = path, .g = g}, *c = &ctx;
     JsonArray *a = json_node_get_array(nodes);
     for (guint i = 0; i < json_array_get_length(a); i++)

@@ -230,6 +230,8 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
     PsimGraph *pg = psim_graph_new(psim_graph_name(g));
     if (psim_graph_source(g))
         psim_graph_set_source(pg, psim_graph_source(g));
+    /* Kernels read the opset where ops changed meaning (Softmax before 13). */
+    psim_graph_set_opset(pg, psim_graph_opset(g));
     for (int32_t v = 0; v < n; v++)
         if (!copy_node(pg, g, v, psim_cluster_device(c->cluster, p->device_of[v])->name, error)) {
             psim_graph_free(pg);

@@ -77,6 +77,13 @@ if [ -f "$DATA/onnx-light/squeezenet.onnx" ]; then
     expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" \
         --check "$DATA/onnx-light/squeezenet_output_0.pb" --json
     grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+    # Placed on two devices (Send/Recv through the rendezvous): the same output.
+    expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo heft --cluster local:2 \
+        --check "$DATA/onnx-light/squeezenet_output_0.pb" --trace "$tmp/two.json" --json
+    grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+    grep -q '"pid": *1' "$tmp/two.json" || { echo "FAIL: no second device in the trace"; exit 1; }
+    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --placement "$tmp/missing.json" --cluster local:2
+    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo no-such-algo --cluster local:2
     # A feed of the wrong shape for the model's input.
     expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --feed "data_0=$tmp/out23/output_0.pb"
     grep -q "shape \[2,3\]" "$tmp/err.txt"

@@ -530,6 +530,38 @@ static void test_plan_two_devices(void)
     g_assert_null(got);
     psim_rendezvous_reset(rdv);
 
+    /* The same through psim_plan_exec, static and dynamic (priority) orders. */
+    for (int dyn = 0; dyn < 2; dyn++) {
+        g_autoptr(PsimPlanExec) px =
+            psim_plan_exec_new(plan, c, feeds, 1, fetches, 1, dyn, &err);
+        g_assert_no_error(err);
+        for (int step = 0; step < 2; step++) {
+            PsimTensor *o2 = NULL;
+            g_assert_true(psim_plan_exec_run(px, &x, &o2, &err));
+            g_assert_no_error(err);
+            g_assert_cmpmem(o2->data, o2->nbytes, want->data, want->nbytes);
+            psim_tensor_unref(o2);
+        }
+        g_assert_cmpfloat(psim_plan_exec_step_us(px), >, 0);
+        const char *names[2] = {plan->devices[0], plan->devices[1]};
+        g_autoptr(PsimTimeline) tl = psim_timeline_new("cnn", "run", 2, names);
+        psim_plan_exec_timeline_add(px, tl);
+        int32_t n_nodes = 0;
+        for (int d = 0; d < 2; d++) {
+            PsimExecStats s2;
+            psim_executor_stats(psim_plan_exec_executor(px, d), &s2);
+            n_nodes += s2.n_run;
+        }
+        g_assert_cmpint((int)tl->ops->len, ==, n_nodes);
+        /* A feed of the wrong shape is caught before any device starts. */
+        int64_t one = 1;
+        g_autoptr(PsimTensor) bad = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, &one, NULL);
+        PsimTensor *o3 = NULL;
+        g_assert_false(psim_plan_exec_run(px, &bad, &o3, &err));
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        g_clear_error(&err);
+    }
+
     psim_tensor_unref(want);
     for (int d = 0; d < 2; d++) {
         psim_executor_free(e[d]);

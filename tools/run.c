@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "placesim/exec.h"
+#include "placesim/placer.h"
 #include "tools/cli.h"
 
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
@@ -124,11 +125,36 @@ static void json_double(JsonBuilder *b, const char *name, double v)
         json_builder_add_null_value(b);
 }
 
+static double last_step_us(PsimSession *s)
+{
+    PsimExecStats st;
+    psim_executor_stats(psim_session_last_executor(s), &st);
+    return st.step_us;
+}
+
+/* Per-step node counts (summed over devices) and the largest device peak. */
+static void run_stats(PsimSession *s, PsimPlanExec *px, PsimExecStats *out)
+{
+    if (!px) {
+        psim_executor_stats(psim_session_last_executor(s), out);
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    for (int32_t d = 0; d < psim_plan_exec_n_devices(px); d++) {
+        PsimExecStats st;
+        psim_executor_stats(psim_plan_exec_executor(px, d), &st);
+        out->n_exec += st.n_exec;
+        out->n_const += st.n_const;
+        if (st.peak_bytes > out->peak_bytes)
+            out->peak_bytes = st.peak_bytes;
+    }
+}
+
 int psim_cmd_run(int argc, char **argv)
 {
     gboolean json = FALSE;
     char *cluster_spec = NULL, *device = NULL, *check_path = NULL, *save_dir = NULL;
-    char *trace_path = NULL;
+    char *trace_path = NULL, *placement_path = NULL, *algo = NULL;
     char **feed_args = NULL, **plugins = NULL;
     int steps = 1;
     double rtol = 1e-3, atol = 1e-7;
@@ -147,6 +173,12 @@ int psim_cmd_run(int argc, char **argv)
         {"atol", 0, 0, G_OPTION_ARG_DOUBLE, &atol, "absolute tolerance of --check (1e-7)", "A"},
         {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &save_dir,
          "write each output as DIR/output_K.pb", "DIR"},
+        {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement_path,
+         "run on several devices as this placement JSON says (partitioned with Send/Recv)",
+         "P.json"},
+        {"algo", 0, 0, G_OPTION_ARG_STRING, &algo,
+         "place with this algorithm first (see 'placesim place'), then run on several devices",
+         "NAME"},
         {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
          "write the last step's per-node start and end as a Chrome trace (Perfetto)", "FILE"},
         {"plugin", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
@@ -164,6 +196,11 @@ int psim_cmd_run(int argc, char **argv)
     PsimGraph *g = NULL;
     PsimCluster *c = NULL;
     PsimSession *s = NULL;
+    PsimCostModel *cm = NULL;
+    PsimPlaceCtx *pctx = NULL;
+    PsimPlacement *placement = NULL;
+    PsimPlan *plan = NULL;
+    PsimPlanExec *px = NULL;
     GPtrArray *feed_names = g_ptr_array_new_with_free_func(g_free);
     GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
@@ -197,7 +234,12 @@ int psim_cmd_run(int argc, char **argv)
         code = psim_cli_fail(err);
         goto out;
     }
-    c = psim_cluster_from_spec(cluster_spec ? cluster_spec : "local:1", &err);
+    if (placement_path && algo) {
+        code = psim_cli_usage("run", "give --placement or --algo, not both");
+        goto out;
+    }
+    gboolean multi = placement_path || algo;
+    c = psim_cluster_from_spec(cluster_spec ? cluster_spec : multi ? "local" : "local:1", &err);
     if (!c) {
         code = psim_cli_fail(err);
         goto out;
@@ -269,19 +311,41 @@ int psim_cmd_run(int argc, char **argv)
     for (int32_t i = 0; i < n_out; i++)
         g_ptr_array_add(fetches, psim_port_to_string(g, g_array_index(ports, PsimPort, i)));
 
-    s = psim_session_new(g, c, device, NULL, &err);
-    if (!s) {
-        code = psim_cli_fail(err);
-        goto out;
+    if (multi) {
+        /* Place (or read the placement), partition into a plan, one executor per device. */
+        PsimPlaceOptions po;
+        psim_place_options_init(&po);
+        po.placement_file = placement_path;
+        cm = psim_cost_model_new(c, NULL);
+        if (!(pctx = psim_place_ctx_new(g, cm, &po, &err)) ||
+            !(placement = psim_place(pctx, placement_path ? "file" : algo, &err)) ||
+            !(plan = psim_plan_build(pctx, placement, &err)) ||
+            !(px = psim_plan_exec_new(plan, c, (const char *const *)feed_names->pdata,
+                                      (int32_t)feeds->len, (const char *const *)fetches->pdata,
+                                      n_out, FALSE, &err))) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
+                                      placement->algo, plan->n_transfers);
+    } else {
+        s = psim_session_new(g, c, device, NULL, &err);
+        if (!s) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        device_name = g_strdup(psim_worker_name(psim_session_worker(s)));
     }
-    device_name = g_strdup(psim_worker_name(psim_session_worker(s)));
     outputs = g_new0(PsimTensor *, n_out);
     step_out = g_new0(PsimTensor *, n_out);
     times = g_new0(double, steps);
     for (int step = -1; step < steps; step++) {
-        if (!psim_session_run(s, (int32_t)feeds->len, (const char *const *)feed_names->pdata,
-                              (PsimTensor *const *)feeds->pdata, n_out,
-                              (const char *const *)fetches->pdata, step_out, &err)) {
+        gboolean ok = px ? psim_plan_exec_run(px, (PsimTensor *const *)feeds->pdata, step_out, &err)
+                         : psim_session_run(s, (int32_t)feeds->len,
+                                            (const char *const *)feed_names->pdata,
+                                            (PsimTensor *const *)feeds->pdata, n_out,
+                                            (const char *const *)fetches->pdata, step_out, &err);
+        if (!ok) {
             code = psim_cli_fail(err);
             goto out;
         }
@@ -290,13 +354,11 @@ int psim_cmd_run(int argc, char **argv)
             outputs[i] = step_out[i];
             step_out[i] = NULL;
         }
-        PsimExecStats st;
-        psim_executor_stats(psim_session_last_executor(s), &st);
         if (step >= 0)
-            times[step] = st.step_us;
+            times[step] = px ? psim_plan_exec_step_us(px) : last_step_us(s);
     }
     PsimExecStats st;
-    psim_executor_stats(psim_session_last_executor(s), &st);
+    run_stats(s, px, &st);
 
     if (save_dir) {
         if (g_mkdir_with_parents(save_dir, 0755) != 0) {
@@ -318,10 +380,17 @@ int psim_cmd_run(int argc, char **argv)
         }
     }
     if (trace_path) {
-        const PsimDevice *d = psim_worker_device(psim_session_worker(s));
-        const char *names[1] = {d ? d->name : device_name};
-        g_autoptr(PsimTimeline) tl = psim_timeline_new(psim_graph_name(g), "run", 1, names);
-        psim_executor_timeline_add(psim_session_last_executor(s), tl, 0, 0);
+        g_autoptr(PsimTimeline) tl = NULL;
+        if (px) {
+            tl = psim_timeline_new(psim_graph_name(g), "run", plan->n_devices,
+                                   (const char *const *)plan->devices);
+            psim_plan_exec_timeline_add(px, tl);
+        } else {
+            const PsimDevice *d = psim_worker_device(psim_session_worker(s));
+            const char *names[1] = {d ? d->name : device_name};
+            tl = psim_timeline_new(psim_graph_name(g), "run", 1, names);
+            psim_executor_timeline_add(psim_session_last_executor(s), tl, 0, 0);
+        }
         if (!psim_timeline_save_chrome(tl, trace_path, &err)) {
             code = psim_cli_fail(err);
             goto out;
@@ -430,6 +499,11 @@ out:
     g_free(times);
     g_free(chk.message);
     psim_session_free(s);
+    psim_plan_exec_free(px);
+    psim_plan_free(plan);
+    psim_placement_free(placement);
+    psim_place_ctx_free(pctx);
+    psim_cost_model_free(cm);
     g_ptr_array_free(feeds, TRUE);
     g_ptr_array_free(feed_names, TRUE);
     g_ptr_array_free(fetches, TRUE);
@@ -441,6 +515,8 @@ out:
     g_free(check_path);
     g_free(save_dir);
     g_free(trace_path);
+    g_free(placement_path);
+    g_free(algo);
     g_strfreev(feed_args);
     g_strfreev(plugins);
     return code;

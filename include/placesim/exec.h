@@ -20,6 +20,7 @@
 #include "placesim/cluster.h"
 #include "placesim/graph.h"
 #include "placesim/kernels.h"
+#include "placesim/plan.h"
 #include "placesim/timeline.h"
 
 G_BEGIN_DECLS
@@ -191,6 +192,33 @@ int32_t psim_executor_n_feeds(const PsimExecutor *e);
 /* The node and output a feed or fetch resolved to (node -1 never happens for valid i). */
 PsimPort psim_executor_feed_port(const PsimExecutor *e, int32_t i);
 PsimPort psim_executor_fetch_port(const PsimExecutor *e, int32_t i);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Running a Plan on several devices. */
+
+typedef struct PsimPlanExec PsimPlanExec;
+
+/* Prepares plan p (borrowed with its graph: they must outlive it) on the devices of cluster c
+ * that the plan names (each must be in c): one worker and one executor per device, over its
+ * partition, in the plan's static order, or by the plan's priorities when `dynamic`. feeds and
+ * fetches are refs in p->graph, routed to the devices their nodes are on. Free with
+ * psim_plan_exec_free. */
+PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
+                                 const char *const *feeds, int32_t n_feeds,
+                                 const char *const *fetches, int32_t n_fetches, gboolean dynamic,
+                                 GError **error);
+void psim_plan_exec_free(PsimPlanExec *x);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlanExec, psim_plan_exec_free)
+/* One step on every device at once; outputs as psim_executor_run. A failure on one device
+ * aborts the others; the error is the first device's own (not an "aborted" one). */
+gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTensor **outputs,
+                            GError **error);
+/* The last step: from the first device's start to the last device's end, microseconds. */
+double psim_plan_exec_step_us(const PsimPlanExec *x);
+int32_t psim_plan_exec_n_devices(const PsimPlanExec *x);
+PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t device);
+/* Appends the last step of every device (device index = the plan's) on one time origin. */
+void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Sessions. */

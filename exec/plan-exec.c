@@ -1,0 +1,207 @@
+/* Running a Plan: one worker and one executor per device of the plan, each over its partition
+ * in the plan's static order (or by priority), tensors crossing through one rendezvous. A step
+ * posts one closure per device and waits for all; a failure on one device aborts the others'
+ * Recvs. */
+#include <string.h>
+
+#include "exec-private.h"
+
+typedef struct {
+    PsimExecutor *e;
+    PsimTensor **feeds;   /* this device's feeds, in its executor's order */
+    PsimTensor **outputs; /* this device's fetches */
+} DevStep;
+
+struct PsimPlanExec {
+    const PsimPlan *plan;
+    int32_t n_devices;
+    PsimWorker **workers;
+    PsimExecutor **execs;
+    PsimRendezvous *rdv;
+    int32_t n_feeds, n_fetches;
+    int32_t *feed_dev, *feed_pos;   /* per feed: device and position among its feeds */
+    int32_t *fetch_dev, *fetch_pos;
+    DevStep *steps;
+    uint64_t step;
+    double step_us, origin_us;
+};
+
+static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    DevStep *s = arg;
+    return psim_executor_run_here(s->e, s->feeds, s->outputs, error);
+}
+
+PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
+                                 const char *const *feeds, int32_t n_feeds,
+                                 const char *const *fetches, int32_t n_fetches, gboolean dynamic,
+                                 GError **error)
+{
+    PsimPlanExec *x = g_new0(PsimPlanExec, 1);
+    x->plan = p;
+    x->n_devices = p->n_devices;
+    x->workers = g_new0(PsimWorker *, p->n_devices + 1);
+    x->execs = g_new0(PsimExecutor *, p->n_devices + 1);
+    x->steps = g_new0(DevStep, p->n_devices + 1);
+    x->rdv = psim_rendezvous_new();
+    x->n_feeds = n_feeds;
+    x->n_fetches = n_fetches;
+    x->feed_dev = g_new0(int32_t, n_feeds + 1);
+    x->feed_pos = g_new0(int32_t, n_feeds + 1);
+    x->fetch_dev = g_new0(int32_t, n_fetches + 1);
+    x->fetch_pos = g_new0(int32_t, n_fetches + 1);
+    const PsimGraph *g = p->graph;
+    /* Route feeds and fetches to the devices their nodes are placed on. */
+    g_autofree int32_t *n_dev_feeds = g_new0(int32_t, p->n_devices + 1);
+    g_autofree int32_t *n_dev_fetches = g_new0(int32_t, p->n_devices + 1);
+    for (int32_t i = 0; i < n_feeds + n_fetches; i++) {
+        gboolean is_feed = i < n_feeds;
+        PsimPort port;
+        if (!psim__exec_resolve_ref(g, is_feed ? feeds[i] : fetches[i - n_feeds], !is_feed, &port,
+                                    error))
+            goto fail;
+        int32_t d = p->device_of[port.node];
+        if (d < 0 || d >= p->n_devices) {
+            psim__exec_error(error, PSIM_ERROR_INPUT, g, psim_graph_node(g, port.node),
+                             "is not placed on any device of the plan");
+            goto fail;
+        }
+        if (is_feed) {
+            x->feed_dev[i] = d;
+            x->feed_pos[i] = n_dev_feeds[d]++;
+        } else {
+            x->fetch_dev[i - n_feeds] = d;
+            x->fetch_pos[i - n_feeds] = n_dev_fetches[d]++;
+        }
+    }
+    for (int32_t d = 0; d < p->n_devices; d++) {
+        int32_t ci = psim_cluster_device_find(c, p->devices[d]);
+        if (ci < 0) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "the plan's device %s is not in the cluster", p->devices[d]);
+            goto fail;
+        }
+        x->workers[d] = psim_worker_new(psim_cluster_device(c, ci), error);
+        if (!x->workers[d])
+            goto fail;
+        g_autofree const char **df = g_new0(const char *, n_dev_feeds[d] + 1);
+        g_autofree const char **dt = g_new0(const char *, n_dev_fetches[d] + 1);
+        for (int32_t i = 0; i < n_feeds; i++)
+            if (x->feed_dev[i] == d)
+                df[x->feed_pos[i]] = feeds[i];
+        for (int32_t i = 0; i < n_fetches; i++)
+            if (x->fetch_dev[i] == d)
+                dt[x->fetch_pos[i]] = fetches[i];
+        PsimExecOptions opts = {
+            .order = dynamic ? PSIM_EXEC_ORDER_PRIORITY : PSIM_EXEC_ORDER_STATIC,
+            .static_order = p->order[d], .n_static_order = p->n_order[d],
+            .priority = p->priority, .device_of = p->device_of, .device = d,
+            .rendezvous = x->rdv};
+        x->execs[d] = psim_executor_new(g, x->workers[d], df, n_dev_feeds[d], dt,
+                                        n_dev_fetches[d], &opts, error);
+        if (!x->execs[d])
+            goto fail;
+        x->steps[d].e = x->execs[d];
+        x->steps[d].feeds = g_new0(PsimTensor *, n_dev_feeds[d] + 1);
+        x->steps[d].outputs = g_new0(PsimTensor *, n_dev_fetches[d] + 1);
+    }
+    return x;
+fail:
+    psim_plan_exec_free(x);
+    return NULL;
+}
+
+void psim_plan_exec_free(PsimPlanExec *x)
+{
+    if (!x)
+        return;
+    for (int32_t d = 0; d < x->n_devices; d++) {
+        psim_executor_free(x->execs[d]);
+        psim_worker_free(x->workers[d]);
+        g_free(x->steps[d].feeds);
+        g_free(x->steps[d].outputs);
+    }
+    psim_rendezvous_free(x->rdv);
+    g_free(x->workers);
+    g_free(x->execs);
+    g_free(x->steps);
+    g_free(x->feed_dev);
+    g_free(x->feed_pos);
+    g_free(x->fetch_dev);
+    g_free(x->fetch_pos);
+    g_free(x);
+}
+
+gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTensor **outputs,
+                            GError **error)
+{
+    for (int32_t i = 0; i < x->n_feeds; i++)
+        x->steps[x->feed_dev[i]].feeds[x->feed_pos[i]] = feeds[i];
+    for (int32_t d = 0; d < x->n_devices; d++)
+        if (!psim_executor_check_feeds(x->execs[d], x->steps[d].feeds, error))
+            return FALSE;
+    for (int32_t d = 0; d < x->n_devices; d++) {
+        psim_executor_set_step(x->execs[d], x->step);
+        psim_worker_post(x->workers[d], dev_step, &x->steps[d]);
+    }
+    x->step++;
+    gboolean ok = TRUE;
+    for (int32_t d = 0; d < x->n_devices; d++) {
+        GError *err = NULL;
+        if (!psim_worker_wait(x->workers[d], &err)) {
+            /* The first device that failed by itself names the cause; the others only saw the
+             * abort. */
+            if (ok || (error && *error && strstr((*error)->message, "aborted") &&
+                       !strstr(err->message, "aborted"))) {
+                g_clear_error(error);
+                g_propagate_error(error, err);
+            } else {
+                g_error_free(err);
+            }
+            ok = FALSE;
+        }
+    }
+    if (!ok) {
+        psim_rendezvous_reset(x->rdv);
+        for (int32_t d = 0; d < x->n_devices; d++)
+            for (int32_t i = 0; i < x->n_fetches; i++)
+                if (x->fetch_dev[i] == d)
+                    g_clear_pointer(&x->steps[d].outputs[x->fetch_pos[i]], psim_tensor_unref);
+        return FALSE;
+    }
+    double first = 0, last = 0;
+    for (int32_t d = 0; d < x->n_devices; d++) {
+        PsimExecStats st;
+        psim_executor_stats(x->execs[d], &st);
+        if (d == 0 || st.step_start_us < first)
+            first = st.step_start_us;
+        if (d == 0 || st.step_start_us + st.step_us > last)
+            last = st.step_start_us + st.step_us;
+    }
+    x->origin_us = first;
+    x->step_us = last - first;
+    for (int32_t i = 0; i < x->n_fetches; i++) {
+        PsimTensor **slot = &x->steps[x->fetch_dev[i]].outputs[x->fetch_pos[i]];
+        if (outputs)
+            outputs[i] = *slot;
+        else
+            psim_tensor_unref(*slot);
+        *slot = NULL;
+    }
+    return TRUE;
+}
+
+double psim_plan_exec_step_us(const PsimPlanExec *x) { return x->step_us; }
+int32_t psim_plan_exec_n_devices(const PsimPlanExec *x) { return x->n_devices; }
+PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t d) { return x->execs[d]; }
+
+void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)
+{
+    for (int32_t d = 0; d < x->n_devices; d++) {
+        PsimExecStats st;
+        psim_executor_stats(x->execs[d], &st);
+        psim_executor_timeline_add(x->execs[d], t, d, st.step_start_us - x->origin_us);
+    }
+    t->step_time_us = x->step_us;
+}

@@ -20,17 +20,27 @@ static void indent(GString *s, int level)
         g_string_append(s, "  ");
 }
 
+/* The shortest decimal that reads back as v (as a double; AttrValue.f is float32, and a value
+ * imported from one is already its shortest float decimal). */
 static void write_float(GString *s, double v)
 {
-    if (isnan(v))
+    if (isnan(v)) {
         g_string_append(s, "nan");
-    else if (isinf(v))
-        g_string_append(s, v > 0 ? "inf" : "-inf");
-    else {
-        char buf[G_ASCII_DTOSTR_BUF_SIZE];
-        g_ascii_formatd(buf, sizeof buf, "%.17g", v);
-        g_string_append(s, buf);
+        return;
     }
+    if (isinf(v)) {
+        g_string_append(s, v > 0 ? "inf" : "-inf");
+        return;
+    }
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    for (int prec = 1; prec <= 17; prec++) {
+        char fmt[8];
+        g_snprintf(fmt, sizeof fmt, "%%.%dg", prec);
+        g_ascii_formatd(buf, sizeof buf, fmt, v);
+        if (g_ascii_strtod(buf, NULL) == v)
+            break;
+    }
+    g_string_append(s, buf);
 }
 
 static void write_shape(GString *s, int32_t rank, const int64_t *dims)

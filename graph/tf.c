@@ -313,6 +313,24 @@ static PsimTensor *tensor_from_tf(Tf *tf, const PsimTf__NodeDef *nd, const char 
 
 /* ---- attributes ---- */
 
+/* AttrValue floats are float32: keep the shortest decimal that reads back as the same float
+ * (1.5e-3f is stored as 1.5e-3, not 0.001500000013), as the ONNX importer does. */
+static double float_attr(float f)
+{
+    if (!isfinite(f))
+        return f;
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    for (int prec = 6; prec <= 9; prec++) {
+        char fmt[8];
+        g_snprintf(fmt, sizeof fmt, "%%.%dg", prec);
+        g_ascii_formatd(buf, sizeof buf, fmt, f);
+        double d = g_ascii_strtod(buf, NULL);
+        if ((float)d == f)
+            return d;
+    }
+    return f;
+}
+
 /* Attr strings are bytes in TF; the IR keeps text, so invalid UTF-8 is replaced (U+FFFD) and
  * the string ends at an embedded NUL. */
 static char *bytes_to_string(const ProtobufCBinaryData *b)
@@ -349,7 +367,7 @@ static gboolean attr_convert(Tf *tf, PsimNode *n, const PsimTf__NodeDef *nd,
         if (l->n_f) {
             g_autofree double *f = g_new(double, l->n_f);
             for (size_t i = 0; i < l->n_f; i++)
-                f[i] = l->f[i];
+                f[i] = float_attr(l->f[i]);
             psim_graph_node_attr_set_floats(g, n, key, (int32_t)l->n_f, f);
             return TRUE;
         }
@@ -415,7 +433,7 @@ static gboolean attr_convert(Tf *tf, PsimNode *n, const PsimTf__NodeDef *nd,
     } else if (v->has_i) {
         psim_graph_node_attr_set_int(g, n, key, v->i);
     } else if (v->has_f) {
-        psim_graph_node_attr_set_float(g, n, key, v->f);
+        psim_graph_node_attr_set_float(g, n, key, float_attr(v->f));
     } else if (v->has_b) {
         psim_graph_node_attr_set_bool(g, n, key, v->b != 0);
     } else if (v->has_type) {

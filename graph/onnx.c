@@ -84,11 +84,17 @@ static gboolean decode(Decoded *d, const ProtobufCMessageDescriptor *desc, const
     return FALSE;
 }
 
-/* Names come from the file: escape control characters so that an error stays one line. */
+/* Names come from the file: escape control characters so that an error stays one line, and
+ * make it valid UTF-8. */
 static void error_one_line(GError **error)
 {
     if (!error || !*error)
         return;
+    if (!g_utf8_validate((*error)->message, -1, NULL)) {
+        char *v = g_utf8_make_valid((*error)->message, -1);
+        g_free((*error)->message);
+        (*error)->message = v;
+    }
     const char *m = (*error)->message;
     gboolean clean = TRUE;
     for (const char *p = m; *p && clean; p++)
@@ -116,6 +122,14 @@ static void decoded_clear(Decoded *d)
 /* ---- TensorProto <-> PsimTensor ---- */
 
 static const char *str_or_empty(const char *s) { return s ? s : ""; }
+
+/* ONNX strings must be UTF-8 and everything downstream (JSON) relies on it. Names and text
+ * that only label things are made valid (invalid bytes become U+FFFD, as do NULs inside bytes
+ * fields); names that select behaviour (op types, domains, attribute names) are refused. */
+static char *text_valid(const void *data, gssize len)
+{
+    return data && len != 0 ? g_utf8_make_valid(data, len) : g_strdup("");
+}
 
 static void set_err(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static void set_err(GError **error, const char *fmt, ...)
@@ -261,7 +275,7 @@ static PsimTensor *tensor_from_proto(const PsimOnnx__TensorProto *tp, GError **e
             ((uint32_t *)d)[i] = (uint32_t)tp->uint64_data[i];
     } else if (dtype == PSIM_DTYPE_STRING) {
         for (int64_t i = 0; i < nvals; i++)
-            ((char **)d)[i] = g_strndup((const char *)tp->string_data[i].data, tp->string_data[i].len);
+            ((char **)d)[i] = text_valid(tp->string_data[i].data, (gssize)tp->string_data[i].len);
     } else {
         g_assert(in_int32_data(dtype));
         for (int64_t i = 0; i < nvals; i++) {
@@ -290,7 +304,7 @@ PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len
         error_one_line(error);
     }
     else if (name)
-        *name = g_strdup(str_or_empty(tp->name));
+        *name = text_valid(str_or_empty(tp->name), -1);
     decoded_clear(&d);
     return t;
 }
@@ -379,9 +393,13 @@ static void fail(Importer *im, GError **error, const char *fmt, ...)
     psim__error_file(error, im->path, "%s", msg);
 }
 
-/* An unused node name made from base ("base", "base_1", ...). */
-static const char *unique_name(Importer *im, const char *base)
+/* An unused node name made from raw ("raw", "raw_1", ...): valid UTF-8, and not starting with
+ * '^' (which would read as a control input in refs). Tensor names stay as the file has them. */
+static const char *unique_name(Importer *im, const char *raw)
 {
+    g_autofree char *base = text_valid(raw, -1);
+    if (base[0] == '^')
+        base[0] = '_';
     if (!psim_graph_node_find(im->g, base))
         return psim_graph_intern(im->g, base);
     gpointer next = g_hash_table_lookup(im->suffixes, base);
@@ -408,7 +426,8 @@ static gboolean tensor_define(Importer *im, const char *name, PsimNode *n, int32
     PsimPort p = {n->id, k};
     g_array_append_val(im->ports, p);
     g_hash_table_insert(im->tensors, (gpointer)name, GUINT_TO_POINTER(im->ports->len));
-    n->outputs[k].name = psim_graph_intern(im->g, name);
+    g_autofree char *valid = text_valid(name, -1);
+    n->outputs[k].name = psim_graph_intern(im->g, valid);
     return TRUE;
 }
 
@@ -585,6 +604,10 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
         fail(im, error, "node '%s': attribute #%zu has no name", n->name, idx);
         return FALSE;
     }
+    if (!g_utf8_validate(aname, -1, NULL)) {
+        fail(im, error, "node '%s': attribute #%zu's name is not valid UTF-8", n->name, idx);
+        return FALSE;
+    }
     if (psim_node_attr(n, aname)) {
         fail(im, error, "node '%s': attribute '%s' appears twice", n->name, aname);
         return FALSE;
@@ -603,7 +626,7 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
         psim_graph_node_attr_set_int(g, n, aname, a->i);
         return TRUE;
     case PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
-        g_autofree char *s = g_strndup((const char *)a->s.data, a->s.len);
+        g_autofree char *s = text_valid(a->s.data, (gssize)a->s.len);
         psim_graph_node_attr_set_string(g, n, aname, s);
         return TRUE;
     }
@@ -634,7 +657,7 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
     case PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
         g_autoptr(GPtrArray) v = g_ptr_array_new_with_free_func(g_free);
         for (size_t i = 0; i < a->n_strings; i++)
-            g_ptr_array_add(v, g_strndup((const char *)a->strings[i].data, a->strings[i].len));
+            g_ptr_array_add(v, text_valid(a->strings[i].data, (gssize)a->strings[i].len));
         psim_graph_node_attr_set_strings(g, n, aname, (int32_t)a->n_strings,
                                          (const char *const *)v->pdata);
         return TRUE;
@@ -676,6 +699,10 @@ static PsimNode *import_node(Importer *im, const PsimOnnx__NodeProto *np, size_t
     const char *oname = str_or_empty(np->name);
     if (!*op) {
         fail(im, error, "node #%zu ('%s') has no op_type", i, oname);
+        return NULL;
+    }
+    if (!g_utf8_validate(op, -1, NULL) || !g_utf8_validate(str_or_empty(np->domain), -1, NULL)) {
+        fail(im, error, "node #%zu: op_type or domain is not valid UTF-8", i);
         return NULL;
     }
     if (np->n_attribute > MAX_ATTRS || np->n_output > G_MAXINT32 / 2 ||
@@ -779,7 +806,8 @@ static PsimGraph *graph_from_model(const char *path, const PsimOnnx__ModelProto 
     char *dot = strrchr(base, '.');
     if (dot && dot != base)
         *dot = '\0';
-    PsimGraph *g = psim_graph_new(*gname ? gname : base);
+    g_autofree char *valid = text_valid(*gname ? gname : base, -1);
+    PsimGraph *g = psim_graph_new(valid);
     psim_graph_set_source(g, path);
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const char *dom = str_or_empty(mp->opset_import[i]->domain);

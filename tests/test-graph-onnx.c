@@ -445,6 +445,25 @@ static void test_names_and_inputs(void)
     g_assert_cmpint(c->inputs[2].node, ==, 3);
     const PsimNode *drop = psim_graph_node(g2, 5);
     g_assert_cmpstr(drop->name, ==, "mask");
+
+    /* Names that would not survive JSON or refs: invalid UTF-8 is replaced, a leading '^' (a
+     * control input in refs) is not kept; the graph still round-trips through JSON. */
+    gb = g_byte_array_new();
+    put_msg(gb, 1, node_pb("^ctl", "Relu", "in\xff", "out\xfe"));
+    put_msg(gb, 11, value_info("in\xff", 1, 2, xd));
+    put_msg(gb, 12, value_info("out\xfe", 1, 2, xd));
+    g_autoptr(PsimGraph) g3 = import_bytes(model_pb(gb, 9), &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(psim_graph_node(g3, 0)->name, ==, "in\xef\xbf\xbd");
+    g_assert_cmpstr(psim_graph_node(g3, 1)->name, ==, "_ctl");
+    g_assert_cmpstr(psim_graph_node(g3, 1)->outputs[0].name, ==, "out\xef\xbf\xbd");
+    g_assert_cmpint(psim_graph_node(g3, 1)->inputs[0].node, ==, 0);
+    gsize jl = 0;
+    g_autofree char *j = psim_export_json(g3, &jl);
+    g_autoptr(PsimGraph) g4 = psim_graph_load_data("t.json", PSIM_FORMAT_JSON, (const guint8 *)j,
+                                                   jl, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_graph_node(g4, 1)->inputs[0].node, ==, 0);
     g_assert_cmpint(drop->n_outputs, ==, 2);
     g_assert_null(drop->outputs[0].name);
 }
@@ -515,6 +534,10 @@ static void test_errors(void)
     g = g_byte_array_new();
     put_msg(g, 5, ext);
     cases[nc++] = (Case){model_pb(g, 9), "initializer 'w': external data"};
+
+    g = g_byte_array_new();
+    put_msg(g, 1, node_pb("bad", "Rel\xffu", "", "y"));
+    cases[nc++] = (Case){model_pb(g, 9), "node #0: op_type or domain is not valid UTF-8"};
 
     GByteArray *loop = node_pb("loop", "If", "", "y");
     GByteArray *a = g_byte_array_new();

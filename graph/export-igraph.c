@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* igraph is built without thread safety (IGRAPH_THREAD_SAFE 0): its error stack is global. The
- * exporters hold this lock while they use igraph. */
-static GMutex export_lock;
-
 typedef enum { EXPORT_DOT, EXPORT_GRAPHML } ExportKind;
 
 #define IG_TRY(expr)                                                                               \
@@ -39,7 +35,8 @@ static char *export_igraph(const PsimGraph *g, ExportKind kind, GError **error)
     size_t size = 0;
     FILE *f = NULL;
 
-    g_mutex_lock(&export_lock);
+    /* igraph is not thread-safe: the same lock as every other use of it. */
+    psim__igraph_lock();
     /* Each init is paired with a destroy at `out`; the vectors are created before any goto. */
     gboolean inited = igraph_vector_int_init(&edges, 2 * m) == IGRAPH_SUCCESS;
     inited &= igraph_strvector_init(&names, n) == IGRAPH_SUCCESS;
@@ -133,7 +130,7 @@ out:
         igraph_vector_destroy(&src_out);
         igraph_vector_destroy(&dst_in);
     }
-    g_mutex_unlock(&export_lock);
+    psim__igraph_unlock();
     return result;
 }
 

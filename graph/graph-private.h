@@ -14,6 +14,9 @@ void psim__error_file(GError **error, const char *path, const char *fmt, ...) G_
 void psim__ops_init(void);
 /* Called by the igraph users so that igraph never aborts the process. */
 void psim__igraph_init(void);
+/* igraph is not thread-safe (IGRAPH_THREAD_SAFE 0): hold this lock around any use of it. */
+void psim__igraph_lock(void);
+void psim__igraph_unlock(void);
 
 /* When set, finalize grows a producer's output count to cover the indices its consumers use
  * (TensorFlow GraphDefs do not list outputs). */

@@ -21,6 +21,12 @@ static void igraph_warning_quiet(const char *reason, const char *file, int line)
     (void)line;
 }
 
+/* igraph is built without thread safety (IGRAPH_THREAD_SAFE is 0: its error and cleanup
+ * stacks are process-wide), so every use of it holds this lock. */
+static GMutex igraph_lock;
+void psim__igraph_lock(void) { g_mutex_lock(&igraph_lock); }
+void psim__igraph_unlock(void) { g_mutex_unlock(&igraph_lock); }
+
 void psim__igraph_init(void)
 {
     static gsize once = 0;
@@ -70,7 +76,9 @@ int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
 
     igraph_vector_int_t edges, order;
     igraph_t ig;
+    psim__igraph_lock();
     if (igraph_vector_int_init(&edges, 2 * m) != IGRAPH_SUCCESS) {
+        psim__igraph_unlock();
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "out of memory for %" G_GINT64_FORMAT " edges", m);
         return NULL;
     }
@@ -84,6 +92,7 @@ int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
     gboolean ok = igraph_create(&ig, &edges, n, IGRAPH_DIRECTED) == IGRAPH_SUCCESS;
     igraph_vector_int_destroy(&edges);
     if (!ok) {
+        psim__igraph_unlock();
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "igraph could not build the graph");
         return NULL;
     }
@@ -98,6 +107,7 @@ int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
     }
     igraph_vector_int_destroy(&order);
     igraph_destroy(&ig);
+    psim__igraph_unlock();
     if (out)
         return out;
 

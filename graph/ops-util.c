@@ -122,7 +122,7 @@ static int32_t partial_of(const PsimGraph *g, const PsimNode *p, int32_t index, 
     }
     /* What the walk falls back on: the length from the inferred shape. */
     int32_t len = -1;
-    if (o->rank == 0)
+    if (o->rank == 0 && max >= 1)
         len = 1;
     else if (o->rank == 1 && o->dims && o->dims[0] >= 0 && o->dims[0] <= max)
         len = (int32_t)o->dims[0];

@@ -875,6 +875,28 @@ static void test_partial_shapes(void)
     shape_is(g, "img", 0, 3, D(U, 28, 28));
     shape_is(g, "zeros", 0, 3, D(U, 1, 1));
     shape_is(g, "expanded", 0, 2, D(U, 5));
+
+    /* A shape of 33 run-time values is more than a rank can be: unknown, and no overflow of
+     * the 32-entry buffers. */
+    g_autoptr(PsimGraph) g2 = psim_graph_new("t");
+    fin(g2, "x", 1, D(6));
+    GString *ins = g_string_new(NULL);
+    for (int i = 0; i < 33; i++) {
+        char s[16], u[16];
+        g_snprintf(s, sizeof s, "s%d", i);
+        g_snprintf(u, sizeof u, "u%d", i);
+        input(g2, s, PSIM_DTYPE_INT64, 0, NULL);
+        node(g2, u, "Unsqueeze", s);
+        set_ints(g2, u, "axes", 1, D(0));
+        g_string_append_printf(ins, "%s ", u);
+    }
+    node(g2, "cat", "Concat", ins->str);
+    set_int(g2, "cat", "axis", 0);
+    g_string_free(ins, TRUE);
+    node(g2, "r", "Reshape", "x cat");
+    ok(g2);
+    shape_is(g2, "cat", 0, 1, D(33));
+    g_assert_cmpint(psim_graph_node_find(g2, "r")->outputs[0].rank, ==, PSIM_RANK_UNKNOWN);
 }
 
 static void test_fold_weights(void)

@@ -106,6 +106,15 @@ int main(int argc, char **argv)
             }
             span = p->makespan_us;
         }
+        {
+            /* Partitioning the last placement into a plan (Send/Recv, recv schedule). */
+            g_autoptr(PsimPlacement) p = psim_place(ctx, algos[k], NULL);
+            double a = now_ms(), ac = cpu_ms();
+            g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, NULL);
+            g_assert_nonnull(plan);
+            printf("%-8s plan: %d transfers, built in %.0f ms wall, %.0f ms CPU\n", algos[k],
+                   plan->n_transfers, now_ms() - a, cpu_ms() - ac);
+        }
         qsort(ms, reps, sizeof(double), cmp_d);
         qsort(cpu, reps, sizeof(double), cmp_d);
         printf("%-8s %d nodes on %d devices: median %.0f ms wall (min %.0f, max %.0f), %.0f ms CPU, "

@@ -47,11 +47,33 @@ static PsimNode *copy_node(PsimGraph *pg, const PsimGraph *g, int32_t v, const c
     return n;
 }
 
+/* A transfer's identity: producer, output (-1: control) and destination device. */
+typedef struct {
+    int32_t u, k, d;
+} XferKey;
+
+static guint xfer_key_hash(gconstpointer p)
+{
+    const XferKey *x = p;
+    guint64 h = (guint64)(guint32)x->u * 0x9E3779B97F4A7C15ull;
+    h ^= ((guint64)(guint32)x->k << 32 | (guint32)x->d) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (guint)h;
+}
+
+static gboolean xfer_key_equal(gconstpointer a, gconstpointer b)
+{
+    const XferKey *x = a, *y = b;
+    return x->u == y->u && x->k == y->k && x->d == y->d;
+}
+
 typedef struct {
     PsimPlaceCtx *c;
     const PsimPlacement *p;
     PsimGraph *pg;
-    GHashTable *index; /* "u:k>d" -> transfer index + 1 */
+    GHashTable *index; /* XferKey -> transfer index + 1 */
     GArray *xfers;     /* PsimTransfer */
     GArray *src_dev;   /* device of every plan node, grown as nodes are added */
 } Part;
@@ -67,8 +89,8 @@ static gboolean compress_output(const PsimPlaceCtx *c, const PsimNode *u, int32_
 /* The transfer of output k of u (k < 0: a control edge) to device d, made on first use. */
 static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **error)
 {
-    g_autofree char *hk = g_strdup_printf("%d:%d>%d", u, k, d);
-    gpointer found = g_hash_table_lookup(pt->index, hk);
+    XferKey hk = {u, k, d};
+    gpointer found = g_hash_table_lookup(pt->index, &hk);
     if (found)
         return GPOINTER_TO_INT(found) - 1;
     const PsimGraph *g = pt->c->g;
@@ -109,9 +131,7 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
         return -1;
     for (int i = 0; i < 2; i++) {
         PsimNode *x = i ? rn : sn;
-        psim_graph_node_attr_set_string(pg, x, "tensor", tensor);
-        psim_graph_node_attr_set_string(pg, x, "send_device", sname);
-        psim_graph_node_attr_set_string(pg, x, "recv_device", dname);
+        /* The key names both devices and the tensor (the executor's rendezvous reads it). */
         psim_graph_node_attr_set_string(pg, x, "key", key);
         psim_graph_node_attr_set_int(pg, x, "bytes", (int64_t)t.bytes);
         if (t.compressed)
@@ -136,7 +156,7 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     g_array_append_val(pt->src_dev, s);
     g_array_append_val(pt->src_dev, d);
     g_array_append_val(pt->xfers, t);
-    g_hash_table_insert(pt->index, g_steal_pointer(&hk), GINT_TO_POINTER((gint)pt->xfers->len));
+    g_hash_table_insert(pt->index, g_memdup2(&hk, sizeof hk), GINT_TO_POINTER((gint)pt->xfers->len));
     return (int32_t)pt->xfers->len - 1;
 }
 
@@ -237,7 +257,7 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
             psim_graph_free(pg);
             return NULL;
         }
-    Part pt = {c, p, pg, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+    Part pt = {c, p, pg, g_hash_table_new_full(xfer_key_hash, xfer_key_equal, g_free, NULL),
                g_array_new(FALSE, TRUE, sizeof(PsimTransfer)), g_array_new(FALSE, FALSE, sizeof(int32_t))};
     g_array_append_vals(pt.src_dev, p->device_of, n);
     gboolean ok = TRUE;

@@ -37,16 +37,19 @@ static char *export_igraph(const PsimGraph *g, ExportKind kind, GError **error)
 
     /* igraph is not thread-safe: the same lock as every other use of it. */
     psim__igraph_lock();
-    /* Each init is paired with a destroy at `out`; the vectors are created before any goto. */
-    gboolean inited = igraph_vector_int_init(&edges, 2 * m) == IGRAPH_SUCCESS;
-    inited &= igraph_strvector_init(&names, n) == IGRAPH_SUCCESS;
-    inited &= igraph_strvector_init(&ops, n) == IGRAPH_SUCCESS;
-    inited &= igraph_strvector_init(&devices, n) == IGRAPH_SUCCESS;
-    inited &= igraph_strvector_init(&kinds, m) == IGRAPH_SUCCESS;
-    inited &= igraph_vector_init(&bytes, m) == IGRAPH_SUCCESS;
-    inited &= igraph_vector_init(&src_out, m) == IGRAPH_SUCCESS;
-    inited &= igraph_vector_init(&dst_in, m) == IGRAPH_SUCCESS;
-    if (!inited) {
+    /* Vectors are made in order and `made` counts them, so that cleanup destroys exactly the
+     * ones that exist when an allocation fails. */
+    int made = 0;
+    if (igraph_vector_int_init(&edges, 2 * m) == IGRAPH_SUCCESS && ++made &&
+        igraph_strvector_init(&names, n) == IGRAPH_SUCCESS && ++made &&
+        igraph_strvector_init(&ops, n) == IGRAPH_SUCCESS && ++made &&
+        igraph_strvector_init(&devices, n) == IGRAPH_SUCCESS && ++made &&
+        igraph_strvector_init(&kinds, m) == IGRAPH_SUCCESS && ++made &&
+        igraph_vector_init(&bytes, m) == IGRAPH_SUCCESS && ++made &&
+        igraph_vector_init(&src_out, m) == IGRAPH_SUCCESS && ++made &&
+        igraph_vector_init(&dst_in, m) == IGRAPH_SUCCESS)
+        ++made;
+    if (made < 8) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: out of memory for %d nodes",
                     psim_graph_name(g), n);
         goto out;
@@ -120,16 +123,22 @@ out:
     free(buf);
     if (ig_made)
         igraph_destroy(&ig);
-    if (inited) {
-        igraph_vector_int_destroy(&edges);
-        igraph_strvector_destroy(&names);
-        igraph_strvector_destroy(&ops);
-        igraph_strvector_destroy(&devices);
-        igraph_strvector_destroy(&kinds);
-        igraph_vector_destroy(&bytes);
-        igraph_vector_destroy(&src_out);
+    if (made > 7)
         igraph_vector_destroy(&dst_in);
-    }
+    if (made > 6)
+        igraph_vector_destroy(&src_out);
+    if (made > 5)
+        igraph_vector_destroy(&bytes);
+    if (made > 4)
+        igraph_strvector_destroy(&kinds);
+    if (made > 3)
+        igraph_strvector_destroy(&devices);
+    if (made > 2)
+        igraph_strvector_destroy(&ops);
+    if (made > 1)
+        igraph_strvector_destroy(&names);
+    if (made > 0)
+        igraph_vector_int_destroy(&edges);
     psim__igraph_unlock();
     return result;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "placesim/sim.h"
@@ -160,7 +161,7 @@ int main(int argc, char **argv)
                  {"static, timeline", PSIM_ORDER_STATIC, TRUE},
                  {"dynamic, no timeline", PSIM_ORDER_DYNAMIC, FALSE}};
     for (size_t ci = 0; ci < G_N_ELEMENTS(cases); ci++) {
-        double times[64], per_node[64];
+        double times[64], per_node[64], cpus[64];
         int64_t events = 0;
         double step = 0;
         for (int r = 0; r < runs && r < 64; r++) {
@@ -180,12 +181,16 @@ int main(int argc, char **argv)
                 PsimSimOptions so = {.order = cases[ci].order, .no_timeline = !cases[ci].timeline};
                 PsimSimResult res;
                 PsimTimeline *tl = NULL;
+                struct timespec ca, cb;
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
                 gint64 a = g_get_monotonic_time();
                 gboolean ok = psim_sim_run(p, m, &so, &res, cases[ci].timeline ? &tl : NULL, NULL);
                 gint64 b = g_get_monotonic_time();
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
+                double cpu = (cb.tv_sec - ca.tv_sec) + (cb.tv_nsec - ca.tv_nsec) / 1e9;
                 long peak = status_kb("VmHWM:");
-                double out[4] = {(b - a) / 1e6, (double)res.events, res.step_time_us,
-                                 (double)(peak - before) * 1024.0 / n};
+                double out[5] = {(b - a) / 1e6, (double)res.events, res.step_time_us,
+                                 (double)(peak - before) * 1024.0 / n, cpu};
                 if (!ok)
                     out[0] = -1;
                 if (write(fds[1], out, sizeof out) != sizeof out)
@@ -193,7 +198,7 @@ int main(int argc, char **argv)
                 _exit(0);
             }
             close(fds[1]);
-            double in[4] = {0};
+            double in[5] = {0};
             if (read(fds[0], in, sizeof in) != sizeof in || in[0] < 0) {
                 fprintf(stderr, "bench-sim: run failed\n");
                 return 1;
@@ -204,15 +209,17 @@ int main(int argc, char **argv)
             events = (int64_t)in[1];
             step = in[2];
             per_node[r] = in[3];
+            cpus[r] = in[4];
         }
         int k = MIN(runs, 64);
         qsort(times, (size_t)k, sizeof(double), cmp_d);
         qsort(per_node, (size_t)k, sizeof(double), cmp_d);
-        double med = times[k / 2];
-        printf("%-22s median %.3f s (min %.3f, max %.3f, %d runs)  %" G_GINT64_FORMAT
-               " events  %.2f M events/s  %.0f bytes/node  step %.1f us\n",
-               cases[ci].name, med, times[0], times[k - 1], k, events, events / med / 1e6,
-               per_node[k / 2], step);
+        qsort(cpus, (size_t)k, sizeof(double), cmp_d);
+        double med = times[k / 2], cpu = cpus[k / 2];
+        printf("%-22s wall median %.3f s (min %.3f, max %.3f, %d runs)  cpu median %.3f s  %" G_GINT64_FORMAT
+               " events  %.2f M events/s (wall) %.2f (cpu)  %.0f bytes/node  step %.1f us\n",
+               cases[ci].name, med, times[0], times[k - 1], k, cpu, events, events / med / 1e6,
+               events / cpu / 1e6, per_node[k / 2], step);
     }
     psim_cost_model_free(m);
     psim_plan_free(p);

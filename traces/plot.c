@@ -122,7 +122,8 @@ static int32_t gantt_commands(GString *s, const PsimTimeline *t, const char *tit
     if (t->ops->len <= 60) {
         for (guint i = 0; i < t->ops->len; i++) {
             const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
-            if (o->device < 0 || o->device >= nd || o->end <= o->start)
+            /* Only boxes wide enough to hold a name. */
+            if (o->device < 0 || o->device >= nd || o->end - o->start < 0.06 * (xm > 0 ? xm : 1))
                 continue;
             g_autofree char *nm = g_strdup(o->name);
             g_strdelimit(nm, "\"\\\n'", '_');

@@ -82,6 +82,12 @@ if [ -f "$DATA/onnx-light/squeezenet.onnx" ]; then
         --check "$DATA/onnx-light/squeezenet_output_0.pb" --trace "$tmp/two.json" --json
     grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
     grep -q '"pid": *1' "$tmp/two.json" || { echo "FAIL: no second device in the trace"; exit 1; }
+    # A plan saved by 'placesim place' runs as it is.
+    "$PSIM" place "$DATA/onnx-light/squeezenet.onnx" --algo round-robin --cluster local:2 \
+        --plan "$tmp/plan.json" > /dev/null
+    expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --plan "$tmp/plan.json" --cluster local:2 \
+        --check "$DATA/onnx-light/squeezenet_output_0.pb"
+    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --plan "$tmp/plan.json" --algo heft
     expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --placement "$tmp/missing.json" --cluster local:2
     expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo no-such-algo --cluster local:2
     # A feed of the wrong shape for the model's input.

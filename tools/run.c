@@ -154,7 +154,7 @@ int psim_cmd_run(int argc, char **argv)
 {
     gboolean json = FALSE;
     char *cluster_spec = NULL, *device = NULL, *check_path = NULL, *save_dir = NULL;
-    char *trace_path = NULL, *placement_path = NULL, *algo = NULL;
+    char *trace_path = NULL, *placement_path = NULL, *algo = NULL, *plan_path = NULL;
     char **feed_args = NULL, **plugins = NULL;
     int steps = 1;
     double rtol = 1e-3, atol = 1e-7;
@@ -176,6 +176,9 @@ int psim_cmd_run(int argc, char **argv)
         {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement_path,
          "run on several devices as this placement JSON says (partitioned with Send/Recv)",
          "P.json"},
+        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path,
+         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH is ignored)",
+         "PLAN.json"},
         {"algo", 0, 0, G_OPTION_ARG_STRING, &algo,
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},
@@ -229,16 +232,21 @@ int psim_cmd_run(int argc, char **argv)
             code = psim_cli_fail(err);
             goto out;
         }
-    g = psim_cli_load_graph(argv[1], FALSE, &err);
-    if (!g) {
+    if (!!placement_path + !!algo + !!plan_path > 1) {
+        code = psim_cli_usage("run", "give at most one of --placement, --plan and --algo");
+        goto out;
+    }
+    if (plan_path) {
+        if (!(plan = psim_plan_load(plan_path, &err))) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        g = plan->graph; /* owned by the plan */
+    } else if (!(g = psim_cli_load_graph(argv[1], FALSE, &err))) {
         code = psim_cli_fail(err);
         goto out;
     }
-    if (placement_path && algo) {
-        code = psim_cli_usage("run", "give --placement or --algo, not both");
-        goto out;
-    }
-    gboolean multi = placement_path || algo;
+    gboolean multi = placement_path || algo || plan_path;
     c = psim_cluster_from_spec(cluster_spec ? cluster_spec : multi ? "local" : "local:1", &err);
     if (!c) {
         code = psim_cli_fail(err);
@@ -317,9 +325,9 @@ int psim_cmd_run(int argc, char **argv)
         psim_place_options_init(&po);
         po.placement_file = placement_path;
         cm = psim_cost_model_new(c, NULL);
-        if (!(pctx = psim_place_ctx_new(g, cm, &po, &err)) ||
-            !(placement = psim_place(pctx, placement_path ? "file" : algo, &err)) ||
-            !(plan = psim_plan_build(pctx, placement, &err)) ||
+        if ((!plan && (!(pctx = psim_place_ctx_new(g, cm, &po, &err)) ||
+                       !(placement = psim_place(pctx, placement_path ? "file" : algo, &err)) ||
+                       !(plan = psim_plan_build(pctx, placement, &err)))) ||
             !(px = psim_plan_exec_new(plan, c, (const char *const *)feed_names->pdata,
                                       (int32_t)feeds->len, (const char *const *)fetches->pdata,
                                       n_out, FALSE, &err))) {
@@ -327,7 +335,7 @@ int psim_cmd_run(int argc, char **argv)
             goto out;
         }
         device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
-                                      placement->algo, plan->n_transfers);
+                                      plan->algo ? plan->algo : "plan", plan->n_transfers);
     } else {
         s = psim_session_new(g, c, device, NULL, &err);
         if (!s) {
@@ -500,6 +508,8 @@ out:
     g_free(chk.message);
     psim_session_free(s);
     psim_plan_exec_free(px);
+    if (plan_path && plan)
+        g = NULL; /* the plan's */
     psim_plan_free(plan);
     psim_placement_free(placement);
     psim_place_ctx_free(pctx);
@@ -517,6 +527,7 @@ out:
     g_free(trace_path);
     g_free(placement_path);
     g_free(algo);
+    g_free(plan_path);
     g_strfreev(feed_args);
     g_strfreev(plugins);
     return code;

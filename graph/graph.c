@@ -42,6 +42,7 @@ struct PsimGraph {
     gboolean grow_outputs;
     /* Caches (mutable through const pointers). */
     uint64_t succ_version, pred_version;
+    GRecMutex cache_lock; /* readers on several threads (executors) may fill the caches at once */
     int32_t *succ_off, *succ;
     int32_t *pred_off, *pred;
 };
@@ -87,6 +88,7 @@ void psim__error_file(GError **error, const char *path, const char *fmt, ...)
 PsimGraph *psim_graph_new(const char *name)
 {
     PsimGraph *g = g_new0(PsimGraph, 1);
+    g_rec_mutex_init(&g->cache_lock);
     g->name = g_strdup(name ? name : "graph");
     g->pages = g_ptr_array_new_with_free_func(g_free);
     g->strings = g_string_chunk_new(64 * 1024);
@@ -105,6 +107,7 @@ void psim_graph_free(PsimGraph *g)
 {
     if (!g)
         return;
+    g_rec_mutex_clear(&g->cache_lock);
     g_free(g->name);
     g_free(g->source);
     g_ptr_array_free(g->pages, TRUE);
@@ -902,15 +905,18 @@ static void build_pred(PsimGraph *g)
 void psim_graph_pred(const PsimGraph *cg, const int32_t **off, const int32_t **pred)
 {
     PsimGraph *g = (PsimGraph *)cg;
+    g_rec_mutex_lock(&g->cache_lock);
     if (g->pred_version != g->version || !g->pred_off)
         build_pred(g);
     *off = g->pred_off;
     *pred = g->pred;
+    g_rec_mutex_unlock(&g->cache_lock);
 }
 
 void psim_graph_succ(const PsimGraph *cg, const int32_t **off, const int32_t **succ)
 {
     PsimGraph *g = (PsimGraph *)cg;
+    g_rec_mutex_lock(&g->cache_lock);
     if (g->succ_version != g->version || !g->succ_off) {
         const int32_t *po, *p;
         psim_graph_pred(g, &po, &p);
@@ -933,4 +939,5 @@ void psim_graph_succ(const PsimGraph *cg, const int32_t **off, const int32_t **s
     }
     *off = g->succ_off;
     *succ = g->succ;
+    g_rec_mutex_unlock(&g->cache_lock);
 }

@@ -212,7 +212,13 @@ static PsimTensor *tensor_from_proto(const PsimOnnx__TensorProto *tp, GError **e
             set_err(error, "dims[%d] is negative (%" G_GINT64_FORMAT ")", i, tp->dims[i]);
             return NULL;
         }
-    int64_t ne = psim_shape_elems(rank, tp->dims);
+    /* Zero dims do not excuse absurd ones: the product of the non-zero dims is bounded too (the
+     * rule placesim JSON applies, so what imports here exports and reads back). */
+    int64_t known = 1;
+    for (int32_t i = 0; i < rank && known >= 0; i++)
+        if (tp->dims[i] > 0)
+            known = known > PSIM_MAX_ELEMENTS / tp->dims[i] ? -1 : known * tp->dims[i];
+    int64_t ne = known < 0 ? -1 : psim_shape_elems(rank, tp->dims);
     if (ne < 0) {
         set_err(error, "its shape has more than 2^36 elements");
         return NULL;

@@ -898,6 +898,13 @@ static void test_tensor_typed(void)
     g_assert_nonnull(strstr(err->message, "2^36"));
     g_clear_error(&err);
     g_byte_array_unref(t);
+    static const int64_t zero_big[] = {0, INT64_C(1) << 40};
+    t = tensor_pb("zb", PSIM_DTYPE_FLOAT32, 2, zero_big, NULL, 0);
+    g_assert_null(psim_tensor_parse_pb("t.pb", t->data, t->len, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "2^36"));
+    g_clear_error(&err);
+    g_byte_array_unref(t);
     static const guint8 junk[] = {0xff, 0xff, 0xff};
     g_assert_null(psim_tensor_parse_pb("t.pb", junk, sizeof junk, NULL, &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);

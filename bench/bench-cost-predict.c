@@ -30,6 +30,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "local:2", *dev_name = "CPU:0", *db_path = NULL, *clock = "monotonic";
     double budget = 1000;
+    int rounds = 1;
     gboolean json = FALSE;
     GOptionEntry entries[] = {
         {"cluster", 0, 0, G_OPTION_ARG_STRING, &spec, "cluster", "SPEC"},
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "cost DB", "DB"},
         {"clock", 0, 0, G_OPTION_ARG_STRING, &clock, "monotonic or thread-cpu", "CLOCK"},
         {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "budget per node", "MS"},
+        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "rounds over all nodes, samples pooled", "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH");
@@ -74,29 +76,50 @@ int main(int argc, char **argv)
     g_autofree double *rel = g_new(double, n + 1);
     g_autofree double *rel_big = g_new(double, n + 1);
     int32_t k_big = 0;
+    if (rounds < 1)
+        rounds = 1;
+    /* The fresh measurements: every node, in `rounds` rounds of budget/rounds, samples pooled. */
+    g_autofree double *pred = g_new0(double, n + 1);
+    g_autofree GArray **samples = g_new0(GArray *, n + 1);
     for (int32_t v = 0; v < n; v++) {
         const PsimNode *node = psim_graph_node(g, v);
         if (!psim_profiler_node_measurable(g, node, constant))
             continue;
         PsimCostSource src;
-        double pred = psim_cost_node(m, g, node, dev, &src);
+        pred[v] = psim_cost_node(m, g, node, dev, &src);
         if (src != PSIM_COST_SOURCE_MEASURED) {
             not_measured++;
             continue;
         }
-        PsimTimingStats st;
-        if (!psim_profiler_measure_node(p, g, node, dev, &st, &err)) {
-            fprintf(stderr, "bench-cost-predict: %s\n", err->message);
-            g_clear_error(&err);
-            continue;
+        samples[v] = g_array_new(FALSE, FALSE, sizeof(double));
+    }
+    for (int r = 0; r < rounds; r++)
+        for (int32_t v = 0; v < n; v++) {
+            if (!samples[v])
+                continue;
+            PsimTimingStats st;
+            if (!psim_profiler_measure_node_samples(p, g, psim_graph_node(g, v), dev, budget / rounds,
+                                                    samples[v], &st, &err)) {
+                fprintf(stderr, "bench-cost-predict: %s\n", err->message);
+                g_clear_error(&err);
+                g_array_free(samples[v], TRUE);
+                samples[v] = NULL;
+            }
         }
-        double r = fabs(pred - st.median_us) / st.median_us;
+    for (int32_t v = 0; v < n; v++) {
+        if (!samples[v])
+            continue;
+        const PsimNode *node = psim_graph_node(g, v);
+        PsimTimingStats st;
+        psim_timing_stats((double *)samples[v]->data, samples[v]->len, &st);
+        g_array_free(samples[v], TRUE);
+        double r = fabs(pred[v] - st.median_us) / st.median_us;
         rel[k++] = r;
         if (st.median_us >= 100)
             rel_big[k_big++] = r;
         if (!json)
             printf("%-28s %-18s predicted %10.1f us  fresh %10.1f us  %6.2f%%\n", node->name, node->op,
-                   pred, st.median_us, 100 * r);
+                   pred[v], st.median_us, 100 * r);
     }
     qsort(rel, (size_t)k, sizeof *rel, cmp);
     qsort(rel_big, (size_t)k_big, sizeof *rel_big, cmp);

@@ -5,23 +5,25 @@
 #  2. profile them again into B.db: repeatability of the medians (kernels >= 100 us);
 #  3. resnet50: the cost model's time per node (from A.db) against a fresh standalone
 #     measurement of each node.
-# Usage: bash bench/profile-figures.sh [OUT_DIR]   (CLOCK=monotonic|thread-cpu, BUILD=build)
+# Usage: bash bench/profile-figures.sh [OUT_DIR]   (CLOCK=monotonic|thread-cpu, ROUNDS=1,
+#        BUILD=build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 CLOCK="${CLOCK:-monotonic}"
+ROUNDS="${ROUNDS:-1}"
 OUT="${1:-/tmp/psim-profile-figures-$CLOCK}"
 DATA="${PSIM_DATA:-../shared/data}/onnx-light"
 PSIM="$BUILD/placesim"
 mkdir -p "$OUT"
 rm -f "$OUT"/A.db* "$OUT"/B.db*
 models=("$DATA"/*.onnx)
-echo "== $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), clock $CLOCK"
+echo "== $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), clock $CLOCK, rounds $ROUNDS"
 
 for db in A B; do
     extra=()
     [ "$db" = B ] && extra=(--no-links --no-calibrate)
-    "$PSIM" profile "${models[@]}" --cluster local:2 --db "$OUT/$db.db" --clock "$CLOCK" --json \
+    "$PSIM" profile "${models[@]}" --cluster local:2 --db "$OUT/$db.db" --clock "$CLOCK" --rounds "$ROUNDS" --json \
         "${extra[@]}" > "$OUT/$db.json" 2> "$OUT/$db.log"
     echo "profile $db: $(cat "$OUT/$db.json")"
 done
@@ -39,6 +41,6 @@ python3 bench/cost-db-compare.py "$OUT/A.db" "$OUT/B.db"
 
 echo "== prediction (resnet50, CPU:0: cost model from A.db vs fresh measurement)"
 "$BUILD/bench-cost-predict" "$DATA/resnet50.onnx" --db "$OUT/A.db" --cluster local:2 --device CPU:0 \
-    --clock "$CLOCK" > "$OUT/predict.txt"
+    --clock "$CLOCK" --rounds "$ROUNDS" > "$OUT/predict.txt"
 tail -1 "$OUT/predict.txt"
 echo "== $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)"

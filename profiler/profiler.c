@@ -25,6 +25,7 @@ void psim_profile_options_init(PsimProfileOptions *o)
         .link_min_bytes = 1024,
         .link_max_bytes = 256u << 20,
         .seed = 42,
+        .rounds = 1,
     };
 }
 
@@ -92,11 +93,11 @@ PsimProfiler *psim_profiler_new(const PsimCluster *c, PsimCostDb *db,
         p->opts = *opts;
     else
         psim_profile_options_init(&p->opts);
-    if (p->opts.reps < 1 || !(p->opts.max_rel_stddev >= 0) || !(p->opts.budget_ms >= 0) ||
+    if (p->opts.rounds < 1 || p->opts.reps < 1 || !(p->opts.max_rel_stddev >= 0) || !(p->opts.budget_ms >= 0) ||
         !(p->opts.warmup_ms >= 0) || p->opts.link_min_bytes < 1 ||
         p->opts.link_max_bytes < p->opts.link_min_bytes) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "profiler options: reps >= 1, max-rel-stddev >= 0, budget >= 0, and link sizes "
+                    "profiler options: rounds >= 1, reps >= 1, max-rel-stddev >= 0, budget >= 0, and link sizes "
                     "1 <= min <= max are required");
         g_free(p);
         return NULL;
@@ -195,8 +196,16 @@ typedef struct {
     const PsimNode *n;
     const PsimKernelDef *k;
     uint64_t seed;
+    double budget_ms;
+    GArray *keep; /* raw samples are appended here when not NULL */
     PsimTimingStats *out;
 } NodeJob;
+
+static void keep_samples(NodeJob *j, const PsimSampler *s)
+{
+    if (j->keep)
+        g_array_append_vals(j->keep, s->samples->data, s->samples->len);
+}
 
 static PsimTensor *worker_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank, const int64_t *dims,
                                 GError **error)
@@ -297,7 +306,7 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
             goto out;
     } while (++runs < 1000 && psim_exec_now_us() < warm_end);
     PsimSampler s;
-    psim__sampler_init(&s, o, o->budget_ms);
+    psim__sampler_init(&s, o, j->budget_ms);
 #ifdef PSIM_HAVE_CUDA
     if (psim_worker_device(w) && psim_worker_device(w)->kind == PSIM_DEVICE_TYPE_GPU) {
         /* GPU kernels are asynchronous: the host clock would time the launch. Each run's CUDA
@@ -330,6 +339,7 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
                 more = psim__sampler_add(&s, n_rec ? us : 0);
             }
         }
+        keep_samples(j, &s);
         psim__sampler_finish(&s, j->out);
         ok = TRUE;
         goto out;
@@ -347,6 +357,7 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
         if (!psim__sampler_add(&s, t1 - t0))
             break;
     }
+    keep_samples(j, &s);
     psim__sampler_finish(&s, j->out);
     ok = TRUE;
 out:
@@ -360,8 +371,9 @@ out:
     return ok;
 }
 
-gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
-                                    int32_t device, PsimTimingStats *out, GError **error)
+gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
+                                            const PsimNode *n, int32_t device, double budget_ms,
+                                            GArray *samples, PsimTimingStats *out, GError **error)
 {
     g_return_val_if_fail(device >= 0 && device < p->n_devices, FALSE);
     const PsimDevice *d = psim_cluster_device(p->cluster, device);
@@ -371,8 +383,15 @@ gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const P
     const PsimKernelDef *k = psim_kernel_for_node(g, n, d->type);
     if (!k)
         return node_error(error, PSIM_ERROR_UNSUPPORTED, g, n, "no %s kernel for op %s", d->type, n->op);
-    NodeJob j = {.p = p, .g = g, .n = n, .k = k, .seed = splitmix(&p->rng), .out = out};
+    NodeJob j = {.p = p, .g = g, .n = n, .k = k, .seed = splitmix(&p->rng), .budget_ms = budget_ms,
+                 .keep = samples, .out = out};
     return psim_worker_call(p->workers[device], node_job, &j, error);
+}
+
+gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
+                                    int32_t device, PsimTimingStats *out, GError **error)
+{
+    return psim_profiler_measure_node_samples(p, g, n, device, p->opts.budget_ms, NULL, out, error);
 }
 
 /* --- Profiling graphs -------------------------------------------------------------------- */
@@ -445,41 +464,64 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
         }
     }
     report->n_signatures = (int32_t)g_hash_table_size(sigs);
-    int32_t total = (int32_t)items->len;
-    for (int32_t i = 0; i < total; i++) {
-        Item *it = &g_array_index(items, Item, i);
-        const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
-        g_autofree char *what = g_strdup_printf("%s on %s", it->n->op, d->short_name);
-        GError *err = NULL;
-        if (p->db && !p->opts.force) {
-            gboolean has = psim_cost_db_kernel_has(p->db, d, it->sig, &err);
-            if (err) {
-                g_propagate_error(error, err);
-                return FALSE;
+    int32_t n_items = (int32_t)items->len, rounds = p->opts.rounds, done = 0;
+    int32_t total = n_items * rounds;
+    /* Per item: 0 to measure, 1 skipped (in the DB), 2 dropped (unsupported or failed). */
+    g_autofree guint8 *state = g_new0(guint8, n_items + 1);
+    g_autofree GArray **pooled = g_new0(GArray *, n_items + 1);
+    gboolean ok = FALSE;
+    for (int32_t round = 0; round < rounds; round++)
+        for (int32_t i = 0; i < n_items; i++) {
+            Item *it = &g_array_index(items, Item, i);
+            const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
+            g_autofree char *what = g_strdup_printf("%s on %s", it->n->op, d->short_name);
+            GError *err = NULL;
+            if (round == 0 && p->db && !p->opts.force) {
+                gboolean has = psim_cost_db_kernel_has(p->db, d, it->sig, &err);
+                if (err) {
+                    g_propagate_error(error, err);
+                    goto out;
+                }
+                if (has) {
+                    state[i] = 1;
+                    report->skipped++;
+                    done += rounds;
+                    psim__profiler_progress(p, "kernels", done, total, what);
+                    continue;
+                }
             }
-            if (has) {
-                report->skipped++;
-                psim__profiler_progress(p, "kernels", i + 1, total, what);
+            if (state[i])
                 continue;
+            if (!pooled[i])
+                pooled[i] = g_array_new(FALSE, FALSE, sizeof(double));
+            PsimTimingStats st;
+            if (!psim_profiler_measure_node_samples(p, it->g, it->n, it->device,
+                                                    p->opts.budget_ms / rounds, pooled[i], &st, &err)) {
+                if (g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED))
+                    report->unsupported++;
+                else
+                    report->failed++;
+                if (n_warned++ < MAX_WARNINGS)
+                    fprintf(stderr, "placesim: warning: %s (not measured on %s)\n", err->message, d->short_name);
+                g_error_free(err);
+                state[i] = 2;
+                total -= rounds - round - 1;
+            } else if (round == rounds - 1) {
+                psim_timing_stats((double *)pooled[i]->data, pooled[i]->len, &st);
+                const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
+                if (p->db && !psim_cost_db_kernel_put(p->db, d, it->sig, it->n->op, how, &st, error))
+                    goto out;
+                report->measured++;
             }
+            psim__profiler_progress(p, "kernels", ++done, total, what);
         }
-        PsimTimingStats st;
-        if (!psim_profiler_measure_node(p, it->g, it->n, it->device, &st, &err)) {
-            if (g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED))
-                report->unsupported++;
-            else
-                report->failed++;
-            if (n_warned++ < MAX_WARNINGS)
-                fprintf(stderr, "placesim: warning: %s (not measured on %s)\n", err->message, d->short_name);
-            g_error_free(err);
-        } else {
-            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
-            if (p->db && !psim_cost_db_kernel_put(p->db, d, it->sig, it->n->op, how, &st, error))
-                return FALSE;
-            report->measured++;
-        }
-        psim__profiler_progress(p, "kernels", i + 1, total, what);
-    }
+    ok = TRUE;
+out:
+    for (int32_t i = 0; i < n_items; i++)
+        if (pooled[i])
+            g_array_free(pooled[i], TRUE);
+    if (!ok)
+        return FALSE;
     if (n_warned > MAX_WARNINGS)
         fprintf(stderr, "placesim: warning: %d more nodes were not measured\n", n_warned - MAX_WARNINGS);
     if (p->opts.links && p->db && !psim_profiler_links(p, report, error))

@@ -175,6 +175,27 @@ static void test_progress(void)
     g_assert_cmpint(s.last_done, ==, 4);
     g_assert_cmpint(s.last_total, ==, 4);
     g_assert_true(s.monotonic);
+
+    /* Three rounds: every item three times; the row pools the samples of all rounds. */
+    g_autofree char *path = g_build_filename(tmp_dir, "rounds.db", NULL);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    o.rounds = 3;
+    o.reps = 4;
+    o.max_rel_stddev = 1e9; /* each round stops at its 4 samples */
+    s = (Seen){.monotonic = TRUE};
+    g_autoptr(PsimProfiler) p3 = psim_profiler_new(c, db, &o, &err);
+    g_assert_true(psim_profiler_run(p3, gs, 1, &r, &err));
+    g_assert_cmpint(r.measured, ==, 4);
+    g_assert_cmpint(s.calls, ==, 12);
+    g_assert_cmpint(s.last_done, ==, 12);
+    g_assert_cmpint(s.last_total, ==, 12);
+    g_assert_true(s.monotonic);
+    const PsimNode *m1 = psim_graph_node_find(g, "m1");
+    g_autofree char *sig = psim_cost_signature(g, m1);
+    PsimTimingStats st;
+    g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, 0), sig, &st, NULL, &err));
+    g_assert_cmpint(st.n, ==, 12);
+    g_assert_no_error(err);
 }
 
 int main(int argc, char **argv)

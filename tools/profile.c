@@ -70,7 +70,7 @@ int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
     g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL;
-    int reps = -1;
+    int reps = -1, rounds = -1;
     double max_rel = -1, budget = -1, warmup = -1;
     gint64 link_max = -1;
     GOptionEntry entries[] = {
@@ -87,6 +87,9 @@ int psim_cmd_profile(int argc, char **argv)
         {"clock", 0, 0, G_OPTION_ARG_STRING, &clock,
          "CPU timing: monotonic (wall time, default) or thread-cpu (the pinned thread's CPU time, "
          "for shared machines; single-threaded kernels)", "CLOCK"},
+        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
+         "Measure everything in N rounds of budget/N each and pool the samples, so that a busy "
+         "moment of a shared machine does not decide a row (default 1)", "N"},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
@@ -111,6 +114,11 @@ int psim_cmd_profile(int argc, char **argv)
         if (reps < 1)
             return psim_cli_usage("profile", "--reps must be at least 1");
         o.reps = reps;
+    }
+    if (rounds != -1) {
+        if (rounds < 1 || rounds > 1000)
+            return psim_cli_usage("profile", "--rounds must be in [1, 1000]");
+        o.rounds = rounds;
     }
     if (max_rel != -1) {
         if (!(max_rel >= 0))

@@ -45,6 +45,10 @@ typedef struct {
     uint64_t link_min_bytes, link_max_bytes; /* default 1 KiB .. 256 MiB, in steps of x4 */
     uint64_t seed;          /* random input data */
     PsimProfileClock clock; /* CPU timing (GPU timing is always CUPTI's) */
+    /* Rounds over all (signature, device) pairs, each with budget_ms / rounds; a row's
+     * statistics pool the samples of every round. Spreading a kernel's samples over the whole
+     * profile keeps one busy moment of a shared machine from deciding its row (default 1). */
+    int32_t rounds;
     void (*progress)(const PsimProfileProgress *p, void *user);
     void *progress_user;
 } PsimProfileOptions;
@@ -86,6 +90,13 @@ gboolean psim_profiler_node_measurable(const PsimGraph *g, const PsimNode *n,
  * unknown; RUNTIME when the kernel fails. */
 gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
                                     int32_t device, PsimTimingStats *out, GError **error);
+
+/* The same with an explicit budget; appends the raw samples (double, microseconds) to `samples`
+ * when not NULL (to pool several rounds). */
+gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
+                                            const PsimNode *n, int32_t device, double budget_ms,
+                                            GArray *samples, PsimTimingStats *out,
+                                            GError **error);
 
 /* Profiles graphs: every distinct signature on every device that can run it (skipping those in
  * the DB unless opts->force), then links and calibration as the options ask. *report may be

@@ -50,6 +50,154 @@ static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t o
             }
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Winograd F(2x2, 3x3) for 3x3, stride 1, undilated, ungrouped convolutions with large outputs:
+ * 16 GEMMs of (M x C) by (C x tiles) replace one of (M x 9C) by (C x pixels), 2.25 times fewer
+ * multiplications. Each 2x2 output tile reads a 4x4 input tile; tiles are processed in blocks so
+ * the transformed input and products stay a few MB. Weights are transformed at every call, which
+ * is cheap next to the work for the shapes it is chosen for. */
+
+
+/* Where it measured faster than im2col + sgemm on the development machine (AVX-512 EPYC,
+ * OpenBLAS 0.3.21, docs/perf.md): outputs around 56 x 56 with 64 to 256 input channels and no
+ * more output than input channels (ResNet-50's 64-channel and VGG-19's 256-channel layers,
+ * 1.6 and 1.1 times faster). On 224 x 224 and 112 x 112 images, on 28 x 28 with 512 channels,
+ * on thin inputs (VGG's first layer, 3 channels) and with M = 2C it was 5 to 40% slower. */
+#define WINO_MIN_PIXELS 2500
+#define WINO_MAX_PIXELS 4000
+#define WINO_MIN_CHANNELS 64
+#define WINO_MAX_CHANNELS 256
+#define WINO_BLOCK_BYTES ((size_t)4 << 20)
+
+static gboolean wino_fits(const Geo *g, int64_t group, int64_t M)
+{
+    return group == 1 && g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+           g->dw == 1 && g->Ho * g->Wo >= WINO_MIN_PIXELS && g->Ho * g->Wo <= WINO_MAX_PIXELS &&
+           g->C >= WINO_MIN_CHANNELS && g->C <= WINO_MAX_CHANNELS && M <= g->C;
+}
+
+/* U[xi][m][c] = G g G^T for each 3x3 filter g. */
+static void wino_weights(const float *restrict w, int64_t M, int64_t C, float *restrict U)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t c = 0; c < C; c++) {
+            const float *g = w + (m * C + c) * 9;
+            float t[4][3], u[4][4];
+            for (int j = 0; j < 3; j++) {
+                t[0][j] = g[j];
+                t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+                t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+                t[3][j] = g[6 + j];
+            }
+            for (int i = 0; i < 4; i++) {
+                u[i][0] = t[i][0];
+                u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+                u[i][3] = t[i][2];
+            }
+            for (int xi = 0; xi < 16; xi++)
+                U[(xi * M + m) * C + c] = u[xi / 4][xi % 4];
+        }
+}
+
+/* Tiles are processed in blocks of whole tile rows, so that for each of the 16 transformed
+ * values the tiles of a row are contiguous: the transforms below are loops over a tile row that
+ * the compiler vectorizes, reading rows padded with zeros (no bounds tests inside). */
+static void wino_conv(const Geo *g, int64_t M, const float *x, const float *U, const float *bias,
+                      float *y, float *ws, int64_t rows_max)
+{
+    int64_t C = g->C, H = g->H, W = g->W, Ho = g->Ho, Wo = g->Wo;
+    int64_t tw = (Wo + 1) / 2, th = (Ho + 1) / 2, tb_max = rows_max * tw, rw = 2 * tw + 2;
+    float *V = ws, *P = ws + 16 * C * tb_max, *rb = P + 16 * M * tb_max; /* rb: 4 rows + out */
+    for (int64_t r0 = 0; r0 < th; r0 += rows_max) {
+        int64_t nr = MIN(rows_max, th - r0), tb = nr * tw;
+        for (int64_t c = 0; c < C; c++) {
+            const float *xc = x + c * H * W;
+            for (int64_t ti = 0; ti < nr; ti++) {
+                /* The 4 input rows of this tile row, zero-padded to 2 tw + 2 columns. */
+                for (int i = 0; i < 4; i++) {
+                    float *row = rb + i * rw;
+                    int64_t ih = 2 * (r0 + ti) - g->ph + i;
+                    memset(row, 0, sizeof(float) * (size_t)rw);
+                    if (ih < 0 || ih >= H)
+                        continue;
+                    int64_t c0 = MAX(0, g->pw), s0 = c0 - g->pw, n = MIN(W - s0, rw - c0);
+                    if (n > 0)
+                        memcpy(row + c0, xc + ih * W + s0, sizeof(float) * (size_t)n);
+                }
+                const float *restrict d0 = rb, *restrict d1 = rb + rw, *restrict d2 = rb + 2 * rw,
+                                      *restrict d3 = rb + 3 * rw;
+                float *restrict v = V + c * tb + ti * tw;
+                int64_t st = C * tb; /* distance between the 16 planes */
+                for (int64_t j = 0; j < tw; j++) {
+                    int64_t q = 2 * j;
+                    float t0[4], t1[4], t2[4], t3[4];
+                    for (int k = 0; k < 4; k++) {
+                        t0[k] = d0[q + k] - d2[q + k];
+                        t1[k] = d1[q + k] + d2[q + k];
+                        t2[k] = d2[q + k] - d1[q + k];
+                        t3[k] = d1[q + k] - d3[q + k];
+                    }
+                    v[0 * st + j] = t0[0] - t0[2];
+                    v[1 * st + j] = t0[1] + t0[2];
+                    v[2 * st + j] = t0[2] - t0[1];
+                    v[3 * st + j] = t0[1] - t0[3];
+                    v[4 * st + j] = t1[0] - t1[2];
+                    v[5 * st + j] = t1[1] + t1[2];
+                    v[6 * st + j] = t1[2] - t1[1];
+                    v[7 * st + j] = t1[1] - t1[3];
+                    v[8 * st + j] = t2[0] - t2[2];
+                    v[9 * st + j] = t2[1] + t2[2];
+                    v[10 * st + j] = t2[2] - t2[1];
+                    v[11 * st + j] = t2[1] - t2[3];
+                    v[12 * st + j] = t3[0] - t3[2];
+                    v[13 * st + j] = t3[1] + t3[2];
+                    v[14 * st + j] = t3[2] - t3[1];
+                    v[15 * st + j] = t3[1] - t3[3];
+                }
+            }
+        }
+        for (int xi = 0; xi < 16; xi++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)tb,
+                        (blasint)C, 1.0f, U + xi * M * C, (blasint)C, V + xi * C * tb, (blasint)tb,
+                        0.0f, P + xi * M * tb, (blasint)tb);
+        /* Y tile = A^T p A plus the bias, two output rows per tile row via a row buffer. */
+        for (int64_t m = 0; m < M; m++) {
+            float b = bias ? bias[m] : 0.0f;
+            float *ym = y + m * Ho * Wo;
+            for (int64_t ti = 0; ti < nr; ti++) {
+                const float *restrict p = P + m * tb + ti * tw;
+                int64_t st = M * tb;
+                float *restrict o0 = rb, *restrict o1 = rb + rw;
+                for (int64_t j = 0; j < tw; j++) {
+                    float q[16];
+                    for (int k = 0; k < 16; k++)
+                        q[k] = p[k * st + j];
+                    float a0 = q[0] + q[4] + q[8], a1 = q[1] + q[5] + q[9];
+                    float a2 = q[2] + q[6] + q[10], a3 = q[3] + q[7] + q[11];
+                    float b0 = q[4] - q[8] - q[12], b1 = q[5] - q[9] - q[13];
+                    float b2 = q[6] - q[10] - q[14], b3 = q[7] - q[11] - q[15];
+                    o0[2 * j] = a0 + a1 + a2 + b;
+                    o0[2 * j + 1] = a1 - a2 - a3 + b;
+                    o1[2 * j] = b0 + b1 + b2 + b;
+                    o1[2 * j + 1] = b1 - b2 - b3 + b;
+                }
+                int64_t oh = 2 * (r0 + ti);
+                memcpy(ym + oh * Wo, o0, sizeof(float) * (size_t)Wo);
+                if (oh + 1 < Ho)
+                    memcpy(ym + (oh + 1) * Wo, o1, sizeof(float) * (size_t)Wo);
+            }
+        }
+    }
+}
+
+/* Tile rows per block: transformed input and products, 16 (C + M) floats per tile, ~4 MB. */
+static int64_t wino_block(const Geo *g, int64_t M)
+{
+    int64_t per_row = 16 * (g->C + M) * ((g->Wo + 1) / 2) * (int64_t)sizeof(float);
+    return CLAMP((int64_t)WINO_BLOCK_BYTES / per_row, 1, (g->Ho + 1) / 2);
+}
+
 static int64_t band_rows(const Geo *g)
 {
     size_t per_row = sizeof(float) * (size_t)(g->C * g->kh * g->kw * g->Wo);
@@ -144,6 +292,19 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
         }
     if (K == 0)
         return TRUE;
+    if (wino_fits(&g, group, M)) {
+        int64_t rows = wino_block(&g, M), tb = rows * ((g.Wo + 1) / 2);
+        int64_t rbuf = 4 * (2 * ((g.Wo + 1) / 2) + 2);
+        size_t need = sizeof(float) * (size_t)(16 * M * K / 9 + 16 * (g.C + M) * tb + rbuf);
+        float *ws = psim__cpu_scratch(need, error);
+        if (!ws)
+            return FALSE;
+        float *U = ws + 16 * (g.C + M) * tb + rbuf;
+        wino_weights(wd, M, g.C, U);
+        for (int64_t n = 0; n < N; n++)
+            wino_conv(&g, M, xd + n * Cin * HWi, U, b ? b->data : NULL, yd + n * M * HWo, ws, rows);
+        return TRUE;
+    }
     gboolean direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                       g.pw == 0 && g.Ho == g.H && g.Wo == g.W;
     float *col = NULL;

@@ -31,7 +31,10 @@ static void gemm_any(PsimDType t, int64_t M, int64_t N, int64_t K, const void *a
         memset(c, 0, (size_t)(M * N) * psim_dtype_size(t));
         return;
     }
-    if (t == PSIM_DTYPE_FLOAT32)
+    if (t == PSIM_DTYPE_FLOAT32 && M == 1)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)K, (blasint)N, 1.0f, b, (blasint)N, a, 1,
+                    0.0f, c, 1);
+    else if (t == PSIM_DTYPE_FLOAT32)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K,
                     1.0f, a, (blasint)K, b, (blasint)N, 0.0f, c, (blasint)N);
     else if (t == PSIM_DTYPE_FLOAT64)
@@ -188,6 +191,17 @@ static gboolean run_gemm(PsimKernelCtx *ctx, GError **error)
     if (K == 0) {
         if (bb == 0.0f)
             memset(y->data, 0, y->nbytes);
+        return TRUE;
+    }
+    if (M == 1) {
+        /* A row vector: GEMV reads B once, where this OpenBLAS's GEMM would first pack all of it
+         * (VGG's first fully connected layer has 400 MB of weights). */
+        if (tb)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)N, (blasint)K, alpha, b->data,
+                        (blasint)K, a->data, ta ? (blasint)a->dims[1] : 1, bb, y->data, 1);
+        else
+            cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)K, (blasint)N, alpha, b->data,
+                        (blasint)N, a->data, ta ? (blasint)a->dims[1] : 1, bb, y->data, 1);
         return TRUE;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

@@ -44,6 +44,45 @@ static gboolean pool_setup(PsimKernelCtx *ctx, gboolean is_max, PsimWindow *w, G
     return psim__cpu_window(ctx, nk, x->dims + 2, ks, ceil_mode, is_max, w, error);
 }
 
+/* 2-D max pooling without indices or dilation. For each window row and column offset, the
+ * outputs whose input column is inside the image form one range: a branch-free loop that the
+ * compiler vectorizes (padding is never read, as -inf would be). */
+static void maxpool2d_fast(const Geo3 *g, int64_t NC, const float *xd, float *yd)
+{
+    int64_t H = g->in[1], W = g->in[2], Ho = g->out[1], Wo = g->out[2], sw = g->s[2];
+    int64_t kw = g->k[2], pw = g->p0[2];
+    int64_t *lo = g_new(int64_t, 2 * kw + 1), *hi = lo + kw;
+    for (int64_t j = 0; j < kw; j++) {
+        int64_t off = j - pw; /* iw = ow * sw + off */
+        lo[j] = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        hi[j] = W - off <= 0 ? 0 : MIN(Wo, (W - off + sw - 1) / sw);
+        lo[j] = MIN(lo[j], hi[j]);
+    }
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xp = xd + nc * H * W;
+        float *yp = yd + nc * Ho * Wo;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t s = oh * g->s[1] - g->p0[1];
+            int64_t h0 = MAX(s, 0), h1 = MIN(s + g->k[1], H);
+            float *restrict yr = yp + oh * Wo;
+            for (int64_t ow = 0; ow < Wo; ow++)
+                yr[ow] = -INFINITY;
+            for (int64_t h = h0; h < h1; h++)
+                for (int64_t j = 0; j < kw; j++) {
+                    const float *restrict xr = xp + h * W;
+                    int64_t off = j - pw;
+                    if (sw == 1)
+                        for (int64_t ow = lo[j]; ow < hi[j]; ow++)
+                            yr[ow] = xr[ow + off] > yr[ow] ? xr[ow + off] : yr[ow];
+                    else
+                        for (int64_t ow = lo[j]; ow < hi[j]; ow++)
+                            yr[ow] = xr[ow * sw + off] > yr[ow] ? xr[ow * sw + off] : yr[ow];
+                }
+        }
+    }
+    g_free(lo);
+}
+
 static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
 {
     PsimWindow w;
@@ -64,6 +103,10 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
     Geo3 g;
     geo3(&w, &g);
     int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
+    if (!ind && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
+        maxpool2d_fast(&g, NC, x->data, y->data);
+        return TRUE;
+    }
     int64_t out_sz = g.out[0] * g.out[1] * g.out[2];
     const float *xd = x->data;
     float *yd = y->data;

@@ -1,0 +1,293 @@
+/* Kernel benchmarks (run by bench/bench-kernels.sh, figures in docs/perf.md).
+ *   bench-kernels matmul N REPS      our MatMul kernel vs a plain cblas_sgemm, N x N x N float32,
+ *                                    one core; runs interleaved, medians of wall and thread CPU
+ *   bench-kernels model FILE STEPS   one graph on a host worker through the single-device
+ *                                    executor, fed arange(n)/n; per-step wall and worker-thread
+ *                                    CPU time (medians after one warm-up), and per-op-type time
+ *   bench-kernels nodes FILE OP REPS each OP node alone on its static input shapes: best thread
+ *                                    CPU time and GFLOP/s (PSIM_BENCH_NODES=1 in model mode
+ *                                    prints per-node wall times instead)
+ * The machine is shared: thread CPU time is the figure that says what the kernels cost. */
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "placesim/exec.h"
+#include "placesim/kernels.h"
+
+static double now_us(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static PsimTensor *host_alloc(PsimKernelCtx *ctx, PsimDType dt, int32_t r, const int64_t *d,
+                              GError **error)
+{
+    (void)ctx;
+    return psim_tensor_new(dt, r, d, error);
+}
+
+/* The executor's allocator (block reuse, as in a real step), for the MatMul comparison. */
+static PsimTensor *worker_alloc(PsimKernelCtx *ctx, PsimDType dt, int32_t r, const int64_t *d,
+                                GError **error)
+{
+    return psim_worker_tensor_new(ctx->alloc_user, dt, r, d, error);
+}
+
+static int bench_matmul(int64_t n, int reps)
+{
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, NULL);
+    /* The registry sets OpenBLAS to one thread at init; the plain call runs under the same. */
+    g_assert_nonnull(psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32));
+    openblas_set_num_threads(1);
+    int64_t d[2] = {n, n};
+    PsimTensor *a = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    PsimTensor *b = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    PsimTensor *c = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    GRand *r = g_rand_new_with_seed(1);
+    for (int64_t i = 0; i < n * n; i++) {
+        ((float *)a->data)[i] = (float)g_rand_double_range(r, -1, 1);
+        ((float *)b->data)[i] = (float)g_rand_double_range(r, -1, 1);
+    }
+    g_rand_free(r);
+    g_autoptr(PsimGraph) g = psim_graph_new("bench");
+    PsimNode *node = psim_graph_node_add(g, "mm", "MatMul", NULL);
+    psim_graph_node_outputs_set(g, node, 1);
+    const PsimKernelDef *def = psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32);
+    double *kw = g_new(double, reps), *kc = g_new(double, reps), *bw = g_new(double, reps),
+           *bc = g_new(double, reps);
+    for (int i = -1; i < reps; i++) {
+        PsimTensor *in[2] = {a, b}, *out[1] = {NULL};
+        PsimKernelCtx ctx = {.graph = g, .node = node, .n_inputs = 2, .inputs = in,
+                             .n_outputs = 1, .outputs = out, .device_type = "CPU",
+                             .alloc = worker_alloc, .alloc_user = w};
+        double w0 = now_us(CLOCK_MONOTONIC), c0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+        if (!def->run(&ctx, NULL))
+            return 1;
+        double w1 = now_us(CLOCK_MONOTONIC), c1 = now_us(CLOCK_THREAD_CPUTIME_ID);
+        psim_tensor_unref(out[0]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)n, (blasint)n, (blasint)n,
+                    1.0f, a->data, (blasint)n, b->data, (blasint)n, 0.0f, c->data, (blasint)n);
+        double w2 = now_us(CLOCK_MONOTONIC), c2 = now_us(CLOCK_THREAD_CPUTIME_ID);
+        if (i < 0)
+            continue; /* warm-up */
+        kw[i] = w1 - w0, kc[i] = c1 - c0, bw[i] = w2 - w1, bc[i] = c2 - c1;
+    }
+    double flop = 2.0 * (double)n * n * n;
+    double mkw = median(kw, reps), mkc = median(kc, reps), mbw = median(bw, reps),
+           mbc = median(bc, reps);
+    printf("{\"bench\": \"matmul\", \"n\": %" G_GINT64_FORMAT ", \"reps\": %d, "
+           "\"kernel_wall_ms\": %.2f, \"kernel_cpu_ms\": %.2f, \"sgemm_wall_ms\": %.2f, "
+           "\"sgemm_cpu_ms\": %.2f, \"kernel_gflops_cpu\": %.1f, \"sgemm_gflops_cpu\": %.1f, "
+           "\"ratio_cpu\": %.3f, \"ratio_wall\": %.3f}\n",
+           n, reps, mkw / 1e3, mkc / 1e3, mbw / 1e3, mbc / 1e3, flop / mkc / 1e3, flop / mbc / 1e3,
+           mbc / mkc, mbw / mkw);
+    psim_tensor_unref(a);
+    psim_tensor_unref(b);
+    psim_tensor_unref(c);
+    return 0;
+}
+
+typedef struct {
+    PsimExecutor *e;
+    PsimTensor **feeds, **outs;
+    int32_t n_out;
+    double cpu_us;
+} StepArg;
+
+static gboolean step_here(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    StepArg *s = arg;
+    double c0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+    gboolean ok = psim_executor_run_here(s->e, s->feeds, s->outs, error);
+    s->cpu_us = now_us(CLOCK_THREAD_CPUTIME_ID) - c0;
+    for (int32_t i = 0; i < s->n_out; i++)
+        g_clear_pointer(&s->outs[i], psim_tensor_unref);
+    return ok;
+}
+
+static int bench_model(const char *path, int steps)
+{
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    if (!g) {
+        fprintf(stderr, "%s\n", err->message);
+        return 2;
+    }
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
+        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
+        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER) ||
+            n->outputs[0].rank < 0)
+            continue;
+        int64_t dims[16];
+        for (int32_t k = 0; k < n->outputs[0].rank && k < 16; k++)
+            dims[k] = n->outputs[0].dims[k] >= 0 ? n->outputs[0].dims[k] : 1;
+        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, n->outputs[0].rank, dims, &err);
+        if (!t) {
+            fprintf(stderr, "%s\n", err->message);
+            return 2;
+        }
+        for (int64_t k = 0; k < t->n_elems; k++)
+            ((float *)t->data)[k] = (float)((double)k / (double)t->n_elems);
+        g_ptr_array_add(feeds, t);
+        g_ptr_array_add(names, g_strdup(n->name));
+    }
+    int32_t n_out = psim_graph_n_outputs(g);
+    GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
+    for (int32_t i = 0; i < n_out; i++)
+        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    PsimExecutor *e = w ? psim_executor_new(g, w, (const char *const *)names->pdata,
+                                            (int32_t)names->len,
+                                            (const char *const *)fetches->pdata, n_out, NULL,
+                                            &err)
+                        : NULL;
+    if (!e) {
+        fprintf(stderr, "%s\n", err->message);
+        return 2;
+    }
+    StepArg s = {e, (PsimTensor **)feeds->pdata, g_new0(PsimTensor *, n_out + 1), n_out, 0};
+    double *wall = g_new(double, steps), *cpu = g_new(double, steps);
+    GHashTable *per_op = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+    for (int i = -1; i < steps; i++) {
+        double w0 = psim_exec_now_us();
+        if (!psim_worker_call(w, step_here, &s, &err)) {
+            fprintf(stderr, "%s\n", err->message);
+            return 1;
+        }
+        double w1 = psim_exec_now_us();
+        if (i < 0)
+            continue;
+        wall[i] = w1 - w0;
+        cpu[i] = s.cpu_us;
+        PsimExecStats st;
+        psim_executor_stats(e, &st);
+        for (int32_t k = 0; k < st.n_run; k++) {
+            const PsimNode *nd = psim_graph_node(g, st.nodes[k]);
+            const char *op = nd->op;
+            if (i == steps - 1 && g_getenv("PSIM_BENCH_NODES")) {
+                /* Per node: op, FLOPs, wall time and GFLOP/s (to find slow shapes). */
+                PsimOpCount c;
+                psim_graph_node_count(g, nd, &c);
+                double us = st.end[k] - st.start[k];
+                fprintf(stderr, "%-12s %-24s %10.1f MFLOP %9.1f us %7.1f GFLOP/s\n", op, nd->name,
+                        c.flops / 1e6, us, us > 0 ? c.flops / us / 1e3 : 0);
+            }
+            double *acc = g_hash_table_lookup(per_op, op);
+            if (!acc) {
+                acc = g_new0(double, 1);
+                g_hash_table_insert(per_op, (gpointer)op, acc);
+            }
+            *acc += (st.end[k] - st.start[k]) / steps;
+        }
+    }
+    printf("{\"bench\": \"model\", \"graph\": \"%s\", \"steps\": %d, \"wall_ms\": %.2f, "
+           "\"cpu_ms\": %.2f, \"per_op_wall_ms\": {",
+           psim_graph_name(g), steps, median(wall, steps) / 1e3, median(cpu, steps) / 1e3);
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, per_op);
+    gboolean first = TRUE;
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        printf("%s\"%s\": %.2f", first ? "" : ", ", (const char *)k, *(double *)v / 1e3);
+        first = FALSE;
+    }
+    printf("}}\n");
+    psim_executor_free(e);
+    g_free(s.outs);
+    g_ptr_array_free(names, TRUE);
+    g_ptr_array_free(feeds, TRUE);
+    g_ptr_array_free(fetches, TRUE);
+    g_hash_table_destroy(per_op);
+    return 0;
+}
+
+/* Each node of op `op` whose input shapes are known, run alone on random inputs: the minimum
+ * thread CPU time of REPS runs and the GFLOP/s it means (to find slow shapes). */
+static int bench_nodes(const char *path, const char *op, int reps)
+{
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    if (!g) {
+        fprintf(stderr, "%s\n", err->message);
+        return 2;
+    }
+    double total = 0;
+    for (int32_t id = 0; id < psim_graph_n_nodes(g); id++) {
+        const PsimNode *n = psim_graph_node(g, id);
+        if (strcmp(n->op, op))
+            continue;
+        PsimTensor *in[8] = {NULL};
+        gboolean ok = n->n_inputs <= 8;
+        for (int32_t k = 0; k < n->n_inputs && ok; k++) {
+            const PsimNode *src = psim_graph_node(g, n->inputs[k].node);
+            const PsimOutput *o = &src->outputs[n->inputs[k].index];
+            in[k] = psim_tensor_new(o->dtype, o->rank, o->dims, NULL);
+            ok = in[k] != NULL;
+            for (int64_t i = 0; ok && o->dtype == PSIM_DTYPE_FLOAT32 && i < in[k]->n_elems; i++)
+                ((float *)in[k]->data)[i] = (float)((i * 7919) % 1000) / 1000.0f;
+        }
+        const PsimKernelDef *def = ok ? psim_kernel_for_node(g, n, "CPU") : NULL;
+        double best = 1e300;
+        for (int r = 0; def && r < reps; r++) {
+            PsimTensor *out[8] = {NULL};
+            PsimKernelCtx ctx = {.graph = g, .node = n, .n_inputs = n->n_inputs, .inputs = in,
+                                 .n_outputs = n->n_outputs, .outputs = out,
+                                 .device_type = "CPU", .alloc = host_alloc};
+            double c0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+            if (!def->run(&ctx, &err)) {
+                fprintf(stderr, "%s\n", err->message);
+                return 1;
+            }
+            best = MIN(best, now_us(CLOCK_THREAD_CPUTIME_ID) - c0);
+            for (int32_t k = 0; k < n->n_outputs; k++)
+                psim_tensor_unref(out[k]);
+        }
+        PsimOpCount c;
+        psim_graph_node_count(g, n, &c);
+        if (def) {
+            const int64_t *x = in[0]->dims, *w = n->n_inputs > 1 ? in[1]->dims : x;
+            printf("%-20s x[%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                   "] w[%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
+                   "] %8.1f MFLOP %8.0f us %6.1f GFLOP/s\n", n->name, x[1], x[2], x[3], w[0], w[1],
+                   w[2], c.flops / 1e6, best, c.flops / best / 1e3);
+            total += best;
+        }
+        for (int32_t k = 0; k < 8; k++)
+            if (in[k])
+                psim_tensor_unref(in[k]);
+    }
+    printf("total %.1f ms\n", total / 1e3);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && !strcmp(argv[1], "nodes"))
+        return bench_nodes(argv[2], argv[3], atoi(argv[4]));
+    if (argc == 4 && !strcmp(argv[1], "matmul"))
+        return bench_matmul(g_ascii_strtoll(argv[2], NULL, 10), atoi(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "model"))
+        return bench_model(argv[2], atoi(argv[3]));
+    fprintf(stderr, "usage: bench-kernels matmul N REPS | model FILE.onnx STEPS | nodes FILE.onnx "
+                    "OP REPS\n");
+    return 2;
+}

@@ -37,6 +37,7 @@ int psim_cmd_inspect(int argc, char **argv);
 int psim_cmd_export(int argc, char **argv);
 int psim_cmd_compare(int argc, char **argv);
 int psim_cmd_sim(int argc, char **argv);
+int psim_cmd_study(int argc, char **argv);
 int psim_cmd_cluster(int argc, char **argv);
 int psim_cmd_profile(int argc, char **argv);
 int psim_cmd_run(int argc, char **argv);

@@ -12,6 +12,7 @@ static const PsimCommand commands[] = {
     {"inspect", "summarize a graph: nodes, ops, FLOPs, parameters, critical path", psim_cmd_inspect},
     {"export", "convert a graph to JSON, DOT, GraphML or TF pbtxt", psim_cmd_export},
     {"sim", "simulate one step of a plan: step time, memory, critical path, traces", psim_cmd_sim},
+    {"study", "place, simulate, run and compare for graphs x algorithms; report and plots", psim_cmd_study},
     {"compare", "compare a simulated trace with a measured one (errors, plots)", psim_cmd_compare},
     {"profile", "measure kernel and transfer costs on real devices into a cost DB", psim_cmd_profile},
     {"cluster", "print a cluster's devices and links (a cluster file or this machine)", psim_cmd_cluster},

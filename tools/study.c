@@ -1,0 +1,575 @@
+/* placesim study: for each graph and placement algorithm, profile what the cost DB lacks, place,
+ * simulate, run the same plan for real, and compare; writes a report with tables and plots. */
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <sqlite3.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "placesim/exec.h"
+#include "placesim/placer.h"
+#include "placesim/profiler.h"
+#include "placesim/sim.h"
+#include "tools/cli.h"
+
+#define DEFAULT_ALGOS "single,round-robin,heft,greedy"
+
+typedef struct {
+    char *graph;
+    char *algo;
+    double sim_us, measured_us, error_pct;
+    double plan_us;       /* the placer's own estimate */
+    double measured_min_us, measured_max_us;
+    double op_error_pct;  /* median |error| over ops of at least 10 us */
+    int32_t n_transfers;
+    int32_t n_devices_used;
+    double place_ms, sim_ms;
+    char *gantt;          /* file name of the side-by-side plot, or NULL */
+    char *error;          /* why this row has no figures, or NULL */
+} Row;
+
+static void row_free(Row *r)
+{
+    g_free(r->graph);
+    g_free(r->algo);
+    g_free(r->gantt);
+    g_free(r->error);
+}
+
+typedef struct {
+    gboolean tty;
+    int32_t done, total;
+    gint64 t0;
+} Progress;
+
+static void progress(Progress *p, const char *what)
+{
+    double el = (g_get_monotonic_time() - p->t0) / 1e6;
+    if (p->tty) {
+        int width = 28, fill = p->total ? (int)(width * (double)p->done / p->total) : width;
+        char bar[64];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[width] = '\0';
+        double eta = p->done ? el / p->done * (p->total - p->done) : 0;
+        fprintf(stderr, "\r[%s] %d/%d %5.0fs eta %4.0fs  %-48.48s", bar, p->done, p->total, el, eta, what);
+        if (p->done == p->total)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "study: [%d/%d %.0fs] %s\n", p->done, p->total, el, what);
+    }
+    fflush(stderr);
+}
+
+static void profile_progress(const PsimProfileProgress *pp, void *user)
+{
+    Progress *p = user;
+    if (!p->tty || pp->total <= 0)
+        return;
+    fprintf(stderr, "\r  profiling %s %d/%d %-40.40s", pp->phase, pp->done, pp->total, pp->item ? pp->item : "");
+    fflush(stderr);
+}
+
+/* Graph inputs that are fed: Placeholders that are not constants; arange(n)/n in their shape
+ * with unknown dims taken as 1 (float), zeros otherwise, as `placesim run` does. */
+static gboolean default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray *tensors, GError **error)
+{
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        const PsimNode *n = psim_graph_node(g, v);
+        if (strcmp(n->op, "Placeholder") || n->n_outputs < 1)
+            continue;
+        const PsimOutput *o = &n->outputs[0];
+        int32_t rank = o->rank < 0 ? 0 : o->rank;
+        g_autofree int64_t *dims = g_new(int64_t, rank + 1);
+        for (int32_t i = 0; i < rank; i++)
+            dims[i] = o->dims[i] < 0 ? 1 : o->dims[i];
+        PsimDType dt = o->dtype == PSIM_DTYPE_UNDEFINED ? PSIM_DTYPE_FLOAT32 : o->dtype;
+        PsimTensor *t = psim_tensor_new(dt, rank, dims, error);
+        if (!t) {
+            g_prefix_error(error, "%s: input '%s': ", psim_graph_name(g), n->name);
+            return FALSE;
+        }
+        if (dt == PSIM_DTYPE_FLOAT32)
+            for (int64_t i = 0; i < t->n_elems; i++)
+                ((float *)t->data)[i] = (float)((double)i / (double)t->n_elems);
+        g_ptr_array_add(names, g_strdup(n->name));
+        g_ptr_array_add(tensors, t);
+    }
+    return TRUE;
+}
+
+/* Fetches: the graph's outputs, or every tensor nothing consumes when it lists none. */
+static void default_fetches(const PsimGraph *g, GPtrArray *fetches)
+{
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++)
+        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
+    if (fetches->len)
+        return;
+    int32_t nn = psim_graph_n_nodes(g);
+    g_autofree guint8 *used = g_new0(guint8, nn + 1);
+    for (int32_t v = 0; v < nn; v++) {
+        const PsimNode *n = psim_graph_node(g, v);
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k].node >= 0)
+                used[n->inputs[k].node] = 1;
+    }
+    for (int32_t v = 0; v < nn; v++) {
+        const PsimNode *n = psim_graph_node(g, v);
+        const PsimOpDef *d = psim_op_lookup(n->op);
+        if (used[v] || (d && (d->flags & PSIM_OP_SOURCE)) || !strcmp(n->op, "NoOp"))
+            continue;
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            g_ptr_array_add(fetches, psim_port_to_string(g, (PsimPort){v, k}));
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static char *safe_name(const char *s)
+{
+    char *r = g_strdup(s);
+    for (char *p = r; *p; p++)
+        if (!g_ascii_isalnum(*p) && *p != '-' && *p != '_' && *p != '.')
+            *p = '_';
+    return r;
+}
+
+/* One (graph, algorithm): place, simulate, run, compare. Fills r; errors land in r->error. */
+static void study_one(Row *r, PsimGraph *g, PsimCluster *c, PsimCostModel *m, int steps,
+                      PsimOrder order, const char *out_dir, const char *sqlite_path)
+{
+    GError *err = NULL;
+    g_autoptr(PsimPlaceCtx) pc = NULL;
+    g_autoptr(PsimPlacement) pl = NULL;
+    g_autoptr(PsimPlan) plan = NULL;
+    g_autoptr(PsimTimeline) sim_tl = NULL, run_tl = NULL;
+    g_autoptr(PsimPlanExec) px = NULL;
+    g_autoptr(GPtrArray) feed_names = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+    g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
+    g_autofree PsimTensor **outs = NULL;
+    g_autofree double *times = NULL;
+    PsimSimResult sr = {0};
+    PsimCompare cmp = {0};
+    g_autofree double *sorted = NULL;
+    g_autofree char *base = NULL, *safe = NULL, *sim_trace = NULL, *run_trace = NULL;
+    sr.over_device = -1;
+
+    gint64 t0 = g_get_monotonic_time();
+    if (!(pc = psim_place_ctx_new(g, m, NULL, &err)) || !(pl = psim_place(pc, r->algo, &err)) ||
+        !(plan = psim_plan_build(pc, pl, &err)))
+        goto fail;
+    gint64 t1 = g_get_monotonic_time();
+    r->place_ms = (t1 - t0) / 1e3;
+    r->plan_us = plan->makespan_us;
+    r->n_transfers = plan->n_transfers;
+    PsimSimOptions so = {.order = order};
+    if (!psim_sim_run(plan, m, &so, &sr, &sim_tl, &err))
+        goto fail;
+    r->sim_ms = (g_get_monotonic_time() - t1) / 1e3;
+    r->sim_us = sr.step_time_us;
+    for (int32_t d = 0; d < plan->n_devices; d++)
+        r->n_devices_used += plan->n_order[d] > 0;
+
+    if (!default_feeds(plan->graph, feed_names, feeds, &err))
+        goto fail;
+    default_fetches(plan->graph, fetches);
+    if (!(px = psim_plan_exec_new(plan, c, (const char *const *)feed_names->pdata, (int32_t)feeds->len,
+                                  (const char *const *)fetches->pdata, (int32_t)fetches->len,
+                                  order == PSIM_ORDER_DYNAMIC, &err)))
+        goto fail;
+    outs = g_new0(PsimTensor *, fetches->len + 1);
+    times = g_new0(double, steps + 1);
+    /* One warm-up step, then `steps` measured ones; the timeline is the median step's. */
+    for (int s = -1; s < steps; s++) {
+        if (!psim_plan_exec_run(px, (PsimTensor *const *)feeds->pdata, outs, &err))
+            goto fail;
+        for (guint k = 0; k < fetches->len; k++)
+            g_clear_pointer(&outs[k], psim_tensor_unref);
+        if (s >= 0)
+            times[s] = psim_plan_exec_step_us(px);
+    }
+    sorted = g_memdup2(times, sizeof(double) * (gsize)steps);
+    qsort(sorted, (size_t)steps, sizeof(double), cmp_double);
+    r->measured_us = steps % 2 ? sorted[steps / 2] : (sorted[steps / 2 - 1] + sorted[steps / 2]) / 2;
+    r->measured_min_us = sorted[0];
+    r->measured_max_us = sorted[steps - 1];
+    r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
+    /* A final step for the measured timeline (its own step time is what the trace shows). */
+    if (!psim_plan_exec_run(px, (PsimTensor *const *)feeds->pdata, outs, &err))
+        goto fail;
+    for (guint k = 0; k < fetches->len; k++)
+        g_clear_pointer(&outs[k], psim_tensor_unref);
+    run_tl = psim_timeline_new(psim_graph_name(plan->graph), "run", plan->n_devices,
+                               (const char *const *)plan->devices);
+    psim_plan_exec_timeline_add(px, run_tl);
+    if (psim_timeline_compare(sim_tl, run_tl, &cmp, NULL))
+        r->op_error_pct = cmp.median_abs_op_error_pct;
+    base = g_strdup_printf("%s-%s", r->graph, r->algo);
+    safe = safe_name(base);
+    sim_trace = g_strdup_printf("%s/%s.sim.json", out_dir, safe);
+    run_trace = g_strdup_printf("%s/%s.run.json", out_dir, safe);
+    if (!psim_timeline_save_chrome(sim_tl, sim_trace, &err) || !psim_timeline_save_chrome(run_tl, run_trace, &err))
+        goto fail;
+    if (psim_timeline_save_sqlite(sim_tl, sqlite_path, base, &err) < 0 ||
+        psim_timeline_save_sqlite(run_tl, sqlite_path, base, &err) < 0)
+        goto fail;
+    if (g_find_program_in_path("gnuplot")) {
+        g_autofree char *png = g_strdup_printf("%s/%s.png", out_dir, safe);
+        if (psim_compare_plot(sim_tl, run_tl, &cmp, png, NULL))
+            r->gantt = g_strdup_printf("%s.png", safe);
+    }
+    psim_compare_clear(&cmp);
+    psim_sim_result_clear(&sr);
+    return;
+fail:
+    r->error = g_strdup(err ? err->message : "failed");
+    g_clear_error(&err);
+    psim_compare_clear(&cmp);
+    psim_sim_result_clear(&sr);
+}
+
+static double median_of(double *v, int n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The results table, beside the timelines in results.sqlite. */
+static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    gboolean ok = FALSE;
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        goto out;
+    sqlite3_busy_timeout(db, 10000);
+    if (sqlite3_exec(db, "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
+                         " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
+                         " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
+                         " place_ms REAL, error TEXT)", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    for (guint i = 0; i < rows->len; i++) {
+        Row *r = &g_array_index(rows, Row, i);
+        sqlite3_bind_text(st, 1, r->graph, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r->algo, -1, SQLITE_STATIC);
+        double v[] = {r->sim_us, r->measured_us, r->error_pct, r->measured_min_us, r->measured_max_us,
+                      r->plan_us, r->op_error_pct};
+        for (int k = 0; k < 7; k++)
+            if (r->error)
+                sqlite3_bind_null(st, 3 + k);
+            else
+                sqlite3_bind_double(st, 3 + k, v[k]);
+        sqlite3_bind_int(st, 10, r->n_transfers);
+        sqlite3_bind_int(st, 11, r->n_devices_used);
+        sqlite3_bind_double(st, 12, r->place_ms);
+        if (r->error)
+            sqlite3_bind_text(st, 13, r->error, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 13);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            goto out;
+        sqlite3_reset(st);
+    }
+    ok = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+out:
+    if (!ok)
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: SQLite: %s", path,
+                    db ? sqlite3_errmsg(db) : "cannot open");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ok;
+}
+
+static gboolean write_results(GArray *rows, const char *dir, const char *cluster_desc, int steps,
+                              double med, double worst, GError **error)
+{
+    /* results.csv */
+    GString *csv = g_string_new("graph,algo,sim_us,measured_us,error_pct,measured_min_us,measured_max_us,"
+                                "plan_us,op_median_abs_error_pct,transfers,devices_used,place_ms,error\n");
+    for (guint i = 0; i < rows->len; i++) {
+        Row *r = &g_array_index(rows, Row, i);
+        g_autofree char *e = g_strdup(r->error ? r->error : "");
+        g_strdelimit(e, ",\n\"", ';');
+        g_string_append_printf(csv, "%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%d,%d,%.2f,%s\n", r->graph,
+                               r->algo, r->sim_us, r->measured_us, r->error_pct, r->measured_min_us,
+                               r->measured_max_us, r->plan_us, r->op_error_pct, r->n_transfers,
+                               r->n_devices_used, r->place_ms, e);
+    }
+    g_autofree char *csv_path = g_build_filename(dir, "results.csv", NULL);
+    gboolean ok = g_file_set_contents(csv_path, csv->str, (gssize)csv->len, error);
+    g_string_free(csv, TRUE);
+    if (!ok)
+        return FALSE;
+
+    /* The bar chart: predicted and measured step time per (graph, algo). */
+    gboolean plot = g_find_program_in_path("gnuplot") != NULL && rows->len > 0;
+    if (plot) {
+        g_autofree char *png = g_build_filename(dir, "step-times.png", NULL);
+        GString *s = g_string_new(NULL);
+        g_string_append_printf(s, "set terminal pngcairo size %d,560 font ',9'\nset output '%s'\n",
+                               MAX(700, 70 * (int)rows->len), png);
+        g_string_append(s, "set title 'step time: simulated vs measured' noenhanced\n"
+                           "set style data histograms\nset style histogram clustered gap 1\n"
+                           "set style fill solid 0.85 border -1\nset ylabel 'microseconds'\n"
+                           "set xtics rotate by -35 noenhanced\nset key top left\nset grid y\n"
+                           "plot '-' using 2:xtic(1) title 'simulated' lc rgb '#4e79a7', "
+                           "'-' using 2 title 'measured' lc rgb '#f28e2b'\n");
+        for (int pass = 0; pass < 2; pass++) {
+            for (guint i = 0; i < rows->len; i++) {
+                Row *r = &g_array_index(rows, Row, i);
+                g_string_append_printf(s, "\"%s/%s\" %.3f\n", r->graph, r->algo,
+                                       r->error ? 0.0 : pass ? r->measured_us : r->sim_us);
+            }
+            g_string_append(s, "e\n");
+        }
+        plot = psim_gnuplot_run(s->str, NULL);
+        g_string_free(s, TRUE);
+    }
+
+    /* report.md */
+    GString *md = g_string_new("# placesim study\n\n");
+    g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: one "
+                               "warm-up step, then %d measured steps (median). Error = (simulated - "
+                               "measured) / measured.\n\n", cluster_desc, steps);
+    g_string_append_printf(md, "**Median |error| %.2f%%, worst %.2f%%** over %u runs.\n\n", med, worst, rows->len);
+    g_string_append(md, "| graph | algorithm | simulated µs | measured µs (min–max) | error | plan estimate µs | op median |error| | transfers | devices |\n"
+                        "|---|---|---|---|---|---|---|---|---|\n");
+    for (guint i = 0; i < rows->len; i++) {
+        Row *r = &g_array_index(rows, Row, i);
+        if (r->error) {
+            g_string_append_printf(md, "| %s | %s | failed: %s | | | | | | |\n", r->graph, r->algo, r->error);
+            continue;
+        }
+        g_string_append_printf(md, "| %s | %s | %.1f | %.1f (%.1f–%.1f) | %+.2f%% | %.1f | %.1f%% | %d | %d |\n",
+                               r->graph, r->algo, r->sim_us, r->measured_us, r->measured_min_us,
+                               r->measured_max_us, r->error_pct, r->plan_us, r->op_error_pct,
+                               r->n_transfers, r->n_devices_used);
+    }
+    if (plot)
+        g_string_append(md, "\n![step times](step-times.png)\n");
+    g_string_append(md, "\n## Timelines\n\nSimulated (left) and measured (right) Gantt charts on one time scale, "
+                        "and each op's predicted against measured time. Chrome traces (`*.sim.json`, `*.run.json`) "
+                        "open in Perfetto; `results.sqlite` holds every timeline (tables runs, ops, transfers).\n");
+    for (guint i = 0; i < rows->len; i++) {
+        Row *r = &g_array_index(rows, Row, i);
+        if (r->gantt)
+            g_string_append_printf(md, "\n### %s / %s\n\n![%s %s](%s)\n", r->graph, r->algo, r->graph, r->algo, r->gantt);
+    }
+    g_autofree char *md_path = g_build_filename(dir, "report.md", NULL);
+    ok = g_file_set_contents(md_path, md->str, (gssize)md->len, error);
+    g_string_free(md, TRUE);
+    return ok;
+}
+
+int psim_cmd_study(int argc, char **argv)
+{
+    g_autofree char *cluster_spec = NULL, *algos = NULL, *db_path = NULL, *out_dir = NULL;
+    g_autofree char *order_name = NULL;
+    gboolean json = FALSE, no_profile = FALSE;
+    int steps = 10;
+    GOptionEntry entries[] = {
+        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster (default local:2)", "SPEC"},
+        {"algos", 'a', 0, G_OPTION_ARG_STRING, &algos,
+         "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
+        {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Measured steps per run after one warm-up (default 10)", "N"},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
+        {"order", 0, 0, G_OPTION_ARG_STRING, &order_name, "static (default) or dynamic", "ORDER"},
+        {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the rows", NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
+    g_option_context_set_summary(ctx,
+        "For each graph and algorithm: profile what the cost DB lacks, place, simulate one step,\n"
+        "run the same plan for real, and compare. Writes OUT/report.md, OUT/results.csv,\n"
+        "OUT/results.sqlite, Chrome traces and plots. Without GRAPH it studies the built-in models.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!psim_cli_parse(ctx, &argc, &argv, "study"))
+        return 2;
+    if (steps < 1 || steps > 100000)
+        return psim_cli_usage("study", "--steps must be between 1 and 100000");
+    PsimOrder order = PSIM_ORDER_STATIC;
+    if (order_name && !psim_order_from_name(order_name, &order))
+        return psim_cli_usage("study", "--order must be static or dynamic, not '%s'", order_name);
+    g_auto(GStrv) algo_list = NULL;
+    if (!algos || strcmp(algos, "all")) {
+        algo_list = g_strsplit(algos ? algos : DEFAULT_ALGOS, ",", -1);
+        for (int i = 0; algo_list[i]; i++)
+            if (!psim_placer_lookup(algo_list[i]) || !strcmp(algo_list[i], "file"))
+                return psim_cli_usage("study", "unknown algorithm '%s' (see 'placesim place --help')", algo_list[i]);
+    } else {
+        int32_t n = 0;
+        const PsimPlacer *const *all = psim_placer_list(&n);
+        GPtrArray *a = g_ptr_array_new();
+        for (int32_t i = 0; i < n; i++)
+            if (strcmp(all[i]->name, "file"))
+                g_ptr_array_add(a, g_strdup(all[i]->name));
+        g_ptr_array_add(a, NULL);
+        algo_list = (GStrv)g_ptr_array_free(a, FALSE);
+    }
+    if (!out_dir)
+        out_dir = g_strdup("study-out");
+    if (g_mkdir_with_parents(out_dir, 0755) != 0) {
+        fprintf(stderr, "placesim: %s: cannot create the output folder: %s\n", out_dir, g_strerror(errno));
+        return 1;
+    }
+    if (!db_path)
+        db_path = g_build_filename(out_dir, "costs.db", NULL);
+    g_autofree char *sqlite_path = g_build_filename(out_dir, "results.sqlite", NULL);
+    g_unlink(sqlite_path);
+
+    GError *err = NULL;
+    g_autoptr(GPtrArray) graphs = g_ptr_array_new_with_free_func((GDestroyNotify)psim_graph_free);
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) {
+            PsimGraph *g = psim_cli_load_graph(argv[i], FALSE, &err);
+            if (!g)
+                return psim_cli_fail(err);
+            g_ptr_array_add(graphs, g);
+        }
+    } else {
+        int32_t n = 0;
+        const char *const *zoo = psim_zoo_list(&n);
+        for (int32_t i = 0; i < n; i++) {
+            PsimGraph *g = psim_zoo_make(zoo[i], &err);
+            if (!g)
+                return psim_cli_fail(err);
+            g_ptr_array_add(graphs, g);
+        }
+    }
+    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec ? cluster_spec : "local:2",
+                                                      graphs->len ? g_ptr_array_index(graphs, 0) : NULL, &err);
+    if (!cluster)
+        return psim_cli_fail(err);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
+    if (!db)
+        return psim_cli_fail(err);
+
+    int n_algos = (int)g_strv_length(algo_list);
+    Progress prog = {.tty = psim_cli_stderr_tty(), .total = (int32_t)graphs->len * n_algos + (no_profile ? 0 : 1),
+                     .t0 = g_get_monotonic_time()};
+    if (!no_profile) {
+        progress(&prog, "profiling what the cost DB lacks");
+        PsimProfileOptions po;
+        psim_profile_options_init(&po);
+        po.progress = profile_progress;
+        po.progress_user = &prog;
+        g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
+        PsimProfileReport rep;
+        if (!prof || !psim_profiler_run(prof, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &rep, &err))
+            return psim_cli_fail(err);
+        if (prog.tty)
+            fputc('\n', stderr);
+        prog.done++;
+        g_autofree char *msg = g_strdup_printf("profiled: %d measured, %d already in the DB", rep.measured, rep.skipped);
+        progress(&prog, msg);
+    }
+    g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
+    GArray *rows = g_array_new(FALSE, TRUE, sizeof(Row));
+    for (guint gi = 0; gi < graphs->len; gi++) {
+        PsimGraph *g = g_ptr_array_index(graphs, gi);
+        for (int a = 0; algo_list[a]; a++) {
+            Row r = {.graph = g_strdup(psim_graph_name(g)), .algo = g_strdup(algo_list[a])};
+            g_autofree char *what = g_strdup_printf("%s / %s", r.graph, r.algo);
+            progress(&prog, what);
+            study_one(&r, g, cluster, model, steps, order, out_dir, sqlite_path);
+            prog.done++;
+            g_array_append_val(rows, r);
+        }
+    }
+    progress(&prog, "done");
+
+    g_autofree double *abs_err = g_new(double, rows->len + 1);
+    int n_ok = 0;
+    double worst = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        Row *r = &g_array_index(rows, Row, i);
+        if (r->error)
+            continue;
+        abs_err[n_ok++] = fabs(r->error_pct);
+        worst = MAX(worst, fabs(r->error_pct));
+    }
+    double med = median_of(abs_err, n_ok);
+    int32_t nd = psim_cluster_n_devices(cluster);
+    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local:2", nd, nd == 1 ? "" : "s");
+    if (!write_results(rows, out_dir, cdesc, steps, med, worst, &err)) {
+        for (guint i = 0; i < rows->len; i++)
+            row_free(&g_array_index(rows, Row, i));
+        g_array_free(rows, TRUE);
+        return psim_cli_fail(err);
+    }
+    /* The results table into the same SQLite file as the timelines. */
+    if (!write_sqlite(rows, sqlite_path, &err)) {
+        for (guint i = 0; i < rows->len; i++)
+            row_free(&g_array_index(rows, Row, i));
+        g_array_free(rows, TRUE);
+        return psim_cli_fail(err);
+    }
+    if (json) {
+        JsonBuilder *b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "rows");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < rows->len; i++) {
+            Row *r = &g_array_index(rows, Row, i);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "graph");
+            json_builder_add_string_value(b, r->graph);
+            json_builder_set_member_name(b, "algo");
+            json_builder_add_string_value(b, r->algo);
+            if (r->error) {
+                json_builder_set_member_name(b, "error");
+                json_builder_add_string_value(b, r->error);
+            } else {
+                json_builder_set_member_name(b, "sim_us");
+                json_builder_add_double_value(b, r->sim_us);
+                json_builder_set_member_name(b, "measured_us");
+                json_builder_add_double_value(b, r->measured_us);
+                json_builder_set_member_name(b, "error_pct");
+                json_builder_add_double_value(b, r->error_pct);
+                json_builder_set_member_name(b, "plan_us");
+                json_builder_add_double_value(b, r->plan_us);
+                json_builder_set_member_name(b, "op_median_abs_error_pct");
+                json_builder_add_double_value(b, r->op_error_pct);
+                json_builder_set_member_name(b, "transfers");
+                json_builder_add_int_value(b, r->n_transfers);
+            }
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "median_abs_error_pct");
+        json_builder_add_double_value(b, n_ok ? med : 0);
+        json_builder_set_member_name(b, "max_abs_error_pct");
+        json_builder_add_double_value(b, worst);
+        json_builder_set_member_name(b, "out");
+        json_builder_add_string_value(b, out_dir);
+        json_builder_end_object(b);
+        psim_cli_print_json(b);
+    } else {
+        printf("%-18s %-12s %12s %12s %9s %8s\n", "graph", "algo", "sim us", "measured us", "error", "xfers");
+        for (guint i = 0; i < rows->len; i++) {
+            Row *r = &g_array_index(rows, Row, i);
+            if (r->error)
+                printf("%-18.18s %-12s failed: %s\n", r->graph, r->algo, r->error);
+            else
+                printf("%-18.18s %-12s %12.1f %12.1f %+8.2f%% %8d\n", r->graph, r->algo, r->sim_us,
+                       r->measured_us, r->error_pct, r->n_transfers);
+        }
+        printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", n_ok ? med : 0,
+               worst, n_ok, out_dir);
+    }
+    int code = n_ok == (int)rows->len ? 0 : 1;
+    for (guint i = 0; i < rows->len; i++)
+        row_free(&g_array_index(rows, Row, i));
+    g_array_free(rows, TRUE);
+    return code;
+}

@@ -33,6 +33,14 @@ void psim_cli_print_json(JsonBuilder *b);
 /* TRUE when stderr is a terminal (progress bars go there only then). */
 gboolean psim_cli_stderr_tty(void);
 
+/* Default feeds (names and tensors appended; inputs already named are skipped) and fetches (refs
+ * appended as PsimPort) for running a graph; see tools/feeds.c. */
+gboolean psim_cli_default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray *tensors,
+                                GError **error);
+void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
+/* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
+gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
+
 int psim_cmd_inspect(int argc, char **argv);
 int psim_cmd_export(int argc, char **argv);
 int psim_cmd_compare(int argc, char **argv);

@@ -10,44 +10,6 @@
 #include "placesim/placer.h"
 #include "tools/cli.h"
 
-/* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
-static gboolean names_input(const PsimNode *n, const char *name)
-{
-    if (!strcmp(name, n->name))
-        return TRUE;
-    size_t l = strlen(n->name);
-    if (!strncmp(name, n->name, l) && !strcmp(name + l, ":0"))
-        return TRUE;
-    return n->n_outputs > 0 && n->outputs[0].name && !strcmp(n->outputs[0].name, name);
-}
-
-/* arange(n)/n in the input's shape, unknown dims taken as 1. */
-static PsimTensor *default_feed(const PsimGraph *g, const PsimNode *n, GError **error)
-{
-    const PsimOutput *o = &n->outputs[0];
-    if (o->rank < 0) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                    "%s: node '%s': graph input of unknown rank: give it with --feed %s=FILE.pb",
-                    psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g), n->name,
-                    n->name);
-        return NULL;
-    }
-    int64_t *dims = g_new(int64_t, o->rank + 1);
-    for (int32_t i = 0; i < o->rank; i++)
-        dims[i] = o->dims[i] >= 0 ? o->dims[i] : 1;
-    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, o->rank, dims, error);
-    g_free(dims);
-    if (!t) {
-        g_prefix_error(error, "%s: node '%s': ",
-                       psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g), n->name);
-        return NULL;
-    }
-    float *p = t->data;
-    for (int64_t i = 0; i < t->n_elems; i++)
-        p[i] = (float)((double)i / (double)t->n_elems);
-    return t;
-}
-
 static void shape_append(GString *s, const PsimTensor *t)
 {
     g_string_append_c(s, '[');
@@ -268,50 +230,12 @@ int psim_cmd_run(int argc, char **argv)
         g_ptr_array_add(feed_names, g_strndup(*p, (gsize)(eq - *p)));
         g_ptr_array_add(feeds, t);
     }
-    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
-        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
-        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER))
-            continue; /* an initializer */
-        gboolean given = FALSE;
-        for (guint k = 0; k < feed_names->len && !given; k++)
-            given = names_input(n, g_ptr_array_index(feed_names, k));
-        if (given || n->outputs[0].dtype != PSIM_DTYPE_FLOAT32)
-            continue; /* other dtypes need --feed; the executor says so if they are needed */
-        PsimTensor *t = default_feed(g, n, &err);
-        if (!t) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        g_ptr_array_add(feed_names, g_strdup(n->name));
-        g_ptr_array_add(feeds, t);
+    if (!psim_cli_default_feeds(g, feed_names, feeds, &err)) {
+        code = psim_cli_fail(err);
+        goto out;
     }
-    n_out = psim_graph_n_outputs(g);
-    for (int32_t i = 0; i < n_out; i++) {
-        PsimPort p = psim_graph_output(g, i);
-        g_array_append_val(ports, p);
-    }
-    if (n_out == 0) {
-        /* Files that list no outputs (TF GraphDefs): fetch every tensor nothing consumes. */
-        int32_t nn = psim_graph_n_nodes(g);
-        g_autofree guint8 *used = g_new0(guint8, nn ? nn : 1);
-        for (int32_t v = 0; v < nn; v++) {
-            const PsimNode *n = psim_graph_node(g, v);
-            for (int32_t k = 0; k < n->n_inputs; k++)
-                if (n->inputs[k].node >= 0)
-                    used[n->inputs[k].node] = 1;
-        }
-        for (int32_t v = 0; v < nn; v++) {
-            const PsimNode *n = psim_graph_node(g, v);
-            const PsimOpDef *d = psim_op_lookup(n->op);
-            if (used[v] || (d && (d->flags & PSIM_OP_SOURCE)))
-                continue;
-            for (int32_t k = 0; k < n->n_outputs; k++) {
-                PsimPort p = {v, k};
-                g_array_append_val(ports, p);
-            }
-        }
-        n_out = (int)ports->len;
-    }
+    psim_cli_default_fetches(g, ports);
+    n_out = (int)ports->len;
     if (n_out == 0) {
         code = psim_cli_usage("run", "%s has no outputs to fetch", argv[1]);
         goto out;

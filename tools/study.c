@@ -71,59 +71,6 @@ static void profile_progress(const PsimProfileProgress *pp, void *user)
     fflush(stderr);
 }
 
-/* Graph inputs that are fed: Placeholders that are not constants; arange(n)/n in their shape
- * with unknown dims taken as 1 (float), zeros otherwise, as `placesim run` does. */
-static gboolean default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray *tensors, GError **error)
-{
-    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
-        const PsimNode *n = psim_graph_node(g, v);
-        if (strcmp(n->op, "Placeholder") || n->n_outputs < 1)
-            continue;
-        const PsimOutput *o = &n->outputs[0];
-        int32_t rank = o->rank < 0 ? 0 : o->rank;
-        g_autofree int64_t *dims = g_new(int64_t, rank + 1);
-        for (int32_t i = 0; i < rank; i++)
-            dims[i] = o->dims[i] < 0 ? 1 : o->dims[i];
-        PsimDType dt = o->dtype == PSIM_DTYPE_UNDEFINED ? PSIM_DTYPE_FLOAT32 : o->dtype;
-        PsimTensor *t = psim_tensor_new(dt, rank, dims, error);
-        if (!t) {
-            g_prefix_error(error, "%s: input '%s': ", psim_graph_name(g), n->name);
-            return FALSE;
-        }
-        if (dt == PSIM_DTYPE_FLOAT32)
-            for (int64_t i = 0; i < t->n_elems; i++)
-                ((float *)t->data)[i] = (float)((double)i / (double)t->n_elems);
-        g_ptr_array_add(names, g_strdup(n->name));
-        g_ptr_array_add(tensors, t);
-    }
-    return TRUE;
-}
-
-/* Fetches: the graph's outputs, or every tensor nothing consumes when it lists none. */
-static void default_fetches(const PsimGraph *g, GPtrArray *fetches)
-{
-    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++)
-        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
-    if (fetches->len)
-        return;
-    int32_t nn = psim_graph_n_nodes(g);
-    g_autofree guint8 *used = g_new0(guint8, nn + 1);
-    for (int32_t v = 0; v < nn; v++) {
-        const PsimNode *n = psim_graph_node(g, v);
-        for (int32_t k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k].node >= 0)
-                used[n->inputs[k].node] = 1;
-    }
-    for (int32_t v = 0; v < nn; v++) {
-        const PsimNode *n = psim_graph_node(g, v);
-        const PsimOpDef *d = psim_op_lookup(n->op);
-        if (used[v] || (d && (d->flags & PSIM_OP_SOURCE)) || !strcmp(n->op, "NoOp"))
-            continue;
-        for (int32_t k = 0; k < n->n_outputs; k++)
-            g_ptr_array_add(fetches, psim_port_to_string(g, (PsimPort){v, k}));
-    }
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -157,6 +104,7 @@ static void study_one(Row *r, PsimGraph *g, PsimCluster *c, PsimCostModel *m, in
     PsimSimResult sr = {0};
     PsimCompare cmp = {0};
     g_autofree double *sorted = NULL;
+    g_autoptr(GArray) ports = NULL;
     g_autofree char *base = NULL, *safe = NULL, *sim_trace = NULL, *run_trace = NULL;
     sr.over_device = -1;
 
@@ -176,9 +124,12 @@ static void study_one(Row *r, PsimGraph *g, PsimCluster *c, PsimCostModel *m, in
     for (int32_t d = 0; d < plan->n_devices; d++)
         r->n_devices_used += plan->n_order[d] > 0;
 
-    if (!default_feeds(plan->graph, feed_names, feeds, &err))
+    if (!psim_cli_default_feeds(g, feed_names, feeds, &err))
         goto fail;
-    default_fetches(plan->graph, fetches);
+    ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
+    psim_cli_default_fetches(g, ports);
+    for (guint k = 0; k < ports->len; k++)
+        g_ptr_array_add(fetches, psim_port_to_string(g, g_array_index(ports, PsimPort, k)));
     if (!(px = psim_plan_exec_new(plan, c, (const char *const *)feed_names->pdata, (int32_t)feeds->len,
                                   (const char *const *)fetches->pdata, (int32_t)fetches->len,
                                   order == PSIM_ORDER_DYNAMIC, &err)))
@@ -376,8 +327,9 @@ int psim_cmd_study(int argc, char **argv)
     g_autofree char *order_name = NULL;
     gboolean json = FALSE, no_profile = FALSE;
     int steps = 10;
+    double profile_budget = 300;
     GOptionEntry entries[] = {
-        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster (default local:2)", "SPEC"},
+        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
         {"algos", 'a', 0, G_OPTION_ARG_STRING, &algos,
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
@@ -385,6 +337,8 @@ int psim_cmd_study(int argc, char **argv)
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name, "static (default) or dynamic", "ORDER"},
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
+        {"profile-budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &profile_budget,
+         "Profiling time budget per kernel signature and device (default 300)", "MS"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the rows", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
@@ -395,6 +349,8 @@ int psim_cmd_study(int argc, char **argv)
     g_option_context_add_main_entries(ctx, entries, NULL);
     if (!psim_cli_parse(ctx, &argc, &argv, "study"))
         return 2;
+    if (!(profile_budget > 0))
+        return psim_cli_usage("study", "--profile-budget-ms must be positive");
     if (steps < 1 || steps > 100000)
         return psim_cli_usage("study", "--steps must be between 1 and 100000");
     PsimOrder order = PSIM_ORDER_STATIC;
@@ -446,7 +402,7 @@ int psim_cmd_study(int argc, char **argv)
             g_ptr_array_add(graphs, g);
         }
     }
-    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec ? cluster_spec : "local:2",
+    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec ? cluster_spec : "local",
                                                       graphs->len ? g_ptr_array_index(graphs, 0) : NULL, &err);
     if (!cluster)
         return psim_cli_fail(err);
@@ -462,6 +418,7 @@ int psim_cmd_study(int argc, char **argv)
         PsimProfileOptions po;
         psim_profile_options_init(&po);
         po.progress = profile_progress;
+        po.budget_ms = profile_budget;
         po.progress_user = &prog;
         g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
         PsimProfileReport rep;
@@ -500,7 +457,7 @@ int psim_cmd_study(int argc, char **argv)
     }
     double med = median_of(abs_err, n_ok);
     int32_t nd = psim_cluster_n_devices(cluster);
-    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local:2", nd, nd == 1 ? "" : "s");
+    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local", nd, nd == 1 ? "" : "s");
     if (!write_results(rows, out_dir, cdesc, steps, med, worst, &err)) {
         for (guint i = 0; i < rows->len; i++)
             row_free(&g_array_index(rows, Row, i));

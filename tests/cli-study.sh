@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# placesim study end to end on a small built-in model: the table, report, CSV, SQLite and JSON it
+# promises, and clear errors for bad arguments.
+set -u
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single,round-robin --steps 2 --no-profile \
+      --out "$tmp/s" --json) || fail "study exited $?"
+for f in report.md results.csv results.sqlite; do [ -s "$tmp/s/$f" ] || fail "no $f"; done
+echo "$out" | grep -q '"rows":\[{"graph":"mlp","algo":"single","sim_us":' || fail "json rows: $out"
+echo "$out" | grep -q '"median_abs_error_pct":' || fail "json median: $out"
+[ "$(wc -l <"$tmp/s/results.csv")" = 3 ] || fail "results.csv should have a header and 2 rows"
+grep -q '| mlp | round-robin |' "$tmp/s/report.md" || fail "report table"
+ls "$tmp/s"/mlp-round-robin.sim.json "$tmp/s"/mlp-round-robin.run.json >/dev/null || fail "traces"
+if command -v sqlite3 >/dev/null; then
+    n=$(sqlite3 "$tmp/s/results.sqlite" "SELECT count(*) FROM results WHERE measured_us > 0")
+    [ "$n" = 2 ] || fail "results table has $n measured rows"
+    n=$(sqlite3 "$tmp/s/results.sqlite" "SELECT count(DISTINCT kind) FROM runs")
+    [ "$n" = 2 ] || fail "timelines of both kinds expected, got $n"
+fi
+"$PSIM" compare "$tmp/s/mlp-round-robin.sim.json" "$tmp/s/mlp-round-robin.run.json" >/dev/null || fail "compare"
+
+expect2() {
+    "$@" >"$tmp/o" 2>"$tmp/e"; rc=$?
+    [ $rc = 2 ] || fail "exit $rc (expected 2): $*"
+    [ "$(wc -l <"$tmp/e")" = 1 ] || fail "expected one error line: $(cat "$tmp/e")"
+}
+expect2 "$PSIM" study zoo:mlp --algos heft,nosuch --out "$tmp/x"
+expect2 "$PSIM" study zoo:mlp --steps 0 --out "$tmp/x"
+expect2 "$PSIM" study "$tmp/missing.onnx" --out "$tmp/x"
+echo "not a db" >"$tmp/bad.db"
+expect2 "$PSIM" study zoo:mlp --db "$tmp/bad.db" --no-profile --out "$tmp/x"
+echo "cli-study: ok"

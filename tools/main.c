@@ -8,16 +8,17 @@
 
 #include "tools/cli.h"
 
+/* In pipeline order: look at a graph and a cluster, measure, place, simulate, run, compare. */
 static const PsimCommand commands[] = {
     {"inspect", "summarize a graph: nodes, ops, FLOPs, parameters, critical path", psim_cmd_inspect},
-    {"export", "convert a graph to JSON, DOT, GraphML or TF pbtxt", psim_cmd_export},
-    {"sim", "simulate one step of a plan: step time, memory, critical path, traces", psim_cmd_sim},
-    {"study", "place, simulate, run and compare for graphs x algorithms; report and plots", psim_cmd_study},
-    {"compare", "compare a simulated trace with a measured one (errors, plots)", psim_cmd_compare},
-    {"profile", "measure kernel and transfer costs on real devices into a cost DB", psim_cmd_profile},
     {"cluster", "print a cluster's devices and links (a cluster file or this machine)", psim_cmd_cluster},
-    {"run", "run a graph for real on one device; check outputs, time steps", psim_cmd_run},
+    {"profile", "measure kernel and transfer costs on real devices into a cost DB", psim_cmd_profile},
     {"place", "place a graph on a cluster and partition it into a plan", psim_cmd_place},
+    {"sim", "simulate one step of a plan: step time, memory, critical path, traces", psim_cmd_sim},
+    {"run", "run a graph (or a plan on several devices) for real; check outputs, time steps", psim_cmd_run},
+    {"compare", "compare a simulated trace with a measured one (errors, plots)", psim_cmd_compare},
+    {"study", "profile, place, simulate, run and compare graphs x algorithms; report and plots", psim_cmd_study},
+    {"export", "convert a graph to JSON, DOT, GraphML or TF pbtxt", psim_cmd_export},
 };
 
 static void usage(FILE *f)

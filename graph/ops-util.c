@@ -22,13 +22,14 @@ gboolean psim__out_set(PsimGraph *g, PsimNode *n, int32_t k, PsimDType dtype, in
                              dims[i]);
             return FALSE;
         }
-        if (dims[i] == 0) {
-            known = 0;
-        } else if (known && (dims[i] > PSIM_MAX_ELEMENTS || known > PSIM_MAX_ELEMENTS / dims[i])) {
+        /* The product of the non-zero dims is bounded (a zero dim does not excuse an absurd
+         * one), the rule placesim JSON applies, so that inferred shapes export and read back. */
+        if (dims[i] == 0)
+            continue;
+        if (dims[i] > PSIM_MAX_ELEMENTS || known > PSIM_MAX_ELEMENTS / dims[i])
             known = PSIM_MAX_ELEMENTS + 1;
-        } else if (known) {
+        else
             known *= dims[i];
-        }
         if (known > PSIM_MAX_ELEMENTS) {
             psim__error_node(error, g, n,
                              "output %d would have an absurd size (over 2^36 elements)", k);

@@ -390,7 +390,8 @@ static gboolean infer_reduce(PsimGraph *g, PsimNode *n, GError **error)
             psim__error_node(error, g, n, "too many axes (%d)", n_axes);
             return FALSE;
         }
-        memcpy(axes, av, sizeof(int64_t) * (size_t)n_axes);
+        if (n_axes > 0) /* an empty list has no array */
+            memcpy(axes, av, sizeof(int64_t) * (size_t)n_axes);
     } else if (psim__input(g, n, 1)) {
         n_axes = psim__input_ints(g, n, 1, axes, PSIM__MAX_RANK, "axes", error);
         if (n_axes == -2)

@@ -448,33 +448,43 @@ static gboolean infer_unpack(PsimGraph *g, PsimNode *n, GError **error)
 
 /* ---- Fill, ExpandDims ---- */
 
+/* The shape a Fill or a random op makes from its shape input: known values, the known parts
+ * of a shape built from Shape/Concat/Pack with an unknown batch, or just its length. */
+static gboolean shape_from_input(PsimGraph *g, PsimNode *n, int32_t k, PsimDType dt, GError **error)
+{
+    int64_t dims[64];
+    int32_t r = psim__input_partial_ints(g, n, k, dims, 64, "shape", error);
+    if (r == -2)
+        return FALSE;
+    if (r < 0) {
+        psim_graph_output_set(g, n, 0, dt, PSIM_RANK_UNKNOWN, NULL);
+        return TRUE;
+    }
+    int64_t known = 1;
+    for (int32_t j = 0; j < r; j++) {
+        if (dims[j] == PSIM__UNKNOWN_VALUE) {
+            dims[j] = PSIM_DIM_UNKNOWN;
+            continue;
+        }
+        if (dims[j] < 0) {
+            psim__error_node(error, g, n, "%s dimension %d is negative", n->op, j);
+            return FALSE;
+        }
+        if (dims[j] > 0 && known > PSIM_MAX_ELEMENTS / dims[j]) {
+            psim__error_node(error, g, n, "%s shape is too large (over 2^36 elements)", n->op);
+            return FALSE;
+        }
+        known *= dims[j] ? dims[j] : 1;
+    }
+    psim_graph_output_set(g, n, 0, dt, r, dims);
+    return TRUE;
+}
+
 static gboolean infer_fill(PsimGraph *g, PsimNode *n, GError **error)
 {
     if (!need(g, n, 2, error))
         return FALSE;
-    const PsimOutput *shape = psim__input(g, n, 0), *val = psim__input(g, n, 1);
-    int64_t dims[64];
-    int32_t r = int_values(shape, dims, 64);
-    if (r >= 0) {
-        for (int32_t j = 0; j < r; j++)
-            if (dims[j] < 0) {
-                psim__error_node(error, g, n, "Fill dimension %d is negative", j);
-                return FALSE;
-            }
-        if (psim_shape_elems(r, dims) < 0) {
-            psim__error_node(error, g, n, "Fill shape is too large (over 2^36 elements)");
-            return FALSE;
-        }
-        psim_graph_output_set(g, n, 0, val->dtype, r, dims);
-    } else if (shape->rank == 1 && shape->dims[0] >= 0 && shape->dims[0] <= 64) {
-        r = (int32_t)shape->dims[0];
-        for (int32_t j = 0; j < r; j++)
-            dims[j] = PSIM_DIM_UNKNOWN;
-        psim_graph_output_set(g, n, 0, val->dtype, r, dims);
-    } else {
-        psim_graph_output_set(g, n, 0, val->dtype, PSIM_RANK_UNKNOWN, NULL);
-    }
-    return TRUE;
+    return shape_from_input(g, n, 0, psim__input(g, n, 1)->dtype, error);
 }
 
 static gboolean infer_expand_dims(PsimGraph *g, PsimNode *n, GError **error)
@@ -516,24 +526,7 @@ static gboolean infer_random(PsimGraph *g, PsimNode *n, GError **error)
         return FALSE;
     const PsimAttr *a = psim_node_attr(n, "dtype");
     PsimDType dt = a && a->type == PSIM_ATTR_DTYPE ? a->v.dt : PSIM_DTYPE_FLOAT32;
-    const PsimOutput *shape = psim__input(g, n, 0);
-    int64_t dims[64];
-    int32_t r = int_values(shape, dims, 64);
-    if (r >= 0) {
-        for (int32_t j = 0; j < r; j++)
-            if (dims[j] < 0) {
-                psim__error_node(error, g, n, "%s dimension %d is negative", n->op, j);
-                return FALSE;
-            }
-        if (psim_shape_elems(r, dims) < 0) {
-            psim__error_node(error, g, n, "%s shape is too large (over 2^36 elements)", n->op);
-            return FALSE;
-        }
-        psim_graph_output_set(g, n, 0, dt, r, dims);
-    } else {
-        psim_graph_output_set(g, n, 0, dt, PSIM_RANK_UNKNOWN, NULL);
-    }
-    return TRUE;
+    return shape_from_input(g, n, 0, dt, error);
 }
 
 #define UNARY(name, desc) {name, desc, 0, infer_unary, count_elementwise}

@@ -159,7 +159,7 @@ static void write_attr(GString *s, const char *name, const PsimAttr *a)
  * where a constant axis input goes back (-1: none; INT_MAX: last). */
 typedef struct {
     const char *ir, *tf;
-    const char *skip[3];
+    const char *skip[4];
     const char *axis_attr; /* the attr holding the constant input's value */
     int axis_pos;
 } Reverse;
@@ -184,11 +184,11 @@ static const Reverse reverses[] = {
     {"Split", "Split", {"axis", "num_outputs"}, "axis", 0},
     {"Transpose", "Transpose", {"perm"}, "perm", 1},
     {"Gather", "GatherV2", {"axis"}, "axis", 2},
-    {"ReduceMean", "Mean", {"axes", "keepdims"}, "axes", 1},
-    {"ReduceSum", "Sum", {"axes", "keepdims"}, "axes", 1},
-    {"ReduceMax", "Max", {"axes", "keepdims"}, "axes", 1},
-    {"ReduceMin", "Min", {"axes", "keepdims"}, "axes", 1},
-    {"ReduceProd", "Prod", {"axes", "keepdims"}, "axes", 1},
+    {"ReduceMean", "Mean", {"axes", "keepdims", "noop_with_empty_axes"}, "axes", 1},
+    {"ReduceSum", "Sum", {"axes", "keepdims", "noop_with_empty_axes"}, "axes", 1},
+    {"ReduceMax", "Max", {"axes", "keepdims", "noop_with_empty_axes"}, "axes", 1},
+    {"ReduceMin", "Min", {"axes", "keepdims", "noop_with_empty_axes"}, "axes", 1},
+    {"ReduceProd", "Prod", {"axes", "keepdims", "noop_with_empty_axes"}, "axes", 1},
 };
 
 static const Reverse *reverse_of(const PsimNode *n)
@@ -201,7 +201,7 @@ static const Reverse *reverse_of(const PsimNode *n)
 
 static gboolean skipped(const Reverse *r, const char *attr)
 {
-    for (int i = 0; r && i < 3 && r->skip[i]; i++)
+    for (int i = 0; r && i < 4 && r->skip[i]; i++)
         if (!strcmp(r->skip[i], attr))
             return TRUE;
     return FALSE;

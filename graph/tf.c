@@ -687,6 +687,8 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
               : !strcmp(op, "Max") ? "ReduceMax" : !strcmp(op, "Min") ? "ReduceMin" : "ReduceProd";
         psim_graph_node_attr_set_ints(g, n, "axes", n_ints, ints);
         psim_graph_node_attr_set_int(g, n, "keepdims", psim_node_attr_int(n, "keep_dims", 0) != 0);
+        /* TF reduces over exactly the axes listed: none is a no-op, not ONNX's "all". */
+        psim_graph_node_attr_set_int(g, n, "noop_with_empty_axes", 1);
         m->moved[m->n_moved++] = 1;
         return TRUE;
     }

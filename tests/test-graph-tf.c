@@ -157,6 +157,19 @@ static void test_lstm_details(void)
     const PsimNode *zeros = psim_graph_node_find(g, "model/rnn/BasicLSTMCellZeroState/zeros");
     g_assert_cmpint(zeros->outputs[0].rank, ==, 2);
     g_assert_cmpint(zeros->outputs[0].dtype, ==, PSIM_DTYPE_FLOAT32);
+    /* ... its 128 known through Shape -> StridedSlice -> ExpandDims -> ConcatV2 -> Fill. */
+    g_assert_cmpint(zeros->outputs[0].dims[0], ==, -1);
+    g_assert_cmpint(zeros->outputs[0].dims[1], ==, 128);
+    /* So every cell is known but for the batch: [x_t, h] is 28 + 128, the gates 4 x 128. */
+    const PsimNode *mm = psim_graph_node_find(g, "model/rnn/basic_lstm_cell/MatMul_27");
+    g_assert_nonnull(mm);
+    g_assert_cmpint(mm->outputs[0].rank, ==, 2);
+    g_assert_cmpint(mm->outputs[0].dims[1], ==, 512);
+    g_assert_cmpint(split->outputs[3].dims[1], ==, 128);
+    const PsimNode *pred = psim_graph_node_find(g, "model/rnn/basic_lstm_cell/Mul_83");
+    g_assert_nonnull(pred);
+    g_assert_cmpint(pred->outputs[0].rank, ==, 2);
+    g_assert_cmpint(pred->outputs[0].dims[1], ==, 128);
 }
 
 static void test_text_parse(void)

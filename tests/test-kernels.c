@@ -843,6 +843,25 @@ static void test_norm(void)
             psim_tensor_unref(out[k]);
         node_free(nd);
     }
+    {
+        /* Before opset 13, Softmax coerces to 2-D at axis (default 1): all 60 values of each
+         * batch entry are normalized together. */
+        Node nd = node_new("Softmax", 1);
+        psim_graph_set_opset(nd.g, 9);
+        PsimTensor *in[1] = {x};
+        g_autoptr(PsimTensor) y = run1(nd, in, 1);
+        for (int n = 0; n < 2; n++) {
+            double mx = -INFINITY, s = 0;
+            for (int i = 0; i < 60; i++)
+                mx = MAX(mx, xd[n * 60 + i]);
+            for (int i = 0; i < 60; i++)
+                s += exp(xd[n * 60 + i] - mx);
+            for (int i = 0; i < 60; i++)
+                want[n * 60 + i] = exp(xd[n * 60 + i] - mx) / s;
+        }
+        assert_close(y, want, 1e-5, 1e-7);
+        node_free(nd);
+    }
     static const char *sm[] = {"Softmax", "LogSoftmax"};
     for (int o = 0; o < 2; o++)
         for (int axis = -1; axis <= 1; axis += 2) {

@@ -17,4 +17,42 @@ PsimTensor *psim__exec_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
 gboolean psim__exec_resolve_ref(const PsimGraph *g, const char *ref, gboolean allow_target,
                                 PsimPort *port, GError **error);
 
+/* Canonical "node:k" / "^node" refs of g (a strv to g_strfreev), or NULL with an INPUT error. */
+char **psim__exec_canonical_refs(const PsimGraph *g, int32_t n, const char *const *refs,
+                                 gboolean allow_target, GError **error);
+
+/* psim_worker_tensor_new, with the memory left as it was when `zero` is FALSE (a transfer's
+ * destination, about to be overwritten whole: zeroing it first would write it twice). */
+PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t rank,
+                                      const int64_t *dims, gboolean zero, GError **error);
+
+/* Transfers of a Plan between devices of one process: one copy thread per link (ordered device
+ * pair), pinned to the destination's cores, one transfer at a time; waiting transfers leave by
+ * the plan's recv priority (lower first, ties by transfer index) once their earliest start has
+ * passed. A transfer copies the tensor into a buffer of the destination worker (float32 cut to
+ * its high 16 bits when the plan compresses it), then leaves it in the rendezvous. */
+typedef struct PsimTransport PsimTransport;
+
+/* workers: one per plan device (borrowed). */
+PsimTransport *psim__transport_new(const PsimPlan *p, PsimWorker *const *workers,
+                                   PsimRendezvous *rdv, GError **error);
+void psim__transport_free(PsimTransport *tp);
+/* A new step: forgets the last step's records; earliest starts count from origin_us (the
+ * psim_exec_now_us clock) once it is set with psim__transport_origin. */
+void psim__transport_step_begin(PsimTransport *tp);
+/* Lowers the step's origin to t_us if it is earlier (each device calls it as it starts). */
+void psim__transport_origin(PsimTransport *tp, double t_us);
+double psim__transport_origin_get(PsimTransport *tp);
+/* The executor's send hook (PsimExecOptions.send_hook): user is the transport. */
+void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t);
+/* Drops what waits (after a failed step) and wakes the copy threads. */
+void psim__transport_abort(PsimTransport *tp);
+/* Waits until no transfer is queued or in progress. FALSE with the first transfer's error of the
+ * step (a destination out of memory), if any. */
+gboolean psim__transport_wait_idle(PsimTransport *tp, GError **error);
+/* The last step's transfer x: FALSE if it did not happen; else start and end on the
+ * psim_exec_now_us clock and the bytes carried. */
+gboolean psim__transport_record(const PsimTransport *tp, int32_t x, double *start, double *end,
+                                uint64_t *bytes);
+
 #endif

@@ -128,7 +128,11 @@ static gboolean send_run(PsimKernelCtx *ctx, GError **error)
     (void)error;
     PsimExecutor *e = ctx->state;
     int32_t i = e->local[ctx->node->id];
-    psim_rendezvous_send(e->rdv, e->key[i], e->step_id, ctx->n_inputs > 0 ? ctx->inputs[0] : NULL);
+    PsimTensor *t = ctx->n_inputs > 0 ? ctx->inputs[0] : NULL;
+    if (e->opts.send_hook)
+        e->opts.send_hook(e->opts.send_user, e->exec_node[i], e->step_id, t);
+    else
+        psim_rendezvous_send(e->rdv, e->key[i], e->step_id, t);
     return TRUE;
 }
 

@@ -1,13 +1,14 @@
 /* Running a Plan: one worker and one executor per device of the plan, each over its partition
- * in the plan's static order (or by priority), tensors crossing through one rendezvous. A step
- * posts one closure per device and waits for all; a failure on one device aborts the others'
- * Recvs. */
+ * in the plan's static order (or by priority), tensors crossing by the transport (a copy thread
+ * per link) and one rendezvous. A step posts one closure per device and waits for all; a failure
+ * on one device aborts the others' Recvs. */
 #include <string.h>
 
 #include "exec-private.h"
 
 typedef struct {
     PsimExecutor *e;
+    PsimTransport *tp;
     PsimTensor **feeds;   /* this device's feeds, in its executor's order */
     PsimTensor **outputs; /* this device's fetches */
 } DevStep;
@@ -18,6 +19,7 @@ struct PsimPlanExec {
     PsimWorker **workers;
     PsimExecutor **execs;
     PsimRendezvous *rdv;
+    PsimTransport *tp;
     int32_t n_feeds, n_fetches;
     int32_t *feed_dev, *feed_pos;   /* per feed: device and position among its feeds */
     int32_t *fetch_dev, *fetch_pos;
@@ -30,6 +32,7 @@ static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
 {
     (void)w;
     DevStep *s = arg;
+    psim__transport_origin(s->tp, psim_exec_now_us());
     return psim_executor_run_here(s->e, s->feeds, s->outputs, error);
 }
 
@@ -85,6 +88,18 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
         x->workers[d] = psim_worker_new(psim_cluster_device(c, ci), error);
         if (!x->workers[d])
             goto fail;
+    }
+    x->tp = psim__transport_new(p, x->workers, x->rdv, error);
+    if (!x->tp)
+        goto fail;
+    for (int32_t d = 0; d < p->n_devices; d++) {
+        int32_t ci = psim_cluster_device_find(c, p->devices[d]);
+        if (ci < 0) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "the plan's device %s is not in the cluster", p->devices[d]);
+            goto fail;
+        }
+        (void)ci;
         g_autofree const char **df = g_new0(const char *, n_dev_feeds[d] + 1);
         g_autofree const char **dt = g_new0(const char *, n_dev_fetches[d] + 1);
         for (int32_t i = 0; i < n_feeds; i++)
@@ -97,12 +112,13 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
             .order = dynamic ? PSIM_EXEC_ORDER_PRIORITY : PSIM_EXEC_ORDER_STATIC,
             .static_order = p->order[d], .n_static_order = p->n_order[d],
             .priority = p->priority, .device_of = p->device_of, .device = d,
-            .rendezvous = x->rdv};
+            .rendezvous = x->rdv, .send_hook = psim__transport_send, .send_user = x->tp};
         x->execs[d] = psim_executor_new(g, x->workers[d], df, n_dev_feeds[d], dt,
                                         n_dev_fetches[d], &opts, error);
         if (!x->execs[d])
             goto fail;
         x->steps[d].e = x->execs[d];
+        x->steps[d].tp = x->tp;
         x->steps[d].feeds = g_new0(PsimTensor *, n_dev_feeds[d] + 1);
         x->steps[d].outputs = g_new0(PsimTensor *, n_dev_fetches[d] + 1);
     }
@@ -116,8 +132,12 @@ void psim_plan_exec_free(PsimPlanExec *x)
 {
     if (!x)
         return;
-    for (int32_t d = 0; d < x->n_devices; d++) {
+    /* Executors first (their Sends feed the transport), then the copy threads, then the
+     * workers whose memory the copies land in. */
+    for (int32_t d = 0; d < x->n_devices; d++)
         psim_executor_free(x->execs[d]);
+    psim__transport_free(x->tp);
+    for (int32_t d = 0; d < x->n_devices; d++) {
         psim_worker_free(x->workers[d]);
         g_free(x->steps[d].feeds);
         g_free(x->steps[d].outputs);
@@ -141,6 +161,7 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
     for (int32_t d = 0; d < x->n_devices; d++)
         if (!psim_executor_check_feeds(x->execs[d], x->steps[d].feeds, error))
             return FALSE;
+    psim__transport_step_begin(x->tp);
     for (int32_t d = 0; d < x->n_devices; d++) {
         psim_executor_set_step(x->execs[d], x->step);
         psim_worker_post(x->workers[d], dev_step, &x->steps[d]);
@@ -162,6 +183,21 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
             ok = FALSE;
         }
     }
+    /* No copy may still be running (or land in the rendezvous) once the step is over. */
+    if (!ok)
+        psim__transport_abort(x->tp);
+    GError *terr = NULL;
+    if (!psim__transport_wait_idle(x->tp, &terr)) {
+        /* A transfer that failed by itself (destination out of memory) names the cause; the
+         * devices only saw their Recvs aborted. */
+        if (ok || (error && *error && strstr((*error)->message, "aborted"))) {
+            g_clear_error(error);
+            g_propagate_error(error, terr);
+        } else {
+            g_error_free(terr);
+        }
+        ok = FALSE;
+    }
     if (!ok) {
         psim_rendezvous_reset(x->rdv);
         for (int32_t d = 0; d < x->n_devices; d++)
@@ -170,13 +206,12 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
                     g_clear_pointer(&x->steps[d].outputs[x->fetch_pos[i]], psim_tensor_unref);
         return FALSE;
     }
-    double first = 0, last = 0;
+    /* The step starts when the first device starts (earliest starts count from there). */
+    double first = psim__transport_origin_get(x->tp), last = first;
     for (int32_t d = 0; d < x->n_devices; d++) {
         PsimExecStats st;
         psim_executor_stats(x->execs[d], &st);
-        if (d == 0 || st.step_start_us < first)
-            first = st.step_start_us;
-        if (d == 0 || st.step_start_us + st.step_us > last)
+        if (st.step_start_us + st.step_us > last)
             last = st.step_start_us + st.step_us;
     }
     x->origin_us = first;
@@ -198,10 +233,34 @@ PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t d) { return
 
 void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)
 {
+    const PsimPlan *p = x->plan;
+    const PsimGraph *g = p->graph;
     for (int32_t d = 0; d < x->n_devices; d++) {
         PsimExecStats st;
         psim_executor_stats(x->execs[d], &st);
-        psim_executor_timeline_add(x->execs[d], t, d, st.step_start_us - x->origin_us);
+        double off = st.step_start_us - x->origin_us;
+        /* Send and Recv are no ops: their pairs are the transfers below, as the simulator
+         * writes them, so that the two timelines compare per node and per transfer. */
+        for (int32_t k = 0; k < st.n_run; k++) {
+            int32_t v = st.nodes[k];
+            if (p->transfer_of_recv[v] >= 0)
+                continue;
+            const PsimNode *n = psim_graph_node(g, v);
+            if (!strcmp(n->op, "Send") || !strcmp(n->op, "Recv"))
+                continue;
+            psim_timeline_op_add(t, n->name, n->op, v, d, 0, st.start[k] + off, st.end[k] + off);
+        }
+        if (d < t->n_devices && st.peak_bytes > t->peak_memory[d])
+            t->peak_memory[d] = st.peak_bytes;
+    }
+    for (int32_t i = 0; i < p->n_transfers; i++) {
+        const PsimTransfer *tr = &p->transfers[i];
+        double start, end;
+        uint64_t bytes;
+        if (!psim__transport_record(x->tp, i, &start, &end, &bytes))
+            continue;
+        psim_timeline_xfer_add(t, psim_graph_node(g, tr->recv)->name, tr->key, i, tr->src, tr->dst,
+                               start - x->origin_us, end - x->origin_us, bytes);
     }
     t->step_time_us = x->step_us;
 }

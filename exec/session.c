@@ -83,8 +83,8 @@ void psim_session_free(PsimSession *s)
 
 /* Canonical "node:k" / "^node" refs, so that a tensor name and its node ref share a signature
  * and the pruner sees node refs only. */
-static char **canonical_refs(const PsimGraph *g, int32_t n, const char *const *refs,
-                             gboolean allow_target, GError **error)
+char **psim__exec_canonical_refs(const PsimGraph *g, int32_t n, const char *const *refs,
+                                 gboolean allow_target, GError **error)
 {
     char **out = g_new0(char *, n + 1);
     for (int32_t i = 0; i < n; i++) {
@@ -124,10 +124,10 @@ gboolean psim_session_run(PsimSession *s, int32_t n_feeds, const char *const *fe
     if (en) {
         s->stats.n_cache_hits++;
     } else {
-        g_auto(GStrv) cf = canonical_refs(s->g, n_feeds, feed_names, FALSE, error);
+        g_auto(GStrv) cf = psim__exec_canonical_refs(s->g, n_feeds, feed_names, FALSE, error);
         if (!cf)
             return FALSE;
-        g_auto(GStrv) ct = canonical_refs(s->g, n_fetches, fetches, TRUE, error);
+        g_auto(GStrv) ct = psim__exec_canonical_refs(s->g, n_fetches, fetches, TRUE, error);
         if (!ct)
             return FALSE;
         s->stats.n_prunes++;

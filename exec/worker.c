@@ -341,6 +341,12 @@ static void host_release(PsimTensor *t, void *user)
 PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                                    const int64_t *dims, GError **error)
 {
+    return psim__worker_tensor_alloc(w, dtype, rank, dims, TRUE, error);
+}
+
+PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t rank,
+                                      const int64_t *dims, gboolean zero, GError **error)
+{
     size_t esize = psim_dtype_size(dtype);
     int64_t ne = rank >= 0 && rank <= 64 && (rank == 0 || dims) ? psim_shape_elems(rank, dims) : -1;
     if (ne < 0 || esize == 0 || dtype == PSIM_DTYPE_STRING) {
@@ -368,7 +374,8 @@ PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                     w->name, nbytes);
         return NULL;
     }
-    memset(data, 0, sz);
+    if (zero)
+        memset(data, 0, sz);
     int64_t peak = atomic_load(&w->mem->peak);
     while (live > peak && !atomic_compare_exchange_weak(&w->mem->peak, &peak, live))
         ;

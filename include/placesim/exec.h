@@ -20,6 +20,7 @@
 #include "placesim/cluster.h"
 #include "placesim/graph.h"
 #include "placesim/kernels.h"
+#include "placesim/placer.h"
 #include "placesim/plan.h"
 #include "placesim/timeline.h"
 
@@ -107,6 +108,11 @@ void psim_rendezvous_reset(PsimRendezvous *r);
 /* ---------------------------------------------------------------------------------------- */
 /* The per-device executor. */
 
+/* Where a partition's Send hands its tensor (NULL for a control edge; borrowed: the hook takes a
+ * reference to keep it) when it is not left in the rendezvous directly: node is the Send's id
+ * in the graph. It runs on the device's thread and must not block. */
+typedef void (*PsimSendHook)(void *user, int32_t node, uint64_t step, PsimTensor *t);
+
 typedef enum {
     PSIM_EXEC_ORDER_FIFO = 0, /* ready nodes run in the order they became ready */
     PSIM_EXEC_ORDER_STATIC,   /* exactly the order given (a plan's per-device order) */
@@ -127,6 +133,10 @@ typedef struct {
     const int32_t *device_of;
     int32_t device;
     PsimRendezvous *rendezvous;
+    /* When set, Sends call it instead of psim_rendezvous_send (a transport that copies the
+     * tensor to the destination and then leaves it in the rendezvous). */
+    PsimSendHook send_hook;
+    void *send_user;
 } PsimExecOptions;
 
 typedef struct PsimExecutor PsimExecutor;
@@ -250,6 +260,46 @@ void psim_session_stats(const PsimSession *s, PsimSessionStats *out);
 /* The executor the last run used (owned by the session), or NULL. */
 PsimExecutor *psim_session_last_executor(PsimSession *s);
 PsimWorker *psim_session_worker(PsimSession *s);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sessions over several devices: prune, place, partition and instantiate once per signature. */
+
+typedef struct PsimPlanSession PsimPlanSession;
+
+typedef struct {
+    uint64_t n_runs;
+    uint64_t n_cache_hits;
+    uint64_t n_prunes;         /* psim_graph_prune calls */
+    uint64_t n_places;         /* placements made (psim_place) */
+    uint64_t n_partitions;     /* plans built (psim_plan_build) */
+    uint64_t n_instantiations; /* psim_plan_exec_new calls (workers and executors) */
+    uint64_t n_invalidations;  /* caches dropped because the graph or the cluster changed */
+} PsimPlanSessionStats;
+
+/* A session running g (not copied; extending it invalidates the cache) on the devices of
+ * cluster c (not copied; changing it invalidates the cache; both must outlive the session),
+ * placed by algorithm `algo` (a name from psim_placer_list) with costs from c and db (borrowed,
+ * may be NULL), place options po (copied; NULL: defaults; pointers in it are borrowed), each
+ * device in the plan's static order, or by the plan's priorities when `dynamic`. NULL with a
+ * USAGE error for an unknown algorithm. Free with psim_plan_session_free. */
+PsimPlanSession *psim_plan_session_new(PsimGraph *g, const PsimCluster *c, PsimCostDb *db,
+                                       const char *algo, const PsimPlaceOptions *po,
+                                       gboolean dynamic, GError **error);
+void psim_plan_session_free(PsimPlanSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlanSession, psim_plan_session_free)
+/* One step. The signature is the feed names and the fetches (refs or "^node" targets), in
+ * order. The first run of a signature prunes g to them (psim_graph_prune), places the pruned
+ * graph, partitions it into a plan and instantiates a worker and an executor per device of the
+ * plan, and keeps all of it; later runs look the signature up and launch. outputs as
+ * psim_executor_run. */
+gboolean psim_plan_session_run(PsimPlanSession *s, int32_t n_feeds,
+                               const char *const *feed_names, PsimTensor *const *feeds,
+                               int32_t n_fetches, const char *const *fetches,
+                               PsimTensor **outputs, GError **error);
+void psim_plan_session_stats(const PsimPlanSession *s, PsimPlanSessionStats *out);
+/* What the last run used (owned by the session, valid until the next run or free), or NULL. */
+PsimPlanExec *psim_plan_session_last_exec(PsimPlanSession *s);
+const PsimPlan *psim_plan_session_last_plan(PsimPlanSession *s);
 
 G_END_DECLS
 

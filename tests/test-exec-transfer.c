@@ -1,0 +1,383 @@
+/* Transfers of a plan between CPU devices of one process (copies into the destination's memory,
+ * earliest starts, priorities on a busy link, compression), measured timelines with transfers
+ * instead of Send/Recv ops, and sessions that cache pruned, placed and partitioned plans. */
+#include <string.h>
+
+#include "placesim/exec.h"
+#include "placesim/placer.h"
+
+#define N 250000 /* 1 MB float32 tensors: a copy takes long enough to keep a link busy */
+
+/* "name=op(in1,in2)@CPU:d" lines; float32 [N] outputs; Placeholders are graph inputs. */
+static PsimGraph *build(const char *const *lines)
+{
+    PsimGraph *g = psim_graph_new("xfer");
+    int64_t dims[1] = {N};
+    for (int i = 0; lines[i]; i++) {
+        g_auto(GStrv) at = g_strsplit(lines[i], "@", 2);
+        g_auto(GStrv) parts = g_strsplit_set(at[0], "=(),", -1);
+        PsimNode *n = psim_graph_node_add(g, parts[0], parts[1], NULL);
+        g_assert_nonnull(n);
+        for (int k = 2; parts[k]; k++)
+            if (*parts[k])
+                psim_graph_node_input_add_ref(g, n, parts[k]);
+        psim_graph_node_outputs_set(g, n, 1);
+        psim_graph_output_set(g, n, 0, PSIM_DTYPE_FLOAT32, 1, dims);
+        if (at[1])
+            psim_graph_node_device_set(g, n, at[1]);
+        if (!strcmp(parts[1], "Placeholder"))
+            psim_graph_input_add(g, n->id);
+    }
+    g_autoptr(GError) err = NULL;
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_no_error(err);
+    return g;
+}
+
+/* Values with all mantissa bits in use, so that cutting them to 16 bits shows. */
+static PsimTensor *input(void)
+{
+    int64_t dims[1] = {N};
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, dims, NULL);
+    for (int i = 0; i < N; i++)
+        ((float *)t->data)[i] = 3.14159265f * (float)(i + 1) / 7.0f;
+    return t;
+}
+
+static PsimPlan *plan_for(PsimGraph *g, PsimCluster *c, gboolean compress)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    o.compress = compress;
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) pl = psim_place(ctx, "heft", &err);
+    g_assert_no_error(err);
+    PsimPlan *plan = psim_plan_build(ctx, pl, &err);
+    g_assert_no_error(err);
+    return plan;
+}
+
+static const PsimTimelineXfer *xfer_of(const PsimTimeline *t, int32_t x)
+{
+    for (guint k = 0; k < t->xfers->len; k++) {
+        const PsimTimelineXfer *r = &g_array_index(t->xfers, PsimTimelineXfer, k);
+        if (r->transfer == x)
+            return r;
+    }
+    return NULL;
+}
+
+static const PsimTimelineOp *op_named(const PsimTimeline *t, const char *name)
+{
+    for (guint k = 0; k < t->ops->len; k++) {
+        const PsimTimelineOp *r = &g_array_index(t->ops, PsimTimelineOp, k);
+        if (!strcmp(r->name, name))
+            return r;
+    }
+    return NULL;
+}
+
+/* Four tensors made on CPU:0 and consumed on CPU:1: four transfers on one link. */
+static const char *fan_lines[] = {
+    "x=Placeholder()@CPU:0", "y1=Neg(x)@CPU:0", "y2=Neg(x)@CPU:0", "y3=Neg(x)@CPU:0",
+    "y4=Neg(x)@CPU:0",       "z1=Neg(y1)@CPU:1", "z2=Neg(y2)@CPU:1", "z3=Neg(y3)@CPU:1",
+    "z4=Neg(y4)@CPU:1",      NULL};
+static const char *fan_fetches[] = {"z1:0", "z2:0", "z3:0", "z4:0"};
+
+static PsimTimeline *run_plan(PsimPlan *plan, PsimCluster *c, PsimTensor *x, PsimTensor **out,
+                              int32_t n_out, int steps)
+{
+    g_autoptr(GError) err = NULL;
+    const char *feeds[] = {"x:0"};
+    g_autoptr(PsimPlanExec) px = psim_plan_exec_new(plan, c, feeds, 1, fan_fetches, n_out, FALSE,
+                                                    &err);
+    g_assert_no_error(err);
+    for (int s = 0; s < steps; s++) {
+        for (int32_t i = 0; i < n_out; i++)
+            g_clear_pointer(&out[i], psim_tensor_unref);
+        g_assert_true(psim_plan_exec_run(px, &x, out, &err));
+        g_assert_no_error(err);
+    }
+    PsimTimeline *t = psim_timeline_new("xfer", "run", plan->n_devices,
+                                        (const char *const *)plan->devices);
+    psim_plan_exec_timeline_add(px, t);
+    return t;
+}
+
+/* Measured timelines: one op per node that is not a Send or Recv, one transfer per Send/Recv
+ * pair, named and keyed as the simulator names them, and a consumer never starts before its
+ * tensor has arrived. Outputs equal the single device's bit for bit (plain copies). */
+static void test_timeline(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_for(g, c, FALSE);
+    g_assert_cmpint(plan->n_transfers, ==, 4);
+    g_autoptr(PsimTensor) x = input();
+    PsimTensor *out[4] = {0};
+    g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 3);
+    g_assert_cmpint((int)t->ops->len, ==, 8); /* y1..y4, z1..z4 (the fed x does not run) */
+    for (guint k = 0; k < t->ops->len; k++) {
+        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, k);
+        g_assert_cmpstr(o->op, !=, "Send");
+        g_assert_cmpstr(o->op, !=, "Recv");
+    }
+    g_assert_cmpint((int)t->xfers->len, ==, 4);
+    for (int32_t i = 0; i < plan->n_transfers; i++) {
+        const PsimTransfer *tr = &plan->transfers[i];
+        const PsimTimelineXfer *r = xfer_of(t, i);
+        g_assert_nonnull(r);
+        g_assert_cmpint(plan->transfer_of_recv[tr->recv], ==, i);
+        g_assert_cmpstr(r->name, ==, psim_graph_node(plan->graph, tr->recv)->name);
+        g_assert_cmpstr(r->key, ==, tr->key);
+        g_assert_cmpint(r->src, ==, 0);
+        g_assert_cmpint(r->dst, ==, 1);
+        g_assert_cmpuint(r->bytes, ==, (uint64_t)N * 4);
+        g_assert_cmpuint(r->bytes, ==, tr->bytes);
+        g_assert_cmpfloat(r->start, >=, 0);
+        g_assert_cmpfloat(r->end, >=, r->start);
+        g_assert_cmpfloat(r->end, <=, t->step_time_us);
+        /* The producer ran before the copy started; the consumer after it arrived. */
+        const PsimNode *prod = psim_graph_node(plan->graph, tr->port.node);
+        g_assert_cmpfloat(op_named(t, prod->name)->end, <=, r->start);
+        const int32_t *off, *succ;
+        psim_graph_succ(plan->graph, &off, &succ);
+        for (int32_t j = off[tr->recv]; j < off[tr->recv + 1]; j++) {
+            const PsimTimelineOp *cons = op_named(t, psim_graph_node(plan->graph, succ[j])->name);
+            g_assert_nonnull(cons);
+            g_assert_cmpfloat(cons->start, >=, r->end);
+        }
+    }
+    /* Bit for bit: -(-x) == x, every byte copied. */
+    for (int i = 0; i < 4; i++) {
+        g_assert_nonnull(out[i]);
+        g_assert_cmpmem(out[i]->data, out[i]->nbytes, x->data, x->nbytes);
+        psim_tensor_unref(out[i]);
+    }
+}
+
+/* Earliest starts hold every transfer back until then; once they are all waiting, the busy link
+ * carries them one at a time, lowest priority first. */
+static void test_earliest_priority(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_for(g, c, FALSE);
+    g_assert_cmpint(plan->n_transfers, ==, 4);
+    const double T = 60000; /* 60 ms after the step starts: every Send has long been done */
+    const double prio[4] = {3, 1, 4, 2};
+    for (int32_t i = 0; i < 4; i++) {
+        plan->transfers[i].earliest_start = T;
+        plan->transfers[i].priority = prio[i];
+    }
+    g_autoptr(PsimTensor) x = input();
+    PsimTensor *out[4] = {0};
+    g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 2);
+    for (int i = 0; i < 4; i++) {
+        g_assert_cmpmem(out[i]->data, out[i]->nbytes, x->data, x->nbytes);
+        psim_tensor_unref(out[i]);
+    }
+    /* Every Send ended before T, so all four were waiting when the link could take them. */
+    for (guint k = 0; k < t->ops->len; k++) {
+        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, k);
+        if (o->device == 0)
+            g_assert_cmpfloat(o->end, <, T);
+    }
+    const PsimTimelineXfer *by_prio[4];
+    for (int32_t i = 0; i < 4; i++) {
+        const PsimTimelineXfer *r = xfer_of(t, i);
+        g_assert_nonnull(r);
+        g_assert_cmpfloat(r->start, >=, T);
+        by_prio[(int)prio[i] - 1] = r;
+    }
+    for (int k = 0; k + 1 < 4; k++)
+        g_assert_cmpfloat(by_prio[k + 1]->start, >=, by_prio[k]->end);
+    g_assert_cmpfloat(t->step_time_us, >=, T);
+}
+
+/* Compression: float32 crosses as its high 16 bits (half the bytes) and arrives with the low
+ * 16 bits zero. */
+static void test_compression(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_for(g, c, TRUE);
+    g_assert_cmpint(plan->n_transfers, ==, 4);
+    for (int32_t i = 0; i < 4; i++) {
+        g_assert_true(plan->transfers[i].compressed);
+        g_assert_cmpuint(plan->transfers[i].bytes * 2, ==, plan->transfers[i].raw_bytes);
+    }
+    g_autoptr(PsimTensor) x = input();
+    PsimTensor *out[4] = {0};
+    g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 2);
+    for (int32_t i = 0; i < 4; i++) {
+        const PsimTimelineXfer *r = xfer_of(t, i);
+        g_assert_nonnull(r);
+        g_assert_cmpuint(r->bytes, ==, (uint64_t)N * 2);
+        g_assert_cmpuint(r->bytes, ==, plan->transfers[i].bytes);
+    }
+    const uint32_t *a = x->data;
+    int n_low = 0;
+    for (int i = 0; i < N; i++)
+        n_low += (a[i] & 0xFFFFu) != 0;
+    g_assert_cmpint(n_low, >, N / 2); /* the input does use the low bits */
+    for (int k = 0; k < 4; k++) {
+        const uint32_t *b = out[k]->data;
+        for (int i = 0; i < N; i++)
+            if (b[i] != (a[i] & 0xFFFF0000u))
+                g_error("output %d element %d: %08x, want %08x", k, i, b[i], a[i] & 0xFFFF0000u);
+        psim_tensor_unref(out[k]);
+    }
+}
+
+/* The copy lands in the destination's memory: its worker accounts for it. */
+static void test_destination_memory(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_for(g, c, FALSE);
+    g_autoptr(PsimTensor) x = input();
+    const char *feeds[] = {"x:0"};
+    g_autoptr(PsimPlanExec) px = psim_plan_exec_new(plan, c, feeds, 1, fan_fetches, 4, FALSE, &err);
+    g_assert_no_error(err);
+    PsimTensor *out[4] = {0};
+    g_assert_true(psim_plan_exec_run(px, &x, out, &err));
+    g_assert_no_error(err);
+    /* On CPU:1 at its peak: some received tensors and outputs; the outputs are still alive. */
+    PsimExecStats st;
+    psim_executor_stats(psim_plan_exec_executor(px, 1), &st);
+    g_assert_cmpuint(st.peak_bytes, >=, (uint64_t)N * 4 * 5);
+    for (int i = 0; i < 4; i++)
+        psim_tensor_unref(out[i]);
+}
+
+/* A plan session: the first run of a signature prunes, places, partitions and instantiates;
+ * cached runs do none of it; extending the graph and changing the cluster each drop the cache.
+ * Outputs equal a single device's bit for bit. */
+static void test_plan_session(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = psim_zoo_make("cnn", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    const PsimNode *in = psim_graph_node(g, psim_graph_input(g, 0));
+    g_autoptr(PsimTensor) x = psim_tensor_new(in->outputs[0].dtype, in->outputs[0].rank,
+                                              in->outputs[0].dims, &err);
+    g_assert_no_error(err);
+    for (int64_t i = 0; i < x->n_elems; i++)
+        ((float *)x->data)[i] = (float)i / (float)x->n_elems;
+    g_autofree char *fetch = psim_port_to_string(g, psim_graph_output(g, 0));
+    const char *feeds[] = {in->name}, *fetches[] = {fetch};
+
+    g_autoptr(PsimSession) single = psim_session_new(g, c, NULL, NULL, &err);
+    g_assert_no_error(err);
+    PsimTensor *want = NULL;
+    g_assert_true(psim_session_run(single, 1, feeds, &x, 1, fetches, &want, &err));
+    g_assert_no_error(err);
+
+    g_assert_null(psim_plan_session_new(g, c, NULL, "no-such-algo", NULL, FALSE, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
+    g_clear_error(&err);
+
+    g_autoptr(PsimPlanSession) s = psim_plan_session_new(g, c, NULL, "round-robin", NULL, FALSE,
+                                                         &err);
+    g_assert_no_error(err);
+    PsimPlanSessionStats st;
+    for (int i = 0; i < 3; i++) {
+        PsimTensor *got = NULL;
+        g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, fetches, &got, &err));
+        g_assert_no_error(err);
+        g_assert_cmpmem(got->data, got->nbytes, want->data, want->nbytes);
+        psim_tensor_unref(got);
+        psim_plan_session_stats(s, &st);
+        g_assert_cmpuint(st.n_runs, ==, (uint64_t)i + 1);
+        g_assert_cmpuint(st.n_prunes, ==, 1);
+        g_assert_cmpuint(st.n_places, ==, 1);
+        g_assert_cmpuint(st.n_partitions, ==, 1);
+        g_assert_cmpuint(st.n_instantiations, ==, 1);
+        g_assert_cmpuint(st.n_cache_hits, ==, (uint64_t)i);
+    }
+    const PsimPlan *plan = psim_plan_session_last_plan(s);
+    g_assert_nonnull(plan);
+    g_assert_cmpint(plan->n_devices, ==, 2);
+    g_assert_cmpint(plan->n_transfers, >, 0);
+    /* The plan was made from the pruned graph. */
+    g_assert_cmpint(psim_graph_n_nodes(plan->graph), <=,
+                    psim_graph_n_nodes(g) + 2 * plan->n_transfers);
+
+    /* A second signature (a target) is a second entry; the first stays cached. */
+    g_autofree char *target = g_strdup_printf("^%s", psim_graph_node(g, psim_graph_output(g, 0).node)->name);
+    const char *targets[] = {target};
+    g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, targets, NULL, &err));
+    g_assert_no_error(err);
+    PsimTensor *got = NULL;
+    g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, fetches, &got, &err));
+    g_assert_no_error(err);
+    psim_tensor_unref(got);
+    psim_plan_session_stats(s, &st);
+    g_assert_cmpuint(st.n_prunes, ==, 2);
+    g_assert_cmpuint(st.n_cache_hits, ==, 3);
+
+    /* Changing the cluster (a link) drops the cache. */
+    PsimLink link = {.bandwidth_GBps = 4, .latency_us = 3};
+    psim_cluster_link_set(c, 0, 1, link);
+    g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, fetches, &got, &err));
+    g_assert_no_error(err);
+    g_assert_cmpmem(got->data, got->nbytes, want->data, want->nbytes);
+    psim_tensor_unref(got);
+    psim_plan_session_stats(s, &st);
+    g_assert_cmpuint(st.n_invalidations, ==, 1);
+    g_assert_cmpuint(st.n_prunes, ==, 3);
+    g_assert_cmpuint(st.n_places, ==, 3);
+    g_assert_cmpuint(st.n_partitions, ==, 3);
+
+    /* Extending the graph drops it too, and the new node can be fetched. */
+    PsimNode *n = psim_graph_node_add(g, "extra", "Neg", NULL);
+    psim_graph_node_input_add_ref(g, n, fetch);
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_no_error(err);
+    const char *fx[] = {"extra:0"};
+    g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, fx, &got, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(got->n_elems, ==, want->n_elems);
+    for (int64_t i = 0; i < got->n_elems; i++)
+        g_assert_cmpfloat(((float *)got->data)[i], ==, -((float *)want->data)[i]);
+    psim_tensor_unref(got);
+    psim_plan_session_stats(s, &st);
+    g_assert_cmpuint(st.n_invalidations, ==, 2);
+    g_assert_cmpuint(st.n_prunes, ==, 4);
+    g_assert_cmpuint(st.n_instantiations, ==, 4);
+    /* And a cached run after it prunes nothing. */
+    g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, fx, &got, &err));
+    g_assert_no_error(err);
+    psim_tensor_unref(got);
+    psim_plan_session_stats(s, &st);
+    g_assert_cmpuint(st.n_prunes, ==, 4);
+    g_assert_cmpuint(st.n_places, ==, 4);
+    g_assert_cmpuint(st.n_partitions, ==, 4);
+    g_assert_cmpuint(st.n_cache_hits, ==, 4);
+    psim_tensor_unref(want);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/exec/transfer/timeline", test_timeline);
+    g_test_add_func("/exec/transfer/earliest-priority", test_earliest_priority);
+    g_test_add_func("/exec/transfer/compression", test_compression);
+    g_test_add_func("/exec/transfer/destination-memory", test_destination_memory);
+    g_test_add_func("/exec/plan-session", test_plan_session);
+    return g_test_run();
+}

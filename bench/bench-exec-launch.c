@@ -159,9 +159,9 @@ int main(int argc, char **argv)
                     st.n_prunes);
             return 1;
         }
-        printf("| %s | %d | %.1f us | %.1f us | %.1f us | %.1f us | %.1f us |\n", specs[k],
-               n_xfers, median(wall, runs), median(ops, runs), median(ow, runs),
-               median(cpu, runs), median(oc, runs));
+        printf("| %s | %d | %.1f us | %.1f us | %.1f us | %.1f us | %.1f us |\n", specs[k], n_xfers,
+               median(wall, runs), median(ops, runs), median(ow, runs), median(cpu, runs),
+               median(oc, runs));
         g_free(wall);
         g_free(ops);
         g_free(cpu);

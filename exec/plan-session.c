@@ -89,8 +89,8 @@ static Entry *prepare(PsimPlanSession *s, int32_t n_feeds, const char *const *fe
         s->model = psim_cost_model_new(s->c, s->db);
     Entry *en = g_new0(Entry, 1);
     s->stats.n_prunes++;
-    en->pruned = psim_graph_prune(s->g, (const char *const *)cf, n_feeds,
-                                  (const char *const *)ct, n_fetches, error);
+    en->pruned = psim_graph_prune(s->g, (const char *const *)cf, n_feeds, (const char *const *)ct,
+                                  n_fetches, error);
     if (!en->pruned)
         goto fail;
     {
@@ -117,10 +117,9 @@ fail:
     return NULL;
 }
 
-gboolean psim_plan_session_run(PsimPlanSession *s, int32_t n_feeds,
-                               const char *const *feed_names, PsimTensor *const *feeds,
-                               int32_t n_fetches, const char *const *fetches,
-                               PsimTensor **outputs, GError **error)
+gboolean psim_plan_session_run(PsimPlanSession *s, int32_t n_feeds, const char *const *feed_names,
+                               PsimTensor *const *feeds, int32_t n_fetches,
+                               const char *const *fetches, PsimTensor **outputs, GError **error)
 {
     s->stats.n_runs++;
     if (psim_graph_version(s->g) != s->graph_version ||

@@ -16,11 +16,11 @@
 typedef struct Link Link;
 
 typedef struct {
-    PsimTensor *t;      /* the Send's tensor while queued or copied (a reference) */
+    PsimTensor *t; /* the Send's tensor while queued or copied (a reference) */
     uint64_t step;
-    double start, end;  /* psim_exec_now_us clock */
+    double start, end; /* psim_exec_now_us clock */
     uint64_t bytes;
-    gboolean done;      /* carried in the last step */
+    gboolean done; /* carried in the last step */
 } XferState;
 
 struct Link {
@@ -76,8 +76,15 @@ static PsimTensor *copy_to_dst(PsimTransport *tp, int32_t x, PsimTensor *src, ui
         return NULL;
     }
     PsimTensor *t = psim__worker_tensor_alloc(w, src->dtype, src->rank, src->dims, FALSE, error);
-    if (!t)
+    if (!t) {
+        const PsimGraph *g = tp->p->graph;
+        g_prefix_error(error, "%s: node '%s': cannot receive its tensor: ",
+                       psim_graph_source(g) ? psim_graph_source(g)
+                       : psim_graph_name(g) ? psim_graph_name(g)
+                                            : "plan",
+                       psim_graph_node(g, tr->recv)->name);
         return NULL;
+    }
     if (tr->compressed && src->dtype == PSIM_DTYPE_FLOAT32) {
         /* float32 sent as 16 bits: the high half (sign, exponent, 7 mantissa bits) crosses, the
          * low half is zero on arrival. */
@@ -325,8 +332,7 @@ double psim__transport_origin_get(PsimTransport *tp)
 void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t)
 {
     PsimTransport *tp = user;
-    int32_t x = node >= 0 && node < psim_graph_n_nodes(tp->p->graph) ? tp->xfer_of_send[node]
-                                                                     : -1;
+    int32_t x = node >= 0 && node < psim_graph_n_nodes(tp->p->graph) ? tp->xfer_of_send[node] : -1;
     g_return_if_fail(x >= 0);
     const PsimTransfer *tr = &tp->p->transfers[x];
     Link *l = tp->links[tr->src * tp->nd + tr->dst];

@@ -81,10 +81,11 @@ static const PsimTimelineOp *op_named(const PsimTimeline *t, const char *name)
 }
 
 /* Four tensors made on CPU:0 and consumed on CPU:1: four transfers on one link. */
-static const char *fan_lines[] = {
-    "x=Placeholder()@CPU:0", "y1=Neg(x)@CPU:0", "y2=Neg(x)@CPU:0", "y3=Neg(x)@CPU:0",
-    "y4=Neg(x)@CPU:0",       "z1=Neg(y1)@CPU:1", "z2=Neg(y2)@CPU:1", "z3=Neg(y3)@CPU:1",
-    "z4=Neg(y4)@CPU:1",      NULL};
+static const char *fan_lines[] = {"x=Placeholder()@CPU:0", "y1=Neg(x)@CPU:0",
+                                  "y2=Neg(x)@CPU:0",       "y3=Neg(x)@CPU:0",
+                                  "y4=Neg(x)@CPU:0",       "z1=Neg(y1)@CPU:1",
+                                  "z2=Neg(y2)@CPU:1",      "z3=Neg(y3)@CPU:1",
+                                  "z4=Neg(y4)@CPU:1",      NULL};
 static const char *fan_fetches[] = {"z1:0", "z2:0", "z3:0", "z4:0"};
 
 static PsimTimeline *run_plan(PsimPlan *plan, PsimCluster *c, PsimTensor *x, PsimTensor **out,
@@ -92,8 +93,8 @@ static PsimTimeline *run_plan(PsimPlan *plan, PsimCluster *c, PsimTensor *x, Psi
 {
     g_autoptr(GError) err = NULL;
     const char *feeds[] = {"x:0"};
-    g_autoptr(PsimPlanExec) px = psim_plan_exec_new(plan, c, feeds, 1, fan_fetches, n_out, FALSE,
-                                                    &err);
+    g_autoptr(PsimPlanExec) px =
+        psim_plan_exec_new(plan, c, feeds, 1, fan_fetches, n_out, FALSE, &err);
     g_assert_no_error(err);
     for (int s = 0; s < steps; s++) {
         for (int32_t i = 0; i < n_out; i++)
@@ -101,8 +102,8 @@ static PsimTimeline *run_plan(PsimPlan *plan, PsimCluster *c, PsimTensor *x, Psi
         g_assert_true(psim_plan_exec_run(px, &x, out, &err));
         g_assert_no_error(err);
     }
-    PsimTimeline *t = psim_timeline_new("xfer", "run", plan->n_devices,
-                                        (const char *const *)plan->devices);
+    PsimTimeline *t =
+        psim_timeline_new("xfer", "run", plan->n_devices, (const char *const *)plan->devices);
     psim_plan_exec_timeline_add(px, t);
     return t;
 }
@@ -262,6 +263,48 @@ static void test_destination_memory(void)
         psim_tensor_unref(out[i]);
 }
 
+/* A copy that cannot be allocated on the destination (out of its memory) fails the step with
+ * its own error, naming the device, instead of hanging the Recv; the other device is not left
+ * waiting either. */
+static void test_destination_oom(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_for(g, c, FALSE);
+    /* The same devices, CPU:1 with room for one received tensor and one output only. */
+    for (int room = 0; room < 2; room++) {
+        /* room 0: not even one received tensor fits (the copy fails); 1: the consumer's output
+         * does not (a kernel fails). */
+        g_autofree char *json = g_strdup_printf(
+            "{\"format\": \"placesim.cluster/1\", \"devices\": ["
+            "{\"name\": \"%s\", \"type\": \"CPU\", \"cores\": [0]},"
+            "{\"name\": \"%s\", \"type\": \"CPU\", \"cores\": [0], \"memory_bytes\": %d}]}",
+            plan->devices[0], plan->devices[1], room ? N * 4 * 2 + 1000 : N * 4 - 1000);
+        g_autoptr(PsimCluster) small = psim_cluster_parse("small.json", json, strlen(json), &err);
+        g_assert_no_error(err);
+        g_autoptr(PsimTensor) x = input();
+        const char *feeds[] = {"x:0"};
+        g_autoptr(PsimPlanExec) px =
+            psim_plan_exec_new(plan, small, feeds, 1, fan_fetches, 4, FALSE, &err);
+        g_assert_no_error(err);
+        for (int step = 0; step < 2; step++) {
+            PsimTensor *out[4] = {0};
+            g_assert_false(psim_plan_exec_run(px, &x, out, &err));
+            g_assert_error(err, PSIM_ERROR, PSIM_ERROR_RUNTIME);
+            g_test_message("%s", err->message);
+            g_assert_nonnull(strstr(err->message, "out of memory"));
+            g_assert_nonnull(strstr(err->message, "CPU:1"));
+            if (room == 0)
+                g_assert_nonnull(strstr(err->message, "cannot receive its tensor"));
+            g_clear_error(&err);
+            for (int i = 0; i < 4; i++)
+                g_assert_null(out[i]);
+        }
+    }
+}
+
 /* A plan session: the first run of a signature prunes, places, partitions and instantiates;
  * cached runs do none of it; extending the graph and changing the cluster each drop the cache.
  * Outputs equal a single device's bit for bit. */
@@ -273,8 +316,8 @@ static void test_plan_session(void)
     g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
     g_assert_no_error(err);
     const PsimNode *in = psim_graph_node(g, psim_graph_input(g, 0));
-    g_autoptr(PsimTensor) x = psim_tensor_new(in->outputs[0].dtype, in->outputs[0].rank,
-                                              in->outputs[0].dims, &err);
+    g_autoptr(PsimTensor) x =
+        psim_tensor_new(in->outputs[0].dtype, in->outputs[0].rank, in->outputs[0].dims, &err);
     g_assert_no_error(err);
     for (int64_t i = 0; i < x->n_elems; i++)
         ((float *)x->data)[i] = (float)i / (float)x->n_elems;
@@ -291,8 +334,8 @@ static void test_plan_session(void)
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
     g_clear_error(&err);
 
-    g_autoptr(PsimPlanSession) s = psim_plan_session_new(g, c, NULL, "round-robin", NULL, FALSE,
-                                                         &err);
+    g_autoptr(PsimPlanSession) s =
+        psim_plan_session_new(g, c, NULL, "round-robin", NULL, FALSE, &err);
     g_assert_no_error(err);
     PsimPlanSessionStats st;
     for (int i = 0; i < 3; i++) {
@@ -318,7 +361,8 @@ static void test_plan_session(void)
                     psim_graph_n_nodes(g) + 2 * plan->n_transfers);
 
     /* A second signature (a target) is a second entry; the first stays cached. */
-    g_autofree char *target = g_strdup_printf("^%s", psim_graph_node(g, psim_graph_output(g, 0).node)->name);
+    g_autofree char *target =
+        g_strdup_printf("^%s", psim_graph_node(g, psim_graph_output(g, 0).node)->name);
     const char *targets[] = {target};
     g_assert_true(psim_plan_session_run(s, 1, feeds, &x, 1, targets, NULL, &err));
     g_assert_no_error(err);
@@ -378,6 +422,7 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/transfer/earliest-priority", test_earliest_priority);
     g_test_add_func("/exec/transfer/compression", test_compression);
     g_test_add_func("/exec/transfer/destination-memory", test_destination_memory);
+    g_test_add_func("/exec/transfer/destination-oom", test_destination_oom);
     g_test_add_func("/exec/plan-session", test_plan_session);
     return g_test_run();
 }

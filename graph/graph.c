@@ -40,6 +40,7 @@ struct PsimGraph {
     GPtrArray *output_refs; /* char* refs resolved at finalize */
     GPtrArray *tensors;    /* tensors referenced from attrs/outputs: unref at free */
     gboolean grow_outputs;
+    int64_t grown_outputs; /* outputs added by growing, bounded */
     /* Caches (mutable through const pointers). */
     uint64_t succ_version, pred_version;
     GRecMutex cache_lock; /* readers on several threads (executors) may fill the caches at once */
@@ -753,7 +754,11 @@ static gboolean check_port(PsimGraph *g, const PsimNode *user, PsimPort p, GErro
     }
     PsimNode *src = psim_graph_node(g, p.node);
     if (p.index >= src->n_outputs) {
-        if (g->grow_outputs && p.index < 4096) {
+        /* Growing is bounded per node and in total, so that a hostile file cannot make a few
+         * bytes ("x:4095") stand for thousands of outputs on every node. */
+        if (g->grow_outputs && p.index < 4096 &&
+            g->grown_outputs + (p.index + 1 - src->n_outputs) <= MAX(65536, 4 * (int64_t)g->n_nodes)) {
+            g->grown_outputs += p.index + 1 - src->n_outputs;
             psim_graph_node_outputs_set(g, src, p.index + 1);
             return TRUE;
         }

@@ -253,7 +253,14 @@ PsimCostDb *psim__cost_db_open_version(const char *path, int version, GError **e
     sqlite3_busy_timeout(db->sql, 60000);
     /* WAL: readers never block the writer, and writers queue on one lock. */
     PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql, "PRAGMA journal_mode = WAL", -1, &st, NULL), "open");
+    /* Switching a new file to WAL takes an exclusive lock, and SQLite may answer BUSY at once,
+     * without its busy handler, when another process is creating the same DB: retry. */
     rc = sqlite3_step(st);
+    for (int tries = 0; (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && tries < 3000; tries++) {
+        g_usleep(20000);
+        sqlite3_reset(st);
+        rc = sqlite3_step(st);
+    }
     PSIM_SQLITE_CHECK(db, rc, "set WAL mode");
     if (rc != SQLITE_ROW || g_ascii_strcasecmp((const char *)sqlite3_column_text(st, 0), "wal")) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: cannot switch the cost DB to WAL mode", path);
@@ -265,6 +272,11 @@ PsimCostDb *psim__cost_db_open_version(const char *path, int version, GError **e
      * here rather than half way through a profile. */
     PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql, "PRAGMA quick_check", -1, &st, NULL), "check");
     rc = sqlite3_step(st);
+    for (int tries = 0; (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && tries < 3000; tries++) {
+        g_usleep(20000);
+        sqlite3_reset(st);
+        rc = sqlite3_step(st);
+    }
     PSIM_SQLITE_CHECK(db, rc, "check integrity");
     if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "ok")) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: corrupt cost DB: %s", path,

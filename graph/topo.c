@@ -83,10 +83,12 @@ int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
         return NULL;
     }
     int64_t e = 0;
+    gboolean self_loop = FALSE;
     for (int32_t v = 0; v < n; v++)
         for (int32_t i = po[v]; i < po[v + 1]; i++) {
             VECTOR(edges)[e++] = p[i];
             VECTOR(edges)[e++] = v;
+            self_loop |= p[i] == v;
         }
     int32_t *out = NULL;
     gboolean ok = igraph_create(&ig, &edges, n, IGRAPH_DIRECTED) == IGRAPH_SUCCESS;
@@ -108,6 +110,11 @@ int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
     igraph_vector_int_destroy(&order);
     igraph_destroy(&ig);
     psim__igraph_unlock();
+    /* igraph's sort passes over self-loops; a node that is its own input is a cycle too. */
+    if (out && self_loop) {
+        g_free(out);
+        out = NULL;
+    }
     if (out)
         return out;
 

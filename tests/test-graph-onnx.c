@@ -478,7 +478,7 @@ static void test_errors(void)
         GByteArray *model;
         const char *expect;
     } Case;
-    Case cases[24];
+    Case cases[32];
     int nc = 0;
     GByteArray *g;
 
@@ -553,6 +553,10 @@ static void test_errors(void)
     put_msg(g, 1, node_pb("a", "Relu", "z", "y"));
     put_msg(g, 1, node_pb("b", "Relu", "y", "z"));
     cases[nc++] = (Case){model_pb(g, 9), "cycle"};
+
+    g = g_byte_array_new();
+    put_msg(g, 1, node_pb("self", "Relu", "y", "y"));
+    cases[nc++] = (Case){model_pb(g, 9), "node 'self': the graph has a cycle"};
 
     g = g_byte_array_new();
     put_msg(g, 1, node_pb("a", "", "", "y"));

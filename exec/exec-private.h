@@ -23,6 +23,8 @@ char **psim__exec_canonical_refs(const PsimGraph *g, int32_t n, const char *cons
 
 /* psim_worker_tensor_new, with the memory left as it was when `zero` is FALSE (a transfer's
  * destination, about to be overwritten whole: zeroing it first would write it twice). */
+/* TRUE if the worker's tensors live in device memory (its class has mem_alloc: GPU). */
+gboolean psim__worker_device_memory(const PsimWorker *w);
 PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t rank,
                                       const int64_t *dims, gboolean zero, GError **error);
 
@@ -54,5 +56,10 @@ gboolean psim__transport_wait_idle(PsimTransport *tp, GError **error);
  * psim_exec_now_us clock and the bytes carried. */
 gboolean psim__transport_record(const PsimTransport *tp, int32_t x, double *start, double *end,
                                 uint64_t *bytes);
+
+#ifdef PSIM_HAVE_CUDA
+/* The GPU worker class (exec/worker-cuda.c). */
+extern const PsimWorkerClass psim__gpu_worker_class;
+#endif
 
 #endif

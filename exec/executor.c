@@ -125,14 +125,19 @@ static const PsimKernelDef builtin_identity = {
 
 static gboolean send_run(PsimKernelCtx *ctx, GError **error)
 {
-    (void)error;
     PsimExecutor *e = ctx->state;
     int32_t i = e->local[ctx->node->id];
-    PsimTensor *t = ctx->n_inputs > 0 ? ctx->inputs[0] : NULL;
+    /* Tensors cross devices through host memory (a GPU's are copied out first). */
+    PsimTensor *t = NULL;
+    if (ctx->n_inputs > 0 && ctx->inputs[0] &&
+        !(t = psim_worker_to_host(e->w, ctx->inputs[0], error)))
+        return FALSE;
     if (e->opts.send_hook)
         e->opts.send_hook(e->opts.send_user, e->exec_node[i], e->step_id, t);
     else
         psim_rendezvous_send(e->rdv, e->key[i], e->step_id, t);
+    if (t)
+        psim_tensor_unref(t);
     return TRUE;
 }
 
@@ -1104,12 +1109,15 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             goto fail;
         done++;
     }
+    /* Asynchronous devices (GPU streams) finish the step's work; fetches leave as host tensors. */
+    if (!psim_worker_sync(e->w, error))
+        goto fail;
     for (int32_t f = 0; f < e->n_fetches; f++) {
         int32_t s = e->fetch_slot[f];
         if (s < 0)
             continue;
-        if (outputs)
-            outputs[f] = psim_tensor_ref(e->slots[s]);
+        if (outputs && !(outputs[f] = psim_worker_to_host(e->w, e->slots[s], error)))
+            goto fail;
         if (--e->uses[s] == 0) {
             psim_tensor_unref(e->slots[s]);
             e->slots[s] = NULL;

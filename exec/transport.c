@@ -75,7 +75,11 @@ static PsimTensor *copy_to_dst(PsimTransport *tp, int32_t x, PsimTensor *src, ui
                     "transfer %s: only host tensors can be copied between CPU devices", tr->key);
         return NULL;
     }
-    PsimTensor *t = psim__worker_tensor_alloc(w, src->dtype, src->rank, src->dims, FALSE, error);
+    /* A destination with its own memory (GPU) gets a host tensor: its kernels upload it. */
+    PsimTensor *t = psim__worker_device_memory(w)
+                        ? psim_tensor_new(src->dtype, src->rank, src->dims, error)
+                        : psim__worker_tensor_alloc(w, src->dtype, src->rank, src->dims, FALSE,
+                                                    error);
     if (!t) {
         const PsimGraph *g = tp->p->graph;
         g_prefix_error(error, "%s: node '%s': cannot receive its tensor: ",

@@ -140,6 +140,7 @@ struct PsimWorker {
     GError *first_error;
     gboolean stop;
     MemCounter *mem;
+    void *context; /* the class's device context (GPU: stream and handles) */
 };
 
 /* --- CPU workers ------------------------------------------------------------------------- */
@@ -175,7 +176,12 @@ static const PsimWorkerClass cpu_worker_class = {
     .thread_init = cpu_thread_init,
 };
 
+#ifdef PSIM_HAVE_CUDA
+static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class,
+                                                        &psim__gpu_worker_class};
+#else
 static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class};
+#endif
 
 /* --- The worker thread ------------------------------------------------------------------- */
 
@@ -278,6 +284,43 @@ void psim_worker_free(PsimWorker *w)
 }
 
 const PsimDevice *psim_worker_device(const PsimWorker *w) { return w->device; }
+void *psim_worker_context(const PsimWorker *w) { return w->context; }
+gboolean psim__worker_device_memory(const PsimWorker *w) { return w->klass->mem_alloc != NULL; }
+void psim_worker_set_context(PsimWorker *w, void *context) { w->context = context; }
+
+static gboolean sync_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)arg;
+    return w->klass->sync(w, error);
+}
+
+gboolean psim_worker_sync(PsimWorker *w, GError **error)
+{
+    if (!w->klass->sync)
+        return TRUE;
+    return psim_worker_call(w, sync_job, NULL, error);
+}
+
+typedef struct {
+    PsimTensor *t, *out;
+} ToHost;
+
+static gboolean to_host_job(PsimWorker *w, void *arg, GError **error)
+{
+    ToHost *th = arg;
+    th->out = w->klass->to_host(w, th->t, error);
+    return th->out != NULL;
+}
+
+PsimTensor *psim_worker_to_host(PsimWorker *w, PsimTensor *t, GError **error)
+{
+    if (!t || t->device < 0 || !w->klass->to_host)
+        return t ? psim_tensor_ref(t) : NULL;
+    ToHost th = {t, NULL};
+    if (!psim_worker_call(w, to_host_job, &th, error))
+        return NULL;
+    return th.out;
+}
 const char *psim_worker_device_type(const PsimWorker *w) { return w->klass->name; }
 const char *psim_worker_name(const PsimWorker *w) { return w->name; }
 
@@ -338,6 +381,21 @@ static void host_release(PsimTensor *t, void *user)
     mem_counter_unref(m);
 }
 
+/* Device memory: freed by the class's mem_free, accounted like host memory. */
+typedef struct {
+    MemCounter *mem;
+    void (*free)(void *ptr);
+} DeviceBlock;
+
+static void device_release(PsimTensor *t, void *user)
+{
+    DeviceBlock *b = user;
+    atomic_fetch_sub(&b->mem->live, (int64_t)t->nbytes);
+    b->free(t->data);
+    mem_counter_unref(b->mem);
+    g_free(b);
+}
+
 PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                                    const int64_t *dims, GError **error)
 {
@@ -366,6 +424,25 @@ PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t ra
                     "out of memory on %s: %zu more bytes would exceed its %" G_GUINT64_FORMAT,
                     w->name, nbytes, d->memory_bytes);
         return NULL;
+    }
+    if (w->klass->mem_alloc) {
+        GError *err = NULL;
+        void *dev = w->klass->mem_alloc(w, sz, &err);
+        if (!dev) {
+            atomic_fetch_sub(&w->mem->live, (int64_t)nbytes);
+            g_propagate_error(error, err);
+            return NULL;
+        }
+        int64_t pk = atomic_load(&w->mem->peak);
+        while (live > pk && !atomic_compare_exchange_weak(&w->mem->peak, &pk, live))
+            ;
+        atomic_fetch_add(&w->mem->refcount, 1);
+        DeviceBlock *blk = g_new(DeviceBlock, 1);
+        blk->mem = w->mem;
+        blk->free = w->klass->mem_free;
+        PsimTensor *t = psim_tensor_new_wrap(dtype, rank, dims, dev, device_release, blk);
+        t->device = w->klass->device_index;
+        return t;
     }
     void *data = pool_get(w->mem, sz);
     if (!data) {

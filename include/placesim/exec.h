@@ -44,6 +44,15 @@ typedef struct PsimWorkerClass {
     void (*thread_fini)(PsimWorker *w);
     /* Waits for asynchronous kernels (stream order) at the end of a step; NULL: nothing. */
     gboolean (*sync)(PsimWorker *w, GError **error);
+    /* Device memory for tensors (NULL: host memory from the worker's pool). mem_alloc returns
+     * `bytes` of zeroed memory or NULL with a RUNTIME error; mem_free may run on any thread,
+     * after the worker is gone. Tensors so allocated have device = device_index. */
+    void *(*mem_alloc)(PsimWorker *w, size_t bytes, GError **error);
+    void (*mem_free)(void *ptr);
+    int device_index;
+    /* A new host tensor with the data of t, which is in this worker's device memory (fetches,
+     * tensors sent to another device). NULL: tensors are host memory already. */
+    PsimTensor *(*to_host)(PsimWorker *w, PsimTensor *t, GError **error);
 } PsimWorkerClass;
 
 /* Work run on a worker's thread. A FALSE return sets the error that psim_worker_wait reports. */
@@ -70,6 +79,16 @@ gboolean psim_worker_wait(PsimWorker *w, GError **error);
 /* Runs fn(w, arg) on the worker's thread and waits for it (runs it directly when called from
  * that thread). */
 gboolean psim_worker_call(PsimWorker *w, PsimWorkerFn fn, void *arg, GError **error);
+/* The device context a worker class keeps (a GPU worker's stream and library handles), set by
+ * its thread_init; NULL for CPU workers. */
+void *psim_worker_context(const PsimWorker *w);
+void psim_worker_set_context(PsimWorker *w, void *context);
+/* Waits for the worker's asynchronous work (its class's sync); TRUE at once without one. Runs
+ * on the worker's thread. */
+gboolean psim_worker_sync(PsimWorker *w, GError **error);
+/* t as a host tensor: a new reference when it is one already, else a copy made by the worker's
+ * class (to_host) on the worker's thread. */
+PsimTensor *psim_worker_to_host(PsimWorker *w, PsimTensor *t, GError **error);
 /* Bytes of tensors allocated on this worker's device (ctx->alloc) and still alive; *peak
  * (optional) gets the most alive at once since psim_worker_memory_reset_peak. */
 uint64_t psim_worker_memory(const PsimWorker *w, uint64_t *peak);

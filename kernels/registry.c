@@ -39,6 +39,9 @@ void psim__kernels_init(void)
         by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         by_op = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         psim__kernels_cpu_register();
+#ifdef PSIM_HAVE_CUDA
+        psim__kernels_cuda_register();
+#endif
         g_once_init_leave(&once, 1);
     }
 }

@@ -202,7 +202,12 @@ static void test_registry(void)
     g_assert_true(psim_kernel_for_node(g, c, "CPU") ==
                   psim_kernel_lookup("Conv", "CPU", PSIM_DTYPE_FLOAT32));
     g_assert_true(psim_kernel_supported(g, c, "CPU"));
+    g_assert_false(psim_kernel_supported(g, c, "TPU"));
+#ifdef PSIM_HAVE_CUDA
+    g_assert_true(psim_kernel_supported(g, c, "GPU")); /* kernels/cuda */
+#else
     g_assert_false(psim_kernel_supported(g, c, "GPU"));
+#endif
     g_assert_true(psim_kernel_supported(g, x, "CPU"));
     g_assert_false(psim_kernel_supported(g, t, "CPU"));
     /* Dtype not known yet: any kernel of the op on that device. */

@@ -373,7 +373,9 @@ static gboolean infer_pack(PsimGraph *g, PsimNode *n, GError **error)
     int64_t od[65];
     for (int32_t j = 0, k = 0; j <= r; j++)
         od[j] = j == axis ? n->n_inputs : dims[k++];
-    psim_graph_output_set(g, n, 0, dt, r + 1, od);
+    /* Checked: stacking N inputs can take a shape past 2^36 elements. */
+    if (!psim__out_set(g, n, 0, dt, r + 1, od, error))
+        return FALSE;
     /* Values: all inputs known and of one dtype. */
     int64_t ne = psim_shape_elems(r + 1, od);
     if (ne < 0 || ne > MAX_VALUE_ELEMS || dt == PSIM_DTYPE_STRING)

@@ -401,6 +401,14 @@ static void test_movement(void)
     PsimTensor *coi[1] = {ints(3, rs + 0)};
     ((int64_t *)coi[0]->data)[1] = 2;
     check(cos, coi, 1, 0);
+    const char *consts[] = {"Const", "Constant"};
+    for (int i = 0; i < 2; i++) {
+        Node k = node_new(consts[i], 1);
+        PsimTensor *v = rand_f32(4, xd, -1, 1);
+        psim_graph_node_attr_set_tensor(k.g, k.n, "value", v);
+        psim_tensor_unref(v);
+        check(k, NULL, 0, 0);
+    }
 }
 
 /* Every GPU kernel in the registry has a case above. */

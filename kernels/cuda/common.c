@@ -27,6 +27,8 @@ PsimCudaDevice *psim__cuda_device_new(int ordinal, GError **error)
     PsimCudaDevice *d = g_new0(PsimCudaDevice, 1);
     d->ordinal = ordinal;
     d->uploads = g_hash_table_new_full(g_direct_hash, g_direct_equal, upload_free, upload_free);
+    d->step_uploads =
+        g_hash_table_new_full(g_direct_hash, g_direct_equal, upload_free, upload_free);
     const char *what = NULL, *msg = NULL;
     cudaError_t ce;
     cublasStatus_t be;
@@ -67,6 +69,7 @@ void psim__cuda_device_free(PsimCudaDevice *d)
     if (d->stream)
         cudaStreamSynchronize(d->stream);
     g_hash_table_destroy(d->uploads);
+    g_hash_table_destroy(d->step_uploads);
     if (d->ws)
         cudaFree(d->ws);
     if (d->cudnn)
@@ -88,6 +91,7 @@ static gboolean only_ours(gpointer key, gpointer value, gpointer user)
 void psim__cuda_device_trim(PsimCudaDevice *d)
 {
     g_hash_table_foreach_remove(d->uploads, only_ours, NULL);
+    g_hash_table_remove_all(d->step_uploads);
 }
 
 const void *psim__cuda_in(PsimKernelCtx *ctx, int32_t k, GError **error)
@@ -101,6 +105,8 @@ const void *psim__cuda_in(PsimKernelCtx *ctx, int32_t k, GError **error)
         return t->data;
     PsimCudaDevice *d = psim__cuda_dev(ctx);
     PsimTensor *u = g_hash_table_lookup(d->uploads, t);
+    if (!u)
+        u = g_hash_table_lookup(d->step_uploads, t);
     if (u)
         return u->data;
     if (t->dtype == PSIM_DTYPE_STRING) {
@@ -124,7 +130,15 @@ const void *psim__cuda_in(PsimKernelCtx *ctx, int32_t k, GError **error)
         psim__cuda_fail(ctx, error, "CUDA", "cudaMemcpyAsync (upload)", cudaGetErrorString(ce));
         return NULL;
     }
-    g_hash_table_insert(d->uploads, psim_tensor_ref(t), u);
+    const PsimPort p = k < ctx->node->n_inputs ? ctx->node->inputs[k] : (PsimPort){-1, 0};
+    const PsimNode *src = p.node >= 0 && p.node < psim_graph_n_nodes(ctx->graph)
+                              ? psim_graph_node(ctx->graph, p.node)
+                              : NULL;
+    /* The graph's own known value (Const, initializers, folded shapes): immutable, kept as long
+     * as someone else holds it. */
+    gboolean constant = src && p.index >= 0 && p.index < src->n_outputs &&
+                        src->outputs[p.index].value == t;
+    g_hash_table_insert(constant ? d->uploads : d->step_uploads, psim_tensor_ref(t), u);
     return u->data;
 }
 

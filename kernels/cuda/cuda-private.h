@@ -23,7 +23,8 @@ typedef struct PsimCudaDevice {
     cudnnHandle_t cudnn;
     void *ws;          /* cuDNN workspace, grown on demand */
     size_t ws_bytes;
-    GHashTable *uploads; /* host PsimTensor* (ref held) -> device PsimTensor* (constants) */
+    GHashTable *uploads; /* host PsimTensor* (ref held) -> device PsimTensor*: constants */
+    GHashTable *step_uploads; /* the same for other host tensors (feeds, Recvs): one step */
 } PsimCudaDevice;
 
 /* The device context of the worker in ctx->device (a GPU PsimWorker). */
@@ -31,7 +32,8 @@ PsimCudaDevice *psim__cuda_dev(const PsimKernelCtx *ctx);
 /* Makes and frees a device context on the calling thread (the GPU worker's thread_init/fini). */
 PsimCudaDevice *psim__cuda_device_new(int ordinal, GError **error);
 void psim__cuda_device_free(PsimCudaDevice *d);
-/* Forgets uploads of host tensors that nobody else holds any more (end of a step). */
+/* End of a step: forgets every upload of a non-constant host tensor (a feed may be refilled in
+ * place before the next step) and those of constants that nobody else holds any more. */
 void psim__cuda_device_trim(PsimCudaDevice *d);
 
 /* Status checks: on failure set a RUNTIME error "FILE: node 'x': what: <library string>" and
@@ -58,7 +60,8 @@ gboolean psim__cuda_fail(PsimKernelCtx *ctx, GError **error, const char *lib, co
     } while (0)
 
 /* Device pointer of input k: its data when it is in device memory, else an upload of the host
- * tensor (cached for the tensor's lifetime: constants are uploaded once). */
+ * tensor, cached for the step, and for the tensor's lifetime when it is the graph's known value
+ * of that input (Const nodes, initializers, folded shapes: weights are uploaded once). */
 const void *psim__cuda_in(PsimKernelCtx *ctx, int32_t k, GError **error);
 /* A host copy of t (a reference when it is already on the host); waits for the stream. */
 PsimTensor *psim__cuda_to_host(PsimCudaDevice *d, PsimTensor *t, GError **error);

@@ -51,6 +51,16 @@ gboolean psim__out_set(PsimGraph *g, PsimNode *n, int32_t k, PsimDType dtype, in
             for (int32_t i = 0; i < rank; i++)
                 if (merged[i] == PSIM_DIM_UNKNOWN && old->dims[i] >= 0)
                     merged[i] = old->dims[i];
+        /* The merge can make the product absurd even though each side alone was not. */
+        int64_t m = 1;
+        for (int32_t i = 0; i < rank && m <= PSIM_MAX_ELEMENTS; i++)
+            if (merged[i] > 0)
+                m = m > PSIM_MAX_ELEMENTS / merged[i] ? PSIM_MAX_ELEMENTS + 1 : m * merged[i];
+        if (m > PSIM_MAX_ELEMENTS) {
+            psim__error_node(error, g, n, "output %d: the declared and inferred shapes together "
+                             "give over 2^36 elements", k);
+            return FALSE;
+        }
     }
     psim_graph_output_set(g, n, k, dtype, rank, rank > 0 ? merged : NULL);
     return TRUE;

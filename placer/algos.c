@@ -18,52 +18,6 @@ static int32_t *groups_new(const PsimPlaceCtx *c)
  * earliest goes next); put each node where it would finish soonest, counting its inputs'
  * transfers. ---- */
 
-typedef struct {
-    int32_t *a;
-    int32_t n;
-    const double *t;
-    const int32_t *pos;
-} MinHeap;
-
-static inline gboolean mh_before(const MinHeap *h, int32_t u, int32_t v)
-{
-    return h->t[u] != h->t[v] ? h->t[u] < h->t[v] : h->pos[u] < h->pos[v];
-}
-
-static void mh_push(MinHeap *h, int32_t v)
-{
-    int32_t i = h->n++;
-    while (i > 0) {
-        int32_t p = (i - 1) / 2;
-        if (!mh_before(h, v, h->a[p]))
-            break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = v;
-}
-
-static int32_t mh_pop(MinHeap *h)
-{
-    int32_t top = h->a[0], v = h->a[--h->n], i = 0;
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = i, mv = v;
-        if (l < h->n && mh_before(h, h->a[l], mv)) {
-            m = l;
-            mv = h->a[l];
-        }
-        if (r < h->n && mh_before(h, h->a[r], mv))
-            m = r;
-        if (m == i)
-            break;
-        h->a[i] = h->a[m];
-        i = m;
-    }
-    if (h->n)
-        h->a[i] = v;
-    return top;
-}
-
 /* Greedy through the simulator's incremental engine (shared links, several streams). */
 static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
 {
@@ -75,14 +29,14 @@ static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
     g_autoptr(PsimSimEngine) e = psim_sim_engine_new(c->g, c->model, table);
     g_autofree double *ready = g_new0(double, n + 1);
     g_autofree int32_t *deg = g_new(int32_t, n + 1), *gdev = groups_new(c);
-    MinHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos};
+    PsimNodeHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos, FALSE};
     for (int32_t v = 0; v < n; v++) {
         deg[v] = c->in_off[v + 1] - c->in_off[v];
         if (!deg[v])
-            mh_push(&h, v);
+            psim__node_heap_push(&h, v);
     }
     while (h.n) {
-        int32_t v = mh_pop(&h);
+        int32_t v = psim__node_heap_pop(&h);
         int32_t only = psim__group_device(c, gdev, v), best = -1;
         double best_f = INFINITY, best_s = 0;
         for (int32_t d = only >= 0 ? only : 0; d < (only >= 0 ? only + 1 : nd); d++) {
@@ -106,7 +60,7 @@ static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
             int32_t w = c->out_dst[j];
             ready[w] = MAX(ready[w], best_f);
             if (--deg[w] == 0)
-                mh_push(&h, w);
+                psim__node_heap_push(&h, w);
         }
     }
     g_free(h.a);
@@ -124,15 +78,15 @@ static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     double *start = p->start, *finish = p->finish;
     g_autofree double *free_at = g_new0(double, nd), *ready = g_new0(double, n + 1);
     g_autofree int32_t *deg = g_new(int32_t, n + 1), *gdev = groups_new(c);
-    MinHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos};
+    PsimNodeHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos, FALSE};
     for (int32_t v = 0; v < n; v++) {
         deg[v] = c->in_off[v + 1] - c->in_off[v];
         if (!deg[v])
-            mh_push(&h, v);
+            psim__node_heap_push(&h, v);
     }
     g_autofree double *arr = g_new(double, nd);
     while (h.n) {
-        int32_t v = mh_pop(&h);
+        int32_t v = psim__node_heap_pop(&h);
         int32_t only = psim__group_device(c, gdev, v), best = -1;
         psim__arrival_all(c, v, dev, finish, arr);
         double best_f = INFINITY, best_s = 0;
@@ -157,7 +111,7 @@ static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
             int32_t w = c->out_dst[j];
             ready[w] = MAX(ready[w], best_f);
             if (--deg[w] == 0)
-                mh_push(&h, w);
+                psim__node_heap_push(&h, w);
         }
     }
     g_free(h.a);

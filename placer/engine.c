@@ -189,22 +189,15 @@ void psim__seq_from_start(const PsimPlaceCtx *c, const double *start, const doub
     qsort_r(seq, (size_t)c->n, sizeof(int32_t), cmp_start, &s);
 }
 
-/* A binary heap of node ids ordered by (key descending, topological position ascending). */
-typedef struct {
-    int32_t *a;
-    int32_t n;
-    const double *key;
-    const int32_t *pos;
-} Heap;
-
-static inline gboolean heap_before(const Heap *h, int32_t u, int32_t v)
+/* The binary heap of node ids shared by the list schedulers (placer-private.h). */
+static inline gboolean heap_before(const PsimNodeHeap *h, int32_t u, int32_t v)
 {
     if (h->key[u] != h->key[v])
-        return h->key[u] > h->key[v];
+        return h->max ? h->key[u] > h->key[v] : h->key[u] < h->key[v];
     return h->pos[u] < h->pos[v];
 }
 
-static void heap_push(Heap *h, int32_t v)
+void psim__node_heap_push(PsimNodeHeap *h, int32_t v)
 {
     int32_t i = h->n++;
     while (i > 0) {
@@ -217,7 +210,7 @@ static void heap_push(Heap *h, int32_t v)
     h->a[i] = v;
 }
 
-static int32_t heap_pop(Heap *h)
+int32_t psim__node_heap_pop(PsimNodeHeap *h)
 {
     int32_t top = h->a[0], v = h->a[--h->n], i = 0;
     for (;;) {
@@ -243,18 +236,18 @@ void psim__seq_by_key(const PsimPlaceCtx *c, const double *key, int32_t *seq)
 {
     int32_t n = c->n, k = 0;
     g_autofree int32_t *deg = g_new(int32_t, n + 1);
-    Heap h = {g_new(int32_t, n + 1), 0, key, c->topo_pos};
+    PsimNodeHeap h = {g_new(int32_t, n + 1), 0, key, c->topo_pos, TRUE};
     for (int32_t v = 0; v < n; v++) {
         deg[v] = c->in_off[v + 1] - c->in_off[v];
         if (!deg[v])
-            heap_push(&h, v);
+            psim__node_heap_push(&h, v);
     }
     while (h.n) {
-        int32_t v = heap_pop(&h);
+        int32_t v = psim__node_heap_pop(&h);
         seq[k++] = v;
         for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
             if (--deg[c->out_dst[j]] == 0)
-                heap_push(&h, c->out_dst[j]);
+                psim__node_heap_push(&h, c->out_dst[j]);
     }
     g_free(h.a);
 }

@@ -168,4 +168,16 @@ static inline double psim__cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* A binary heap of node ids ordered by key (ascending, or descending when max), ties by
+ * topological position: the ready lists of the list schedulers. a holds n_nodes entries. */
+typedef struct {
+    int32_t *a;
+    int32_t n;
+    const double *key;
+    const int32_t *pos;
+    gboolean max;
+} PsimNodeHeap;
+void psim__node_heap_push(PsimNodeHeap *h, int32_t v);
+int32_t psim__node_heap_pop(PsimNodeHeap *h);
+
 #endif

@@ -81,7 +81,8 @@ static gboolean check_keys(JsonObject *o, const char *const *allowed, const char
 static gboolean parse_link(JsonObject *o, PsimLink *link, const char *path, const char *where,
                            GError **error)
 {
-    static const char *const keys[] = {"src", "dst", "bandwidth_GBps", "latency_us", "independent", NULL};
+    static const char *const keys[] = {"src", "dst", "bandwidth_GBps", "latency_us", "independent",
+                                       "by_destination", NULL};
     if (!check_keys(o, keys, path, where, error))
         return FALSE;
     if (!get_nonneg(o, "bandwidth_GBps", &link->bandwidth_GBps, path, where, error) ||
@@ -92,6 +93,12 @@ static gboolean parse_link(JsonObject *o, PsimLink *link, const char *path, cons
         if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
             return fail(error, path, "%s: field 'independent' must be true or false", where);
         link->independent = json_node_get_boolean(n);
+    }
+    n = json_object_get_member(o, "by_destination");
+    if (n) {
+        if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
+            return fail(error, path, "%s: field 'by_destination' must be true or false", where);
+        link->by_destination = json_node_get_boolean(n);
     }
     return TRUE;
 }
@@ -303,12 +310,16 @@ static void add_link(JsonBuilder *b, PsimLink l)
         json_builder_set_member_name(b, "independent");
         json_builder_add_boolean_value(b, TRUE);
     }
+    if (l.by_destination) {
+        json_builder_set_member_name(b, "by_destination");
+        json_builder_add_boolean_value(b, TRUE);
+    }
 }
 
 static gboolean link_equal(PsimLink a, PsimLink b)
 {
     return a.bandwidth_GBps == b.bandwidth_GBps && a.latency_us == b.latency_us &&
-           !a.independent == !b.independent;
+           !a.independent == !b.independent && !a.by_destination == !b.by_destination;
 }
 
 /* The short name when it is unambiguous in c, else the full name. */

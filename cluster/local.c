@@ -54,6 +54,12 @@ PsimCluster *psim_cluster_from_spec(const char *spec, GError **error)
         d->description = g_strdup(model);
         d->memory_bytes = 0;
     }
+    /* The executor moves a tensor between devices of this process on the destination's own
+     * thread, between its kernels (exec/transport.c): the simulator must charge that time to
+     * the destination device. Rates stay the defaults until a profile measures the link. */
+    PsimLink l = psim_cluster_default_link(c);
+    l.by_destination = TRUE;
+    psim_cluster_default_link_set(c, l);
     psim_cluster_detect_gpus(c);
     return c;
 }

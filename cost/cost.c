@@ -251,16 +251,17 @@ double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, i
     return MAX(flop_us, byte_us) + r.launch_us;
 }
 
-double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,
-                              PsimCostSource *src)
+PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src)
 {
     PsimCostSource dummy;
     if (!src)
         src = &dummy;
+    PsimLink l = psim_cluster_link(m->cluster, a, b);
     if (a == b) {
         *src = PSIM_COST_SOURCE_FREE;
-        return 0;
+        return l;
     }
+    *src = PSIM_COST_SOURCE_ESTIMATE;
     if (m->db) {
         g_mutex_lock(&m->lock);
         ensure_size(m);
@@ -278,14 +279,26 @@ double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32
         g_mutex_unlock(&m->lock);
         if (fit.measured) {
             *src = PSIM_COST_SOURCE_MEASURED;
-            double t = fit.link.latency_us;
-            if (fit.link.bandwidth_GBps > 0)
-                t += (double)bytes / (fit.link.bandwidth_GBps * 1e3);
-            return t;
+            l.latency_us = fit.link.latency_us;
+            l.bandwidth_GBps = fit.link.bandwidth_GBps;
         }
     }
-    *src = PSIM_COST_SOURCE_ESTIMATE;
-    return psim_cluster_link_time(m->cluster, a, b, bytes);
+    return l;
+}
+
+double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,
+                              PsimCostSource *src)
+{
+    if (a == b) {
+        if (src)
+            *src = PSIM_COST_SOURCE_FREE;
+        return 0;
+    }
+    PsimLink l = psim_cost_link(m, a, b, src);
+    double t = l.latency_us;
+    if (l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps))
+        t += (double)bytes / (l.bandwidth_GBps * 1e3);
+    return t;
 }
 
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b)

@@ -28,11 +28,12 @@ gboolean psim__worker_device_memory(const PsimWorker *w);
 PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t rank,
                                       const int64_t *dims, gboolean zero, GError **error);
 
-/* Transfers of a Plan between devices of one process: one copy thread per link (ordered device
- * pair), pinned to the destination's cores, one transfer at a time; waiting transfers leave by
- * the plan's recv priority (lower first, ties by transfer index) once their earliest start has
- * passed. A transfer copies the tensor into a buffer of the destination worker (float32 cut to
- * its high 16 bits when the plan compresses it), then leaves it in the rendezvous. */
+/* Transfers of a Plan between devices of one process. A Send leaves its tensor in the rendezvous
+ * as it is (psim__transport_send, the executor's send hook); the destination's executor copies
+ * it on its own thread between kernels (psim__transport_copy and psim__transport_not_before, its
+ * PsimRecvCopier), lowest plan priority first and not before the transfer's earliest start,
+ * into a buffer of the destination worker (float32 cut to its high 16 bits when the plan
+ * compresses it). */
 typedef struct PsimTransport PsimTransport;
 
 /* workers: one per plan device (borrowed). */
@@ -47,11 +48,9 @@ void psim__transport_origin(PsimTransport *tp, double t_us);
 double psim__transport_origin_get(PsimTransport *tp);
 /* The executor's send hook (PsimExecOptions.send_hook): user is the transport. */
 void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t);
-/* Drops what waits (after a failed step) and wakes the copy threads. */
-void psim__transport_abort(PsimTransport *tp);
-/* Waits until no transfer is queued or in progress. FALSE with the first transfer's error of the
- * step (a destination out of memory), if any. */
-gboolean psim__transport_wait_idle(PsimTransport *tp, GError **error);
+/* PsimRecvCopier.not_before and .copy for the Recv `node`: user is the transport. */
+double psim__transport_not_before(void *user, int32_t node, double *priority);
+PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GError **error);
 /* The last step's transfer x: FALSE if it did not happen; else start and end on the
  * psim_exec_now_us clock and the bytes carried. */
 gboolean psim__transport_record(const PsimTransport *tp, int32_t x, double *start, double *end,

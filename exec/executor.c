@@ -3,9 +3,12 @@
  * and tensor use counts precomputed), then runs steps by pending counts and a ready queue, as
  * in the TensorFlow whitepaper's single-device executor. The dispatch path does no hashing and
  * no bookkeeping allocation: only the kernels' own output tensors are allocated. */
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec-private.h"
 
@@ -89,6 +92,10 @@ struct PsimExecutor {
     pthread_cond_t inbox_cond;
     atomic_int inbox_n;
     InboxEntry *inbox, *inbox_work;
+    /* Arrived Recvs this thread has still to copy (recv_copier): not yet the lowest priority,
+     * or before their earliest start. */
+    InboxEntry *held;
+    int32_t n_held;
 
     /* Stats. */
     int32_t n_run;
@@ -419,6 +426,7 @@ static gboolean build(PsimExecutor *e, GError **error)
     e->recv_start = g_new0(double, nx);
     e->inbox = g_new0(InboxEntry, nx);
     e->inbox_work = g_new0(InboxEntry, nx);
+    e->held = g_new0(InboxEntry, nx);
     e->kdef = g_new0(const PsimKernelDef *, nx);
     e->kstate = g_new0(void *, nx);
     e->prepared = g_new0(gboolean, nx);
@@ -663,7 +671,11 @@ PsimExecutor *psim_executor_new(const PsimGraph *g, PsimWorker *w, const char *c
     e->n_nodes = psim_graph_n_nodes(g);
     e->kind = g_new0(uint8_t, e->n_nodes ? e->n_nodes : 1);
     pthread_mutex_init(&e->inbox_lock, NULL);
-    pthread_cond_init(&e->inbox_cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timed waits until an earliest start */
+    pthread_cond_init(&e->inbox_cond, &ca);
+    pthread_condattr_destroy(&ca);
     e->opts.device_of = NULL;
     if (opts && opts->device_of)
         e->device_of = g_memdup2(opts->device_of, sizeof(int32_t) * (gsize)MAX(e->n_nodes, 1));
@@ -761,6 +773,7 @@ void psim_executor_free(PsimExecutor *e)
     g_free(e->recv_start);
     g_free(e->inbox);
     g_free(e->inbox_work);
+    g_free(e->held);
     g_free(e->device_of);
     pthread_mutex_destroy(&e->inbox_lock);
     pthread_cond_destroy(&e->inbox_cond);
@@ -911,6 +924,60 @@ static int inbox_take(PsimExecutor *e, gboolean wait)
     return n;
 }
 
+/* A device waiting on its Recvs has nothing else to run on its cores, and a sleeping thread
+ * takes tens of microseconds to wake: it polls for this long before it sleeps (yielding, so that
+ * a device sharing its cores with another loses nothing). */
+#define RECV_SPIN_US 200.0
+
+static struct timespec abs_time(double us)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(us * 1e-6);
+    ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    } else if (ts.tv_nsec < 0) {
+        ts.tv_nsec = 0;
+    }
+    return ts;
+}
+
+/* Returns once a Recv has arrived or the deadline (psim_exec_now_us clock; 0: none) is past.
+ * It polls first, then sleeps; before a deadline it wakes early and polls the rest of the way. */
+static void inbox_wait(PsimExecutor *e, double deadline)
+{
+    double spin_end = psim_exec_now_us() + RECV_SPIN_US;
+    for (;;) {
+        if (atomic_load(&e->inbox_n) > 0)
+            return;
+        double now = psim_exec_now_us();
+        if (deadline > 0 && now >= deadline)
+            return;
+        if (now < spin_end) {
+            sched_yield();
+            continue;
+        }
+        double wake = deadline > 0 ? deadline - RECV_SPIN_US : 0;
+        if (deadline > 0 && wake <= now) {
+            spin_end = deadline;
+            continue;
+        }
+        pthread_mutex_lock(&e->inbox_lock);
+        while (atomic_load(&e->inbox_n) == 0) {
+            if (wake <= 0) {
+                pthread_cond_wait(&e->inbox_cond, &e->inbox_lock);
+                continue;
+            }
+            struct timespec ts = abs_time(wake);
+            if (pthread_cond_timedwait(&e->inbox_cond, &e->inbox_lock, &ts) == ETIMEDOUT)
+                break;
+        }
+        pthread_mutex_unlock(&e->inbox_lock);
+        spin_end = deadline > 0 ? deadline : psim_exec_now_us() + RECV_SPIN_US;
+    }
+}
+
 void psim_executor_set_step(PsimExecutor *e, uint64_t step)
 {
     e->step_id = step;
@@ -1026,6 +1093,70 @@ static gboolean recvs_finish(PsimExecutor *e, Ready *q, int n, int32_t *outstand
     return ok;
 }
 
+/* Recvs copied by this thread (recv_copier): takes what arrived, then copies and completes,
+ * one at a time and lowest priority first, every arrived Recv whose earliest start has passed,
+ * taking new arrivals after each copy. *next_at: the earliest start of the first Recv still
+ * held back (0: none). Counts completed Recvs in *done. */
+static gboolean recvs_copy(PsimExecutor *e, Ready *q, int32_t *outstanding, int32_t *done,
+                           double t0, double *next_at, GError **error)
+{
+    const PsimRecvCopier *rc = e->opts.recv_copier;
+    void *user = e->opts.recv_user;
+    for (;;) {
+        int n = atomic_load(&e->inbox_n) > 0 ? inbox_take(e, FALSE) : 0;
+        for (int k = 0; k < n; k++)
+            e->held[e->n_held++] = e->inbox_work[k];
+        double now = psim_exec_now_us(), next = 0, best_pr = 0;
+        int32_t best = -1;
+        for (int32_t k = 0; k < e->n_held; k++) {
+            const InboxEntry *h = &e->held[k];
+            if (!h->ok) {
+                best = k; /* aborted: fail now */
+                break;
+            }
+            double pr;
+            double nb = rc->not_before(user, e->exec_node[h->i], &pr);
+            if (nb > now) {
+                if (next == 0 || nb < next)
+                    next = nb;
+                continue;
+            }
+            if (best < 0 || pr < best_pr || (pr == best_pr && h->i < e->held[best].i)) {
+                best = k;
+                best_pr = pr;
+            }
+        }
+        if (best < 0) {
+            *next_at = next;
+            return TRUE;
+        }
+        InboxEntry h = e->held[best];
+        e->held[best] = e->held[--e->n_held];
+        (*outstanding)--;
+        const PsimKernelCtx *c = &e->ctx[h.i];
+        if (!h.ok) {
+            psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, c->node,
+                             "the transfer was aborted (the step failed on another device)");
+            return FALSE;
+        }
+        GError *err = NULL;
+        PsimTensor *t = rc->copy(user, e->exec_node[h.i], h.t, &err);
+        psim_tensor_unref(h.t);
+        if (err) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+        if (c->n_outputs > 0)
+            c->outputs[0] = t;
+        else
+            psim_tensor_unref(t);
+        record(e, h.i, e->recv_start[h.i], psim_exec_now_us() - t0);
+        (*done)++;
+        if (!node_finish(e, q, h.i, error))
+            return FALSE;
+    }
+}
+
 gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimTensor **outputs,
                                 GError **error)
 {
@@ -1057,12 +1188,34 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
     for (int32_t k = 0; k < e->n_initial_ready; k++)
         ready_push(e, &q, e->initial_ready[k]);
     int32_t done = 0, outstanding = 0;
+    e->n_held = 0;
+    if (e->opts.recv_copier) {
+        /* Every Recv asks at once, whatever its place in the order: a transfer goes as soon as
+         * its Send is done (and its earliest start has passed), as the simulator has it. */
+        double now = psim_exec_now_us() - t0;
+        for (int32_t i = 0; i < e->n_exec; i++)
+            if (e->kdef[i] == &builtin_recv) {
+                e->recv_start[i] = now;
+                outstanding++;
+                psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done,
+                                           &e->recv_ctx[i]);
+            }
+    }
     while (done < e->n_exec) {
-        if (outstanding > 0 && atomic_load(&e->inbox_n) > 0) {
+        double next_at = 0;
+        if (e->opts.recv_copier) {
+            if (outstanding > 0 && (atomic_load(&e->inbox_n) > 0 || e->n_held > 0) &&
+                !recvs_copy(e, &q, &outstanding, &done, t0, &next_at, error))
+                goto fail;
+            if (done >= e->n_exec)
+                break;
+        } else if (outstanding > 0 && atomic_load(&e->inbox_n) > 0) {
             int n = inbox_take(e, FALSE);
             done += n;
             if (!recvs_finish(e, &q, n, &outstanding, t0, error))
                 goto fail;
+            if (done >= e->n_exec)
+                break;
         }
         int32_t i = ready_pop(e, &q);
         if (i < 0) {
@@ -1077,7 +1230,12 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
                                      e->n_exec);
                 goto fail;
             }
-            /* Everything left waits on a Recv: sleep until one arrives. */
+            /* Everything left waits on a Recv: wait until one arrives (or, with a copier, until
+             * the next held one may be copied). */
+            if (e->opts.recv_copier) {
+                inbox_wait(e, next_at);
+                continue;
+            }
             int n = inbox_take(e, TRUE);
             done += n;
             if (!recvs_finish(e, &q, n, &outstanding, t0, error))
@@ -1086,6 +1244,8 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         }
         const PsimKernelDef *kd = e->kdef[i];
         if (kd == &builtin_recv) {
+            if (e->opts.recv_copier)
+                continue; /* asked for at the start of the step */
             e->recv_start[i] = psim_exec_now_us() - t0;
             outstanding++;
             psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done, &e->recv_ctx[i]);
@@ -1133,6 +1293,11 @@ fail:
     /* Wake the other devices' Recvs, and wait for ours: none may complete into a later step. */
     if (e->rdv)
         psim_rendezvous_abort(e->rdv);
+    for (int32_t k = 0; k < e->n_held; k++) {
+        psim_tensor_unref(e->held[k].t);
+        outstanding--;
+    }
+    e->n_held = 0;
     while (outstanding > 0) {
         int n = inbox_take(e, TRUE);
         for (int k = 0; k < n; k++) {

@@ -1,6 +1,6 @@
 /* Running a Plan: one worker and one executor per device of the plan, each over its partition
- * in the plan's static order (or by priority), tensors crossing by the transport (a copy thread
- * per link) and one rendezvous. A step posts one closure per device and waits for all; a failure
+ * in the plan's static order (or by priority), tensors crossing through one rendezvous and
+ * copied by the destination device's own thread (exec/transport.c). A step posts one closure per device and waits for all; a failure
  * on one device aborts the others' Recvs. */
 #include <string.h>
 
@@ -27,6 +27,9 @@ struct PsimPlanExec {
     uint64_t step;
     double step_us, origin_us;
 };
+
+static const PsimRecvCopier copier = {.copy = psim__transport_copy,
+                                       .not_before = psim__transport_not_before};
 
 static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
 {
@@ -112,7 +115,8 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
             .order = dynamic ? PSIM_EXEC_ORDER_PRIORITY : PSIM_EXEC_ORDER_STATIC,
             .static_order = p->order[d], .n_static_order = p->n_order[d],
             .priority = p->priority, .device_of = p->device_of, .device = d,
-            .rendezvous = x->rdv, .send_hook = psim__transport_send, .send_user = x->tp};
+            .rendezvous = x->rdv, .send_hook = psim__transport_send, .send_user = x->tp,
+            .recv_copier = &copier, .recv_user = x->tp};
         x->execs[d] = psim_executor_new(g, x->workers[d], df, n_dev_feeds[d], dt,
                                         n_dev_fetches[d], &opts, error);
         if (!x->execs[d])
@@ -132,8 +136,8 @@ void psim_plan_exec_free(PsimPlanExec *x)
 {
     if (!x)
         return;
-    /* Executors first (their Sends feed the transport), then the copy threads, then the
-     * workers whose memory the copies land in. */
+    /* Executors first (they use the transport), then the transport, then the workers whose
+     * memory the copies land in. */
     for (int32_t d = 0; d < x->n_devices; d++)
         psim_executor_free(x->execs[d]);
     psim__transport_free(x->tp);
@@ -182,21 +186,6 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
             }
             ok = FALSE;
         }
-    }
-    /* No copy may still be running (or land in the rendezvous) once the step is over. */
-    if (!ok)
-        psim__transport_abort(x->tp);
-    GError *terr = NULL;
-    if (!psim__transport_wait_idle(x->tp, &terr)) {
-        /* A transfer that failed by itself (destination out of memory) names the cause; the
-         * devices only saw their Recvs aborted. */
-        if (ok || (error && *error && strstr((*error)->message, "aborted"))) {
-            g_clear_error(error);
-            g_propagate_error(error, terr);
-        } else {
-            g_error_free(terr);
-        }
-        ok = FALSE;
     }
     if (!ok) {
         psim_rendezvous_reset(x->rdv);

@@ -187,7 +187,7 @@ static void build_links(PsimPlaceCtx *c)
         for (int32_t b = 0; b < nd; b++) {
             if (a == b)
                 continue;
-            PsimLink l = psim_cluster_link(c->cluster, a, b);
+            PsimLink l = psim_cost_link(c->model, a, b, NULL);
             size_t k = (size_t)a * nd + b;
             c->lat[k] = l.latency_us > 0 ? l.latency_us : 0;
             c->inv_bw[k] = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps) ? 1.0 / (l.bandwidth_GBps * 1e3) : 0;
@@ -199,8 +199,10 @@ static void build_links(PsimPlaceCtx *c)
             c->sim_model_differs = TRUE;
         for (int32_t b = 0; b < nd && !c->sim_model_differs; b++) {
             size_t k = (size_t)a * nd + b;
-            if (a != b && !psim_cluster_link(c->cluster, a, b).independent &&
-                (c->lat[k] > 0 || c->inv_bw[k] > 0))
+            PsimLink l = psim_cluster_link(c->cluster, a, b);
+            /* Shared links and copies made by the destination device are the simulator's. */
+            if (a != b && ((!l.independent && (c->lat[k] > 0 || c->inv_bw[k] > 0)) ||
+                           l.by_destination))
                 c->sim_model_differs = TRUE;
         }
     }

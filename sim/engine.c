@@ -132,7 +132,7 @@ static double place(PsimSimEngine *e, int32_t v, int32_t d, gboolean commit, dou
             ready = MAX(ready, *known);
             continue;
         }
-        PsimLink l = psim_cluster_link(e->c, src, d);
+        PsimLink l = psim_cost_link(e->m, src, d, NULL);
         double occ = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps)
                          ? (double)ins[i].bytes / (l.bandwidth_GBps * 1e3) : 0;
         double t0 = e->finish[ins[i].node];

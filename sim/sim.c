@@ -6,7 +6,7 @@
 
 #include "placesim/sim.h"
 
-enum { EV_NODE_END, EV_XFER_READY, EV_LINK_FREE, EV_XFER_ARRIVE };
+enum { EV_NODE_END, EV_XFER_READY, EV_LINK_FREE, EV_XFER_ARRIVE, EV_COPY_END };
 
 typedef struct {
     double t;
@@ -127,12 +127,14 @@ typedef struct {
     uint32_t stream_mask; /* bit s set: stream s busy (first 32 streams) */
     int32_t pos;          /* static order: next position in order[d] */
     Pq ready;             /* dynamic order */
+    Pq copies;            /* transfers it copies itself (by_destination links), by priority */
     uint64_t mem, peak, capacity;
 } Dev;
 
 typedef struct {
     gboolean busy;
     gboolean independent;
+    gboolean by_dst;     /* the destination device makes the copy between its nodes */
     double bytes_per_us; /* inf: free */
     double latency;
     int32_t current;     /* transfer on the link */
@@ -267,12 +269,25 @@ static void link_start(Sim *s, int32_t li, int32_t x)
     heap_push(&s->heap, s->now + occupy + l->latency, x, EV_XFER_ARRIVE);
 }
 
+static void mark_dirty(Sim *s, int32_t d, int32_t cause)
+{
+    if (!s->is_dirty[d]) {
+        s->is_dirty[d] = 1;
+        s->dirty[s->n_dirty++] = d;
+    }
+    s->dirty_cause[d] = cause;
+}
+
 static void xfer_request(Sim *s, int32_t x)
 {
     const PsimTransfer *t = &s->p->transfers[x];
     int32_t li = t->src * s->nd + t->dst;
     Link *l = &s->link[li];
-    if (l->independent || !l->busy) {
+    if (l->by_dst) {
+        /* The destination copies it when it is between nodes, lowest priority first. */
+        pq_push(&s->dev[t->dst].copies, t->priority, x);
+        mark_dirty(s, t->dst, t->send);
+    } else if (l->independent || !l->busy) {
         link_start(s, li, x);
     } else {
         pq_push(&l->waiting, t->priority, x);
@@ -309,11 +324,7 @@ static void node_ready(Sim *s, int32_t v, int32_t cause)
         pq_push(&s->dev[d].ready, s->p->priority[v], v);
     /* Dispatch after every event of this instant is in, so that the ready queue sees all the
      * nodes that became ready at the same time. */
-    if (!s->is_dirty[d]) {
-        s->is_dirty[d] = 1;
-        s->dirty[s->n_dirty++] = d;
-    }
-    s->dirty_cause[d] = cause;
+    mark_dirty(s, d, cause);
 }
 
 static void dispatch_dirty(Sim *s)
@@ -326,7 +337,8 @@ static void dispatch_dirty(Sim *s)
     s->n_dirty = 0;
 }
 
-static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
+/* Takes a free stream of device d for node v (a Recv for a copy). */
+static void stream_take(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
     int32_t st = 0;
@@ -338,6 +350,34 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         st = dv->busy;
     dv->busy++;
     s->stream[v] = st;
+}
+
+static void stream_release(Sim *s, int32_t v, int32_t d)
+{
+    Dev *dv = &s->dev[d];
+    dv->busy--;
+    if (s->stream[v] < 32)
+        dv->stream_mask &= ~(1u << s->stream[v]);
+}
+
+/* Transfer x, on a by_destination link, starts on its destination device d. */
+static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
+{
+    const PsimTransfer *t = &s->p->transfers[x];
+    const Link *l = &s->link[(size_t)t->src * s->nd + t->dst];
+    stream_take(s, t->recv, d);
+    /* Waiting for the device since it was requested: what freed the device bound the copy. */
+    s->binding[t->recv] = s->now > s->xfer_request[x] && cause >= 0 ? cause : t->send;
+    s->xfer_start[x] = s->now;
+    s->events++;
+    mem_add(s, d, s->out_total[t->recv], t->recv);
+    double occupy = isfinite(l->bytes_per_us) && l->bytes_per_us > 0 ? (double)t->bytes / l->bytes_per_us : 0;
+    heap_push(&s->heap, s->now + l->latency + occupy, x, EV_COPY_END);
+}
+
+static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
+{
+    stream_take(s, v, d);
     /* start[v] holds the time v became ready; if it waited for its device since, what freed
      * the device (or let it issue) is what bound its start. */
     if (s->now > s->start[v] && cause >= 0)
@@ -353,6 +393,9 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
 static void dispatch(Sim *s, int32_t d, int32_t cause)
 {
     Dev *dv = &s->dev[d];
+    /* Copies the device makes itself go before its next node (the executor's rule). */
+    while (dv->busy < dv->n_streams && dv->copies.n > 0)
+        copy_start(s, pq_pop(&dv->copies), d, cause);
     if (s->order == PSIM_ORDER_DYNAMIC) {
         while (dv->busy < dv->n_streams && dv->ready.n > 0)
             node_start(s, pq_pop(&dv->ready), d, cause);
@@ -498,9 +541,10 @@ static gboolean setup(Sim *s)
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         s->dev[d].capacity = dv->memory_bytes;
         for (int32_t e = 0; e < nd; e++) {
-            PsimLink l = psim_cluster_link(s->c, s->cluster_dev[d], s->cluster_dev[e]);
+            PsimLink l = psim_cost_link(s->m, s->cluster_dev[d], s->cluster_dev[e], NULL);
             Link *L = &s->link[(size_t)d * nd + e];
             L->independent = l.independent || d == e;
+            L->by_dst = l.by_destination && d != e;
             L->bytes_per_us = l.bandwidth_GBps > 0 ? l.bandwidth_GBps * 1e3 : INFINITY;
             L->latency = d == e ? 0 : l.latency_us;
             L->current = -1;
@@ -560,8 +604,10 @@ static void sim_free(Sim *s)
     g_free(s->xfer_start);
     g_free(s->xfer_request);
     if (s->dev)
-        for (int32_t d = 0; d < s->nd; d++)
+        for (int32_t d = 0; d < s->nd; d++) {
             g_free(s->dev[d].ready.a);
+            g_free(s->dev[d].copies.a);
+        }
     g_free(s->dev);
     g_free(s->dirty);
     g_free(s->is_dirty);
@@ -658,16 +704,18 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
         switch (e.kind) {
         case EV_NODE_END: {
             int32_t d = plan->device_of[e.id];
-            Dev *dv = &s->dev[d];
-            dv->busy--;
-            if (s->stream[e.id] < 32)
-                dv->stream_mask &= ~(1u << s->stream[e.id]);
+            stream_release(s, e.id, d);
             node_done(s, e.id);
-            if (!s->is_dirty[d]) {
-                s->is_dirty[d] = 1;
-                s->dirty[s->n_dirty++] = d;
-            }
-            s->dirty_cause[d] = e.id;
+            mark_dirty(s, d, e.id);
+            break;
+        }
+        case EV_COPY_END: {
+            const PsimTransfer *t = &plan->transfers[e.id];
+            stream_release(s, t->recv, t->dst);
+            s->start[t->recv] = s->xfer_start[e.id];
+            release_inputs(s, t->send);
+            node_done(s, t->recv);
+            mark_dirty(s, t->dst, t->recv);
             break;
         }
         case EV_XFER_READY: xfer_request(s, e.id); break;

@@ -21,7 +21,8 @@ static void test_roundtrip(void)
         " {\"name\": \"GPU:0\", \"type\": \"GPU\", \"peak_gflops\": 9000.5, \"mem_bw_GBps\": 900,"
         "  \"launch_us\": 4, \"streams\": 2, \"sm_count\": 80, \"compute_capability\": \"7.0\"}],"
         " \"links\": [{\"src\": \"CPU:0\", \"dst\": \"GPU:0\", \"bandwidth_GBps\": 12, \"latency_us\": 10},"
-        "            {\"src\": \"GPU:0\", \"dst\": \"/job:w/replica:0/task:1/device:CPU:0\", \"latency_us\": 7}],"
+        "            {\"src\": \"GPU:0\", \"dst\": \"/job:w/replica:0/task:1/device:CPU:0\", \"latency_us\": 7,"
+        "             \"by_destination\": true}],"
         " \"default_link\": {\"bandwidth_GBps\": 3, \"latency_us\": 1, \"independent\": true}}",
         &err);
     g_assert_no_error(err);
@@ -45,6 +46,8 @@ static void test_roundtrip(void)
     l = psim_cluster_link(c, 1, 0);
     g_assert_cmpfloat(l.bandwidth_GBps, ==, 3);
     g_assert_cmpfloat(l.latency_us, ==, 7);
+    g_assert_true(l.by_destination);
+    g_assert_false(psim_cluster_link(c, 0, 1).by_destination);
     g_assert_true(psim_cluster_default_link(c).independent);
     g_assert_cmpfloat_with_epsilon(psim_cluster_link_time(c, 0, 1, 12000), 11.0, 1e-9);
 
@@ -55,6 +58,7 @@ static void test_roundtrip(void)
     g_assert_cmpstr(json, ==, json2);
     g_assert_cmpint(psim_cluster_device(c2, 0)->n_cores, ==, 2);
     g_assert_cmpfloat(psim_cluster_link(c2, 1, 0).latency_us, ==, 7);
+    g_assert_true(psim_cluster_link(c2, 1, 0).by_destination);
     g_assert_cmpstr(psim_cluster_device(c2, 0)->description, ==, "test cpu");
 }
 
@@ -100,6 +104,8 @@ static void test_errors(void)
         " \"dst\": \"CPU:1\", \"latency_us\": -1}]}", "links[0]", "'latency_us'");
     ERR(HEAD "\"devices\": [], \"default_link\": {\"bandwidth_GBps\": 1, \"independent\": 1}}",
         "default_link", "'independent'");
+    ERR(HEAD "\"devices\": [], \"default_link\": {\"by_destination\": \"yes\"}}", "default_link",
+        "'by_destination'");
     ERR(HEAD "\"devices\": [], \"extra\": 1}", "unknown field 'extra'");
 
     GError *err = NULL;
@@ -132,6 +138,9 @@ static void test_local(void)
     g_autoptr(PsimCluster) c2 = parse(json, &err);
     g_assert_no_error(err);
     g_assert_cmpint(psim_cluster_n_devices(c2), ==, psim_cluster_n_devices(c));
+    /* The executor copies on the destination's thread: local links say so, and keep it. */
+    g_assert_true(psim_cluster_link(c, 0, 1).by_destination);
+    g_assert_true(psim_cluster_link(c2, 1, 0).by_destination);
     g_assert_null(psim_cluster_from_spec("local:0", &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
     g_clear_error(&err);

@@ -323,6 +323,18 @@ static void test_link_fit(void)
     g_assert_cmpfloat_with_epsilon(t, psim_cluster_link_time(c, 1, 0, 8000), 1e-9);
     g_assert_cmpfloat(psim_cost_transfer_src(m, 8000, 1, 1, &src), ==, 0);
     g_assert_cmpint(src, ==, PSIM_COST_SOURCE_FREE);
+    /* The link the simulator and placers read: the fit's rates, the cluster's flags. */
+    PsimLink cl = psim_cluster_default_link(c);
+    cl.by_destination = TRUE;
+    psim_cluster_default_link_set(c, cl);
+    PsimLink ml = psim_cost_link(m, 0, 1, &src);
+    g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+    g_assert_cmpfloat(ml.bandwidth_GBps, ==, l.bandwidth_GBps);
+    g_assert_cmpfloat(ml.latency_us, ==, l.latency_us);
+    g_assert_true(ml.by_destination);
+    ml = psim_cost_link(m, 1, 0, &src);
+    g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+    g_assert_cmpfloat(ml.bandwidth_GBps, ==, cl.bandwidth_GBps);
     g_assert_no_error(err);
 }
 

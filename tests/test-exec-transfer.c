@@ -109,8 +109,8 @@ static PsimTimeline *run_plan(PsimPlan *plan, PsimCluster *c, PsimTensor *x, Psi
 }
 
 /* Measured timelines: one op per node that is not a Send or Recv, one transfer per Send/Recv
- * pair, named and keyed as the simulator names them, and a consumer never starts before its
- * tensor has arrived. Outputs equal the single device's bit for bit (plain copies). */
+ * pair, named and keyed as the simulator names them, a consumer never starts before its tensor
+ * has arrived, and no copy overlaps a kernel of its destination (the destination copies). Outputs equal the single device's bit for bit (plain copies). */
 static void test_timeline(void)
 {
     g_autoptr(GError) err = NULL;
@@ -146,6 +146,13 @@ static void test_timeline(void)
         /* The producer ran before the copy started; the consumer after it arrived. */
         const PsimNode *prod = psim_graph_node(plan->graph, tr->port.node);
         g_assert_cmpfloat(op_named(t, prod->name)->end, <=, r->start);
+        /* The destination's thread made the copy between its kernels: no op of the
+         * destination overlaps it. */
+        for (guint k = 0; k < t->ops->len; k++) {
+            const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, k);
+            if (o->device == r->dst)
+                g_assert_true(o->end <= r->start || o->start >= r->end);
+        }
         const int32_t *off, *succ;
         psim_graph_succ(plan->graph, &off, &succ);
         for (int32_t j = off[tr->recv]; j < off[tr->recv + 1]; j++) {
@@ -162,8 +169,8 @@ static void test_timeline(void)
     }
 }
 
-/* Earliest starts hold every transfer back until then; once they are all waiting, the busy link
- * carries them one at a time, lowest priority first. */
+/* Earliest starts hold every transfer back until then; once they are all waiting, the
+ * destination copies them one at a time, lowest priority first. */
 static void test_earliest_priority(void)
 {
     g_autoptr(GError) err = NULL;

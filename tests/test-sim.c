@@ -215,6 +215,47 @@ static void test_independent_and_priority(void)
     b_free(&b);
 }
 
+/* Links copied by the destination device (the executor's CPU-to-CPU transfers): the copy waits
+ * until the destination is between nodes and occupies it. A ends at 10 on P:0; P:1 runs C from 0
+ * to 100; rA2 (50 bytes, priority 1) and rA (100 bytes, priority 2) are requested at 10 and
+ * copied by P:1 in priority order from 100: rA2 100..155 (5 + 50), rA 155..260; B then runs
+ * 260..263. On a plain link the same plan ends at 168 (rA 10..115, rA2 110..165, B 165..168). */
+static void test_by_destination(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        B b;
+        b_init(&b, 2, 0.001, 5, FALSE);
+        PsimLink l = psim_cluster_default_link(b.c);
+        l.by_destination = mode == 0;
+        psim_cluster_default_link_set(b.c, l);
+        b_node(&b, "C", 100, 4, 1, NULL, NULL);
+        b_node(&b, "A", 10, 100, 0, NULL, NULL);
+        b_node(&b, "A2", 0, 50, 0, "A:0", NULL);
+        b_xfer(&b, "A", 1, "rA", 0, 2);
+        b_xfer(&b, "A2", 1, "rA2", 0, 1);
+        b_node(&b, "B", 3, 4, 1, "rA:0", "rA2:0");
+        g_autoptr(PsimPlan) p = b_plan(&b);
+        for (int order = 0; order < 2; order++) {
+            PsimSimResult r;
+            g_autoptr(PsimTimeline) t =
+                run(p, b.c, order ? PSIM_ORDER_DYNAMIC : PSIM_ORDER_STATIC, &r);
+            if (mode == 0) {
+                g_assert_cmpfloat(xfer(t, "rA2")->start, ==, 100);
+                g_assert_cmpfloat(xfer(t, "rA2")->end, ==, 155);
+                g_assert_cmpfloat(xfer(t, "rA")->start, ==, 155);
+                g_assert_cmpfloat(xfer(t, "rA")->end, ==, 260);
+                g_assert_cmpfloat(op_start(t, "B"), ==, 260);
+                g_assert_cmpfloat(r.step_time_us, ==, 263);
+            } else {
+                g_assert_cmpfloat(xfer(t, "rA")->end, ==, 115);
+                g_assert_cmpfloat(r.step_time_us, ==, 168);
+            }
+            psim_sim_result_clear(&r);
+        }
+        b_free(&b);
+    }
+}
+
 /* Latency is paid once per transfer, not per byte or per hop: 10 + 100/1 + 5 = 115, and a
  * zero-byte (control) transfer costs exactly the latency. */
 static void test_latency_once(void)
@@ -462,6 +503,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/shared-link", test_shared_link);
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);
+    g_test_add_func("/sim/by-destination", test_by_destination);
     g_test_add_func("/sim/earliest-start", test_earliest_start);
     g_test_add_func("/sim/memory-overlap", test_memory_overlap);
     g_test_add_func("/sim/static-dynamic", test_static_dynamic);

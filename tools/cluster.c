@@ -10,11 +10,13 @@
 static void print_link(const char *src, const char *dst, PsimLink l)
 {
     if (l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps))
-        printf("  %-10s -> %-10s %10.3f GB/s %10.3f us%s\n", src, dst, l.bandwidth_GBps,
-               l.latency_us, l.independent ? "  independent" : "");
+        printf("  %-10s -> %-10s %10.3f GB/s %10.3f us%s%s\n", src, dst, l.bandwidth_GBps,
+               l.latency_us, l.independent ? "  independent" : "",
+               l.by_destination ? "  copied by destination" : "");
     else
-        printf("  %-10s -> %-10s %15s %10.3f us%s\n", src, dst, "unlimited", l.latency_us,
-               l.independent ? "  independent" : "");
+        printf("  %-10s -> %-10s %15s %10.3f us%s%s\n", src, dst, "unlimited", l.latency_us,
+               l.independent ? "  independent" : "",
+               l.by_destination ? "  copied by destination" : "");
 }
 
 int psim_cmd_cluster(int argc, char **argv)

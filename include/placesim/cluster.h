@@ -42,6 +42,11 @@ typedef struct {
      * transfer gets the whole bandwidth, the contention-free model of the classic scheduling
      * papers (HEFT); cluster JSON "independent": true. */
     gboolean independent;
+    /* TRUE: the destination device's own thread makes the copy, between its kernels, as the
+     * executor does between CPU devices of one process (placesim's `local` clusters): a
+     * transfer then occupies the destination device for its whole time, not only the link.
+     * Cluster JSON "by_destination": true. */
+    gboolean by_destination;
 } PsimLink;
 
 typedef struct PsimCluster PsimCluster;

@@ -40,6 +40,12 @@ double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b
  * pair), ESTIMATE (the cluster's link, or its default), FREE (a == b). src may be NULL. */
 double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,
                               PsimCostSource *src);
+/* The link from device a to device b as the model sees it: the cluster's link (its contention
+ * and copy flags) with latency and bandwidth replaced by the DB's fit of the pair when it has one
+ * (*src MEASURED), else as the cluster gives them (ESTIMATE); FREE with infinite bandwidth when
+ * a == b. The simulator and the placers read links through this, so that they and
+ * psim_cost_transfer agree. src may be NULL. */
+PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src);
 /* The rates the analytic estimate uses for a device: calibrated rows of the DB when present for
  * the device's fingerprint (*calibrated TRUE), else the cluster's figures. Any out may be NULL. */
 void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak_gflops,

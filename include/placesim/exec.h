@@ -132,6 +132,17 @@ void psim_rendezvous_reset(PsimRendezvous *r);
  * in the graph. It runs on the device's thread and must not block. */
 typedef void (*PsimSendHook)(void *user, int32_t node, uint64_t step, PsimTensor *t);
 
+/* How a device completes its Recvs itself (PsimExecOptions.recv_copier): the tensor a Recv
+ * brings from the rendezvous (as its Send left it) is copied on the device's own thread, between
+ * kernels and before the next one, by `copy` (which returns the device's tensor, or NULL with an
+ * error naming the node; NULL without error for a control transfer). Among arrived Recvs the
+ * lowest priority goes first, and none before the time not_before returns (psim_exec_now_us
+ * clock; 0 for at once). node is the Recv's id in the graph. */
+typedef struct {
+    PsimTensor *(*copy)(void *user, int32_t node, PsimTensor *src, GError **error);
+    double (*not_before)(void *user, int32_t node, double *priority);
+} PsimRecvCopier;
+
 typedef enum {
     PSIM_EXEC_ORDER_FIFO = 0, /* ready nodes run in the order they became ready */
     PSIM_EXEC_ORDER_STATIC,   /* exactly the order given (a plan's per-device order) */
@@ -156,6 +167,9 @@ typedef struct {
      * tensor to the destination and then leaves it in the rendezvous). */
     PsimSendHook send_hook;
     void *send_user;
+    /* When set, Recvs are copied by this device's thread as PsimRecvCopier says. */
+    const PsimRecvCopier *recv_copier;
+    void *recv_user;
 } PsimExecOptions;
 
 typedef struct PsimExecutor PsimExecutor;

@@ -88,6 +88,13 @@ if [ -f "$DATA/onnx-light/squeezenet.onnx" ]; then
     expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --plan "$tmp/plan.json" --cluster local:2 \
         --check "$DATA/onnx-light/squeezenet_output_0.pb"
     expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --plan "$tmp/plan.json" --algo heft
+    # The plan carries its graph: GRAPH may be left out.
+    expect 0 "$PSIM" run --plan "$tmp/plan.json" --cluster local:2 \
+        --check "$DATA/onnx-light/squeezenet_output_0.pb"
+    # --algo with a cost DB that is not one: one clear error, exit 2.
+    echo "not a database" > "$tmp/bad.db"
+    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo heft --cluster local:2 --db "$tmp/bad.db"
+    grep -q "bad.db" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
     expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --placement "$tmp/missing.json" --cluster local:2
     expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo no-such-algo --cluster local:2
     # A feed of the wrong shape for the model's input.

@@ -117,6 +117,7 @@ int psim_cmd_run(int argc, char **argv)
     gboolean json = FALSE;
     char *cluster_spec = NULL, *device = NULL, *check_path = NULL, *save_dir = NULL;
     char *trace_path = NULL, *placement_path = NULL, *algo = NULL, *plan_path = NULL;
+    char *db_path = NULL;
     char **feed_args = NULL, **plugins = NULL;
     int steps = 1;
     double rtol = 1e-3, atol = 1e-7;
@@ -139,8 +140,10 @@ int psim_cmd_run(int argc, char **argv)
          "run on several devices as this placement JSON says (partitioned with Send/Recv)",
          "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path,
-         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH is ignored)",
+         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out)",
          "PLAN.json"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
+         "with --algo: place with the measured kernel and link times of this cost DB", "DB"},
         {"algo", 0, 0, G_OPTION_ARG_STRING, &algo,
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},
@@ -162,6 +165,7 @@ int psim_cmd_run(int argc, char **argv)
     PsimCluster *c = NULL;
     PsimSession *s = NULL;
     PsimCostModel *cm = NULL;
+    PsimCostDb *db = NULL;
     PsimPlaceCtx *pctx = NULL;
     PsimPlacement *placement = NULL;
     PsimPlan *plan = NULL;
@@ -177,7 +181,7 @@ int psim_cmd_run(int argc, char **argv)
     int n_out = 0;
     if (!psim_cli_parse(ctx, &argc, &argv, "run"))
         goto out;
-    if (argc != 2) {
+    if (argc != 2 && !(argc == 1 && plan_path)) {
         code = psim_cli_usage("run", "expected one GRAPH");
         goto out;
     }
@@ -237,7 +241,8 @@ int psim_cmd_run(int argc, char **argv)
     psim_cli_default_fetches(g, ports);
     n_out = (int)ports->len;
     if (n_out == 0) {
-        code = psim_cli_usage("run", "%s has no outputs to fetch", argv[1]);
+        code = psim_cli_usage("run", "%s has no outputs to fetch",
+                              psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g));
         goto out;
     }
     for (int32_t i = 0; i < n_out; i++)
@@ -248,7 +253,11 @@ int psim_cmd_run(int argc, char **argv)
         PsimPlaceOptions po;
         psim_place_options_init(&po);
         po.placement_file = placement_path;
-        cm = psim_cost_model_new(c, NULL);
+        if (db_path && !(db = psim_cost_db_open(db_path, &err))) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        cm = psim_cost_model_new(c, db);
         if ((!plan && (!(pctx = psim_place_ctx_new(g, cm, &po, &err)) ||
                        !(placement = psim_place(pctx, placement_path ? "file" : algo, &err)) ||
                        !(plan = psim_plan_build(pctx, placement, &err)))) ||
@@ -438,6 +447,8 @@ out:
     psim_placement_free(placement);
     psim_place_ctx_free(pctx);
     psim_cost_model_free(cm);
+    psim_cost_db_close(db);
+    g_free(db_path);
     g_ptr_array_free(feeds, TRUE);
     g_ptr_array_free(feed_names, TRUE);
     g_ptr_array_free(fetches, TRUE);

@@ -28,7 +28,7 @@ static double pct(const double *v, int n, double p)
 
 int main(int argc, char **argv)
 {
-    const char *spec = "local:2", *dev_name = "CPU:0", *db_path = NULL, *clock = "monotonic";
+    const char *spec = "local:2", *dev_name = "CPU:0", *db_path = NULL, *clock = "monotonic", *weights = "auto";
     double budget = 1000;
     int rounds = 1;
     gboolean json = FALSE;
@@ -39,6 +39,7 @@ int main(int argc, char **argv)
         {"clock", 0, 0, G_OPTION_ARG_STRING, &clock, "monotonic or thread-cpu", "CLOCK"},
         {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "budget per node", "MS"},
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "rounds over all nodes, samples pooled", "N"},
+        {"weights", 0, 0, G_OPTION_ARG_STRING, &weights, "auto (default), cold or warm", "MODE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH");
@@ -64,6 +65,10 @@ int main(int argc, char **argv)
     PsimProfileOptions o;
     psim_profile_options_init(&o);
     o.budget_ms = budget;
+    if (!psim_profile_weights_from_name(weights, &o.weights)) {
+        fprintf(stderr, "bench-cost-predict: --weights must be auto, cold or warm\n");
+        return 2;
+    }
     o.clock = !strcmp(clock, "thread-cpu") ? PSIM_PROFILE_CLOCK_THREAD_CPU : PSIM_PROFILE_CLOCK_MONOTONIC;
     g_autoptr(PsimProfiler) p = psim_profiler_new(c, NULL, &o, &err);
     g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
@@ -129,10 +134,10 @@ int main(int argc, char **argv)
     for (int32_t i = 0; i < k_big; i++)
         within_big += rel_big[i] <= 0.05;
     if (json)
-        printf("{\"graph\":\"%s\",\"device\":\"%s\",\"clock\":\"%s\",\"nodes\":%d,\"not_measured\":%d,"
+        printf("{\"graph\":\"%s\",\"device\":\"%s\",\"clock\":\"%s\",\"weights\":\"%s\",\"nodes\":%d,\"not_measured\":%d,"
                "\"median\":%.5f,\"p75\":%.5f,\"p90\":%.5f,\"within_5pct\":%d,"
                "\"nodes_ge_100us\":%d,\"median_ge_100us\":%.5f,\"within_5pct_ge_100us\":%d}\n",
-               psim_graph_name(g), dev_name, clock, k, not_measured, pct(rel, k, 50), pct(rel, k, 75),
+               psim_graph_name(g), dev_name, clock, psim_profile_weights_name(psim_profiler_graph_weights(p, g)), k, not_measured, pct(rel, k, 50), pct(rel, k, 75),
                pct(rel, k, 90), within, k_big, pct(rel_big, k_big, 50), within_big);
     else
         printf("nodes %d (not in the DB: %d); |pred-fresh|/fresh median %.2f%%, p75 %.2f%%, p90 %.2f%%; "

@@ -74,6 +74,16 @@ static const char *const migrations[] = {
     "         k.n AS n, k.median_us AS median_us, k.mean_us AS mean_us, k.stddev_us AS stddev_us,"
     "         k.min_us AS min_us, k.source AS source, k.measured_at AS measured_at"
     "  FROM kernels k JOIN devices d ON d.id = k.device_id;",
+    /* 2 -> 3: how constant inputs (weights) were cached when a kernel was timed: 'cold'
+     * (evicted before each run), 'warm' (left in cache), '' (rows of older versions: warm). */
+    "ALTER TABLE kernels ADD COLUMN weights TEXT NOT NULL DEFAULT '';"
+    "DROP VIEW kernel_times;"
+    "CREATE VIEW kernel_times AS"
+    "  SELECT d.name AS device, d.fingerprint AS fingerprint, k.op AS op, k.signature AS signature,"
+    "         k.n AS n, k.median_us AS median_us, k.mean_us AS mean_us, k.stddev_us AS stddev_us,"
+    "         k.min_us AS min_us, k.source AS source, k.measured_at AS measured_at,"
+    "         k.weights AS weights"
+    "  FROM kernels k JOIN devices d ON d.id = k.device_id;",
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == PSIM_COST_DB_SCHEMA_VERSION);
 
@@ -407,6 +417,13 @@ gboolean psim_cost_db_kernel_put(PsimCostDb *db, const PsimDevice *d, const char
                                  const char *op, const char *source, const PsimTimingStats *s,
                                  GError **error)
 {
+    return psim_cost_db_kernel_put_weights(db, d, signature, op, source, NULL, s, error);
+}
+
+gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                         const char *op, const char *source, const char *weights,
+                                         const PsimTimingStats *s, GError **error)
+{
     g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
     gboolean ok = FALSE, open = FALSE;
@@ -417,15 +434,21 @@ gboolean psim_cost_db_kernel_put(PsimCostDb *db, const PsimDevice *d, const char
         goto out;
     if (!device_id(db, d, f, TRUE, &id, error))
         goto out;
-    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql,
-        "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
-        " median_us, source, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ")",
+    /* Without a mode the column is left out (its default, ''), so that tests can still write
+     * rows into DBs made at older schema versions. */
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql, weights
+        ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+          " median_us, source, measured_at, weights) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10)"
+        : "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+          " median_us, source, measured_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ")",
         -1, &st, NULL), "store kernel timing");
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 2, id);
     sqlite3_bind_text(st, 3, op ? op : "", -1, SQLITE_TRANSIENT);
     bind_stats(st, 4, s);
     sqlite3_bind_text(st, 9, source ? source : "clock", -1, SQLITE_TRANSIENT);
+    if (weights)
+        sqlite3_bind_text(st, 10, weights, -1, SQLITE_TRANSIENT);
     PSIM_SQLITE_CHECK(db, sqlite3_step(st), "store kernel timing");
     g_clear_pointer(&st, sqlite3_finalize);
     ok = commit(db, error);
@@ -497,6 +520,33 @@ gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char
     int rc = sqlite3_step(st);
     PSIM_SQLITE_CHECK(db, rc, "read kernel timing");
     found = rc == SQLITE_ROW;
+out:
+    sqlite3_finalize(st);
+    g_mutex_unlock(&db->lock);
+    return found;
+}
+
+gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                         char **weights, GError **error)
+{
+    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
+    gboolean found = FALSE;
+    sqlite3_stmt *st = NULL;
+    *weights = NULL;
+    g_mutex_lock(&db->lock);
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql,
+        "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
+        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL), "read kernel timing");
+    sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, f->digest, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    PSIM_SQLITE_CHECK(db, rc, "read kernel timing");
+    if (rc == SQLITE_ROW) {
+        const unsigned char *w = sqlite3_column_text(st, 0);
+        *weights = g_strdup(w ? (const char *)w : "");
+        found = TRUE;
+    }
 out:
     sqlite3_finalize(st);
     g_mutex_unlock(&db->lock);

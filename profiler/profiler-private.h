@@ -15,7 +15,18 @@ struct PsimProfiler {
     char **worker_errors;  /* why a device has no worker */
     double t0_us;          /* start of the current run, for progress */
     uint64_t rng;
+    uint64_t llc_bytes; /* psim_profile_llc_bytes(), read once */
+    /* The last graph measured (pointer and node count): its weights mode, and which nodes are
+     * evaluated once before any step (psim_cost_constant_nodes: weights, folded or computed by
+     * constant subgraphs), whose outputs are the inputs evicted in COLD mode. */
+    const PsimGraph *info_graph;
+    int32_t info_graph_nodes;
+    PsimProfileWeights info_mode;
+    gboolean *info_constant; /* NULL on a cycle */
 };
+
+/* Fills the last-graph cache above for g. */
+void psim__profiler_graph_info(PsimProfiler *p, const PsimGraph *g);
 
 /* Sampling state: warm-up, then samples until reps and the stddev bound, or the budget. */
 typedef struct {

@@ -95,14 +95,16 @@ PsimProfiler *psim_profiler_new(const PsimCluster *c, PsimCostDb *db,
         psim_profile_options_init(&p->opts);
     if (p->opts.rounds < 1 || p->opts.reps < 1 || !(p->opts.max_rel_stddev >= 0) || !(p->opts.budget_ms >= 0) ||
         !(p->opts.warmup_ms >= 0) || p->opts.link_min_bytes < 1 ||
-        p->opts.link_max_bytes < p->opts.link_min_bytes) {
+        p->opts.link_max_bytes < p->opts.link_min_bytes || p->opts.weights < PSIM_PROFILE_WEIGHTS_AUTO ||
+        p->opts.weights > PSIM_PROFILE_WEIGHTS_WARM) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "profiler options: rounds >= 1, reps >= 1, max-rel-stddev >= 0, budget >= 0, and link sizes "
-                    "1 <= min <= max are required");
+                    "profiler options: rounds >= 1, reps >= 1, max-rel-stddev >= 0, budget >= 0, link sizes "
+                    "1 <= min <= max, and weights auto, cold or warm are required");
         g_free(p);
         return NULL;
     }
     p->rng = p->opts.seed ? p->opts.seed : 1;
+    p->llc_bytes = p->opts.weights == PSIM_PROFILE_WEIGHTS_AUTO ? psim_profile_llc_bytes() : 0;
     p->n_devices = psim_cluster_n_devices(c);
     p->workers = g_new0(PsimWorker *, p->n_devices + 1);
     p->worker_errors = g_new0(char *, p->n_devices + 1);
@@ -138,6 +140,7 @@ void psim_profiler_free(PsimProfiler *p)
     }
     g_free(p->workers);
     g_free(p->worker_errors);
+    g_free(p->info_constant);
     g_free(p);
 }
 
@@ -196,6 +199,8 @@ typedef struct {
     const PsimNode *n;
     const PsimKernelDef *k;
     uint64_t seed;
+    gboolean cold; /* evict constant inputs before each timed run (CPU) */
+    const gboolean *constant_nodes; /* psim_cost_constant_nodes(g), or NULL */
     double budget_ms;
     GArray *keep; /* raw samples are appended here when not NULL */
     PsimTimingStats *out;
@@ -228,18 +233,25 @@ static gboolean node_error(GError **error, int code, const PsimGraph *g, const P
 }
 
 /* Builds input k of node n on the calling (worker) thread: the graph's known value, or random
- * data in the inferred shape. NULL for absent optional inputs (*ok stays TRUE). */
+ * data in the inferred shape. NULL for absent optional inputs (*ok stays TRUE). *constant is set
+ * for a resident input: a known value, or an output of a node evaluated once before any step
+ * (constant_nodes; the light models' weights come from ConstantOfShape, too big to fold). */
 static PsimTensor *make_input(PsimWorker *w, const PsimGraph *g, const PsimNode *n, int32_t k,
-                              uint64_t seed, gboolean *ok, GError **error)
+                              uint64_t seed, const gboolean *constant_nodes, gboolean *ok,
+                              gboolean *constant, GError **error)
 {
     *ok = TRUE;
+    *constant = FALSE;
     PsimPort port = n->inputs[k];
     if (port.node < 0)
         return NULL;
+    *constant = constant_nodes && constant_nodes[port.node];
     const PsimNode *src = psim_graph_node(g, port.node);
     const PsimOutput *o = &src->outputs[port.index];
-    if (o->value)
+    if (o->value) {
+        *constant = TRUE;
         return psim_tensor_ref(o->value);
+    }
     if (o->dtype == PSIM_DTYPE_UNDEFINED || o->dtype == PSIM_DTYPE_STRING || o->rank < 0 ||
         psim_shape_elems(o->rank, o->dims) < 0) {
         *ok = FALSE;
@@ -271,6 +283,7 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
     const PsimProfileOptions *o = &j->p->opts;
     g_autofree PsimTensor **in = g_new0(PsimTensor *, n->n_inputs + 1);
     g_autofree PsimTensor **outs = g_new0(PsimTensor *, n->n_outputs + 1);
+    g_autofree gboolean *constant = g_new0(gboolean, n->n_inputs + 1);
     gboolean ok = FALSE, prepared = FALSE;
     void *ws = NULL;
     PsimKernelCtx ctx = {.graph = g, .node = n, .n_inputs = n->n_inputs, .inputs = in,
@@ -279,7 +292,7 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
                          .alloc_user = w};
     for (int32_t i = 0; i < n->n_inputs; i++) {
         gboolean made;
-        in[i] = make_input(w, g, n, i, j->seed, &made, error);
+        in[i] = make_input(w, g, n, i, j->seed, j->constant_nodes, &made, &constant[i], error);
         if (!made)
             goto out;
     }
@@ -346,6 +359,11 @@ static gboolean node_job(PsimWorker *w, void *arg, GError **error)
     }
 #endif
     for (;;) {
+        /* Cold weights: the constant inputs come from DRAM, as in a step where everything else
+         * ran since this node's previous run. Outside the timed region. */
+        for (int32_t i = 0; j->cold && i < n->n_inputs; i++)
+            if (constant[i] && in[i] && in[i]->data && in[i]->nbytes <= PSIM_PROFILE_EVICT_MAX_BYTES)
+                psim_profile_cache_evict(in[i]->data, in[i]->nbytes);
         double t0 = psim__profiler_clock_us(o);
         gboolean r = k->run(&ctx, error);
         double t1 = psim__profiler_clock_us(o);
@@ -371,6 +389,28 @@ out:
     return ok;
 }
 
+void psim__profiler_graph_info(PsimProfiler *p, const PsimGraph *g)
+{
+    if (p->info_graph == g && p->info_graph_nodes == psim_graph_n_nodes(g))
+        return;
+    p->info_graph = g;
+    p->info_graph_nodes = psim_graph_n_nodes(g);
+    g_free(p->info_constant);
+    p->info_constant = psim_cost_constant_nodes(g);
+    p->info_mode = p->opts.weights != PSIM_PROFILE_WEIGHTS_AUTO
+                       ? p->opts.weights
+                       : psim_profile_weights_resolve(PSIM_PROFILE_WEIGHTS_AUTO, psim_profile_constant_bytes(g),
+                                                      p->llc_bytes);
+}
+
+PsimProfileWeights psim_profiler_graph_weights(PsimProfiler *p, const PsimGraph *g)
+{
+    if (p->opts.weights != PSIM_PROFILE_WEIGHTS_AUTO)
+        return p->opts.weights;
+    psim__profiler_graph_info(p, g);
+    return p->info_mode;
+}
+
 gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
                                             const PsimNode *n, int32_t device, double budget_ms,
                                             GArray *samples, PsimTimingStats *out, GError **error)
@@ -383,8 +423,10 @@ gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
     const PsimKernelDef *k = psim_kernel_for_node(g, n, d->type);
     if (!k)
         return node_error(error, PSIM_ERROR_UNSUPPORTED, g, n, "no %s kernel for op %s", d->type, n->op);
+    psim__profiler_graph_info(p, g);
     NodeJob j = {.p = p, .g = g, .n = n, .k = k, .seed = splitmix(&p->rng), .budget_ms = budget_ms,
-                 .keep = samples, .out = out};
+                 .keep = samples, .out = out, .constant_nodes = p->info_constant,
+                 .cold = d->kind == PSIM_DEVICE_TYPE_CPU && p->info_mode == PSIM_PROFILE_WEIGHTS_COLD};
     return psim_worker_call(p->workers[device], node_job, &j, error);
 }
 
@@ -475,13 +517,21 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
             Item *it = &g_array_index(items, Item, i);
             const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
             g_autofree char *what = g_strdup_printf("%s on %s", it->n->op, d->short_name);
+            /* The weights mode of the row: GPU kernels are always timed warm. */
+            const char *mode = psim_profile_weights_name(
+                d->kind == PSIM_DEVICE_TYPE_CPU ? psim_profiler_graph_weights(p, it->g) : PSIM_PROFILE_WEIGHTS_WARM);
             GError *err = NULL;
             if (round == 0 && p->db && !p->opts.force) {
-                gboolean has = psim_cost_db_kernel_has(p->db, d, it->sig, &err);
+                g_autofree char *had = NULL;
+                gboolean has = psim_cost_db_kernel_get_weights(p->db, d, it->sig, &had, &err);
                 if (err) {
                     g_propagate_error(error, err);
                     goto out;
                 }
+                /* A row timed in the other mode is measured again ('' is a row from before
+                 * the weights column: timed warm). */
+                if (has && strcmp(had[0] ? had : "warm", mode))
+                    has = FALSE;
                 if (has) {
                     state[i] = 1;
                     report->skipped++;
@@ -509,9 +559,10 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
             } else if (round == rounds - 1) {
                 psim_timing_stats((double *)pooled[i]->data, pooled[i]->len, &st);
                 const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
-                if (p->db && !psim_cost_db_kernel_put(p->db, d, it->sig, it->n->op, how, &st, error))
+                if (p->db && !psim_cost_db_kernel_put_weights(p->db, d, it->sig, it->n->op, how, mode, &st, error))
                     goto out;
                 report->measured++;
+                report->measured_cold += !strcmp(mode, "cold");
             }
             psim__profiler_progress(p, "kernels", ++done, total, what);
         }

@@ -34,6 +34,24 @@ if command -v sqlite3 > /dev/null; then
 fi
 "$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$tmp/c.db" --no-links --no-calibrate --json > "$tmp/again.json" 2>/dev/null
 grep -q '"measured":0,"skipped":4' "$tmp/again.json"
+# --weights: the rows timed warm (AUTO on this small graph) are measured again cold, and the
+# mode is recorded per row; a bad mode is a usage error.
+"$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$tmp/c.db" --no-links --no-calibrate --weights cold --json > "$tmp/cold.json" 2>/dev/null
+python3 - "$tmp/cold.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["measured"] == 4 and r["measured_cold"] == 4 and r["skipped"] == 0, r
+assert r["weights"] == [{"graph": "g", "mode": "cold", "constant_bytes": 64 * 64 * 4}], r
+assert r["llc_bytes"] >= 1 << 20, r
+PY
+if command -v sqlite3 > /dev/null; then
+    [ "$(sqlite3 "$tmp/c.db" "SELECT group_concat(DISTINCT weights) FROM kernel_times")" = cold ]
+fi
+set +e
+"$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$tmp/c.db" --weights hot > /dev/null 2> "$tmp/err.txt"
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "weights must be auto, cold or warm" "$tmp/err.txt"
 
 expect2() {  # FILE NEEDLE
     set +e

@@ -145,15 +145,49 @@ static void test_migration(void)
 
     db = psim_cost_db_open(path, &err);
     g_assert_no_error(err);
-    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 2);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, PSIM_COST_DB_SCHEMA_VERSION);
     PsimTimingStats got;
     g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, 0), "Relu(x)", &got, NULL, &err));
     g_assert_cmpfloat(got.median_us, ==, 55);
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 0);
     g_assert_no_error(err);
+    /* Version 3's weights column: '' on the old row. */
+    g_autofree char *w = NULL;
+    g_assert_true(psim_cost_db_kernel_get_weights(db, psim_cluster_device(c, 0), "Relu(x)", &w, &err));
+    g_assert_cmpstr(w, ==, "");
     psim_cost_db_close(db);
     g_autofree char *v = raw_query(path, "SELECT value FROM meta WHERE key = 'schema_version'");
-    g_assert_cmpstr(v, ==, "2");
+    g_assert_cmpstr(v, ==, "3");
+}
+
+/* A version-2 DB (before the weights column) opens, keeps its rows, and takes modes. */
+static void test_migration_v2(void)
+{
+    g_autofree char *path = tmp_path("v2.db");
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    const PsimDevice *d = psim_cluster_device(c, 0);
+    PsimTimingStats s = stats(70);
+    PsimCostDb *db = psim__cost_db_open_version(path, 2, &err);
+    g_assert_no_error(err);
+    g_assert_true(psim_cost_db_kernel_put(db, d, "Gemm(x)", "Gemm", "monotonic", &s, &err));
+    g_assert_no_error(err);
+    psim_cost_db_close(db);
+    db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 3);
+    PsimTimingStats got;
+    g_assert_true(psim_cost_db_kernel_get(db, d, "Gemm(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 70);
+    g_autofree char *w = NULL;
+    g_assert_true(psim_cost_db_kernel_get_weights(db, d, "Gemm(x)", &w, &err));
+    g_assert_cmpstr(w, ==, "");
+    g_assert_true(psim_cost_db_kernel_put_weights(db, d, "Gemm(x)", "Gemm", "monotonic", "cold", &s, &err));
+    g_assert_no_error(err);
+    psim_cost_db_close(db);
+    /* The view shows the column. */
+    g_autofree char *v = raw_query(path, "SELECT weights FROM kernel_times WHERE signature = 'Gemm(x)'");
+    g_assert_cmpstr(v, ==, "cold");
 }
 
 static void expect_open_error(const char *path, const char *needle)
@@ -345,6 +379,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cost/db/rows", test_rows);
     g_test_add_func("/cost/db/fingerprint", test_fingerprint);
     g_test_add_func("/cost/db/migration", test_migration);
+    g_test_add_func("/cost/db/migration-v2", test_migration_v2);
     g_test_add_func("/cost/db/bad-files", test_bad_files);
     g_test_add_func("/cost/db/concurrent-writers", test_concurrent_writers);
     g_test_add_func("/cost/db/link-fit", test_link_fit);

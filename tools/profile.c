@@ -69,7 +69,7 @@ static void on_progress(const PsimProfileProgress *p, void *user)
 int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
-    g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL;
+    g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL, *weights = NULL;
     int reps = -1, rounds = -1;
     double max_rel = -1, budget = -1, warmup = -1;
     gint64 link_max = -1;
@@ -90,6 +90,11 @@ int psim_cmd_profile(int argc, char **argv)
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
          "Measure everything in N rounds of budget/N each and pool the samples, so that a busy "
          "moment of a shared machine does not decide a row (default 1)", "N"},
+        {"weights", 0, 0, G_OPTION_ARG_STRING, &weights,
+         "CPU kernels' constant inputs (weights): cold (evicted from the caches before each timed "
+         "run, as in a step of a model whose weights do not stay cached), warm (left in cache by "
+         "the previous run), or auto (default: cold when the graph's constants exceed half the "
+         "last-level cache)", "MODE"},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
@@ -100,7 +105,8 @@ int psim_cmd_profile(int argc, char **argv)
         "Runs every distinct kernel (by cost signature) of the graphs on every device of the\n"
         "cluster that can run it, on the device's pinned thread, and stores n, mean, stddev, min\n"
         "and median in the cost DB; then transfers between devices (1 KiB to 256 MiB) and each\n"
-        "device's calibration. Signatures already measured are skipped unless --force.");
+        "device's calibration. Signatures already measured are skipped unless --force (or\n"
+        "unless their row was timed in the other --weights mode).");
     g_option_context_add_main_entries(ctx, entries, NULL);
     if (!psim_cli_parse(ctx, &argc, &argv, "profile"))
         return 2;
@@ -148,6 +154,8 @@ int psim_cmd_profile(int argc, char **argv)
         else
             return psim_cli_usage("profile", "--clock must be monotonic or thread-cpu, not '%s'", clock);
     }
+    if (weights && !psim_profile_weights_from_name(weights, &o.weights))
+        return psim_cli_usage("profile", "--weights must be auto, cold or warm, not '%s'", weights);
     o.force = force;
     o.links = !no_links;
     o.calibrate = !no_calibrate;
@@ -172,6 +180,14 @@ int psim_cmd_profile(int argc, char **argv)
     g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
     if (!p)
         return psim_cli_fail(err);
+    /* Each graph's weights mode, for the report. */
+    uint64_t llc = psim_profile_llc_bytes();
+    g_autofree uint64_t *cbytes = g_new0(uint64_t, graphs->len + 1);
+    g_autofree PsimProfileWeights *modes = g_new0(PsimProfileWeights, graphs->len + 1);
+    for (guint i = 0; i < graphs->len; i++) {
+        cbytes[i] = psim_profile_constant_bytes(g_ptr_array_index(graphs, i));
+        modes[i] = psim_profiler_graph_weights(p, g_ptr_array_index(graphs, i));
+    }
     PsimProfileReport r;
     gboolean ok = psim_profiler_run(p, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &r, &err);
     if (pr.tty && pr.width)
@@ -194,7 +210,22 @@ int psim_cmd_profile(int argc, char **argv)
         INT("link_rows", r.link_rows);
         INT("link_pairs", r.link_pairs);
         INT("calibrations", r.calibrations);
+        INT("measured_cold", r.measured_cold);
+        INT("llc_bytes", (gint64)llc);
 #undef INT
+        json_builder_set_member_name(b, "weights");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < graphs->len; i++) {
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "graph");
+            json_builder_add_string_value(b, psim_graph_name(g_ptr_array_index(graphs, i)));
+            json_builder_set_member_name(b, "mode");
+            json_builder_add_string_value(b, psim_profile_weights_name(modes[i]));
+            json_builder_set_member_name(b, "constant_bytes");
+            json_builder_add_int_value(b, (gint64)cbytes[i]);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
         json_builder_set_member_name(b, "devices");
         json_builder_begin_array(b);
         for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
@@ -215,6 +246,12 @@ int psim_cmd_profile(int argc, char **argv)
     printf("failed       %d\n", r.failed);
     printf("links        %d timings, %d pairs fitted\n", r.link_rows, r.link_pairs);
     printf("calibrations %d\n", r.calibrations);
+    for (guint i = 0; i < graphs->len; i++)
+        printf("weights      %s on CPUs for %s (%s; %.1f MiB of constants, last-level cache %.1f MiB)\n",
+               psim_profile_weights_name(modes[i]), psim_graph_name(g_ptr_array_index(graphs, i)),
+               o.weights == PSIM_PROFILE_WEIGHTS_AUTO ? "auto" : "--weights", cbytes[i] / 1048576.0,
+               llc / 1048576.0);
+    printf("cold         %d of the measured pairs timed with cold weights\n", r.measured_cold);
     printf("devices      %d\n", r.n_devices);
     printf("elapsed      %.1f ms\n", r.elapsed_ms);
     return 0;

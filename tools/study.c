@@ -324,7 +324,7 @@ static gboolean write_results(GArray *rows, const char *dir, const char *cluster
 int psim_cmd_study(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algos = NULL, *db_path = NULL, *out_dir = NULL;
-    g_autofree char *order_name = NULL;
+    g_autofree char *order_name = NULL, *profile_weights = NULL;
     gboolean json = FALSE, no_profile = FALSE;
     int steps = 10;
     double profile_budget = 300;
@@ -339,6 +339,8 @@ int psim_cmd_study(int argc, char **argv)
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
         {"profile-budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &profile_budget,
          "Profiling time budget per kernel signature and device (default 300)", "MS"},
+        {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &profile_weights,
+         "Profiling: CPU kernels' weights cold, warm or auto (default; see 'placesim profile --help')", "MODE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the rows", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
@@ -351,6 +353,9 @@ int psim_cmd_study(int argc, char **argv)
         return 2;
     if (!(profile_budget > 0))
         return psim_cli_usage("study", "--profile-budget-ms must be positive");
+    PsimProfileWeights weights = PSIM_PROFILE_WEIGHTS_AUTO;
+    if (profile_weights && !psim_profile_weights_from_name(profile_weights, &weights))
+        return psim_cli_usage("study", "--profile-weights must be auto, cold or warm, not '%s'", profile_weights);
     if (steps < 1 || steps > 100000)
         return psim_cli_usage("study", "--steps must be between 1 and 100000");
     PsimOrder order = PSIM_ORDER_STATIC;
@@ -419,6 +424,7 @@ int psim_cmd_study(int argc, char **argv)
         psim_profile_options_init(&po);
         po.progress = profile_progress;
         po.budget_ms = profile_budget;
+        po.weights = weights;
         po.progress_user = &prog;
         g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
         PsimProfileReport rep;

@@ -69,7 +69,7 @@ char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);
 /* The cost DB: an SQLite file of measured kernel and link timings and device calibrations,
  * keyed by device name and fingerprint. Schema and example queries: docs/cost-db.md. */
 
-#define PSIM_COST_DB_SCHEMA_VERSION 2
+#define PSIM_COST_DB_SCHEMA_VERSION 3
 
 /* What identifies the hardware and software a timing was measured with. Rows are used only for
  * a device whose fingerprint digest equals the current one. */
@@ -111,6 +111,12 @@ int psim_cost_db_schema_version(PsimCostDb *db);
 gboolean psim_cost_db_kernel_put(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  const char *op, const char *source, const PsimTimingStats *s,
                                  GError **error);
+/* The same, recording how constant inputs were cached while timing: `weights` is "cold" or
+ * "warm" (the profiler's modes), stored in the kernels.weights column (schema 3); NULL leaves the
+ * column at its default '' (unknown: rows written before schema 3 were timed warm). */
+gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                         const char *op, const char *source, const char *weights,
+                                         const PsimTimingStats *s, GError **error);
 /* The timing of `signature` on device d: a row of d with d's current fingerprint, else of another
  * device with the same fingerprint (identical hardware). Returns TRUE with *s filled when found.
  * *other_fingerprint (may be NULL) is set when only rows of d under another fingerprint exist. */
@@ -119,6 +125,11 @@ gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char
 /* TRUE if a row exists for (signature, d with its current fingerprint) (the profiler's skip). */
 gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  GError **error);
+/* TRUE if a row exists for (signature, d with its current fingerprint), with *weights (free it)
+ * its weights mode: "cold", "warm", or "" for rows written before schema 3. FALSE with *weights
+ * NULL otherwise, or on error (*error set). */
+gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                         char **weights, GError **error);
 /* Stores the timing of a `bytes` transfer from src to dst. */
 gboolean psim_cost_db_link_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                uint64_t bytes, const char *source, const PsimTimingStats *s,

@@ -32,6 +32,39 @@ typedef enum {
 /* "monotonic", "thread-cpu": the kernel rows' `source` column on CPUs. */
 const char *psim_profile_clock_name(PsimProfileClock c);
 
+/* How a CPU kernel's constant inputs (weights: initializers, Const values) are cached when it
+ * is timed. WARM: as they are after the previous run of the same kernel (in cache when they fit).
+ * COLD: evicted from every cache level (CLFLUSHOPT/CLFLUSH on x86-64, DC CIVAC on aarch64; no-op
+ * elsewhere) before each timed run, outside the timed region, as in a real step where the
+ * weights were last touched one step earlier and everything else ran in between. AUTO (the
+ * default): COLD for a graph whose constant bytes exceed half the last-level cache (they cannot
+ * stay cached from one step to the next), WARM otherwise. Inputs over 256 MiB are never flushed
+ * (they cannot be cached anyway). GPU kernels are always timed warm. */
+typedef enum {
+    PSIM_PROFILE_WEIGHTS_AUTO = 0,
+    PSIM_PROFILE_WEIGHTS_COLD,
+    PSIM_PROFILE_WEIGHTS_WARM,
+} PsimProfileWeights;
+
+/* "auto", "cold", "warm" (the kernels.weights column holds "cold" or "warm"). */
+const char *psim_profile_weights_name(PsimProfileWeights w);
+/* FALSE for anything else. */
+gboolean psim_profile_weights_from_name(const char *name, PsimProfileWeights *out);
+/* Inputs larger than this are not evicted. */
+#define PSIM_PROFILE_EVICT_MAX_BYTES (UINT64_C(256) << 20)
+/* The last-level cache one core sees: /sys/devices/system/cpu/cpu0/cache (level 3), else
+ * sysconf(_SC_LEVEL3_CACHE_SIZE), else 32 MiB. */
+uint64_t psim_profile_llc_bytes(void);
+/* The graph's resident constant bytes (psim_graph_stats' param_bytes). */
+uint64_t psim_profile_constant_bytes(const PsimGraph *g);
+/* w itself unless AUTO; then COLD when constant_bytes > llc_bytes / 2, else WARM. */
+PsimProfileWeights psim_profile_weights_resolve(PsimProfileWeights w, uint64_t constant_bytes,
+                                                uint64_t llc_bytes);
+/* Writes back and evicts [p, p + bytes) from every cache level of this machine, then fences.
+ * Returns the bytes covered (whole cache lines), or 0 where the architecture has no user-level
+ * eviction (then it does nothing). */
+size_t psim_profile_cache_evict(const void *p, size_t bytes);
+
 typedef struct {
     int32_t reps;           /* at least this many timed runs after warm-up (default 10) */
     double max_rel_stddev;  /* stop once stddev/mean is at most this (default 0.02) */
@@ -49,6 +82,7 @@ typedef struct {
      * statistics pool the samples of every round. Spreading a kernel's samples over the whole
      * profile keeps one busy moment of a shared machine from deciding its row (default 1). */
     int32_t rounds;
+    PsimProfileWeights weights; /* CPU kernels' constant inputs cold or warm (default AUTO) */
     void (*progress)(const PsimProfileProgress *p, void *user);
     void *progress_user;
 } PsimProfileOptions;
@@ -66,6 +100,7 @@ typedef struct {
     int32_t link_rows;     /* (pair, size) timings stored */
     int32_t link_pairs;    /* pairs with a fitted link model */
     int32_t calibrations;  /* calibration rows stored */
+    int32_t measured_cold; /* of `measured`, timed with cold weights */
     double elapsed_ms;
 } PsimProfileReport;
 
@@ -84,12 +119,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimProfiler, psim_profiler_free)
 gboolean psim_profiler_node_measurable(const PsimGraph *g, const PsimNode *n,
                                        const gboolean *constant);
 
-/* Times node n of g on device `device` now (warm-up, then repeats per the options) and fills
- * *out; writes nothing. Inputs are random data in the inferred shapes, or the graph's known
+/* Times node n of g on device `device` now (warm-up, then repeats per the options, with g's
+ * weights mode, psim_profiler_graph_weights) and fills *out; writes nothing. Inputs are random data in the inferred shapes, or the graph's known
  * values. PSIM_ERROR_UNSUPPORTED when the device type has no kernel for it or an input shape is
  * unknown; RUNTIME when the kernel fails. */
 gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
                                     int32_t device, PsimTimingStats *out, GError **error);
+
+/* The weights mode (COLD or WARM) that kernels of g are timed with on CPUs under the options'
+ * `weights` (AUTO resolved from g's constant bytes and psim_profile_llc_bytes()). */
+PsimProfileWeights psim_profiler_graph_weights(PsimProfiler *p, const PsimGraph *g);
 
 /* The same with an explicit budget; appends the raw samples (double, microseconds) to `samples`
  * when not NULL (to pool several rounds). */

@@ -1,7 +1,7 @@
 /* Bandwidth of a transfer between two CPU devices of one process (issue 7's target: a 64 MiB
  * transfer reaches at least 70% of a plain memcpy's bandwidth). A plan runs x (fed, on CPU:0)
- * -> Identity on CPU:1, so its one transfer carries x from CPU:0 to CPU:1: the copy thread of
- * the link allocates the destination's buffer and copies. Its time is the measured timeline's
+ * -> Identity on CPU:1, so its one transfer carries x from CPU:0 to CPU:1: CPU:1's own thread
+ * allocates the destination's buffer and copies. Its time is the measured timeline's
  * transfer (copy start to arrival). The reference, in the same run and interleaved with it:
  * memcpy of the same size between two buffers that have been written before (warm pages), on
  * the calling thread. Also the whole step, and the thread CPU time of the reference copy.
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     double mx = median(xfer, runs), mr = median(ref, runs);
     printf("%d MiB, CPU:0 -> CPU:1 on local:2, median of %d steps\n", mib, runs);
     printf("| | time | bandwidth |\n|---|---|---|\n");
-    printf("| transfer (copy thread, timeline) | %.0f us | %.2f GB/s |\n", mx, bytes / mx * 1e-3);
+    printf("| transfer (destination thread, timeline) | %.0f us | %.2f GB/s |\n", mx, bytes / mx * 1e-3);
     printf("| memcpy reference (warm buffers) | %.0f us | %.2f GB/s |\n", mr, bytes / mr * 1e-3);
     printf("| memcpy reference, thread CPU time | %.0f us | %.2f GB/s |\n", median(ref_cpu, runs),
            bytes / median(ref_cpu, runs) * 1e-3);

@@ -924,10 +924,12 @@ static int inbox_take(PsimExecutor *e, gboolean wait)
     return n;
 }
 
-/* A device waiting on its Recvs has nothing else to run on its cores, and a sleeping thread
- * takes tens of microseconds to wake: it polls for this long before it sleeps (yielding, so that
- * a device sharing its cores with another loses nothing). */
-#define RECV_SPIN_US 200.0
+/* A device waiting on its Recvs polls (yielding its core to any other runnable thread) for up
+ * to this long before it sleeps. A core that sleeps in the middle of a step runs what comes
+ * next slower on the VMs this was measured on: inception_v1 on one core with 500 us sleeps
+ * between its kernels spent 3 to 65% more time in them (42 ms without), with 500 us of polling
+ * 0 to 10% (docs/exec.md), and a sleeping thread takes tens of microseconds to wake. */
+#define RECV_SPIN_US 20000.0
 
 static struct timespec abs_time(double us)
 {

@@ -136,6 +136,7 @@ struct PsimWorker {
     pthread_mutex_t lock; /* pthread, not GMutex: ThreadSanitizer sees these */
     pthread_cond_t cond;
     GQueue jobs;       /* Job*, guarded by lock */
+    atomic_int n_queued; /* jobs' length, readable without the lock (polling) */
     int n_unfinished;  /* posted and not yet run, guarded by lock */
     GError *first_error;
     gboolean stop;
@@ -187,17 +188,30 @@ static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class};
 
 static __thread PsimWorker *current_worker;
 
+/* After a job, an idle worker polls its queue (yielding its core) for this long before it
+ * sleeps: in a loop of steps the next one is posted within microseconds, and a core that went
+ * to sleep runs the next kernels slower (see RECV_SPIN_US in executor.c). */
+#define WORKER_SPIN_US 2000.0
+
 static gpointer worker_main(gpointer data)
 {
     PsimWorker *w = data;
     current_worker = w;
     pthread_mutex_lock(&w->lock);
     for (;;) {
+        if (!w->stop && g_queue_is_empty(&w->jobs)) {
+            pthread_mutex_unlock(&w->lock);
+            double end = psim_exec_now_us() + WORKER_SPIN_US;
+            while (atomic_load(&w->n_queued) == 0 && psim_exec_now_us() < end)
+                sched_yield();
+            pthread_mutex_lock(&w->lock);
+        }
         while (!w->stop && g_queue_is_empty(&w->jobs))
             pthread_cond_wait(&w->cond, &w->lock);
         Job *job = g_queue_pop_head(&w->jobs);
         if (!job)
             break; /* stop requested and nothing left */
+        atomic_fetch_sub(&w->n_queued, 1);
         pthread_mutex_unlock(&w->lock);
         GError *err = NULL;
         gboolean ok = job->fn(w, job->arg, &err);
@@ -331,6 +345,7 @@ void psim_worker_post(PsimWorker *w, PsimWorkerFn fn, void *arg)
     job->arg = arg;
     pthread_mutex_lock(&w->lock);
     g_queue_push_tail(&w->jobs, job);
+    atomic_fetch_add(&w->n_queued, 1);
     w->n_unfinished++;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);

@@ -353,7 +353,10 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
         PsimTransfer *t = &plan->transfers[i];
         double asap = start[t->recv], alap = late[t->recv];
         double margin = c->opt.recv_margin_us >= 0 ? c->opt.recv_margin_us : ps.dur[t->recv];
-        t->earliest_start = MAX(asap, alap - margin);
+        /* Held back only when it has slack beyond the margin (memory: the Recv's buffer need
+         * not exist before). A transfer without slack is not held to its planned time: a run
+         * ahead of the plan would only wait for it, and a run behind it never does. */
+        t->earliest_start = alap - margin > asap ? alap - margin : 0;
         t->priority = alap - asap;
         earliest[t->recv] = t->earliest_start;
     }

@@ -93,8 +93,9 @@ gboolean psim_placement_read(const PsimPlaceCtx *ctx, const char *path, int32_t 
  * every consumer there; a crossing control edge becomes a zero-byte pair. Send and Recv do no
  * compute: they occupy no stream, a Recv's planned start is when its transfer starts (never
  * before its earliest_start) and it ends when the last byte arrives. Recv scheduling: ASAP and
- * ALAP from the static-order schedule, earliest_start = max(ASAP, ALAP - margin), priority =
- * slack. Node ids 0..n-1 of the plan graph are those of g; Send/Recv follow. */
+ * ALAP from the static-order schedule, earliest_start = ALAP - margin when that is after ASAP
+ * (the transfer is held back), else 0 (not held: a run ahead of the plan should not wait for
+ * the planned time), priority = slack. Node ids 0..n-1 of the plan graph are those of g; Send/Recv follow. */
 PsimPlan *psim_plan_build(PsimPlaceCtx *ctx, const PsimPlacement *p, GError **error);
 
 /* Counts in a plan. */

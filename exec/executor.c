@@ -96,6 +96,12 @@ struct PsimExecutor {
      * or before their earliest start. */
     InboxEntry *held;
     int32_t n_held;
+    /* With a recv_copier (a Plan's partitions), Sends run as soon as their input is ready,
+     * whatever their place in the order, as the simulator has them: the ones due, and a
+     * per-step mark of those already run. */
+    int32_t *eager;
+    int32_t n_eager;
+    uint8_t *sent;
 
     /* Stats. */
     int32_t n_run;
@@ -427,6 +433,8 @@ static gboolean build(PsimExecutor *e, GError **error)
     e->inbox = g_new0(InboxEntry, nx);
     e->inbox_work = g_new0(InboxEntry, nx);
     e->held = g_new0(InboxEntry, nx);
+    e->eager = g_new0(int32_t, nx);
+    e->sent = g_new0(uint8_t, nx);
     e->kdef = g_new0(const PsimKernelDef *, nx);
     e->kstate = g_new0(void *, nx);
     e->prepared = g_new0(gboolean, nx);
@@ -774,6 +782,8 @@ void psim_executor_free(PsimExecutor *e)
     g_free(e->inbox);
     g_free(e->inbox_work);
     g_free(e->held);
+    g_free(e->eager);
+    g_free(e->sent);
     g_free(e->device_of);
     pthread_mutex_destroy(&e->inbox_lock);
     pthread_cond_destroy(&e->inbox_cond);
@@ -1052,8 +1062,49 @@ static gboolean node_finish(PsimExecutor *e, Ready *q, int32_t i, GError **error
     }
     for (int32_t j = e->succ_off[i]; j < e->succ_off[i + 1]; j++) {
         int32_t x = e->succ[j];
-        if (--e->pending[x] == 0)
-            ready_push(e, q, x);
+        if (--e->pending[x] == 0) {
+            if (e->opts.recv_copier && e->kdef[x] == &builtin_send) {
+                e->eager[e->n_eager++] = x;
+                e->sent[x] = 1;
+            } else {
+                ready_push(e, q, x);
+            }
+        }
+    }
+    return TRUE;
+}
+
+static void record(PsimExecutor *e, int32_t i, double start, double end);
+
+/* Runs node i's kernel on this thread, records it and finishes it. */
+static gboolean run_node(PsimExecutor *e, Ready *q, int32_t i, double t0, GError **error)
+{
+    const PsimKernelDef *kd = e->kdef[i];
+    const int32_t in0 = e->in_off[i], in1 = e->in_off[i + 1];
+    for (int32_t k = in0; k < in1; k++)
+        e->in_ptrs[k] = e->in_slot[k] >= 0 ? e->slots[e->in_slot[k]] : NULL;
+    PsimKernelCtx *c = &e->ctx[i];
+    GError *err = NULL;
+    double ts = psim_exec_now_us();
+    gboolean ok = kd->run(c, &err);
+    double te = psim_exec_now_us();
+    e->n_kernel_runs++;
+    record(e, i, ts - t0, te - t0);
+    if (!ok) {
+        kernel_error(error, err, e->g, c->node, kd);
+        return FALSE;
+    }
+    return node_finish(e, q, i, error);
+}
+
+/* Runs the Sends that became ready (eager, with a recv_copier); counts them in *done. */
+static gboolean sends_run(PsimExecutor *e, Ready *q, double t0, int32_t *done, GError **error)
+{
+    while (e->n_eager > 0) {
+        int32_t i = e->eager[--e->n_eager];
+        if (!run_node(e, q, i, t0, error))
+            return FALSE;
+        (*done)++;
     }
     return TRUE;
 }
@@ -1191,6 +1242,9 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         ready_push(e, &q, e->initial_ready[k]);
     int32_t done = 0, outstanding = 0;
     e->n_held = 0;
+    e->n_eager = 0;
+    if (e->opts.recv_copier)
+        memset(e->sent, 0, (size_t)e->n_exec);
     if (e->opts.recv_copier) {
         /* Every Recv asks at once, whatever its place in the order: a transfer goes as soon as
          * its Send is done (and its earliest start has passed), as the simulator has it. */
@@ -1208,6 +1262,8 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         if (e->opts.recv_copier) {
             if (outstanding > 0 && (atomic_load(&e->inbox_n) > 0 || e->n_held > 0) &&
                 !recvs_copy(e, &q, &outstanding, &done, t0, &next_at, error))
+                goto fail;
+            if (!sends_run(e, &q, t0, &done, error))
                 goto fail;
             if (done >= e->n_exec)
                 break;
@@ -1245,6 +1301,8 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             continue;
         }
         const PsimKernelDef *kd = e->kdef[i];
+        if (kd == &builtin_send && e->sent[i])
+            continue; /* ran as soon as it was ready */
         if (kd == &builtin_recv) {
             if (e->opts.recv_copier)
                 continue; /* asked for at the start of the step */
@@ -1253,23 +1311,11 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done, &e->recv_ctx[i]);
             continue;
         }
-        const int32_t in0 = e->in_off[i], in1 = e->in_off[i + 1];
-        for (int32_t k = in0; k < in1; k++)
-            e->in_ptrs[k] = e->in_slot[k] >= 0 ? e->slots[e->in_slot[k]] : NULL;
-        PsimKernelCtx *c = &e->ctx[i];
-        GError *err = NULL;
-        double ts = psim_exec_now_us();
-        gboolean ok = kd->run(c, &err);
-        double te = psim_exec_now_us();
-        e->n_kernel_runs++;
-        record(e, i, ts - t0, te - t0);
-        if (!ok) {
-            kernel_error(error, err, e->g, c->node, kd);
-            goto fail;
-        }
-        if (!node_finish(e, &q, i, error))
+        if (!run_node(e, &q, i, t0, error))
             goto fail;
         done++;
+        if (!sends_run(e, &q, t0, &done, error))
+            goto fail;
     }
     /* Asynchronous devices (GPU streams) finish the step's work; fetches leave as host tensors. */
     if (!psim_worker_sync(e->w, error))

@@ -223,6 +223,46 @@ static void test_earliest_priority(void)
     g_assert_cmpfloat(t->step_time_us, >=, T);
 }
 
+/* A Send runs as soon as its input is ready, whatever its place in the device's order (the
+ * simulator's rule): with every Send moved to the end of CPU:0's order, the first transfer
+ * still starts before CPU:0 starts its last op. */
+static void test_eager_send(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_for(g, c, FALSE);
+    g_assert_cmpint(plan->n_transfers, ==, 4);
+    int32_t *ord = plan->order[0], n = plan->n_order[0], k = 0;
+    g_autofree int32_t *sends = g_new(int32_t, n);
+    int32_t n_sends = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!strcmp(psim_graph_node(plan->graph, ord[i])->op, "Send"))
+            sends[n_sends++] = ord[i];
+        else
+            ord[k++] = ord[i];
+    }
+    g_assert_cmpint(n_sends, ==, 4);
+    for (int32_t i = 0; i < n_sends; i++)
+        ord[k++] = sends[i];
+    g_autoptr(PsimTensor) x = input();
+    PsimTensor *out[4] = {0};
+    g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 2);
+    double last_start = 0, first_xfer = G_MAXDOUBLE;
+    for (guint i = 0; i < t->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+        if (o->device == 0 && o->start > last_start)
+            last_start = o->start;
+    }
+    for (int32_t i = 0; i < 4; i++) {
+        g_assert_cmpmem(out[i]->data, out[i]->nbytes, x->data, x->nbytes);
+        psim_tensor_unref(out[i]);
+        first_xfer = MIN(first_xfer, xfer_of(t, i)->start);
+    }
+    g_assert_cmpfloat(first_xfer, <, last_start);
+}
+
 /* Compression: float32 crosses as its high 16 bits (half the bytes) and arrives with the low
  * 16 bits zero. */
 static void test_compression(void)
@@ -441,6 +481,7 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/transfer/timeline", test_timeline);
     g_test_add_func("/exec/transfer/earliest-priority", test_earliest_priority);
     g_test_add_func("/exec/transfer/compression", test_compression);
+    g_test_add_func("/exec/transfer/eager-send", test_eager_send);
     g_test_add_func("/exec/transfer/destination-memory", test_destination_memory);
     g_test_add_func("/exec/transfer/destination-oom", test_destination_oom);
     g_test_add_func("/exec/plan-session", test_plan_session);

@@ -28,6 +28,12 @@ expect2() {
 }
 expect2 "$PSIM" study zoo:mlp --algos heft,nosuch --out "$tmp/x"
 expect2 "$PSIM" study zoo:mlp --steps 0 --out "$tmp/x"
+expect2 "$PSIM" study zoo:mlp --steps 2 --rounds 3 --out "$tmp/x"
+expect2 "$PSIM" study zoo:mlp --profile-rounds 0 --out "$tmp/x"
+# Rounds: every step of every algorithm is measured (min <= median <= max, 3 rounds of 1).
+out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single,heft --steps 3 --rounds 3 --no-profile \
+      --out "$tmp/r" --json) || fail "study --rounds exited $?"
+grep -q 'in 3 rounds' "$tmp/r/report.md" || fail "report does not say the rounds"
 expect2 "$PSIM" study "$tmp/missing.onnx" --out "$tmp/x"
 echo "not a db" >"$tmp/bad.db"
 expect2 "$PSIM" study zoo:mlp --db "$tmp/bad.db" --no-profile --out "$tmp/x"

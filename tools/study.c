@@ -86,103 +86,150 @@ static char *safe_name(const char *s)
     return r;
 }
 
-/* One (graph, algorithm): place, simulate, run, compare. Fills r; errors land in r->error. */
-static void study_one(Row *r, PsimGraph *g, PsimCluster *c, PsimCostModel *m, int steps,
-                      PsimOrder order, const char *out_dir, const char *sqlite_path)
+/* One (graph, algorithm) in the making: placed, simulated, and the measured step times so far. */
+typedef struct {
+    Row *r;
+    PsimGraph *g;
+    PsimPlaceCtx *pc;
+    PsimPlacement *pl;
+    PsimPlan *plan;
+    PsimTimeline *sim_tl;
+    PsimSimResult sr;
+    GPtrArray *feed_names, *feeds, *fetches;
+    GArray *times;
+} Trial;
+
+static void trial_clear(Trial *t)
+{
+    psim_place_ctx_free(t->pc);
+    psim_placement_free(t->pl);
+    psim_plan_free(t->plan);
+    psim_timeline_free(t->sim_tl);
+    psim_sim_result_clear(&t->sr);
+    if (t->feed_names)
+        g_ptr_array_free(t->feed_names, TRUE);
+    if (t->feeds)
+        g_ptr_array_free(t->feeds, TRUE);
+    if (t->fetches)
+        g_ptr_array_free(t->fetches, TRUE);
+    if (t->times)
+        g_array_free(t->times, TRUE);
+    memset(t, 0, sizeof *t);
+}
+
+static void trial_fail(Trial *t, GError *err)
+{
+    if (!t->r->error)
+        t->r->error = g_strdup(err ? err->message : "failed");
+    g_clear_error(&err);
+}
+
+/* Place, simulate, and pick feeds and fetches. FALSE (the row's error set) on failure. */
+static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 {
     GError *err = NULL;
-    g_autoptr(PsimPlaceCtx) pc = NULL;
-    g_autoptr(PsimPlacement) pl = NULL;
-    g_autoptr(PsimPlan) plan = NULL;
-    g_autoptr(PsimTimeline) sim_tl = NULL, run_tl = NULL;
-    g_autoptr(PsimPlanExec) px = NULL;
-    g_autoptr(GPtrArray) feed_names = g_ptr_array_new_with_free_func(g_free);
-    g_autoptr(GPtrArray) feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
-    g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
-    g_autofree PsimTensor **outs = NULL;
-    g_autofree double *times = NULL;
-    PsimSimResult sr = {0};
-    PsimCompare cmp = {0};
-    g_autofree double *sorted = NULL;
-    g_autoptr(GArray) ports = NULL;
-    g_autofree char *base = NULL, *safe = NULL, *sim_trace = NULL, *run_trace = NULL;
-    sr.over_device = -1;
-
+    Row *r = t->r;
+    t->sr.over_device = -1;
     gint64 t0 = g_get_monotonic_time();
-    if (!(pc = psim_place_ctx_new(g, m, NULL, &err)) || !(pl = psim_place(pc, r->algo, &err)) ||
-        !(plan = psim_plan_build(pc, pl, &err)))
-        goto fail;
+    if (!(t->pc = psim_place_ctx_new(t->g, m, NULL, &err)) || !(t->pl = psim_place(t->pc, r->algo, &err)) ||
+        !(t->plan = psim_plan_build(t->pc, t->pl, &err))) {
+        trial_fail(t, err);
+        return FALSE;
+    }
     gint64 t1 = g_get_monotonic_time();
     r->place_ms = (t1 - t0) / 1e3;
-    r->plan_us = plan->makespan_us;
-    r->n_transfers = plan->n_transfers;
+    r->plan_us = t->plan->makespan_us;
+    r->n_transfers = t->plan->n_transfers;
     PsimSimOptions so = {.order = order};
-    if (!psim_sim_run(plan, m, &so, &sr, &sim_tl, &err))
-        goto fail;
-    r->sim_ms = (g_get_monotonic_time() - t1) / 1e3;
-    r->sim_us = sr.step_time_us;
-    for (int32_t d = 0; d < plan->n_devices; d++)
-        r->n_devices_used += plan->n_order[d] > 0;
-
-    if (!psim_cli_default_feeds(g, feed_names, feeds, &err))
-        goto fail;
-    ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
-    psim_cli_default_fetches(g, ports);
-    for (guint k = 0; k < ports->len; k++)
-        g_ptr_array_add(fetches, psim_port_to_string(g, g_array_index(ports, PsimPort, k)));
-    if (!(px = psim_plan_exec_new(plan, c, (const char *const *)feed_names->pdata, (int32_t)feeds->len,
-                                  (const char *const *)fetches->pdata, (int32_t)fetches->len,
-                                  order == PSIM_ORDER_DYNAMIC, &err)))
-        goto fail;
-    outs = g_new0(PsimTensor *, fetches->len + 1);
-    times = g_new0(double, steps + 1);
-    /* One warm-up step, then `steps` measured ones; the timeline is the median step's. */
-    for (int s = -1; s < steps; s++) {
-        if (!psim_plan_exec_run(px, (PsimTensor *const *)feeds->pdata, outs, &err))
-            goto fail;
-        for (guint k = 0; k < fetches->len; k++)
-            g_clear_pointer(&outs[k], psim_tensor_unref);
-        if (s >= 0)
-            times[s] = psim_plan_exec_step_us(px);
+    if (!psim_sim_run(t->plan, m, &so, &t->sr, &t->sim_tl, &err)) {
+        trial_fail(t, err);
+        return FALSE;
     }
-    sorted = g_memdup2(times, sizeof(double) * (gsize)steps);
-    qsort(sorted, (size_t)steps, sizeof(double), cmp_double);
-    r->measured_us = steps % 2 ? sorted[steps / 2] : (sorted[steps / 2 - 1] + sorted[steps / 2]) / 2;
-    r->measured_min_us = sorted[0];
-    r->measured_max_us = sorted[steps - 1];
+    r->sim_ms = (g_get_monotonic_time() - t1) / 1e3;
+    r->sim_us = t->sr.step_time_us;
+    for (int32_t d = 0; d < t->plan->n_devices; d++)
+        r->n_devices_used += t->plan->n_order[d] > 0;
+    t->feed_names = g_ptr_array_new_with_free_func(g_free);
+    t->feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+    t->fetches = g_ptr_array_new_with_free_func(g_free);
+    t->times = g_array_new(FALSE, FALSE, sizeof(double));
+    if (!psim_cli_default_feeds(t->g, t->feed_names, t->feeds, &err)) {
+        trial_fail(t, err);
+        return FALSE;
+    }
+    g_autoptr(GArray) ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
+    psim_cli_default_fetches(t->g, ports);
+    for (guint k = 0; k < ports->len; k++)
+        g_ptr_array_add(t->fetches, psim_port_to_string(t->g, g_array_index(ports, PsimPort, k)));
+    return TRUE;
+}
+
+/* Runs the plan for real: one warm-up step, then `steps` measured ones appended to t->times.
+ * With run_tl, one more step whose measured timeline goes there. */
+static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int steps, PsimTimeline **run_tl)
+{
+    GError *err = NULL;
+    g_autoptr(PsimPlanExec) px =
+        psim_plan_exec_new(t->plan, c, (const char *const *)t->feed_names->pdata, (int32_t)t->feeds->len,
+                           (const char *const *)t->fetches->pdata, (int32_t)t->fetches->len,
+                           order == PSIM_ORDER_DYNAMIC, &err);
+    if (!px) {
+        trial_fail(t, err);
+        return FALSE;
+    }
+    g_autofree PsimTensor **outs = g_new0(PsimTensor *, t->fetches->len + 1);
+    for (int s = -1; s < steps + (run_tl ? 1 : 0); s++) {
+        if (!psim_plan_exec_run(px, (PsimTensor *const *)t->feeds->pdata, outs, &err)) {
+            trial_fail(t, err);
+            return FALSE;
+        }
+        for (guint k = 0; k < t->fetches->len; k++)
+            g_clear_pointer(&outs[k], psim_tensor_unref);
+        if (s >= 0 && s < steps) {
+            double us = psim_plan_exec_step_us(px);
+            g_array_append_val(t->times, us);
+        }
+    }
+    if (run_tl) {
+        *run_tl = psim_timeline_new(psim_graph_name(t->plan->graph), "run", t->plan->n_devices,
+                                    (const char *const *)t->plan->devices);
+        psim_plan_exec_timeline_add(px, *run_tl);
+    }
+    return TRUE;
+}
+
+/* The row's figures from the measured steps, the comparison, traces and plot. */
+static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, const char *sqlite_path)
+{
+    GError *err = NULL;
+    Row *r = t->r;
+    int n = (int)t->times->len;
+    double *v = (double *)t->times->data;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    r->measured_us = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    r->measured_min_us = v[0];
+    r->measured_max_us = v[n - 1];
     r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
-    /* A final step for the measured timeline (its own step time is what the trace shows). */
-    if (!psim_plan_exec_run(px, (PsimTensor *const *)feeds->pdata, outs, &err))
-        goto fail;
-    for (guint k = 0; k < fetches->len; k++)
-        g_clear_pointer(&outs[k], psim_tensor_unref);
-    run_tl = psim_timeline_new(psim_graph_name(plan->graph), "run", plan->n_devices,
-                               (const char *const *)plan->devices);
-    psim_plan_exec_timeline_add(px, run_tl);
-    if (psim_timeline_compare(sim_tl, run_tl, &cmp, NULL))
+    PsimCompare cmp = {0};
+    if (psim_timeline_compare(t->sim_tl, run_tl, &cmp, NULL))
         r->op_error_pct = cmp.median_abs_op_error_pct;
-    base = g_strdup_printf("%s-%s", r->graph, r->algo);
-    safe = safe_name(base);
-    sim_trace = g_strdup_printf("%s/%s.sim.json", out_dir, safe);
-    run_trace = g_strdup_printf("%s/%s.run.json", out_dir, safe);
-    if (!psim_timeline_save_chrome(sim_tl, sim_trace, &err) || !psim_timeline_save_chrome(run_tl, run_trace, &err))
-        goto fail;
-    if (psim_timeline_save_sqlite(sim_tl, sqlite_path, base, &err) < 0 ||
-        psim_timeline_save_sqlite(run_tl, sqlite_path, base, &err) < 0)
-        goto fail;
+    g_autofree char *base = g_strdup_printf("%s-%s", r->graph, r->algo);
+    g_autofree char *safe = safe_name(base);
+    g_autofree char *sim_trace = g_strdup_printf("%s/%s.sim.json", out_dir, safe);
+    g_autofree char *run_trace = g_strdup_printf("%s/%s.run.json", out_dir, safe);
+    if (!psim_timeline_save_chrome(t->sim_tl, sim_trace, &err) || !psim_timeline_save_chrome(run_tl, run_trace, &err) ||
+        psim_timeline_save_sqlite(t->sim_tl, sqlite_path, base, &err) < 0 ||
+        psim_timeline_save_sqlite(run_tl, sqlite_path, base, &err) < 0) {
+        trial_fail(t, err);
+        psim_compare_clear(&cmp);
+        return;
+    }
     if (g_find_program_in_path("gnuplot")) {
         g_autofree char *png = g_strdup_printf("%s/%s.png", out_dir, safe);
-        if (psim_compare_plot(sim_tl, run_tl, &cmp, png, NULL))
+        if (psim_compare_plot(t->sim_tl, run_tl, &cmp, png, NULL))
             r->gantt = g_strdup_printf("%s.png", safe);
     }
     psim_compare_clear(&cmp);
-    psim_sim_result_clear(&sr);
-    return;
-fail:
-    r->error = g_strdup(err ? err->message : "failed");
-    g_clear_error(&err);
-    psim_compare_clear(&cmp);
-    psim_sim_result_clear(&sr);
 }
 
 static double median_of(double *v, int n)
@@ -241,7 +288,7 @@ out:
 }
 
 static gboolean write_results(GArray *rows, const char *dir, const char *cluster_desc, int steps,
-                              double med, double worst, GError **error)
+                              int rounds, double med, double worst, GError **error)
 {
     /* results.csv */
     GString *csv = g_string_new("graph,algo,sim_us,measured_us,error_pct,measured_min_us,measured_max_us,"
@@ -288,9 +335,10 @@ static gboolean write_results(GArray *rows, const char *dir, const char *cluster
 
     /* report.md */
     GString *md = g_string_new("# placesim study\n\n");
-    g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: one "
-                               "warm-up step, then %d measured steps (median). Error = (simulated - "
-                               "measured) / measured.\n\n", cluster_desc, steps);
+    g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: %d "
+                               "measured steps (median) in %d rounds, each after a warm-up step, the "
+                               "algorithms of a graph in turn within a round. Error = (simulated - "
+                               "measured) / measured.\n\n", cluster_desc, steps, rounds);
     g_string_append_printf(md, "**Median |error| %.2f%%, worst %.2f%%** over %u runs.\n\n", med, worst, rows->len);
     g_string_append(md, "| graph | algorithm | simulated µs | measured µs (min–max) | error | plan estimate µs | op median |error| | transfers | devices |\n"
                         "|---|---|---|---|---|---|---|---|---|\n");
@@ -326,7 +374,7 @@ int psim_cmd_study(int argc, char **argv)
     g_autofree char *cluster_spec = NULL, *algos = NULL, *db_path = NULL, *out_dir = NULL;
     g_autofree char *order_name = NULL, *profile_weights = NULL;
     gboolean json = FALSE, no_profile = FALSE;
-    int steps = 10;
+    int steps = 10, rounds = -1, profile_rounds = 3;
     double profile_budget = 300;
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
@@ -334,6 +382,10 @@ int psim_cmd_study(int argc, char **argv)
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
         {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Measured steps per run after one warm-up (default 10)", "N"},
+        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
+         "Measure in N rounds, the algorithms in turn within each, one warm-up step each (default 3, at most --steps)", "N"},
+        {"profile-rounds", 0, 0, G_OPTION_ARG_INT, &profile_rounds,
+         "Profile in N rounds of budget/N each, samples pooled (default 3; see 'placesim profile')", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name, "static (default) or dynamic", "ORDER"},
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
@@ -358,6 +410,12 @@ int psim_cmd_study(int argc, char **argv)
         return psim_cli_usage("study", "--profile-weights must be auto, cold or warm, not '%s'", profile_weights);
     if (steps < 1 || steps > 100000)
         return psim_cli_usage("study", "--steps must be between 1 and 100000");
+    if (rounds == -1)
+        rounds = MIN(3, steps);
+    if (rounds < 1 || rounds > steps)
+        return psim_cli_usage("study", "--rounds must be between 1 and --steps");
+    if (profile_rounds < 1 || profile_rounds > 1000)
+        return psim_cli_usage("study", "--profile-rounds must be between 1 and 1000");
     PsimOrder order = PSIM_ORDER_STATIC;
     if (order_name && !psim_order_from_name(order_name, &order))
         return psim_cli_usage("study", "--order must be static or dynamic, not '%s'", order_name);
@@ -424,6 +482,7 @@ int psim_cmd_study(int argc, char **argv)
         psim_profile_options_init(&po);
         po.progress = profile_progress;
         po.budget_ms = profile_budget;
+        po.rounds = profile_rounds;
         po.weights = weights;
         po.progress_user = &prog;
         g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
@@ -438,15 +497,41 @@ int psim_cmd_study(int argc, char **argv)
     }
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
     GArray *rows = g_array_new(FALSE, TRUE, sizeof(Row));
+    /* Per graph: every algorithm is placed and simulated, then the plans run in `rounds`
+     * rounds, each algorithm's steps in turn within a round, so that a slow spell of a shared
+     * machine falls on all of them rather than on one (each row's figure is the median of all
+     * its steps); the last round also records each measured timeline. */
+    g_autofree Trial *trials = g_new0(Trial, n_algos + 1);
     for (guint gi = 0; gi < graphs->len; gi++) {
         PsimGraph *g = g_ptr_array_index(graphs, gi);
+        guint first = rows->len;
         for (int a = 0; algo_list[a]; a++) {
             Row r = {.graph = g_strdup(psim_graph_name(g)), .algo = g_strdup(algo_list[a])};
-            g_autofree char *what = g_strdup_printf("%s / %s", r.graph, r.algo);
-            progress(&prog, what);
-            study_one(&r, g, cluster, model, steps, order, out_dir, sqlite_path);
-            prog.done++;
             g_array_append_val(rows, r);
+        }
+        for (int a = 0; a < n_algos; a++) {
+            trials[a] = (Trial){.r = &g_array_index(rows, Row, first + a), .g = g};
+            trial_prepare(&trials[a], model, order);
+        }
+        g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, n_algos + 1);
+        for (int round = 0; round < rounds; round++) {
+            int k = steps / rounds + (round < steps % rounds ? 1 : 0);
+            for (int a = 0; a < n_algos; a++) {
+                Trial *t = &trials[a];
+                if (t->r->error)
+                    continue;
+                g_autofree char *what = g_strdup_printf("%s / %s (round %d of %d)", t->r->graph, t->r->algo,
+                                                        round + 1, rounds);
+                progress(&prog, what);
+                trial_measure(t, cluster, order, k, round == rounds - 1 ? &run_tl[a] : NULL);
+            }
+        }
+        for (int a = 0; a < n_algos; a++) {
+            if (!trials[a].r->error)
+                trial_finish(&trials[a], run_tl[a], out_dir, sqlite_path);
+            psim_timeline_free(run_tl[a]);
+            trial_clear(&trials[a]);
+            prog.done++;
         }
     }
     progress(&prog, "done");
@@ -464,7 +549,7 @@ int psim_cmd_study(int argc, char **argv)
     double med = median_of(abs_err, n_ok);
     int32_t nd = psim_cluster_n_devices(cluster);
     g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local", nd, nd == 1 ? "" : "s");
-    if (!write_results(rows, out_dir, cdesc, steps, med, worst, &err)) {
+    if (!write_results(rows, out_dir, cdesc, steps, rounds, med, worst, &err)) {
         for (guint i = 0; i < rows->len; i++)
             row_free(&g_array_index(rows, Row, i));
         g_array_free(rows, TRUE);

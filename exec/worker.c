@@ -138,6 +138,7 @@ struct PsimWorker {
     GQueue jobs;       /* Job*, guarded by lock */
     atomic_int n_queued; /* jobs' length, readable without the lock (polling) */
     int n_unfinished;  /* posted and not yet run, guarded by lock */
+    atomic_int busy;   /* n_unfinished, readable without the lock (polling) */
     GError *first_error;
     gboolean stop;
     MemCounter *mem;
@@ -193,6 +194,9 @@ static __thread PsimWorker *current_worker;
  * to sleep runs the next kernels slower (see RECV_SPIN_US in executor.c). */
 #define WORKER_SPIN_US 2000.0
 
+/* How long psim_worker_wait polls before it sleeps. */
+#define WAIT_SPIN_US 200.0
+
 static gpointer worker_main(gpointer data)
 {
     PsimWorker *w = data;
@@ -227,6 +231,7 @@ static gpointer worker_main(gpointer data)
                 g_error_free(err);
         }
         w->n_unfinished--;
+        atomic_store(&w->busy, w->n_unfinished);
         pthread_cond_broadcast(&w->cond);
     }
     pthread_mutex_unlock(&w->lock);
@@ -347,12 +352,18 @@ void psim_worker_post(PsimWorker *w, PsimWorkerFn fn, void *arg)
     g_queue_push_tail(&w->jobs, job);
     atomic_fetch_add(&w->n_queued, 1);
     w->n_unfinished++;
+    atomic_store(&w->busy, w->n_unfinished);
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
 }
 
 gboolean psim_worker_wait(PsimWorker *w, GError **error)
 {
+    /* Short work (a cached step of small ops) is over in microseconds: poll for it first, as
+     * the worker does for its next job, rather than sleep and be woken. */
+    double end = psim_exec_now_us() + WAIT_SPIN_US;
+    while (atomic_load(&w->busy) > 0 && psim_exec_now_us() < end)
+        sched_yield();
     pthread_mutex_lock(&w->lock);
     while (w->n_unfinished > 0)
         pthread_cond_wait(&w->cond, &w->lock);

@@ -2,7 +2,7 @@
  * per ordered pair, and the fitted latency + bytes/bandwidth model. CPU to CPU is timed as the
  * executor makes the copy (exec/transport.c): the source device has just written the tensor
  * (its lines dirty in the source core's caches), and the destination's thread copies it into a
- * buffer of its own. Each sample is one copy: the source's thread rewrites the buffer, then the
+ * buffer of its own that is not in the caches (a pooled block last used long before). Each sample is one copy: the source's thread rewrites the buffer, then the
  * destination's thread times the memcpy. Copying the same clean source over and over instead
  * would read it from the destination's own cache after the first time and measure a link
  * several times faster than the executor's. GPU pairs: cuda/. */
@@ -69,6 +69,7 @@ typedef struct {
     void *buf;
     size_t bytes;
     int value;
+    void *cold; /* the destination's buffer, evicted from the caches */
 } DirtyJob;
 
 static gboolean dirty_job(PsimWorker *w, void *arg, GError **error)
@@ -77,6 +78,8 @@ static gboolean dirty_job(PsimWorker *w, void *arg, GError **error)
     (void)error;
     DirtyJob *j = arg;
     memset(j->buf, j->value, j->bytes);
+    if (j->cold && j->bytes <= PSIM_PROFILE_EVICT_MAX_BYTES)
+        psim_profile_cache_evict(j->cold, j->bytes);
     return TRUE;
 }
 
@@ -108,7 +111,9 @@ static gboolean transfer_samples(PsimProfiler *p, int32_t a, int32_t b, void *ds
 {
     PsimSampler s;
     psim__sampler_init(&s, &p->opts, budget_ms);
-    DirtyJob dj = {.buf = src, .bytes = bytes};
+    /* The destination's block is evicted too: in a step it is a pooled block last used long
+     * before, as a kernel's output is (profiler.c). */
+    DirtyJob dj = {.buf = src, .bytes = bytes, .cold = dst};
     TimedCopyJob cj = {.opts = &p->opts, .dst = dst, .src = src, .bytes = bytes};
     /* One unrecorded round: the destination's pages are mapped and its buffer warm, as a
      * worker's pooled block is after the first step. */

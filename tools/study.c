@@ -487,28 +487,16 @@ int psim_cmd_study(int argc, char **argv)
         return psim_cli_fail(err);
 
     int n_algos = (int)g_strv_length(algo_list);
-    Progress prog = {.tty = psim_cli_stderr_tty(), .total = (int32_t)graphs->len * n_algos + (no_profile ? 0 : 1),
+    Progress prog = {.tty = psim_cli_stderr_tty(),
+                     .total = (int32_t)graphs->len * (n_algos + (no_profile ? 0 : 1)),
                      .t0 = g_get_monotonic_time()};
-    if (!no_profile) {
-        progress(&prog, "profiling what the cost DB lacks");
-        PsimProfileOptions po;
-        psim_profile_options_init(&po);
-        po.progress = profile_progress;
-        po.budget_ms = profile_budget;
-        po.rounds = profile_rounds;
-        po.weights = weights;
-        po.progress_user = &prog;
-        g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
-        PsimProfileReport rep;
-        if (!prof || !psim_profiler_run(prof, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &rep, &err))
-            return psim_cli_fail(err);
-        if (prog.tty)
-            fputc('\n', stderr);
-        prog.done++;
-        g_autofree char *msg = g_strdup_printf("profiled: %d measured, %d already in the DB", rep.measured, rep.skipped);
-        progress(&prog, msg);
-    }
-    g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
+    PsimProfileOptions po;
+    psim_profile_options_init(&po);
+    po.progress = profile_progress;
+    po.budget_ms = profile_budget;
+    po.rounds = profile_rounds;
+    po.weights = weights;
+    po.progress_user = &prog;
     GArray *rows = g_array_new(FALSE, TRUE, sizeof(Row));
     /* Per graph: every algorithm is placed and simulated, then the plans run in `rounds`
      * rounds, each algorithm's steps in turn within a round, so that a slow spell of a shared
@@ -517,6 +505,25 @@ int psim_cmd_study(int argc, char **argv)
     g_autofree Trial *trials = g_new0(Trial, n_algos + 1);
     for (guint gi = 0; gi < graphs->len; gi++) {
         PsimGraph *g = g_ptr_array_index(graphs, gi);
+        /* Each graph is profiled (what the DB lacks of it) right before its plans run, not all
+         * graphs first: the speed of a shared host drifts over minutes, and the simulated and
+         * the measured steps should see the same machine. Links and calibration once. */
+        if (!no_profile) {
+            g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
+            progress(&prog, what);
+            po.links = po.calibrate = gi == 0;
+            g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
+            PsimProfileReport rep;
+            if (!prof || !psim_profiler_run(prof, &g, 1, &rep, &err))
+                return psim_cli_fail(err);
+            if (prog.tty)
+                fputc('\n', stderr);
+            prog.done++;
+            g_autofree char *msg = g_strdup_printf("%s: profiled: %d measured, %d already in the DB",
+                                                   psim_graph_name(g), rep.measured, rep.skipped);
+            progress(&prog, msg);
+        }
+        g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
         guint first = rows->len;
         for (int a = 0; algo_list[a]; a++) {
             Row r = {.graph = g_strdup(psim_graph_name(g)), .algo = g_strdup(algo_list[a])};

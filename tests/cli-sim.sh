@@ -14,6 +14,9 @@ step=$(echo "$out" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
 "$PSIM" place "$heft" --cluster uniform:3:0.001:0 --algo heft --plan "$tmp/plan.json" --out "$tmp/p.json" >/dev/null || fail "place"
 out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --plan "$tmp/plan.json" --json --trace "$tmp/t.json" --sqlite "$tmp/t.sqlite") || fail "sim --plan"
 echo "$out" | grep -q '"step_time_us":80' || fail "sim --plan: $out"
+# The plan carries its graph: GRAPH may be left out.
+out=$("$PSIM" sim --cluster uniform:3:0.001:0 --plan "$tmp/plan.json" --json) || fail "sim --plan without GRAPH"
+echo "$out" | grep -q '"step_time_us":80' || fail "sim --plan without GRAPH: $out"
 out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --placement "$tmp/p.json" --json) || fail "sim --placement"
 echo "$out" | grep -q '"step_time_us":80' || fail "sim --placement: $out"
 [ -s "$tmp/t.json" ] || fail "no trace written"

@@ -38,8 +38,8 @@ int psim_cmd_sim(int argc, char **argv)
     g_option_context_add_main_entries(ctx, entries, NULL);
     if (!psim_cli_parse(ctx, &argc, &argv, "sim"))
         return 2;
-    if (argc != 2)
-        return psim_cli_usage("sim", "expected one GRAPH");
+    if (argc != 2 && !(argc == 1 && plan_path))
+        return psim_cli_usage("sim", "expected one GRAPH (it may be left out with --plan: the plan carries its graph)");
     if (!!placement + !!plan_path + !!algo != 1)
         return psim_cli_usage("sim", "give exactly one of --placement, --plan or --algo");
     PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .gpu_streams = streams};

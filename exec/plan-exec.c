@@ -11,6 +11,7 @@ typedef struct {
     PsimTransport *tp;
     PsimTensor **feeds;   /* this device's feeds, in its executor's order */
     PsimTensor **outputs; /* this device's fetches */
+    gboolean empty;       /* no node of the plan on this device: not part of the step's time */
 } DevStep;
 
 struct PsimPlanExec {
@@ -35,7 +36,8 @@ static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
 {
     (void)w;
     DevStep *s = arg;
-    psim__transport_origin(s->tp, psim_exec_now_us());
+    if (!s->empty)
+        psim__transport_origin(s->tp, psim_exec_now_us());
     return psim_executor_run_here(s->e, s->feeds, s->outputs, error);
 }
 
@@ -122,6 +124,9 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
         if (!x->execs[d])
             goto fail;
         x->steps[d].e = x->execs[d];
+        PsimExecStats st;
+        psim_executor_stats(x->execs[d], &st);
+        x->steps[d].empty = st.n_exec == 0;
         x->steps[d].tp = x->tp;
         x->steps[d].feeds = g_new0(PsimTensor *, n_dev_feeds[d] + 1);
         x->steps[d].outputs = g_new0(PsimTensor *, n_dev_fetches[d] + 1);
@@ -196,8 +201,21 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
         return FALSE;
     }
     /* The step starts when the first device starts (earliest starts count from there). */
-    double first = psim__transport_origin_get(x->tp), last = first;
+    /* Devices with nothing to run (a plan that leaves one idle) do not count: their empty
+     * step could start before the others'. */
+    double first = psim__transport_origin_get(x->tp);
+    gboolean all_empty = first >= (double)INT64_MAX * 1e-3;
+    if (all_empty)
+        for (int32_t d = 0; d < x->n_devices; d++) {
+            PsimExecStats st;
+            psim_executor_stats(x->execs[d], &st);
+            if (d == 0 || st.step_start_us < first)
+                first = st.step_start_us;
+        }
+    double last = first;
     for (int32_t d = 0; d < x->n_devices; d++) {
+        if (x->steps[d].empty && !all_empty)
+            continue;
         PsimExecStats st;
         psim_executor_stats(x->execs[d], &st);
         if (st.step_start_us + st.step_us > last)

@@ -1,6 +1,7 @@
 /* Transfers of a plan between CPU devices of one process (copies into the destination's memory,
  * earliest starts, priorities on a busy link, compression), measured timelines with transfers
  * instead of Send/Recv ops, and sessions that cache pruned, placed and partitioned plans. */
+#include <math.h>
 #include <string.h>
 
 #include "placesim/exec.h"

@@ -1117,6 +1117,19 @@ static void record(PsimExecutor *e, int32_t i, double start, double end)
     e->n_run++;
 }
 
+/* Recv i has its tensor t (this device's, or NULL for a control transfer): it is done at now. */
+static gboolean recv_complete(PsimExecutor *e, Ready *q, int32_t i, PsimTensor *t, double now,
+                              GError **error)
+{
+    const PsimKernelCtx *c = &e->ctx[i];
+    if (c->n_outputs > 0)
+        c->outputs[0] = t;
+    else
+        psim_tensor_unref(t);
+    record(e, i, e->recv_start[i], now);
+    return node_finish(e, q, i, error);
+}
+
 /* Completes the Recvs in inbox_work[0..n). */
 static gboolean recvs_finish(PsimExecutor *e, Ready *q, int n, int32_t *outstanding, double t0,
                              GError **error)
@@ -1135,12 +1148,7 @@ static gboolean recvs_finish(PsimExecutor *e, Ready *q, int n, int32_t *outstand
             ok = FALSE;
             continue;
         }
-        if (c->n_outputs > 0)
-            c->outputs[0] = en->t;
-        else
-            psim_tensor_unref(en->t);
-        record(e, en->i, e->recv_start[en->i], now);
-        if (!node_finish(e, q, en->i, error))
+        if (!recv_complete(e, q, en->i, en->t, now, error))
             ok = FALSE;
     }
     return ok;
@@ -1199,13 +1207,8 @@ static gboolean recvs_copy(PsimExecutor *e, Ready *q, int32_t *outstanding, int3
             g_propagate_error(error, err);
             return FALSE;
         }
-        if (c->n_outputs > 0)
-            c->outputs[0] = t;
-        else
-            psim_tensor_unref(t);
-        record(e, h.i, e->recv_start[h.i], psim_exec_now_us() - t0);
         (*done)++;
-        if (!node_finish(e, q, h.i, error))
+        if (!recv_complete(e, q, h.i, t, psim_exec_now_us() - t0, error))
             return FALSE;
     }
 }

@@ -166,6 +166,19 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 
 #define WARMUP_MS 50
 
+/* One step of the plan, its fetched outputs dropped. FALSE (the row's error set) on failure. */
+static gboolean trial_step(Trial *t, PsimPlanExec *px, PsimTensor **outs)
+{
+    GError *err = NULL;
+    if (!psim_plan_exec_run(px, (PsimTensor *const *)t->feeds->pdata, outs, &err)) {
+        trial_fail(t, err);
+        return FALSE;
+    }
+    for (guint k = 0; k < t->fetches->len; k++)
+        g_clear_pointer(&outs[k], psim_tensor_unref);
+    return TRUE;
+}
+
 /* Runs the plan for real: warm-up steps, then `steps` measured ones appended to t->times.
  * With run_tl, one more step whose measured timeline goes there. */
 static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int steps, PsimTimeline **run_tl)
@@ -183,21 +196,15 @@ static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int ste
     /* Warm-up: at least one step and WARMUP_MS (pools filled, pages mapped, caches and the
      * devices' cores awake), then the measured steps. */
     gint64 warm_end = g_get_monotonic_time() + WARMUP_MS * 1000;
-    for (int w = 0; w < 1 || (w < 10000 && g_get_monotonic_time() < warm_end); w++) {
-        if (!psim_plan_exec_run(px, (PsimTensor *const *)t->feeds->pdata, outs, &err)) {
-            trial_fail(t, err);
+    int n_warm = 0;
+    while (n_warm < 1 || (n_warm < 10000 && g_get_monotonic_time() < warm_end)) {
+        if (!trial_step(t, px, outs))
             return FALSE;
-        }
-        for (guint k = 0; k < t->fetches->len; k++)
-            g_clear_pointer(&outs[k], psim_tensor_unref);
+        n_warm++;
     }
     for (int s = 0; s < steps + (run_tl ? 1 : 0); s++) {
-        if (!psim_plan_exec_run(px, (PsimTensor *const *)t->feeds->pdata, outs, &err)) {
-            trial_fail(t, err);
+        if (!trial_step(t, px, outs))
             return FALSE;
-        }
-        for (guint k = 0; k < t->fetches->len; k++)
-            g_clear_pointer(&outs[k], psim_tensor_unref);
         if (s < steps) {
             double us = psim_plan_exec_step_us(px);
             g_array_append_val(t->times, us);

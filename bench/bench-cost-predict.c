@@ -30,7 +30,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "local:2", *dev_name = "CPU:0", *db_path = NULL, *clock = "monotonic", *weights = "auto";
     double budget = 1000;
-    int rounds = 1;
+    int rounds = 30;
     gboolean json = FALSE;
     GOptionEntry entries[] = {
         {"cluster", 0, 0, G_OPTION_ARG_STRING, &spec, "cluster", "SPEC"},
@@ -38,7 +38,7 @@ int main(int argc, char **argv)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "cost DB", "DB"},
         {"clock", 0, 0, G_OPTION_ARG_STRING, &clock, "monotonic or thread-cpu", "CLOCK"},
         {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "budget per node", "MS"},
-        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "rounds over all nodes, samples pooled", "N"},
+        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "interleaved passes over all nodes, samples pooled (default 30)", "N"},
         {"weights", 0, 0, G_OPTION_ARG_STRING, &weights, "auto (default), cold or warm", "MODE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object", NULL},
         {NULL}};
@@ -69,6 +69,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench-cost-predict: --weights must be auto, cold or warm\n");
         return 2;
     }
+    o.rounds = rounds;
     o.clock = !strcmp(clock, "thread-cpu") ? PSIM_PROFILE_CLOCK_THREAD_CPU : PSIM_PROFILE_CLOCK_MONOTONIC;
     g_autoptr(PsimProfiler) p = psim_profiler_new(c, NULL, &o, &err);
     g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
     int32_t k_big = 0;
     if (rounds < 1)
         rounds = 1;
-    /* The fresh measurements: every node, in `rounds` rounds of budget/rounds, samples pooled. */
+    /* The nodes the DB has a measured row for (marked with an empty array). */
     g_autofree double *pred = g_new0(double, n + 1);
     g_autofree GArray **samples = g_new0(GArray *, n + 1);
     for (int32_t v = 0; v < n; v++) {
@@ -98,19 +99,30 @@ int main(int argc, char **argv)
         }
         samples[v] = g_array_new(FALSE, FALSE, sizeof(double));
     }
-    for (int r = 0; r < rounds; r++)
-        for (int32_t v = 0; v < n; v++) {
-            if (!samples[v])
-                continue;
-            PsimTimingStats st;
-            if (!psim_profiler_measure_node_samples(p, g, psim_graph_node(g, v), dev, budget / rounds,
-                                                    samples[v], &st, &err)) {
-                fprintf(stderr, "bench-cost-predict: %s\n", err->message);
-                g_clear_error(&err);
-                g_array_free(samples[v], TRUE);
-                samples[v] = NULL;
-            }
+    /* The fresh measurements: every node alone, interleaved as the profiler does, samples
+     * pooled over `rounds` passes. */
+    g_autofree const PsimNode **todo = g_new0(const PsimNode *, n + 1);
+    g_autofree int32_t *todo_id = g_new0(int32_t, n + 1);
+    int32_t n_todo = 0;
+    for (int32_t v = 0; v < n; v++)
+        if (samples[v]) {
+            g_array_free(samples[v], TRUE);
+            samples[v] = NULL;
+            todo_id[n_todo] = v;
+            todo[n_todo++] = psim_graph_node(g, v);
         }
+    g_autofree GArray **got = g_new0(GArray *, n_todo + 1);
+    g_autofree char **why = g_new0(char *, n_todo + 1);
+    if (!psim_profiler_measure_nodes(p, g, todo, n_todo, dev, got, why, &err)) {
+        fprintf(stderr, "bench-cost-predict: %s\n", err->message);
+        return 1;
+    }
+    for (int32_t i = 0; i < n_todo; i++) {
+        samples[todo_id[i]] = got[i];
+        if (why[i])
+            fprintf(stderr, "bench-cost-predict: %s\n", why[i]);
+        g_free(why[i]);
+    }
     for (int32_t v = 0; v < n; v++) {
         if (!samples[v])
             continue;

@@ -14,7 +14,7 @@ G_BEGIN_DECLS
 
 typedef struct {
     const char *phase;  /* "kernels", "links", "calibrate" */
-    int32_t done, total;
+    int32_t done, total; /* kernels: (signature, device) pairs x rounds (passes) */
     double elapsed_ms;  /* since the profile started */
     const char *item;   /* what was just measured ("Conv on CPU:0"), or NULL */
 } PsimProfileProgress;
@@ -78,9 +78,11 @@ typedef struct {
     uint64_t link_min_bytes, link_max_bytes; /* default 1 KiB .. 256 MiB, in steps of x4 */
     uint64_t seed;          /* random input data */
     PsimProfileClock clock; /* CPU timing (GPU timing is always CUPTI's) */
-    /* Rounds over all (signature, device) pairs, each with budget_ms / rounds; a row's
-     * statistics pool the samples of every round. Spreading a kernel's samples over the whole
-     * profile keeps one busy moment of a shared machine from deciding its row (default 1). */
+    /* Passes over all (signature, device) pairs of a device, set up once: each pass times a
+     * short burst (about 200 us, at least one run and reps / rounds) of every kernel still under
+     * budget_ms * pass / rounds, and a row pools the samples of every pass. Spreading a
+     * kernel's samples over the whole profile keeps the busy moments of a shared machine from
+     * deciding its row (default 30). GPU kernels are timed in one stretch. */
     int32_t rounds;
     PsimProfileWeights weights; /* CPU kernels' constant inputs cold or warm (default AUTO) */
     void (*progress)(const PsimProfileProgress *p, void *user);
@@ -136,6 +138,15 @@ gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
                                             const PsimNode *n, int32_t device, double budget_ms,
                                             GArray *samples, PsimTimingStats *out,
                                             GError **error);
+
+/* Times nodes[0..n_nodes) of g on `device` as psim_profiler_run times kernels (interleaved:
+ * all set up once, then opts.rounds passes of a short burst each, paced to opts.budget_ms).
+ * samples[i] gets node i's raw samples (a new GArray of double, microseconds), or NULL when it
+ * could not be measured; then why[i] (when why is not NULL) gets the reason (g_free both).
+ * FALSE only for a device index out of range. */
+gboolean psim_profiler_measure_nodes(PsimProfiler *p, const PsimGraph *g, const PsimNode *const *nodes,
+                                     int32_t n_nodes, int32_t device, GArray **samples, char **why,
+                                     GError **error);
 
 /* Profiles graphs: every distinct signature on every device that can run it (skipping those in
  * the DB unless opts->force), then links and calibration as the options ask. *report may be

@@ -12,7 +12,15 @@
 typedef struct {
     gboolean loaded, calibrated, warned;
     double peak_gflops, mem_bw_GBps, launch_us;
+    PsimSpeedRef now; /* psim_cost_model_set_speed_ref; zero: none */
 } DeviceRates;
+
+/* A measured row as the model keeps it. */
+typedef struct {
+    double median_us;
+    PsimSpeedRef ref; /* of the row's profile; zero: none */
+    double mem_weight;
+} Measured;
 
 typedef struct {
     gboolean loaded, measured;
@@ -38,7 +46,7 @@ struct PsimCostModel {
     int32_t n_dev;
     DeviceRates *rates;   /* n_dev */
     LinkFit *links;       /* n_dev x n_dev */
-    GHashTable *measured; /* "device\nsignature" -> double* median us, or NULL: no row */
+    GHashTable *measured; /* "device\nsignature" -> Measured*, or NULL: no row */
     GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
     gboolean db_error_warned;
 };
@@ -151,33 +159,66 @@ void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak
     g_mutex_unlock(&m->lock);
 }
 
-/* The measured median of node n on device, or NAN. Called with the lock held. */
+double psim_cost_mem_weight(const PsimGraph *g, const PsimNode *n, double peak_gflops, double mem_bw_GBps)
+{
+    PsimOpCount c;
+    psim_graph_node_count(g, n, &c);
+    double flop_us = peak_gflops > 0 ? c.flops / (peak_gflops * 1e3) : 0;
+    double byte_us = mem_bw_GBps > 0 ? (double)(c.bytes_read + c.bytes_written) / (mem_bw_GBps * 1e3) : 0;
+    return flop_us + byte_us > 0 ? byte_us / (flop_us + byte_us) : 1;
+}
+
+double psim_speed_ref_factor(const PsimSpeedRef *then, const PsimSpeedRef *now, double mem_weight)
+{
+    if (!then || !now || !(then->gemm_us > 0) || !(then->stream_us > 0) || !(now->gemm_us > 0) ||
+        !(now->stream_us > 0) || !(mem_weight >= 0 && mem_weight <= 1))
+        return 1;
+    return mem_weight * now->stream_us / then->stream_us + (1 - mem_weight) * now->gemm_us / then->gemm_us;
+}
+
+void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimSpeedRef *now)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    if (device >= 0 && device < m->n_dev)
+        m->rates[device].now = now ? *now : (PsimSpeedRef){0, 0};
+    g_mutex_unlock(&m->lock);
+}
+
+/* The measured median of node n on device (scaled to the device's current speed reference when
+ * both it and the row's are known), or NAN. Called with the lock held. */
 static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device)
 {
     g_autofree char *sig = psim_cost_signature(g, n);
     g_autofree char *key = g_strdup_printf("%d\n%s", device, sig);
     gpointer v;
+    Measured *row = NULL;
     if (g_hash_table_lookup_extended(m->measured, key, NULL, &v))
-        return v ? *(double *)v : NAN;
-    const PsimDevice *d = psim_cluster_device(m->cluster, device);
-    PsimTimingStats st;
-    gboolean other = FALSE;
-    GError *err = NULL;
-    double *us = NULL;
-    if (psim_cost_db_kernel_get(m->db, d, sig, &st, &other, &err))
-        us = g_memdup2(&st.median_us, sizeof(double));
-    else if (err)
-        warn_db_error(m, err);
-    else if (other && !m->rates[device].warned) {
-        fprintf(stderr,
-                "placesim: warning: cost DB %s: timings of %s were measured under another device "
-                "fingerprint (different hardware or library versions); they are not used "
-                "(profile again to use measurements)\n",
-                psim_cost_db_path(m->db), d->short_name);
-        m->rates[device].warned = TRUE;
+        row = v;
+    else {
+        const PsimDevice *d = psim_cluster_device(m->cluster, device);
+        PsimTimingStats st;
+        gboolean other = FALSE;
+        GError *err = NULL;
+        Measured got;
+        if (psim_cost_db_kernel_get_ref(m->db, d, sig, &st, &got.ref, &got.mem_weight, &other, &err)) {
+            got.median_us = st.median_us;
+            row = g_memdup2(&got, sizeof got);
+        } else if (err)
+            warn_db_error(m, err);
+        else if (other && !m->rates[device].warned) {
+            fprintf(stderr,
+                    "placesim: warning: cost DB %s: timings of %s were measured under another device "
+                    "fingerprint (different hardware or library versions); they are not used "
+                    "(profile again to use measurements)\n",
+                    psim_cost_db_path(m->db), d->short_name);
+            m->rates[device].warned = TRUE;
+        }
+        g_hash_table_insert(m->measured, g_steal_pointer(&key), row);
     }
-    g_hash_table_insert(m->measured, g_steal_pointer(&key), us);
-    return us ? *us : NAN;
+    if (!row)
+        return NAN;
+    return row->median_us * psim_speed_ref_factor(&row->ref, &m->rates[device].now, row->mem_weight);
 }
 
 gboolean psim_cost_op_is_free(const char *op)

@@ -1,6 +1,7 @@
 /* The cost DB: SQLite in WAL mode with a busy timeout, a versioned schema with migrations, and
  * one transaction per write so that several profilers can share a file. docs/cost-db.md. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@ struct PsimCostDb {
     char *path;
     GMutex lock;
     GHashTable *dev_ids; /* "name\ndigest" -> gint64 id (device rows never change id) */
+    int version;         /* the schema version it was opened at */
 };
 
 /* The schema's history: migrations[v] takes a DB from version v to v + 1. Never edit a released
@@ -83,6 +85,19 @@ static const char *const migrations[] = {
     "         k.n AS n, k.median_us AS median_us, k.mean_us AS mean_us, k.stddev_us AS stddev_us,"
     "         k.min_us AS min_us, k.source AS source, k.measured_at AS measured_at,"
     "         k.weights AS weights"
+    "  FROM kernels k JOIN devices d ON d.id = k.device_id;",
+    /* 3 -> 4: the host-speed reference (PsimSpeedRef) measured alongside each kernel row, and
+     * how memory-bound the kernel is (0 compute .. 1 memory); NULL for older rows. */
+    "ALTER TABLE kernels ADD COLUMN ref_gemm_us REAL;"
+    "ALTER TABLE kernels ADD COLUMN ref_stream_us REAL;"
+    "ALTER TABLE kernels ADD COLUMN mem_weight REAL;"
+    "DROP VIEW kernel_times;"
+    "CREATE VIEW kernel_times AS"
+    "  SELECT d.name AS device, d.fingerprint AS fingerprint, k.op AS op, k.signature AS signature,"
+    "         k.n AS n, k.median_us AS median_us, k.mean_us AS mean_us, k.stddev_us AS stddev_us,"
+    "         k.min_us AS min_us, k.source AS source, k.measured_at AS measured_at,"
+    "         k.weights AS weights, k.ref_gemm_us AS ref_gemm_us, k.ref_stream_us AS ref_stream_us,"
+    "         k.mem_weight AS mem_weight"
     "  FROM kernels k JOIN devices d ON d.id = k.device_id;",
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == PSIM_COST_DB_SCHEMA_VERSION);
@@ -296,6 +311,7 @@ PsimCostDb *psim__cost_db_open_version(const char *path, int version, GError **e
     g_clear_pointer(&st, sqlite3_finalize);
     if (!migrate(db, version, error))
         goto out;
+    db->version = version;
     return db;
 out:
     sqlite3_finalize(st);
@@ -424,6 +440,14 @@ gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, co
                                          const char *op, const char *source, const char *weights,
                                          const PsimTimingStats *s, GError **error)
 {
+    return psim_cost_db_kernel_put_ref(db, d, signature, op, source, weights, NULL, NAN, s, error);
+}
+
+gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     const char *op, const char *source, const char *weights,
+                                     const PsimSpeedRef *ref, double mem_weight,
+                                     const PsimTimingStats *s, GError **error)
+{
     g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
     gboolean ok = FALSE, open = FALSE;
@@ -434,9 +458,13 @@ gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, co
         goto out;
     if (!device_id(db, d, f, TRUE, &id, error))
         goto out;
-    /* Without a mode the column is left out (its default, ''), so that tests can still write
-     * rows into DBs made at older schema versions. */
-    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql, weights
+    /* Without a mode (or a reference) the columns are left out (their defaults), so that tests
+     * can still write rows into DBs made at older schema versions. */
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql,
+        ref ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+              " median_us, source, measured_at, weights, ref_gemm_us, ref_stream_us, mem_weight)"
+              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10, ?11, ?12, ?13)"
+        : weights
         ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
           " median_us, source, measured_at, weights) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10)"
         : "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
@@ -447,8 +475,17 @@ gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, co
     sqlite3_bind_text(st, 3, op ? op : "", -1, SQLITE_TRANSIENT);
     bind_stats(st, 4, s);
     sqlite3_bind_text(st, 9, source ? source : "clock", -1, SQLITE_TRANSIENT);
-    if (weights)
-        sqlite3_bind_text(st, 10, weights, -1, SQLITE_TRANSIENT);
+    if (weights || ref)
+        sqlite3_bind_text(st, 10, weights ? weights : "", -1, SQLITE_TRANSIENT);
+    if (ref) {
+        if (ref->gemm_us > 0 && ref->stream_us > 0 && isfinite(mem_weight)) {
+            sqlite3_bind_double(st, 11, ref->gemm_us);
+            sqlite3_bind_double(st, 12, ref->stream_us);
+            sqlite3_bind_double(st, 13, mem_weight);
+        } else
+            for (int i = 11; i <= 13; i++)
+                sqlite3_bind_null(st, i);
+    }
     PSIM_SQLITE_CHECK(db, sqlite3_step(st), "store kernel timing");
     g_clear_pointer(&st, sqlite3_finalize);
     ok = commit(db, error);
@@ -466,7 +503,19 @@ out:
 gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  PsimTimingStats *s, gboolean *other_fingerprint, GError **error)
 {
+    return psim_cost_db_kernel_get_ref(db, d, signature, s, NULL, NULL, other_fingerprint, error);
+}
+
+gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
+                                     gboolean *other_fingerprint, GError **error)
+{
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
+    if (ref)
+        *ref = (PsimSpeedRef){0, 0};
+    if (mem_weight)
+        *mem_weight = NAN;
+    gboolean with_ref = (ref || mem_weight) && db->version >= 4;
     gboolean found = FALSE;
     sqlite3_stmt *st = NULL;
     if (other_fingerprint)
@@ -474,9 +523,13 @@ gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char
     g_mutex_lock(&db->lock);
     /* This device's own row first, then one of identical hardware (same fingerprint). */
     PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db->sql,
-        "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us FROM kernels k"
-        " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
-        " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1", -1, &st, NULL), "read kernel timing");
+        with_ref ? "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.ref_gemm_us, k.ref_stream_us,"
+                   " k.mem_weight FROM kernels k"
+                   " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
+                   " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1"
+                 : "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us FROM kernels k"
+                   " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
+                   " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1", -1, &st, NULL), "read kernel timing");
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, f->digest, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, d->name, -1, SQLITE_TRANSIENT);
@@ -484,6 +537,12 @@ gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char
     PSIM_SQLITE_CHECK(db, rc, "read kernel timing");
     if (rc == SQLITE_ROW) {
         read_stats(st, 0, s);
+        if (with_ref && sqlite3_column_type(st, 5) != SQLITE_NULL && sqlite3_column_type(st, 7) != SQLITE_NULL) {
+            if (ref)
+                *ref = (PsimSpeedRef){sqlite3_column_double(st, 5), sqlite3_column_double(st, 6)};
+            if (mem_weight)
+                *mem_weight = sqlite3_column_double(st, 7);
+        }
         found = TRUE;
     } else if (other_fingerprint) {
         g_clear_pointer(&st, sqlite3_finalize);

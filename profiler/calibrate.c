@@ -8,9 +8,8 @@
 #define GEMM_N 512
 #define COPY_BYTES (64u << 20)
 
-/* A graph holding one node `op` over float32 inputs of the given shapes (one output shape). */
-static PsimGraph *one_node(const char *op, int32_t n_in, int32_t rank, const int64_t *const *in_dims,
-                           const int64_t *out_dims, GError **error)
+PsimGraph *psim__profiler_one_node(const char *op, int32_t n_in, int32_t rank, const int64_t *const *in_dims,
+                                   const int64_t *out_dims, GError **error)
 {
     g_autoptr(PsimGraph) g = psim_graph_new("calibration");
     PsimNode *y = psim_graph_node_add(g, "y", op, error);
@@ -49,7 +48,7 @@ static gboolean calibrate_cpu(PsimProfiler *p, int32_t dev, PsimProfileReport *r
 
     const int64_t sq[2] = {GEMM_N, GEMM_N};
     const int64_t *dims2[2] = {sq, sq};
-    g_autoptr(PsimGraph) gemm = one_node("MatMul", 2, 2, dims2, sq, error);
+    g_autoptr(PsimGraph) gemm = psim__profiler_one_node("MatMul", 2, 2, dims2, sq, error);
     if (!gemm)
         return FALSE;
     if (psim_profiler_measure_node(p, gemm, psim_graph_node_find(gemm, "y"), dev, &st, &err)) {
@@ -77,7 +76,7 @@ static gboolean calibrate_cpu(PsimProfiler *p, int32_t dev, PsimProfileReport *r
 
     const int64_t one[1] = {1};
     const int64_t *dims1[1] = {one};
-    g_autoptr(PsimGraph) relu = one_node("Relu", 1, 1, dims1, one, error);
+    g_autoptr(PsimGraph) relu = psim__profiler_one_node("Relu", 1, 1, dims1, one, error);
     if (!relu)
         return FALSE;
     if (psim_profiler_measure_node(p, relu, psim_graph_node_find(relu, "y"), dev, &st, &err)) {

@@ -25,6 +25,8 @@ struct PsimProfiler {
     int32_t info_graph_nodes;
     PsimProfileWeights info_mode;
     gboolean *info_constant; /* NULL on a cycle */
+    /* The speed reference's kernels (made on first use): a MatMul and a Relu. */
+    PsimGraph *ref_gemm, *ref_stream;
 };
 
 /* Fills the last-graph cache above for g. */
@@ -61,6 +63,11 @@ gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const v
 /* Fits and records the link model of (a, b) when at least two sizes were measured. */
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
                                  GError **error);
+
+/* A graph holding one node "y" of `op` over float32 Placeholder inputs "x0".. of the given
+ * shapes (one output shape); the calibration and the speed reference time its node. */
+PsimGraph *psim__profiler_one_node(const char *op, int32_t n_in, int32_t rank, const int64_t *const *in_dims,
+                                   const int64_t *out_dims, GError **error);
 
 #ifdef PSIM_HAVE_CUDA
 /* CUPTI activity collection (profiler/cuda/cupti.c). Started once per process; records of work

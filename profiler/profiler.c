@@ -142,6 +142,8 @@ void psim_profiler_free(PsimProfiler *p)
     g_free(p->workers);
     g_free(p->worker_errors);
     g_free(p->info_constant);
+    g_clear_pointer(&p->ref_gemm, psim_graph_free);
+    g_clear_pointer(&p->ref_stream, psim_graph_free);
     g_free(p);
 }
 
@@ -556,6 +558,7 @@ typedef struct {
     int32_t device;
     GArray *samples; /* raw samples (double, us); created by interleave() */
     GError *error;   /* why it could not be measured (samples then NULL) */
+    PsimSpeedRef ref; /* the device's speed reference over the slot's passes (CPU) */
     /* private to interleave() */
     NodeBench b;
     gboolean live; /* set up, not yet torn down */
@@ -566,6 +569,9 @@ typedef struct {
 #define INTERLEAVE_MAX_BYTES ((uint64_t)4 << 30)
 /* A burst lasts about this long (at least one run, and reps / rounds). */
 #define BURST_US 200.0
+/* The speed reference's kernels are timed (a burst each) at the start of each pass and then
+ * every this often. */
+#define REF_EVERY_US 10000.0
 
 static void slot_drop(PsimProfiler *p, Slot *s, GError *err)
 {
@@ -579,6 +585,44 @@ static void slot_drop(PsimProfiler *p, Slot *s, GError *err)
         s->error = err;
     else if (err)
         g_error_free(err);
+}
+
+/* The speed reference's two kernels, set up on device's worker as slots: a 256^3 MatMul
+ * (compute-bound) and a Relu over [1, 128, 56, 56] float32 (1.6 MB in, 1.6 MB out: memory-bound,
+ * a mid-sized activation of the light models). They are timed exactly as the profiled kernels
+ * are (inputs read into the caches before each burst, output evicted after each run), so their
+ * times move with the host's speed as those kernels' do. Returns 2, or 0 when they cannot be set
+ * up (the rows then carry no reference); ref[k].g is set for the slots to drop afterwards. */
+static int32_t ref_setup(PsimProfiler *p, int32_t dev, Slot *ref)
+{
+    memset(ref, 0, 2 * sizeof *ref);
+    if (!p->ref_gemm) {
+        const int64_t sq[2] = {256, 256};
+        const int64_t *dims2[2] = {sq, sq};
+        const int64_t act[4] = {1, 128, 56, 56};
+        const int64_t *dims1[1] = {act};
+        p->ref_gemm = psim__profiler_one_node("MatMul", 2, 2, dims2, sq, NULL);
+        p->ref_stream = psim__profiler_one_node("Relu", 1, 4, dims1, act, NULL);
+    }
+    if (!p->ref_gemm || !p->ref_stream)
+        return 0;
+    PsimGraph *graphs[2] = {p->ref_gemm, p->ref_stream};
+    for (int32_t k = 0; k < 2; k++) {
+        Slot *s = &ref[k];
+        *s = (Slot){.g = graphs[k], .n = psim_graph_node_find(graphs[k], "y"), .device = dev};
+        GError *err = NULL;
+        if (!bench_init(p, s->g, s->n, dev, &s->b, &err)) {
+            g_error_free(err);
+            return 0;
+        }
+        s->samples = g_array_new(FALSE, FALSE, sizeof(double));
+        s->live = TRUE;
+        if (!psim_worker_call(p->workers[dev], node_setup, &s->b, &err)) {
+            g_error_free(err);
+            return 0;
+        }
+    }
+    return 2;
 }
 
 /* Times every slot. A GPU node is timed in one stretch of the budget (CUPTI timings are steady).
@@ -636,12 +680,24 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                 }
                 n_live++;
             }
-            /* The passes. */
+            /* The passes, with the speed reference's kernels timed among them. */
+            Slot ref_slots[2] = {{0}};
+            int32_t n_ref = n_live > 0 ? ref_setup(p, dev, ref_slots) : 0;
+            double last_ref = -1e300;
             for (int32_t r = 0; r < rounds && n_live > 0; r++)
                 for (int32_t i = first; i < next; i++) {
                     Slot *s = &slots[i];
                     if (s->device != dev || !s->live)
                         continue;
+                    if (n_ref && (i == first || psim_exec_now_us() - last_ref >= REF_EVERY_US)) {
+                        for (int32_t k = 0; k < n_ref; k++) {
+                            BurstJob j = {.b = &ref_slots[k].b, .burst_us = BURST_US, .min_runs = 1,
+                                          .samples = ref_slots[k].samples};
+                            if (!psim_worker_call(p->workers[dev], node_burst, &j, NULL))
+                                n_ref = 0;
+                        }
+                        last_ref = psim_exec_now_us();
+                    }
                     g_autofree char *what = g_strdup_printf("%s on %s", s->n->op, d->short_name);
                     if (s->samples->len >= 3 && s->spent_us >= budget_us * (r + 1) / rounds) {
                         psim__profiler_progress(p, "kernels", ++*done, total, what);
@@ -659,10 +715,21 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                     s->spent_us = j.spent_us;
                     psim__profiler_progress(p, "kernels", ++*done, total, what);
                 }
+            PsimSpeedRef ref = {0, 0};
+            if (n_ref == 2 && ref_slots[0].samples->len && ref_slots[1].samples->len) {
+                PsimTimingStats a, b;
+                psim_timing_stats((double *)ref_slots[0].samples->data, ref_slots[0].samples->len, &a);
+                psim_timing_stats((double *)ref_slots[1].samples->data, ref_slots[1].samples->len, &b);
+                ref = (PsimSpeedRef){a.median_us, b.median_us};
+            }
+            for (int32_t k = 0; k < 2; k++)
+                if (ref_slots[k].g)
+                    slot_drop(p, &ref_slots[k], NULL);
             for (int32_t i = first; i < next; i++)
                 if (slots[i].device == dev && slots[i].live) {
                     psim_worker_call(p->workers[dev], node_teardown, &slots[i].b, NULL);
                     slots[i].live = FALSE;
+                    slots[i].ref = ref;
                 }
         }
     }
@@ -670,8 +737,10 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
 
 gboolean psim_profiler_measure_nodes(PsimProfiler *p, const PsimGraph *g, const PsimNode *const *nodes,
                                      int32_t n_nodes, int32_t device, GArray **samples, char **why,
-                                     GError **error)
+                                     PsimSpeedRef *ref, GError **error)
 {
+    if (ref)
+        *ref = (PsimSpeedRef){0, 0};
     if (device < 0 || device >= p->n_devices) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "no device %d in the cluster", device);
         return FALSE;
@@ -683,6 +752,8 @@ gboolean psim_profiler_measure_nodes(PsimProfiler *p, const PsimGraph *g, const 
     p->t0_us = psim_exec_now_us();
     interleave(p, slots, n_nodes, &done, n_nodes * p->opts.rounds);
     for (int32_t i = 0; i < n_nodes; i++) {
+        if (ref && slots[i].ref.gemm_us > 0)
+            *ref = slots[i].ref;
         samples[i] = slots[i].samples;
         if (why)
             why[i] = slots[i].error ? g_strdup(slots[i].error->message) : NULL;
@@ -829,7 +900,9 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
             PsimTimingStats st;
             psim_timing_stats((double *)s->samples->data, s->samples->len, &st);
             const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
-            if (p->db && !psim_cost_db_kernel_put_weights(p->db, d, it->sig, it->n->op, how, item_mode(p, it), &st, error))
+            double w = psim_cost_mem_weight(it->g, it->n, d->peak_gflops, d->mem_bw_GBps);
+            if (p->db && !psim_cost_db_kernel_put_ref(p->db, d, it->sig, it->n->op, how, item_mode(p, it),
+                                                      &s->ref, w, &st, error))
                 ok = FALSE;
             else {
                 report->measured++;

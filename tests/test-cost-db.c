@@ -157,7 +157,7 @@ static void test_migration(void)
     g_assert_cmpstr(w, ==, "");
     psim_cost_db_close(db);
     g_autofree char *v = raw_query(path, "SELECT value FROM meta WHERE key = 'schema_version'");
-    g_assert_cmpstr(v, ==, "3");
+    g_assert_cmpstr(v, ==, "4");
 }
 
 /* A version-2 DB (before the weights column) opens, keeps its rows, and takes modes. */
@@ -175,7 +175,7 @@ static void test_migration_v2(void)
     psim_cost_db_close(db);
     db = psim_cost_db_open(path, &err);
     g_assert_no_error(err);
-    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 3);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, PSIM_COST_DB_SCHEMA_VERSION);
     PsimTimingStats got;
     g_assert_true(psim_cost_db_kernel_get(db, d, "Gemm(x)", &got, NULL, &err));
     g_assert_cmpfloat(got.median_us, ==, 70);
@@ -188,6 +188,55 @@ static void test_migration_v2(void)
     /* The view shows the column. */
     g_autofree char *v = raw_query(path, "SELECT weights FROM kernel_times WHERE signature = 'Gemm(x)'");
     g_assert_cmpstr(v, ==, "cold");
+}
+
+/* A version-3 DB opens at version 4: old rows have no speed reference; new rows keep theirs, and
+ * the cost model scales a referenced row to the device's current reference. */
+static void test_migration_v3_ref(void)
+{
+    g_autofree char *path = tmp_path("v3.db");
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    const PsimDevice *d = psim_cluster_device(c, 0);
+    PsimTimingStats s = stats(100);
+    PsimCostDb *db = psim__cost_db_open_version(path, 3, &err);
+    g_assert_no_error(err);
+    g_assert_true(psim_cost_db_kernel_put_weights(db, d, "Old(x)", "Relu", "monotonic", "warm", &s, &err));
+    psim_cost_db_close(db);
+    db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 4);
+    PsimTimingStats got;
+    PsimSpeedRef ref;
+    double w;
+    g_assert_true(psim_cost_db_kernel_get_ref(db, d, "Old(x)", &got, &ref, &w, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    g_assert_cmpfloat(ref.gemm_us, ==, 0);
+    g_assert_true(isnan(w));
+    PsimSpeedRef then = {40, 80};
+    g_assert_true(psim_cost_db_kernel_put_ref(db, d, "New(x)", "Relu", "monotonic", "cold", &then, 0.25, &s, &err));
+    g_assert_no_error(err);
+    g_assert_true(psim_cost_db_kernel_get_ref(db, d, "New(x)", &got, &ref, &w, NULL, &err));
+    g_assert_cmpfloat(ref.gemm_us, ==, 40);
+    g_assert_cmpfloat(ref.stream_us, ==, 80);
+    g_assert_cmpfloat(w, ==, 0.25);
+    /* An incomplete reference leaves the columns NULL. */
+    PsimSpeedRef half = {40, 0};
+    g_assert_true(psim_cost_db_kernel_put_ref(db, d, "Half(x)", "Relu", "monotonic", "cold", &half, 0.5, &s, &err));
+    g_assert_true(psim_cost_db_kernel_get_ref(db, d, "Half(x)", &got, &ref, &w, NULL, &err));
+    g_assert_cmpfloat(ref.gemm_us, ==, 0);
+    g_assert_true(isnan(w));
+
+    /* The factor: w * stream ratio + (1 - w) * gemm ratio; 1 without both references. */
+    PsimSpeedRef now = {44, 100}; /* compute 10% and memory 25% slower */
+    g_assert_cmpfloat(fabs(psim_speed_ref_factor(&then, &now, 0.25) - (0.25 * 1.25 + 0.75 * 1.1)), <, 1e-12);
+    g_assert_cmpfloat(psim_speed_ref_factor(&then, &half, 0.25), ==, 1);
+    g_assert_cmpfloat(psim_speed_ref_factor(NULL, &now, 0.25), ==, 1);
+    g_assert_cmpfloat(psim_speed_ref_factor(&then, &now, NAN), ==, 1);
+
+    psim_cost_db_close(db);
+    g_autofree char *v = raw_query(path, "SELECT ref_stream_us FROM kernel_times WHERE signature = 'New(x)'");
+    g_assert_cmpstr(v, ==, "80.0");
 }
 
 static void expect_open_error(const char *path, const char *needle)
@@ -380,6 +429,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cost/db/fingerprint", test_fingerprint);
     g_test_add_func("/cost/db/migration", test_migration);
     g_test_add_func("/cost/db/migration-v2", test_migration_v2);
+    g_test_add_func("/cost/db/migration-v3-ref", test_migration_v3_ref);
     g_test_add_func("/cost/db/bad-files", test_bad_files);
     g_test_add_func("/cost/db/concurrent-writers", test_concurrent_writers);
     g_test_add_func("/cost/db/link-fit", test_link_fit);

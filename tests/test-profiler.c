@@ -77,7 +77,8 @@ static void test_measure_node(void)
                                 psim_graph_node_find(g, "mb")};
     GArray *samples[3];
     char *why[3];
-    g_assert_true(psim_profiler_measure_nodes(p, g, nodes, 3, 0, samples, why, &err));
+    PsimSpeedRef ref;
+    g_assert_true(psim_profiler_measure_nodes(p, g, nodes, 3, 0, samples, why, &ref, &err));
     g_assert_no_error(err);
     g_assert_nonnull(samples[0]);
     g_assert_nonnull(samples[2]);
@@ -89,12 +90,15 @@ static void test_measure_node(void)
     psim_timing_stats((double *)samples[2]->data, samples[2]->len, &s2);
     g_assert_cmpint(s0.n, >=, o.rounds);
     g_assert_cmpfloat(s2.median_us, >, 10 * s0.median_us);
+    /* The speed reference was sampled among the passes. */
+    g_assert_cmpfloat(ref.gemm_us, >, 0);
+    g_assert_cmpfloat(ref.stream_us, >, 0);
     for (int i = 0; i < 3; i++) {
         if (samples[i])
             g_array_free(samples[i], TRUE);
         g_free(why[i]);
     }
-    g_assert_false(psim_profiler_measure_nodes(p, g, nodes, 3, 7, samples, why, &err));
+    g_assert_false(psim_profiler_measure_nodes(p, g, nodes, 3, 7, samples, why, NULL, &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
     g_clear_error(&err);
 }

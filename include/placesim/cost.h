@@ -23,12 +23,35 @@ const char *psim_cost_source_name(PsimCostSource s);
 typedef struct PsimCostDb PsimCostDb;
 typedef struct PsimCostModel PsimCostModel;
 
+/* A host-speed reference: the median microseconds, on one device, of two small fixed kernels
+ * timed in among the profiled kernels (psim_profiler's passes): a cache-resident SGEMM
+ * (compute-bound) and a ReLU over 1 MiB into an evicted output (memory-bound). On a shared
+ * machine a core's speed drifts by 5-15% over minutes; a kernel row divided by the reference of
+ * its own profile does not (docs/cost-db.md). 0 where unknown. */
+typedef struct {
+    double gemm_us;
+    double stream_us;
+} PsimSpeedRef;
+
+/* How memory-bound node n is, from its FLOPs and bytes against the device's rates: the share of
+ * the memory time in (FLOP time + memory time), in [0, 1]. */
+double psim_cost_mem_weight(const PsimGraph *g, const PsimNode *n, double peak_gflops, double mem_bw_GBps);
+/* The factor by which a kernel's time changes when the host's reference goes from `then` to
+ * `now`: w * now.stream / then.stream + (1 - w) * now.gemm / then.gemm for memory weight w;
+ * 1 when either reference or w is unknown. */
+double psim_speed_ref_factor(const PsimSpeedRef *then, const PsimSpeedRef *now, double mem_weight);
+
 /* A cost model over cluster c, reading measured rows from db when not NULL (both borrowed:
  * they must outlive the model). Free with psim_cost_model_free. */
 PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db);
 void psim_cost_model_free(PsimCostModel *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCostModel, psim_cost_model_free)
 const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m);
+
+/* The host's reference on `device` now (NULL: none, the default). With one set, a measured row
+ * that carries its own profile's reference is scaled by psim_speed_ref_factor: the model then
+ * answers for the host as fast as it is now, not as it was while profiling. */
+void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimSpeedRef *now);
 
 /* Microseconds for node n of g on device `device` (cluster index); +inf when it cannot run there
  * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. */
@@ -69,7 +92,7 @@ char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);
 /* The cost DB: an SQLite file of measured kernel and link timings and device calibrations,
  * keyed by device name and fingerprint. Schema and example queries: docs/cost-db.md. */
 
-#define PSIM_COST_DB_SCHEMA_VERSION 3
+#define PSIM_COST_DB_SCHEMA_VERSION 4
 
 /* What identifies the hardware and software a timing was measured with. Rows are used only for
  * a device whose fingerprint digest equals the current one. */
@@ -117,11 +140,23 @@ gboolean psim_cost_db_kernel_put(PsimCostDb *db, const PsimDevice *d, const char
 gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                          const char *op, const char *source, const char *weights,
                                          const PsimTimingStats *s, GError **error);
+/* Schema 4: the same with the host-speed reference measured alongside (ref may be NULL: the
+ * columns stay NULL, as they do when ref is incomplete) and the kernel's memory weight
+ * (psim_cost_mem_weight). */
+gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     const char *op, const char *source, const char *weights,
+                                     const PsimSpeedRef *ref, double mem_weight,
+                                     const PsimTimingStats *s, GError **error);
 /* The timing of `signature` on device d: a row of d with d's current fingerprint, else of another
  * device with the same fingerprint (identical hardware). Returns TRUE with *s filled when found.
  * *other_fingerprint (may be NULL) is set when only rows of d under another fingerprint exist. */
 gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  PsimTimingStats *s, gboolean *other_fingerprint, GError **error);
+/* Schema 4: the same, with the host-speed reference measured alongside the row and the row's
+ * memory weight (ref zeroed and mem_weight NAN for rows without them). Either may be NULL. */
+gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
+                                     gboolean *other_fingerprint, GError **error);
 /* TRUE if a row exists for (signature, d with its current fingerprint) (the profiler's skip). */
 gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  GError **error);

@@ -143,10 +143,12 @@ gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
  * all set up once, then opts.rounds passes of a short burst each, paced to opts.budget_ms).
  * samples[i] gets node i's raw samples (a new GArray of double, microseconds), or NULL when it
  * could not be measured; then why[i] (when why is not NULL) gets the reason (g_free both).
+ * *ref (may be NULL) gets the device's speed reference sampled among the passes (CPU devices;
+ * zero otherwise).
  * FALSE only for a device index out of range. */
 gboolean psim_profiler_measure_nodes(PsimProfiler *p, const PsimGraph *g, const PsimNode *const *nodes,
                                      int32_t n_nodes, int32_t device, GArray **samples, char **why,
-                                     GError **error);
+                                     PsimSpeedRef *ref, GError **error);
 
 /* Profiles graphs: every distinct signature on every device that can run it (skipping those in
  * the DB unless opts->force), then links and calibration as the options ask. *report may be

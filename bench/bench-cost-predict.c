@@ -31,7 +31,7 @@ int main(int argc, char **argv)
 {
     const char *spec = "local:2", *dev_name = "CPU:0", *db_path = NULL, *clock = "monotonic", *weights = "auto";
     double budget = 1000;
-    int rounds = 30;
+    int rounds = 100;
     gboolean json = FALSE;
     GOptionEntry entries[] = {
         {"cluster", 0, 0, G_OPTION_ARG_STRING, &spec, "cluster", "SPEC"},
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "cost DB", "DB"},
         {"clock", 0, 0, G_OPTION_ARG_STRING, &clock, "monotonic or thread-cpu", "CLOCK"},
         {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "budget per node", "MS"},
-        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "interleaved passes over all nodes, samples pooled (default 30)", "N"},
+        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds, "interleaved passes over all nodes, samples pooled (default 100)", "N"},
         {"weights", 0, 0, G_OPTION_ARG_STRING, &weights, "auto (default), cold or warm", "MODE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object", NULL},
         {NULL}};

@@ -5,13 +5,13 @@
 #  2. profile them again into B.db: repeatability of the medians (kernels >= 100 us);
 #  3. resnet50: the cost model's time per node (from A.db) against a fresh standalone
 #     measurement of each node.
-# Usage: bash bench/profile-figures.sh [OUT_DIR]   (CLOCK=monotonic|thread-cpu, ROUNDS=30,
+# Usage: bash bench/profile-figures.sh [OUT_DIR]   (CLOCK=monotonic|thread-cpu, ROUNDS=100,
 #        BUILD=build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 CLOCK="${CLOCK:-monotonic}"
-ROUNDS="${ROUNDS:-30}"
+ROUNDS="${ROUNDS:-100}"
 OUT="${1:-/tmp/psim-profile-figures-$CLOCK}"
 DATA="${PSIM_DATA:-../shared/data}/onnx-light"
 PSIM="$BUILD/placesim"

@@ -25,7 +25,7 @@ void psim_profile_options_init(PsimProfileOptions *o)
         .link_min_bytes = 1024,
         .link_max_bytes = 256u << 20,
         .seed = 42,
-        .rounds = 30,
+        .rounds = 100,
     };
 }
 

@@ -24,8 +24,8 @@ for k in ("measured", "skipped", "devices", "elapsed_ms"):
 assert r["measured"] == 4 and r["skipped"] == 0, r
 assert len(r["devices"]) >= 2 and r["link_pairs"] == 2, r
 PY
-# Not a terminal: plain progress lines, no carriage returns; the last one is 4 pairs x 30 passes.
-grep -q "placesim profile: kernels 120/120" "$tmp/err.txt"
+# Not a terminal: plain progress lines, no carriage returns; the last one is 4 pairs x 100 passes.
+grep -q "placesim profile: kernels 400/400" "$tmp/err.txt"
 ! grep -q $'\r' "$tmp/err.txt"
 if command -v sqlite3 > /dev/null; then
     [ "$(sqlite3 "$tmp/c.db" "SELECT count(*) FROM kernels")" = 4 ]

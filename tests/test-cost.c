@@ -122,6 +122,29 @@ static void test_resolution(void)
         g_autofree double *table = psim_cost_table(m, g, &err);
         g_assert_cmpfloat(table[y->id], ==, 50);
         g_assert_true(isinf(table[t->id]));
+        /* A row without its profile's speed reference is not scaled by a current one. */
+        PsimSpeedRef now = {200, 100};
+        psim_cost_model_set_speed_ref(m, 0, &now);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, &src), ==, 50);
+    }
+
+    /* A row with its profile's speed reference: scaled to the device's current reference by the
+     * row's memory weight; unchanged without a current one. */
+    PsimSpeedRef then = {100, 100};
+    double mw = psim_cost_mem_weight(g, y, 10, 1);
+    g_assert_cmpfloat(mw, >, 0.5); /* 32.8 us of bytes against 26.2 us of FLOPs */
+    g_assert_cmpfloat(mw, <, 0.6);
+    g_assert_true(psim_cost_db_kernel_put_ref(db, d, sy, "MatMul", "monotonic", "warm", &then, mw, &s, &err));
+    g_assert_no_error(err);
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, NULL), ==, 50);
+        PsimSpeedRef now = {110, 150}; /* compute 10%, memory 50% slower */
+        psim_cost_model_set_speed_ref(m, 0, &now);
+        g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, y, 0, NULL), 50 * (mw * 1.5 + (1 - mw) * 1.1), 1e-9);
+        g_assert_cmpfloat(psim_cost_node(m, g, z, 0, NULL), ==, 7); /* annotations are not scaled */
+        psim_cost_model_set_speed_ref(m, 0, NULL);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, NULL), ==, 50);
     }
 }
 

@@ -90,7 +90,7 @@ int psim_cmd_profile(int argc, char **argv)
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
          "Time each graph's CPU kernels in N interleaved passes (set up once; each pass times a "
          "short burst of every kernel, paced to the budget) and pool the samples, so that the busy "
-         "moments of a shared machine do not decide a row (default 30)", "N"},
+         "moments of a shared machine do not decide a row (default 100)", "N"},
         {"weights", 0, 0, G_OPTION_ARG_STRING, &weights,
          "CPU kernels' constant inputs (weights): cold (evicted from the caches before each timed "
          "run, as in a step of a model whose weights do not stay cached), warm (left in cache by "

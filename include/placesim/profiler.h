@@ -82,7 +82,7 @@ typedef struct {
      * short burst (about 200 us, at least one run and reps / rounds) of every kernel still under
      * budget_ms * pass / rounds, and a row pools the samples of every pass. Spreading a
      * kernel's samples over the whole profile keeps the busy moments of a shared machine from
-     * deciding its row (default 30). GPU kernels are timed in one stretch. */
+     * deciding its row (default 100). GPU kernels are timed in one stretch. */
     int32_t rounds;
     PsimProfileWeights weights; /* CPU kernels' constant inputs cold or warm (default AUTO) */
     void (*progress)(const PsimProfileProgress *p, void *user);

@@ -394,7 +394,7 @@ int psim_cmd_study(int argc, char **argv)
     g_autofree char *cluster_spec = NULL, *algos = NULL, *db_path = NULL, *out_dir = NULL;
     g_autofree char *order_name = NULL, *profile_weights = NULL;
     gboolean json = FALSE, no_profile = FALSE;
-    int steps = 10, rounds = -1, profile_rounds = 30;
+    int steps = 10, rounds = -1, profile_rounds = 100;
     double profile_budget = 300;
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
@@ -405,7 +405,7 @@ int psim_cmd_study(int argc, char **argv)
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
          "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 3, at most --steps)", "N"},
         {"profile-rounds", 0, 0, G_OPTION_ARG_INT, &profile_rounds,
-         "Profile in N interleaved passes, samples pooled (default 30; see 'placesim profile')", "N"},
+         "Profile in N interleaved passes, samples pooled (default 100; see 'placesim profile')", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name, "static (default) or dynamic", "ORDER"},
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},

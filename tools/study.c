@@ -403,7 +403,7 @@ int psim_cmd_study(int argc, char **argv)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
         {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Measured steps per run (default 10)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
-         "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 3, at most --steps)", "N"},
+         "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 10, at most --steps)", "N"},
         {"profile-rounds", 0, 0, G_OPTION_ARG_INT, &profile_rounds,
          "Profile in N interleaved passes, samples pooled (default 100; see 'placesim profile')", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
@@ -431,7 +431,7 @@ int psim_cmd_study(int argc, char **argv)
     if (steps < 1 || steps > 100000)
         return psim_cli_usage("study", "--steps must be between 1 and 100000");
     if (rounds == -1)
-        rounds = MIN(3, steps);
+        rounds = MIN(10, steps);
     if (rounds < 1 || rounds > steps)
         return psim_cli_usage("study", "--rounds must be between 1 and --steps");
     if (profile_rounds < 1 || profile_rounds > 1000)

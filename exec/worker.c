@@ -394,6 +394,20 @@ uint64_t psim_worker_memory(const PsimWorker *w, uint64_t *peak)
     return (uint64_t)atomic_load(&w->mem->live);
 }
 
+void psim_worker_pool_release(PsimWorker *w)
+{
+    MemCounter *m = w->mem;
+    pthread_mutex_lock(&m->pool_lock);
+    for (int c = 0; c < POOL_CLASSES; c++)
+        while (m->pool[c]) {
+            PoolBlock *b = m->pool[c];
+            m->pool[c] = b->next;
+            free(b);
+        }
+    m->pooled = 0;
+    pthread_mutex_unlock(&m->pool_lock);
+}
+
 void psim_worker_memory_reset_peak(PsimWorker *w)
 {
     atomic_store(&w->mem->peak, atomic_load(&w->mem->live));

@@ -731,6 +731,12 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                     slots[i].live = FALSE;
                     slots[i].ref = ref;
                 }
+            /* The next group starts from an empty pool, as a process that runs only its graph
+             * would: with the blocks of earlier groups (up to 1 GiB) recycled into its inputs
+             * and outputs, resnet50's Relu and BatchNormalization nodes timed 30% faster after
+             * alexnet's and inception_v1's groups than in a process of their own. */
+            if (p->workers[dev])
+                psim_worker_pool_release(p->workers[dev]);
         }
     }
 }

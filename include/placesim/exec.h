@@ -93,6 +93,8 @@ PsimTensor *psim_worker_to_host(PsimWorker *w, PsimTensor *t, GError **error);
  * (optional) gets the most alive at once since psim_worker_memory_reset_peak. */
 uint64_t psim_worker_memory(const PsimWorker *w, uint64_t *peak);
 void psim_worker_memory_reset_peak(PsimWorker *w);
+/* Frees the blocks the worker keeps for reuse (its pool of freed tensors' memory). */
+void psim_worker_pool_release(PsimWorker *w);
 /* Allocates a zeroed tensor in the worker's device memory, accounted as above (what the
  * executor gives kernels as ctx->alloc). NULL with a RUNTIME error when out of memory, an
  * INPUT error when the shape is unknown or absurd. Free with psim_tensor_unref. */

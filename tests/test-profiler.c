@@ -101,7 +101,6 @@ static void test_measure_node(void)
     g_assert_false(psim_profiler_measure_nodes(p, g, nodes, 3, 7, samples, why, NULL, &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
     g_clear_error(&err);
-
 }
 
 static void test_run(void)

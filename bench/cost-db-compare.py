@@ -13,11 +13,22 @@ import argparse
 import json
 import sqlite3
 import statistics
+import sys
+
+
+def fail(msg):
+    print(f"cost-db-compare: {msg}", file=sys.stderr)
+    sys.exit(2)
 
 
 def rows(path):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    cols = {r[1] for r in db.execute("PRAGMA table_info(kernels)")}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        cols = {r[1] for r in db.execute("PRAGMA table_info(kernels)")}
+    except sqlite3.Error as e:
+        fail(f"{path}: cannot read the cost DB: {e}")
+    if not cols:
+        fail(f"{path}: not a placesim cost DB (no kernels table)")
     ref = "ref_gemm_us" in cols
     q = ("SELECT d.name, k.signature, k.op, k.median_us" +
          (", k.ref_gemm_us, k.ref_stream_us, k.mem_weight" if ref else "") +

@@ -83,11 +83,13 @@ int main(int argc, char **argv)
     g_autofree double *rel = g_new(double, n + 1);
     g_autofree double *rel_big = g_new(double, n + 1);
     int32_t k_big = 0;
-    if (rounds < 1)
-        rounds = 1;
-    /* The nodes the DB has a measured row for (marked with an empty array). */
+    /* The nodes the DB has a measured row for: each is measured again now, alone, interleaved
+     * as the profiler does, samples pooled over `rounds` passes. */
     g_autofree double *pred = g_new0(double, n + 1);
     g_autofree GArray **samples = g_new0(GArray *, n + 1);
+    g_autofree const PsimNode **todo = g_new0(const PsimNode *, n + 1);
+    g_autofree int32_t *todo_id = g_new0(int32_t, n + 1);
+    int32_t n_todo = 0;
     for (int32_t v = 0; v < n; v++) {
         const PsimNode *node = psim_graph_node(g, v);
         if (!psim_profiler_node_measurable(g, node, constant))
@@ -98,20 +100,9 @@ int main(int argc, char **argv)
             not_measured++;
             continue;
         }
-        samples[v] = g_array_new(FALSE, FALSE, sizeof(double));
+        todo_id[n_todo] = v;
+        todo[n_todo++] = node;
     }
-    /* The fresh measurements: every node alone, interleaved as the profiler does, samples
-     * pooled over `rounds` passes. */
-    g_autofree const PsimNode **todo = g_new0(const PsimNode *, n + 1);
-    g_autofree int32_t *todo_id = g_new0(int32_t, n + 1);
-    int32_t n_todo = 0;
-    for (int32_t v = 0; v < n; v++)
-        if (samples[v]) {
-            g_array_free(samples[v], TRUE);
-            samples[v] = NULL;
-            todo_id[n_todo] = v;
-            todo[n_todo++] = psim_graph_node(g, v);
-        }
     g_autofree GArray **got = g_new0(GArray *, n_todo + 1);
     g_autofree char **why = g_new0(char *, n_todo + 1);
     PsimSpeedRef now;

@@ -15,9 +15,8 @@ struct PsimProfiler {
     char **worker_errors;  /* why a device has no worker */
     double t0_us;          /* start of the current run, for progress */
     uint64_t rng;
-    uint64_t llc_bytes; /* psim_profile_llc_bytes() when weights are AUTO, read once */
-    uint64_t llc_touch_bytes; /* psim_profile_llc_bytes(): inputs up to this size are read into
-                               * the caches before each burst of an interleaved profile */
+    uint64_t llc_bytes; /* psim_profile_llc_bytes(), read once: the AUTO weights decision, and
+                         * inputs up to this size are read into the caches before each burst */
     /* The last graph measured (pointer and node count): its weights mode, and which nodes are
      * evaluated once before any step (psim_cost_constant_nodes: weights, folded or computed by
      * constant subgraphs), whose outputs are the inputs evicted in COLD mode. */

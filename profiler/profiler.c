@@ -104,8 +104,7 @@ PsimProfiler *psim_profiler_new(const PsimCluster *c, PsimCostDb *db,
         return NULL;
     }
     p->rng = p->opts.seed ? p->opts.seed : 1;
-    p->llc_touch_bytes = psim_profile_llc_bytes();
-    p->llc_bytes = p->opts.weights == PSIM_PROFILE_WEIGHTS_AUTO ? p->llc_touch_bytes : 0;
+    p->llc_bytes = psim_profile_llc_bytes();
     p->n_devices = psim_cluster_n_devices(c);
     p->workers = g_new0(PsimWorker *, p->n_devices + 1);
     p->worker_errors = g_new0(char *, p->n_devices + 1);
@@ -476,7 +475,7 @@ static gboolean node_burst(PsimWorker *w, void *arg, GError **error)
     BurstJob *j = arg;
     NodeBench *b = j->b;
     for (int32_t i = 0; i < b->n->n_inputs; i++)
-        if (b->in[i] && b->in[i]->data && !(b->cold && b->constant[i]) && b->in[i]->nbytes <= b->p->llc_touch_bytes)
+        if (b->in[i] && b->in[i]->data && !(b->cold && b->constant[i]) && b->in[i]->nbytes <= b->p->llc_bytes)
             touch(b->in[i]->data, b->in[i]->nbytes);
     double start = psim_exec_now_us();
     int32_t runs = 0;
@@ -531,22 +530,26 @@ static gboolean bench_init(PsimProfiler *p, const PsimGraph *g, const PsimNode *
     return TRUE;
 }
 
-gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
-                                            const PsimNode *n, int32_t device, double budget_ms,
-                                            GArray *samples, PsimTimingStats *out, GError **error)
+gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
+                                    int32_t device, PsimTimingStats *out, GError **error)
 {
     g_return_val_if_fail(device >= 0 && device < p->n_devices, FALSE);
     NodeBench b;
     if (!bench_init(p, g, n, device, &b, error))
         return FALSE;
-    SampleJob j = {.b = &b, .budget_ms = budget_ms, .keep = samples, .out = out};
+    SampleJob j = {.b = &b, .budget_ms = p->opts.budget_ms, .out = out};
     return psim_worker_call(p->workers[device], node_once, &j, error);
 }
 
-gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const PsimNode *n,
-                                    int32_t device, PsimTimingStats *out, GError **error)
+/* Progress of the kernels phase, naming the pair just timed (formatted only when someone
+ * listens). */
+static void kernel_progress(PsimProfiler *p, int32_t done, int32_t total, const PsimNode *n,
+                            const PsimDevice *d)
 {
-    return psim_profiler_measure_node_samples(p, g, n, device, p->opts.budget_ms, NULL, out, error);
+    if (!p->opts.progress)
+        return;
+    g_autofree char *what = g_strdup_printf("%s on %s", n->op, d->short_name);
+    psim__profiler_progress(p, "kernels", done, total, what);
 }
 
 /* --- Interleaved timing ------------------------------------------------------------------ */
@@ -661,7 +664,6 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                     *done += rounds;
                     continue;
                 }
-                g_autofree char *what = g_strdup_printf("%s on %s", s->n->op, d->short_name);
                 s->samples = g_array_new(FALSE, FALSE, sizeof(double));
                 if (d->kind != PSIM_DEVICE_TYPE_CPU) {
                     PsimTimingStats st;
@@ -669,7 +671,7 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                     if (!psim_worker_call(p->workers[dev], node_once, &j, &err))
                         slot_drop(p, s, err);
                     *done += rounds;
-                    psim__profiler_progress(p, "kernels", *done, total, what);
+                    kernel_progress(p, *done, total, s->n, d);
                     continue;
                 }
                 s->live = TRUE;
@@ -698,9 +700,8 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                         }
                         last_ref = psim_exec_now_us();
                     }
-                    g_autofree char *what = g_strdup_printf("%s on %s", s->n->op, d->short_name);
                     if (s->samples->len >= 3 && s->spent_us >= budget_us * (r + 1) / rounds) {
-                        psim__profiler_progress(p, "kernels", ++*done, total, what);
+                        kernel_progress(p, ++*done, total, s->n, d);
                         continue;
                     }
                     BurstJob j = {.b = &s->b, .burst_us = burst_us, .min_runs = min_runs,
@@ -713,7 +714,7 @@ static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *d
                         continue;
                     }
                     s->spent_us = j.spent_us;
-                    psim__profiler_progress(p, "kernels", ++*done, total, what);
+                    kernel_progress(p, ++*done, total, s->n, d);
                 }
             PsimSpeedRef ref = {0, 0};
             if (n_ref == 2 && ref_slots[0].samples->len && ref_slots[1].samples->len) {
@@ -870,8 +871,7 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
             if (has) {
                 report->skipped++;
                 done += rounds;
-                g_autofree char *what = g_strdup_printf("%s on %s", it->n->op, d->short_name);
-                psim__profiler_progress(p, "kernels", done, total, what);
+                kernel_progress(p, done, total, it->n, d);
                 continue;
             }
         }

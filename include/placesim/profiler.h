@@ -132,13 +132,6 @@ gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const P
  * `weights` (AUTO resolved from g's constant bytes and psim_profile_llc_bytes()). */
 PsimProfileWeights psim_profiler_graph_weights(PsimProfiler *p, const PsimGraph *g);
 
-/* The same with an explicit budget; appends the raw samples (double, microseconds) to `samples`
- * when not NULL (to pool several rounds). */
-gboolean psim_profiler_measure_node_samples(PsimProfiler *p, const PsimGraph *g,
-                                            const PsimNode *n, int32_t device, double budget_ms,
-                                            GArray *samples, PsimTimingStats *out,
-                                            GError **error);
-
 /* Times nodes[0..n_nodes) of g on `device` as psim_profiler_run times kernels (interleaved:
  * all set up once, then opts.rounds passes of a short burst each, paced to opts.budget_ms).
  * samples[i] gets node i's raw samples (a new GArray of double, microseconds), or NULL when it

@@ -26,6 +26,7 @@ struct PsimProfiler {
     gboolean *info_constant; /* NULL on a cycle */
     /* The speed reference's kernels (made on first use): a MatMul and a Relu. */
     PsimGraph *ref_gemm, *ref_stream;
+    gboolean quiet; /* no kernel progress (a session's passes run among other work) */
 };
 
 /* Fills the last-graph cache above for g. */

@@ -546,7 +546,7 @@ gboolean psim_profiler_measure_node(PsimProfiler *p, const PsimGraph *g, const P
 static void kernel_progress(PsimProfiler *p, int32_t done, int32_t total, const PsimNode *n,
                             const PsimDevice *d)
 {
-    if (!p->opts.progress)
+    if (!p->opts.progress || p->quiet)
         return;
     g_autofree char *what = g_strdup_printf("%s on %s", n->op, d->short_name);
     psim__profiler_progress(p, "kernels", done, total, what);
@@ -628,118 +628,151 @@ static int32_t ref_setup(PsimProfiler *p, int32_t dev, Slot *ref)
     return 2;
 }
 
-/* Times every slot. A GPU node is timed in one stretch of the budget (CUPTI timings are steady).
- * CPU nodes are set up together, as many as fit in INTERLEAVE_MAX_BYTES (and half the device's
- * memory), and then timed in opts.rounds passes over all of them, a short burst each per pass.
- * Each node's samples are thus spread over the whole profile: on a shared machine a core's speed
- * wanders by 15-20% over tens to hundreds of milliseconds (docs/validation.md), so samples taken
- * in one stretch, or a few, measure a moment rather than the machine. A node is paced to its
- * budget: it joins pass r while its timed total is under budget * (r + 1) / rounds. */
-static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *done, int32_t total)
+/* The slots of one device set up together, and the speed reference timed among their passes. */
+typedef struct {
+    int32_t dev;
+    int32_t first, next; /* the group is dev's slots among slots[first..next) */
+    int32_t n_live;
+    Slot ref[2];
+    int32_t n_ref;
+    double last_ref;
+} Group;
+
+/* Sets up a group of dev's slots, from *next on: as many as fit in INTERLEAVE_MAX_BYTES (and
+ * half the device's memory); *next then points past them. A GPU slot is timed at once, in one
+ * stretch of the budget (CUPTI timings are steady), and not kept. */
+static void group_setup(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t dev, int32_t *next, Group *gr,
+                        int32_t *done, int32_t total)
 {
     const PsimProfileOptions *o = &p->opts;
+    const PsimDevice *d = psim_cluster_device(p->cluster, dev);
+    memset(gr, 0, sizeof *gr);
+    gr->dev = dev;
+    gr->first = *next;
+    gr->last_ref = -1e300;
+    uint64_t cap = INTERLEAVE_MAX_BYTES;
+    if (d->memory_bytes)
+        cap = MIN(cap, d->memory_bytes / 2);
+    uint64_t base = p->workers[dev] ? psim_worker_memory(p->workers[dev], NULL) : 0;
+    for (; *next < n_slots; ++*next) {
+        Slot *s = &slots[*next];
+        if (s->device != dev || s->error)
+            continue;
+        if (gr->n_live > 0 && p->workers[dev] && psim_worker_memory(p->workers[dev], NULL) - base >= cap)
+            break;
+        GError *err = NULL;
+        if (!bench_init(p, s->g, s->n, dev, &s->b, &err)) {
+            slot_drop(p, s, err);
+            *done += o->rounds;
+            continue;
+        }
+        s->samples = g_array_new(FALSE, FALSE, sizeof(double));
+        if (d->kind != PSIM_DEVICE_TYPE_CPU) {
+            PsimTimingStats st;
+            SampleJob j = {.b = &s->b, .budget_ms = o->budget_ms, .keep = s->samples, .out = &st};
+            if (!psim_worker_call(p->workers[dev], node_once, &j, &err))
+                slot_drop(p, s, err);
+            *done += o->rounds;
+            kernel_progress(p, *done, total, s->n, d);
+            continue;
+        }
+        s->live = TRUE;
+        if (!psim_worker_call(p->workers[dev], node_setup, &s->b, &err)) {
+            slot_drop(p, s, err);
+            *done += o->rounds;
+            continue;
+        }
+        gr->n_live++;
+    }
+    gr->next = *next;
+    gr->n_ref = gr->n_live > 0 ? ref_setup(p, dev, gr->ref) : 0;
+}
+
+/* Pass r over the group: a burst of every live slot still under its share of the budget, with
+ * the speed reference's kernels timed at the start and then every REF_EVERY_US. A node is paced
+ * to its budget: it joins pass r while its timed total is under budget * (r + 1) / rounds. */
+static void group_pass(PsimProfiler *p, Slot *slots, Group *gr, int32_t r, int32_t *done, int32_t total)
+{
+    const PsimProfileOptions *o = &p->opts;
+    const PsimDevice *d = psim_cluster_device(p->cluster, gr->dev);
     int32_t rounds = o->rounds;
     double budget_us = o->budget_ms * 1e3;
     int32_t min_runs = MAX(1, (o->reps + rounds - 1) / rounds);
     double burst_us = MIN(BURST_US, budget_us / rounds);
-    for (int32_t dev = 0; dev < p->n_devices; dev++) {
-        const PsimDevice *d = psim_cluster_device(p->cluster, dev);
-        int32_t next = 0;
-        while (next < n_slots) {
-            /* Set up the next group of this device's slots. */
-            int32_t first = next, n_live = 0;
-            uint64_t cap = INTERLEAVE_MAX_BYTES;
-            if (d->memory_bytes)
-                cap = MIN(cap, d->memory_bytes / 2);
-            uint64_t base = p->workers[dev] ? psim_worker_memory(p->workers[dev], NULL) : 0;
-            for (; next < n_slots; next++) {
-                Slot *s = &slots[next];
-                if (s->device != dev || s->error)
-                    continue;
-                if (n_live > 0 && p->workers[dev] && psim_worker_memory(p->workers[dev], NULL) - base >= cap)
-                    break;
-                GError *err = NULL;
-                if (!bench_init(p, s->g, s->n, dev, &s->b, &err)) {
-                    slot_drop(p, s, err);
-                    *done += rounds;
-                    continue;
-                }
-                s->samples = g_array_new(FALSE, FALSE, sizeof(double));
-                if (d->kind != PSIM_DEVICE_TYPE_CPU) {
-                    PsimTimingStats st;
-                    SampleJob j = {.b = &s->b, .budget_ms = o->budget_ms, .keep = s->samples, .out = &st};
-                    if (!psim_worker_call(p->workers[dev], node_once, &j, &err))
-                        slot_drop(p, s, err);
-                    *done += rounds;
-                    kernel_progress(p, *done, total, s->n, d);
-                    continue;
-                }
-                s->live = TRUE;
-                if (!psim_worker_call(p->workers[dev], node_setup, &s->b, &err)) {
-                    slot_drop(p, s, err);
-                    *done += rounds;
-                    continue;
-                }
-                n_live++;
+    gboolean started = FALSE;
+    for (int32_t i = gr->first; i < gr->next && gr->n_live > 0; i++) {
+        Slot *s = &slots[i];
+        if (s->device != gr->dev || !s->live)
+            continue;
+        if (gr->n_ref && (!started || psim_exec_now_us() - gr->last_ref >= REF_EVERY_US)) {
+            for (int32_t k = 0; k < gr->n_ref; k++) {
+                BurstJob j = {.b = &gr->ref[k].b, .burst_us = BURST_US, .min_runs = 1, .samples = gr->ref[k].samples};
+                if (!psim_worker_call(p->workers[gr->dev], node_burst, &j, NULL))
+                    gr->n_ref = 0;
             }
-            /* The passes, with the speed reference's kernels timed among them. */
-            Slot ref_slots[2] = {{0}};
-            int32_t n_ref = n_live > 0 ? ref_setup(p, dev, ref_slots) : 0;
-            double last_ref = -1e300;
-            for (int32_t r = 0; r < rounds && n_live > 0; r++)
-                for (int32_t i = first; i < next; i++) {
-                    Slot *s = &slots[i];
-                    if (s->device != dev || !s->live)
-                        continue;
-                    if (n_ref && (i == first || psim_exec_now_us() - last_ref >= REF_EVERY_US)) {
-                        for (int32_t k = 0; k < n_ref; k++) {
-                            BurstJob j = {.b = &ref_slots[k].b, .burst_us = BURST_US, .min_runs = 1,
-                                          .samples = ref_slots[k].samples};
-                            if (!psim_worker_call(p->workers[dev], node_burst, &j, NULL))
-                                n_ref = 0;
-                        }
-                        last_ref = psim_exec_now_us();
-                    }
-                    if (s->samples->len >= 3 && s->spent_us >= budget_us * (r + 1) / rounds) {
-                        kernel_progress(p, ++*done, total, s->n, d);
-                        continue;
-                    }
-                    BurstJob j = {.b = &s->b, .burst_us = burst_us, .min_runs = min_runs,
-                                  .samples = s->samples, .spent_us = s->spent_us};
-                    GError *err = NULL;
-                    if (!psim_worker_call(p->workers[dev], node_burst, &j, &err)) {
-                        slot_drop(p, s, err);
-                        n_live--;
-                        *done += rounds - r;
-                        continue;
-                    }
-                    s->spent_us = j.spent_us;
-                    kernel_progress(p, ++*done, total, s->n, d);
-                }
-            PsimSpeedRef ref = {0, 0};
-            if (n_ref == 2 && ref_slots[0].samples->len && ref_slots[1].samples->len) {
-                PsimTimingStats a, b;
-                psim_timing_stats((double *)ref_slots[0].samples->data, ref_slots[0].samples->len, &a);
-                psim_timing_stats((double *)ref_slots[1].samples->data, ref_slots[1].samples->len, &b);
-                ref = (PsimSpeedRef){a.median_us, b.median_us};
-            }
-            for (int32_t k = 0; k < 2; k++)
-                if (ref_slots[k].g)
-                    slot_drop(p, &ref_slots[k], NULL);
-            for (int32_t i = first; i < next; i++)
-                if (slots[i].device == dev && slots[i].live) {
-                    psim_worker_call(p->workers[dev], node_teardown, &slots[i].b, NULL);
-                    slots[i].live = FALSE;
-                    slots[i].ref = ref;
-                }
-            /* The next group starts from an empty pool, as a process that runs only its graph
-             * would: with the blocks of earlier groups (up to 1 GiB) recycled into its inputs
-             * and outputs, resnet50's Relu and BatchNormalization nodes timed 30% faster after
-             * alexnet's and inception_v1's groups than in a process of their own. */
-            if (p->workers[dev])
-                psim_worker_pool_release(p->workers[dev]);
+            gr->last_ref = psim_exec_now_us();
         }
+        started = TRUE;
+        if (s->samples->len >= 3 && s->spent_us >= budget_us * (r + 1) / rounds) {
+            kernel_progress(p, ++*done, total, s->n, d);
+            continue;
+        }
+        BurstJob j = {.b = &s->b, .burst_us = burst_us, .min_runs = min_runs, .samples = s->samples,
+                      .spent_us = s->spent_us};
+        GError *err = NULL;
+        if (!psim_worker_call(p->workers[gr->dev], node_burst, &j, &err)) {
+            slot_drop(p, s, err);
+            gr->n_live--;
+            *done += rounds - r;
+            continue;
+        }
+        s->spent_us = j.spent_us;
+        kernel_progress(p, ++*done, total, s->n, d);
     }
+}
+
+/* Tears the group down; its slots keep their samples and get the speed reference. */
+static void group_finish(PsimProfiler *p, Slot *slots, Group *gr)
+{
+    PsimSpeedRef ref = {0, 0};
+    if (gr->n_ref == 2 && gr->ref[0].samples->len && gr->ref[1].samples->len) {
+        PsimTimingStats a, b;
+        psim_timing_stats((double *)gr->ref[0].samples->data, gr->ref[0].samples->len, &a);
+        psim_timing_stats((double *)gr->ref[1].samples->data, gr->ref[1].samples->len, &b);
+        ref = (PsimSpeedRef){a.median_us, b.median_us};
+    }
+    for (int32_t k = 0; k < 2; k++)
+        if (gr->ref[k].g)
+            slot_drop(p, &gr->ref[k], NULL);
+    for (int32_t i = gr->first; i < gr->next; i++)
+        if (slots[i].device == gr->dev && slots[i].live) {
+            psim_worker_call(p->workers[gr->dev], node_teardown, &slots[i].b, NULL);
+            slots[i].live = FALSE;
+            slots[i].ref = ref;
+        }
+    /* The next group starts from an empty pool, as a process that runs only its graph would:
+     * with the blocks of earlier groups (up to 1 GiB) recycled into its inputs and outputs,
+     * resnet50's Relu and BatchNormalization nodes timed 30% faster after alexnet's and
+     * inception_v1's groups than in a process of their own. */
+    if (p->workers[gr->dev])
+        psim_worker_pool_release(p->workers[gr->dev]);
+}
+
+/* Times every slot. CPU nodes are set up together, a group per device (group_setup), and then
+ * timed in opts.rounds passes over all of them, a short burst each per pass. Each node's samples
+ * are thus spread over the whole profile: on a shared machine a core's speed wanders by 15-20%
+ * over tens to hundreds of milliseconds (docs/validation.md), so samples taken in one stretch,
+ * or a few, measure a moment rather than the machine. */
+static void interleave(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t *done, int32_t total)
+{
+    for (int32_t dev = 0; dev < p->n_devices; dev++)
+        for (int32_t next = 0; next < n_slots;) {
+            Group gr;
+            group_setup(p, slots, n_slots, dev, &next, &gr, done, total);
+            for (int32_t r = 0; r < p->opts.rounds && gr.n_live > 0; r++)
+                group_pass(p, slots, &gr, r, done, total);
+            group_finish(p, slots, &gr);
+        }
 }
 
 gboolean psim_profiler_measure_nodes(PsimProfiler *p, const PsimGraph *g, const PsimNode *const *nodes,
@@ -803,20 +836,14 @@ static const char *item_mode(PsimProfiler *p, const Item *it)
                                                                      : PSIM_PROFILE_WEIGHTS_WARM);
 }
 
-gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_graphs,
-                           PsimProfileReport *report, GError **error)
+/* Every distinct (signature, device) of the graphs that a device can run, into items (Item);
+ * report->n_signatures and ->unsupported are counted, and nodes with an unknown input shape
+ * named on stderr when `warn`. */
+static void collect_items(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_graphs, GArray *items,
+                          PsimProfileReport *report, gboolean warn, int32_t *n_warned)
 {
-    PsimProfileReport dummy;
-    if (!report)
-        report = &dummy;
-    memset(report, 0, sizeof *report);
-    report->n_devices = p->n_devices;
-    p->t0_us = psim_exec_now_us();
-    g_autoptr(GArray) items = g_array_new(FALSE, FALSE, sizeof(Item));
-    g_array_set_clear_func(items, (GDestroyNotify)item_clear);
     g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     g_autoptr(GHashTable) sigs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    int32_t n_warned = 0;
     for (int32_t gi = 0; gi < n_graphs && p->opts.kernels; gi++) {
         const PsimGraph *g = graphs[gi];
         g_autofree gboolean *constant = psim_cost_constant_nodes(g);
@@ -833,7 +860,7 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
                 if (!g_hash_table_add(seen, key))
                     continue;
                 if (!p->workers[d] || !psim_kernel_for_node(g, n, dev->type) || unknown >= 0) {
-                    if (unknown >= 0 && n_warned++ < MAX_WARNINGS)
+                    if (warn && unknown >= 0 && (*n_warned)++ < MAX_WARNINGS)
                         fprintf(stderr, "placesim: warning: %s: node '%s': input %d has an unknown shape; "
                                 "not measured on %s\n", psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g),
                                 n->name, unknown, dev->short_name);
@@ -847,6 +874,63 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
         }
     }
     report->n_signatures = (int32_t)g_hash_table_size(sigs);
+}
+
+/* Stores the rows of the measured slots (slots[k] times items[slot_item[k]]), frees their
+ * samples, and counts them in the report. FALSE on a DB error. */
+static gboolean store_rows(PsimProfiler *p, Slot *slots, int32_t n_slots, GArray *items, const int32_t *slot_item,
+                           PsimProfileReport *report, int32_t *n_warned, GError **error)
+{
+    gboolean ok = TRUE;
+    for (int32_t k = 0; k < n_slots; k++) {
+        Slot *s = &slots[k];
+        Item *it = &g_array_index(items, Item, slot_item[k]);
+        const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
+        if (s->error) {
+            if (g_error_matches(s->error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED))
+                report->unsupported++;
+            else
+                report->failed++;
+            if ((*n_warned)++ < MAX_WARNINGS)
+                fprintf(stderr, "placesim: warning: %s (not measured on %s)\n", s->error->message, d->short_name);
+            g_clear_error(&s->error);
+            continue;
+        }
+        if (ok && s->samples) {
+            PsimTimingStats st;
+            psim_timing_stats((double *)s->samples->data, s->samples->len, &st);
+            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
+            double w = psim_cost_mem_weight(it->g, it->n, d->peak_gflops, d->mem_bw_GBps);
+            if (p->db && !psim_cost_db_kernel_put_ref(p->db, d, it->sig, it->n->op, how, item_mode(p, it),
+                                                      &s->ref, w, &st, error))
+                ok = FALSE;
+            else {
+                report->measured++;
+                report->measured_cold += !strcmp(item_mode(p, it), "cold");
+            }
+        }
+        if (s->samples)
+            g_array_free(s->samples, TRUE);
+        s->samples = NULL;
+    }
+    if (*n_warned > MAX_WARNINGS)
+        fprintf(stderr, "placesim: warning: %d more nodes were not measured\n", *n_warned - MAX_WARNINGS);
+    return ok;
+}
+
+gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_graphs,
+                           PsimProfileReport *report, GError **error)
+{
+    PsimProfileReport dummy;
+    if (!report)
+        report = &dummy;
+    memset(report, 0, sizeof *report);
+    report->n_devices = p->n_devices;
+    p->t0_us = psim_exec_now_us();
+    g_autoptr(GArray) items = g_array_new(FALSE, FALSE, sizeof(Item));
+    g_array_set_clear_func(items, (GDestroyNotify)item_clear);
+    int32_t n_warned = 0;
+    collect_items(p, graphs, n_graphs, items, report, TRUE, &n_warned);
     int32_t n_items = (int32_t)items->len, rounds = p->opts.rounds, done = 0;
     int32_t total = n_items * rounds;
     /* Rows already in the DB (in the mode they would be timed in now) are kept. */
@@ -887,44 +971,105 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
             ;
         interleave(p, slots + a, b - a, &done, total);
     }
-    gboolean ok = TRUE;
-    for (int32_t k = 0; k < n_slots; k++) {
-        Slot *s = &slots[k];
-        Item *it = &g_array_index(items, Item, slot_item[k]);
-        const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
-        if (s->error) {
-            if (g_error_matches(s->error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED))
-                report->unsupported++;
-            else
-                report->failed++;
-            if (n_warned++ < MAX_WARNINGS)
-                fprintf(stderr, "placesim: warning: %s (not measured on %s)\n", s->error->message, d->short_name);
-            g_clear_error(&s->error);
-            continue;
-        }
-        if (ok) {
-            PsimTimingStats st;
-            psim_timing_stats((double *)s->samples->data, s->samples->len, &st);
-            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
-            double w = psim_cost_mem_weight(it->g, it->n, d->peak_gflops, d->mem_bw_GBps);
-            if (p->db && !psim_cost_db_kernel_put_ref(p->db, d, it->sig, it->n->op, how, item_mode(p, it),
-                                                      &s->ref, w, &st, error))
-                ok = FALSE;
-            else {
-                report->measured++;
-                report->measured_cold += !strcmp(item_mode(p, it), "cold");
-            }
-        }
-        g_array_free(s->samples, TRUE);
-    }
-    if (!ok)
+    if (!store_rows(p, slots, n_slots, items, slot_item, report, &n_warned, error))
         return FALSE;
-    if (n_warned > MAX_WARNINGS)
-        fprintf(stderr, "placesim: warning: %d more nodes were not measured\n", n_warned - MAX_WARNINGS);
     if (p->opts.links && p->db && !psim_profiler_links(p, report, error))
         return FALSE;
     if (p->opts.calibrate && p->db && !psim_profiler_calibrate(p, report, error))
         return FALSE;
     report->elapsed_ms = (psim_exec_now_us() - p->t0_us) / 1e3;
     return TRUE;
+}
+
+/* --- A profile spread over other work ---------------------------------------------------- */
+
+struct PsimProfileSession {
+    PsimProfiler *p;
+    GArray *items; /* Item */
+    Slot *slots;   /* slots[k] times items[k] */
+    int32_t *slot_item;
+    int32_t n_slots;
+    Group *groups;
+    int32_t n_groups;
+    int32_t passes, done, total;
+    int32_t n_warned;
+    PsimProfileReport report;
+};
+
+void psim_profile_session_free(PsimProfileSession *s)
+{
+    if (!s)
+        return;
+    for (int32_t k = 0; k < s->n_groups; k++)
+        group_finish(s->p, s->slots, &s->groups[k]);
+    for (int32_t k = 0; k < s->n_slots; k++) {
+        if (s->slots[k].samples)
+            g_array_free(s->slots[k].samples, TRUE);
+        g_clear_error(&s->slots[k].error);
+    }
+    g_array_free(s->items, TRUE);
+    g_free(s->slots);
+    g_free(s->slot_item);
+    g_free(s->groups);
+    s->p->quiet = FALSE;
+    g_free(s);
+}
+
+PsimProfileSession *psim_profile_session_new(PsimProfiler *p, PsimGraph *g, GError **error)
+{
+    PsimProfileSession *s = g_new0(PsimProfileSession, 1);
+    s->p = p;
+    p->quiet = TRUE;
+    s->report.n_devices = p->n_devices;
+    s->items = g_array_new(FALSE, FALSE, sizeof(Item));
+    g_array_set_clear_func(s->items, (GDestroyNotify)item_clear);
+    /* The nodes it cannot time were named when the graph was first profiled. */
+    collect_items(p, &g, 1, s->items, &s->report, FALSE, &s->n_warned);
+    s->n_slots = (int32_t)s->items->len;
+    s->slots = g_new0(Slot, s->n_slots + 1);
+    s->slot_item = g_new0(int32_t, s->n_slots + 1);
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        Item *it = &g_array_index(s->items, Item, i);
+        s->slots[i] = (Slot){.g = it->g, .n = it->n, .device = it->device};
+        s->slot_item[i] = i;
+    }
+    s->total = s->n_slots * p->opts.rounds;
+    s->groups = g_new0(Group, p->n_devices + 1);
+    for (int32_t dev = 0; dev < p->n_devices; dev++) {
+        int32_t next = 0;
+        Group *gr = &s->groups[s->n_groups++];
+        group_setup(p, s->slots, s->n_slots, dev, &next, gr, &s->done, s->total);
+        for (int32_t i = next; i < s->n_slots; i++)
+            if (s->slots[i].device == dev && !s->slots[i].error) {
+                const PsimDevice *d = psim_cluster_device(p->cluster, dev);
+                g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
+                            "%s: the kernels of the graph need more memory on %s than a profile sets up at once",
+                            psim_graph_name(g), d->short_name);
+                psim_profile_session_free(s);
+                return NULL;
+            }
+    }
+    return s;
+}
+
+int32_t psim_profile_session_passes(PsimProfileSession *s, int32_t n)
+{
+    int32_t ran = 0;
+    for (; ran < n && s->passes < s->p->opts.rounds; ran++, s->passes++)
+        for (int32_t k = 0; k < s->n_groups; k++)
+            group_pass(s->p, s->slots, &s->groups[k], s->passes, &s->done, s->total);
+    return ran;
+}
+
+gboolean psim_profile_session_finish(PsimProfileSession *s, PsimProfileReport *report, GError **error)
+{
+    psim_profile_session_passes(s, s->p->opts.rounds);
+    for (int32_t k = 0; k < s->n_groups; k++)
+        group_finish(s->p, s->slots, &s->groups[k]);
+    s->n_groups = 0;
+    gboolean ok = store_rows(s->p, s->slots, s->n_slots, s->items, s->slot_item, &s->report, &s->n_warned, error);
+    if (report)
+        *report = s->report;
+    psim_profile_session_free(s);
+    return ok;
 }

@@ -34,6 +34,21 @@ expect2 "$PSIM" study zoo:mlp --profile-rounds 0 --out "$tmp/x"
 out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single,heft --steps 3 --rounds 3 --no-profile \
       --out "$tmp/r" --json) || fail "study --rounds exited $?"
 grep -q 'in 3 rounds' "$tmp/r/report.md" || fail "report does not say the rounds"
+# Profiling: the kernels are profiled again between the measured rounds and the plans simulated
+# again with those rows; the simulation at placement is kept beside it. With --no-refresh the
+# two are the same.
+out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single,heft --steps 2 --profile-budget-ms 5 \
+      --profile-rounds 4 --out "$tmp/p" --json 2>"$tmp/p.err") || fail "study with profiling exited $?: $(cat "$tmp/p.err")"
+echo "$out" | grep -q '"placed_sim_us":' || fail "json has no placed_sim_us: $out"
+echo "$out" | grep -q '"placed_median_abs_error_pct":' || fail "json has no placed median: $out"
+grep -q 'profiled again in passes between its measured rounds' "$tmp/p/report.md" || fail "report does not say the refresh"
+n=$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM kernels" 2>/dev/null || echo skip)
+[ "$n" = skip ] || [ "$n" -gt 0 ] || fail "no kernel rows after profiling"
+out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single --steps 2 --no-refresh --out "$tmp/p" --json) ||
+    fail "study --no-refresh exited $?"
+python3 -c 'import json,sys; r=json.loads(sys.argv[1])["rows"][0]; sys.exit(r["sim_us"] != r["placed_sim_us"])' "$out" ||
+    fail "--no-refresh: sim_us differs from placed_sim_us: $out"
+grep -q 'profiled again' "$tmp/p/report.md" && fail "--no-refresh report says the refresh"
 expect2 "$PSIM" study "$tmp/missing.onnx" --out "$tmp/x"
 echo "not a db" >"$tmp/bad.db"
 expect2 "$PSIM" study zoo:mlp --db "$tmp/bad.db" --no-profile --out "$tmp/x"

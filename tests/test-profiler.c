@@ -246,6 +246,69 @@ static void test_progress(void)
     g_assert_no_error(err);
 }
 
+/* A session: every kernel of the graph set up at once, passes run a few at a time (never more
+ * than opts.rounds in all), no progress reported meanwhile, and at the end the rows replace the
+ * DB's (one row per pair still, with the samples of every pass). */
+static void test_session(void)
+{
+    g_autoptr(PsimGraph) g = graph();
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    int32_t n_dev = psim_cluster_n_devices(c);
+    g_autofree char *path = g_build_filename(tmp_dir, "session.db", NULL);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o = quick();
+    o.links = o.calibrate = FALSE;
+    o.rounds = 6;
+    o.reps = 6;
+    Seen seen = {.monotonic = TRUE};
+    o.progress = on_progress;
+    o.progress_user = &seen;
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
+    PsimGraph *gs[1] = {g};
+    PsimProfileReport r;
+    g_assert_true(psim_profiler_run(p, gs, 1, &r, &err));
+    g_assert_cmpint(r.measured, ==, 4 * n_dev);
+    /* A row the session must replace: m1 on device 1, a million times too slow. */
+    const PsimNode *m1 = psim_graph_node_find(g, "m1");
+    g_autofree char *sig = psim_cost_signature(g, m1);
+    PsimTimingStats st, fake = {.n = 1, .mean_us = 1e9, .median_us = 1e9, .min_us = 1e9};
+    g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 1), sig, "MatMul", "wall", &fake, &err));
+
+    int32_t calls = seen.calls;
+    PsimProfileSession *s = psim_profile_session_new(p, g, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(s);
+    g_assert_cmpint(psim_profile_session_passes(s, 2), ==, 2);
+    g_assert_cmpint(psim_profile_session_passes(s, 100), ==, 4);
+    g_assert_cmpint(psim_profile_session_passes(s, 1), ==, 0);
+    g_assert_true(psim_profile_session_finish(s, &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(seen.calls, ==, calls);
+    g_assert_cmpint(r.measured, ==, 4 * n_dev);
+    g_assert_cmpint(r.unsupported, ==, n_dev);
+    g_assert_cmpint(r.skipped, ==, 0);
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, 4 * n_dev);
+    g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, 1), sig, &st, NULL, &err));
+    g_assert_cmpfloat(st.median_us, <, 1e6);
+    g_assert_cmpint(st.n, >=, 6);
+    g_assert_cmpint(st.n, <=, 6 * 64);
+
+    /* A session dropped half-way stores nothing; progress is reported again afterwards. */
+    g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 1), sig, "MatMul", "wall", &fake, &err));
+    s = psim_profile_session_new(p, g, &err);
+    g_assert_cmpint(psim_profile_session_passes(s, 3), ==, 3);
+    psim_profile_session_free(s);
+    g_assert_true(psim_cost_db_kernel_get(db, psim_cluster_device(c, 1), sig, &st, NULL, &err));
+    g_assert_cmpfloat(st.median_us, ==, 1e9);
+    calls = seen.calls;
+    g_assert_true(psim_profiler_run(p, gs, 1, &r, &err));
+    g_assert_cmpint(seen.calls, >, calls);
+    g_assert_no_error(err);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -253,6 +316,7 @@ int main(int argc, char **argv)
     g_test_add_func("/profiler/measure-node", test_measure_node);
     g_test_add_func("/profiler/run", test_run);
     g_test_add_func("/profiler/progress", test_progress);
+    g_test_add_func("/profiler/session", test_session);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0 && !rc)

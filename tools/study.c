@@ -20,6 +20,7 @@ typedef struct {
     char *algo;
     double sim_us, measured_us, error_pct;
     double plan_us;       /* the placer's own estimate */
+    double placed_sim_us, placed_error_pct; /* simulated with the rows profiled before the runs */
     double measured_min_us, measured_max_us;
     double op_error_pct;  /* median |error| over ops of at least 10 us */
     int32_t n_transfers;
@@ -124,6 +125,23 @@ static void trial_fail(Trial *t, GError *err)
     g_clear_error(&err);
 }
 
+/* Simulates the plan with model m: r->sim_us and the simulated timeline. */
+static gboolean trial_simulate(Trial *t, PsimCostModel *m, PsimOrder order)
+{
+    GError *err = NULL;
+    psim_timeline_free(t->sim_tl);
+    t->sim_tl = NULL;
+    psim_sim_result_clear(&t->sr);
+    t->sr.over_device = -1;
+    PsimSimOptions so = {.order = order};
+    if (!psim_sim_run(t->plan, m, &so, &t->sr, &t->sim_tl, &err)) {
+        trial_fail(t, err);
+        return FALSE;
+    }
+    t->r->sim_us = t->sr.step_time_us;
+    return TRUE;
+}
+
 /* Place, simulate, and pick feeds and fetches. FALSE (the row's error set) on failure. */
 static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 {
@@ -140,13 +158,10 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
     r->place_ms = (t1 - t0) / 1e3;
     r->plan_us = t->plan->makespan_us;
     r->n_transfers = t->plan->n_transfers;
-    PsimSimOptions so = {.order = order};
-    if (!psim_sim_run(t->plan, m, &so, &t->sr, &t->sim_tl, &err)) {
-        trial_fail(t, err);
+    if (!trial_simulate(t, m, order))
         return FALSE;
-    }
     r->sim_ms = (g_get_monotonic_time() - t1) / 1e3;
-    r->sim_us = t->sr.step_time_us;
+    r->placed_sim_us = r->sim_us;
     for (int32_t d = 0; d < t->plan->n_devices; d++)
         r->n_devices_used += t->plan->n_order[d] > 0;
     t->feed_names = g_ptr_array_new_with_free_func(g_free);
@@ -230,6 +245,7 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, co
     r->measured_min_us = v[0];
     r->measured_max_us = v[n - 1];
     r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
+    r->placed_error_pct = 100 * (r->placed_sim_us - r->measured_us) / r->measured_us;
     PsimCompare cmp = {0};
     if (psim_timeline_compare(t->sim_tl, run_tl, &cmp, NULL))
         r->op_error_pct = cmp.median_abs_op_error_pct;
@@ -272,8 +288,9 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
     if (sqlite3_exec(db, "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
                          " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
                          " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
-                         " place_ms REAL, error TEXT)", NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
+                         " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL,
+                     NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
         goto out;
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
@@ -286,6 +303,11 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
                 sqlite3_bind_null(st, 3 + k);
             else
                 sqlite3_bind_double(st, 3 + k, v[k]);
+        for (int k = 0; k < 2; k++)
+            if (r->error)
+                sqlite3_bind_null(st, 14 + k);
+            else
+                sqlite3_bind_double(st, 14 + k, k ? r->placed_error_pct : r->placed_sim_us);
         sqlite3_bind_int(st, 10, r->n_transfers);
         sqlite3_bind_int(st, 11, r->n_devices_used);
         sqlite3_bind_double(st, 12, r->place_ms);
@@ -308,19 +330,21 @@ out:
 }
 
 static gboolean write_results(GArray *rows, const char *dir, const char *cluster_desc, int steps,
-                              int rounds, double med, double worst, GError **error)
+                              int rounds, gboolean refreshed, double med, double worst, double placed_med,
+                              double placed_worst, GError **error)
 {
     /* results.csv */
     GString *csv = g_string_new("graph,algo,sim_us,measured_us,error_pct,measured_min_us,measured_max_us,"
-                                "plan_us,op_median_abs_error_pct,transfers,devices_used,place_ms,error\n");
+                                "plan_us,op_median_abs_error_pct,transfers,devices_used,place_ms,error,"
+                                "placed_sim_us,placed_error_pct\n");
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         g_autofree char *e = g_strdup(r->error ? r->error : "");
         g_strdelimit(e, ",\n\"", ';');
-        g_string_append_printf(csv, "%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%d,%d,%.2f,%s\n", r->graph,
+        g_string_append_printf(csv, "%s,%s,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%d,%d,%.2f,%s,%.3f,%.3f\n", r->graph,
                                r->algo, r->sim_us, r->measured_us, r->error_pct, r->measured_min_us,
                                r->measured_max_us, r->plan_us, r->op_error_pct, r->n_transfers,
-                               r->n_devices_used, r->place_ms, e);
+                               r->n_devices_used, r->place_ms, e, r->placed_sim_us, r->placed_error_pct);
     }
     g_autofree char *csv_path = g_build_filename(dir, "results.csv", NULL);
     gboolean ok = g_file_set_contents(csv_path, csv->str, (gssize)csv->len, error);
@@ -359,19 +383,25 @@ static gboolean write_results(GArray *rows, const char *dir, const char *cluster
                                "measured steps (median) in %d rounds, each after warm-up steps (50 ms, at least one), the "
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
+    if (refreshed)
+        g_string_append_printf(md, "Each graph was profiled (what the cost DB lacked), placed and simulated; then its "
+                                   "kernels were profiled again in passes between its measured rounds, and each plan "
+                                   "simulated again with those rows (the placement unchanged): the simulated and the "
+                                   "measured steps saw the same minutes of the host. \"At placement\" is the first "
+                                   "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", placed_med, placed_worst);
     g_string_append_printf(md, "**Median |error| %.2f%%, worst %.2f%%** over %u runs.\n\n", med, worst, rows->len);
-    g_string_append(md, "| graph | algorithm | simulated µs | measured µs (min–max) | error | plan estimate µs | op median |error| | transfers | devices |\n"
-                        "|---|---|---|---|---|---|---|---|---|\n");
+    g_string_append(md, "| graph | algorithm | simulated µs | measured µs (min–max) | error | at placement: simulated µs, error | plan estimate µs | op median |error| | transfers | devices |\n"
+                        "|---|---|---|---|---|---|---|---|---|---|\n");
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         if (r->error) {
-            g_string_append_printf(md, "| %s | %s | failed: %s | | | | | | |\n", r->graph, r->algo, r->error);
+            g_string_append_printf(md, "| %s | %s | failed: %s | | | | | | | |\n", r->graph, r->algo, r->error);
             continue;
         }
-        g_string_append_printf(md, "| %s | %s | %.1f | %.1f (%.1f–%.1f) | %+.2f%% | %.1f | %.1f%% | %d | %d |\n",
+        g_string_append_printf(md, "| %s | %s | %.1f | %.1f (%.1f–%.1f) | %+.2f%% | %.1f, %+.2f%% | %.1f | %.1f%% | %d | %d |\n",
                                r->graph, r->algo, r->sim_us, r->measured_us, r->measured_min_us,
-                               r->measured_max_us, r->error_pct, r->plan_us, r->op_error_pct,
-                               r->n_transfers, r->n_devices_used);
+                               r->measured_max_us, r->error_pct, r->placed_sim_us, r->placed_error_pct, r->plan_us,
+                               r->op_error_pct, r->n_transfers, r->n_devices_used);
     }
     if (plot)
         g_string_append(md, "\n![step times](step-times.png)\n");
@@ -393,7 +423,7 @@ int psim_cmd_study(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algos = NULL, *db_path = NULL, *out_dir = NULL;
     g_autofree char *order_name = NULL, *profile_weights = NULL;
-    gboolean json = FALSE, no_profile = FALSE;
+    gboolean json = FALSE, no_profile = FALSE, no_refresh = FALSE;
     int steps = 10, rounds = -1, profile_rounds = 100;
     double profile_budget = 300;
     GOptionEntry entries[] = {
@@ -409,6 +439,9 @@ int psim_cmd_study(int argc, char **argv)
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name, "static (default) or dynamic", "ORDER"},
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
+        {"no-refresh", 0, 0, G_OPTION_ARG_NONE, &no_refresh,
+         "Simulate with the rows profiled before the runs (by default each graph's kernels are profiled again in "
+         "passes between its measured rounds, and its plans simulated again with those rows)", NULL},
         {"profile-budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &profile_budget,
          "Profiling time budget per kernel signature and device (default 300)", "MS"},
         {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &profile_weights,
@@ -515,11 +548,12 @@ int psim_cmd_study(int argc, char **argv)
         /* Each graph is profiled (what the DB lacks of it) right before its plans run, not all
          * graphs first: the speed of a shared host drifts over minutes, and the simulated and
          * the measured steps should see the same machine. Links and calibration once. */
+        g_autoptr(PsimProfiler) prof = NULL;
         if (!no_profile) {
             g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
             progress(&prog, what);
             po.links = po.calibrate = gi == 0;
-            g_autoptr(PsimProfiler) prof = psim_profiler_new(cluster, db, &po, &err);
+            prof = psim_profiler_new(cluster, db, &po, &err);
             PsimProfileReport rep;
             if (!prof || !psim_profiler_run(prof, &g, 1, &rep, &err))
                 return psim_cli_fail(err);
@@ -540,9 +574,30 @@ int psim_cmd_study(int argc, char **argv)
             trials[a] = (Trial){.r = &g_array_index(rows, Row, first + a), .g = g};
             trial_prepare(&trials[a], model, order);
         }
+        /* The refresh: the graph's kernels profiled again, in passes spread between the
+         * measured rounds (profile_rounds / rounds passes before each), and the plans simulated
+         * again with those rows. The host's speed drifts by 5-30% over a minute (the profiler's
+         * raw figures, docs/validation.md): a profile taken before placing, a minute before the
+         * steps, then shifted whole models' errors by up to 17%. */
+        g_autoptr(PsimProfileSession) session = NULL;
+        if (prof && !no_refresh) {
+            session = psim_profile_session_new(prof, g, &err);
+            if (!session) {
+                fprintf(stderr, "placesim: warning: %s; its plans are simulated with the rows profiled before the runs\n",
+                        err->message);
+                g_clear_error(&err);
+            }
+        }
         g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, n_algos + 1);
         for (int round = 0; round < rounds; round++) {
             int k = steps / rounds + (round < steps % rounds ? 1 : 0);
+            if (session) {
+                g_autofree char *what = g_strdup_printf("%s: profile passes (round %d of %d)", psim_graph_name(g),
+                                                        round + 1, rounds);
+                progress(&prog, what);
+                psim_profile_session_passes(session, profile_rounds * (round + 1) / rounds -
+                                                         profile_rounds * round / rounds);
+            }
             for (int a = 0; a < n_algos; a++) {
                 Trial *t = &trials[a];
                 if (t->r->error)
@@ -552,6 +607,16 @@ int psim_cmd_study(int argc, char **argv)
                 progress(&prog, what);
                 trial_measure(t, cluster, order, k, round == rounds - 1 ? &run_tl[a] : NULL);
             }
+        }
+        if (session) {
+            progress(&prog, "storing the refreshed profile");
+            PsimProfileSession *s = g_steal_pointer(&session);
+            if (!psim_profile_session_finish(s, NULL, &err))
+                return psim_cli_fail(err);
+            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(cluster, db);
+            for (int a = 0; a < n_algos; a++)
+                if (!trials[a].r->error)
+                    trial_simulate(&trials[a], fresh, order);
         }
         for (int a = 0; a < n_algos; a++) {
             if (!trials[a].r->error)
@@ -564,19 +629,23 @@ int psim_cmd_study(int argc, char **argv)
     progress(&prog, "done");
 
     g_autofree double *abs_err = g_new(double, rows->len + 1);
+    g_autofree double *placed_err = g_new(double, rows->len + 1);
     int n_ok = 0;
-    double worst = 0;
+    double worst = 0, placed_worst = 0;
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         if (r->error)
             continue;
+        placed_err[n_ok] = fabs(r->placed_error_pct);
         abs_err[n_ok++] = fabs(r->error_pct);
         worst = MAX(worst, fabs(r->error_pct));
+        placed_worst = MAX(placed_worst, fabs(r->placed_error_pct));
     }
-    double med = median_of(abs_err, n_ok);
+    double med = median_of(abs_err, n_ok), placed_med = median_of(placed_err, n_ok);
+    gboolean refreshed = !no_profile && !no_refresh;
     int32_t nd = psim_cluster_n_devices(cluster);
     g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local", nd, nd == 1 ? "" : "s");
-    if (!write_results(rows, out_dir, cdesc, steps, rounds, med, worst, &err)) {
+    if (!write_results(rows, out_dir, cdesc, steps, rounds, refreshed, med, worst, placed_med, placed_worst, &err)) {
         for (guint i = 0; i < rows->len; i++)
             row_free(&g_array_index(rows, Row, i));
         g_array_free(rows, TRUE);
@@ -611,6 +680,10 @@ int psim_cmd_study(int argc, char **argv)
                 json_builder_add_double_value(b, r->measured_us);
                 json_builder_set_member_name(b, "error_pct");
                 json_builder_add_double_value(b, r->error_pct);
+                json_builder_set_member_name(b, "placed_sim_us");
+                json_builder_add_double_value(b, r->placed_sim_us);
+                json_builder_set_member_name(b, "placed_error_pct");
+                json_builder_add_double_value(b, r->placed_error_pct);
                 json_builder_set_member_name(b, "plan_us");
                 json_builder_add_double_value(b, r->plan_us);
                 json_builder_set_member_name(b, "op_median_abs_error_pct");
@@ -625,6 +698,10 @@ int psim_cmd_study(int argc, char **argv)
         json_builder_add_double_value(b, n_ok ? med : 0);
         json_builder_set_member_name(b, "max_abs_error_pct");
         json_builder_add_double_value(b, worst);
+        json_builder_set_member_name(b, "placed_median_abs_error_pct");
+        json_builder_add_double_value(b, n_ok ? placed_med : 0);
+        json_builder_set_member_name(b, "placed_max_abs_error_pct");
+        json_builder_add_double_value(b, placed_worst);
         json_builder_set_member_name(b, "out");
         json_builder_add_string_value(b, out_dir);
         json_builder_end_object(b);
@@ -641,6 +718,9 @@ int psim_cmd_study(int argc, char **argv)
         }
         printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", n_ok ? med : 0,
                worst, n_ok, out_dir);
+        if (refreshed)
+            printf("(simulated with the profile refreshed between the measured rounds; at placement: median "
+                   "|error| %.2f%%, worst %.2f%%)\n", n_ok ? placed_med : 0, placed_worst);
     }
     int code = n_ok == (int)rows->len ? 0 : 1;
     for (guint i = 0; i < rows->len; i++)

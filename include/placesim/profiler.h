@@ -148,6 +148,25 @@ gboolean psim_profiler_measure_nodes(PsimProfiler *p, const PsimGraph *g, const 
  * NULL. FALSE only on DB errors or when nothing could start; per-kernel failures are counted. */
 gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_graphs,
                            PsimProfileReport *report, GError **error);
+/* A profile of one graph spread over other work: every (signature, device) of g that a device
+ * can run (the DB's rows included) set up at once, timed in passes as psim_profiler_run times
+ * them, a few passes at a time between the caller's own work, and stored (replacing the DB's
+ * rows) at the end. `placesim study` runs its measured steps between the passes, so that the
+ * rows it simulates with come from the same minutes of the host as the steps they are compared
+ * with. Kernel progress is not reported while a session is open. */
+typedef struct PsimProfileSession PsimProfileSession;
+/* Sets the kernels up on every device (GPU kernels are timed here, in one stretch). UNSUPPORTED
+ * when a device's kernels of g do not fit in one profile group's memory. */
+PsimProfileSession *psim_profile_session_new(PsimProfiler *p, PsimGraph *g, GError **error);
+/* Runs up to n more passes (of opts.rounds in all); returns how many ran. */
+int32_t psim_profile_session_passes(PsimProfileSession *s, int32_t n);
+/* Runs the passes left, stores the rows, fills *report (may be NULL) and frees s. FALSE on a DB
+ * error. */
+gboolean psim_profile_session_finish(PsimProfileSession *s, PsimProfileReport *report, GError **error);
+/* Drops a session without storing anything. */
+void psim_profile_session_free(PsimProfileSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimProfileSession, psim_profile_session_free)
+
 /* Transfers between every ordered pair of devices at each size, and the fitted link model. */
 gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError **error);
 /* Each device's GEMM rate, copy bandwidth and launch cost. */

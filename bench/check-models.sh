@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Runs the six onnx-light models against ONNX's reference outputs and, when exported (see
-# tests/export_torchvision.py), the torchvision models against PyTorch's outputs, with
-# `placesim run --check` (rtol 1e-3, atol 1e-7). Prints one row per model; exit 1 if any fails.
+# Runs the six onnx-light models against ONNX's reference outputs with `placesim run --check`
+# (rtol 1e-3, atol 1e-7: ONNX's backend test runner) and, when exported (see
+# tests/export_torchvision.py), the torchvision models against PyTorch's float32 outputs with
+# rtol 1e-3 and atol 1e-5: the tolerances PyTorch's own ONNX export tutorial checks an exported
+# model against PyTorch with (np.testing.assert_allclose(torch_out, ort_out, rtol=1e-03,
+# atol=1e-05)). Prints one row per model; exit 1 if any fails.
 # For a torchvision model with PyTorch's float64 output beside it (*_output_f64_0.pb), a second
 # line compares, against that float64 reference, our output and PyTorch's float32 output: max and
-# mean absolute error and the elements outside the same rtol/atol. It only informs (the verdict
-# stays the float32 check): a float32 implementation is not expected to do better than PyTorch's
-# own float32 output does against float64 (docs/validation.md, "torchvision exports").
+# mean absolute error and the elements outside rtol 1e-3 with atol 1e-7 and with atol 1e-5. It
+# only informs: a float32 implementation is not expected to do better than PyTorch's own float32
+# output does against float64 (docs/validation.md, "torchvision exports").
 #   bench/check-models.sh [BUILD_DIR] [STEPS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,8 +69,9 @@ ours, pt32, ref = (load(p) for p in sys.argv[1:4])
 def err(a):
     e = np.abs(a - ref)
     bad = np.flatnonzero(e > 1e-7 + 1e-3 * np.abs(ref))
-    return "max %.3g mean %.3g, %d outside rtol/atol%s" % (
-        e.max(), e.mean(), bad.size, " %s" % bad[:5].tolist() if bad.size else "")
+    bad5 = np.flatnonzero(e > 1e-5 + 1e-3 * np.abs(ref))
+    return "max %.3g mean %.3g, outside rtol 1e-3: %d at atol 1e-7%s, %d at atol 1e-5" % (
+        e.max(), e.mean(), bad.size, " %s" % bad[:5].tolist() if bad.size else "", bad5.size)
 print("    vs float64 (|max| %.3g): ours %s; PyTorch float32 %s" % (np.abs(ref).max(), err(ours), err(pt32)))
 EOF
 }
@@ -75,7 +79,7 @@ for m in resnet18 mobilenet_v2 googlenet densenet121 shufflenet_v2_x1_0 vit_b_16
     [ -f "$TV/$m.onnx" ] || continue
     rm -f "$TMP/output_0.pb"
     row "torchvision/$m" "$TV/$m.onnx" --feed "input=$TV/${m}_input_0.pb" \
-        --check "$TV/${m}_output_0.pb" --save-outputs "$TMP"
+        --check "$TV/${m}_output_0.pb" --rtol 1e-3 --atol 1e-5 --save-outputs "$TMP"
     if [ -f "$TV/${m}_output_f64_0.pb" ] && [ -f "$TMP/output_0.pb" ]; then
         f64row "$TMP/output_0.pb" "$TV/${m}_output_0.pb" "$TV/${m}_output_f64_0.pb"
     fi

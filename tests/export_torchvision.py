@@ -6,8 +6,12 @@ real PyTorch exports:
     /usr/bin/python3 tests/export_torchvision.py --out build/torchvision
     for m in resnet18 mobilenet_v2 googlenet densenet121 shufflenet_v2_x1_0 vit_b_16; do
         build/placesim run build/torchvision/$m.onnx --feed input=build/torchvision/${m}_input_0.pb \
-            --check build/torchvision/${m}_output_0.pb
+            --check build/torchvision/${m}_output_0.pb --rtol 1e-3 --atol 1e-5
     done
+
+The tolerances are those PyTorch's ONNX export tutorial checks an exported model with (rtol 1e-3,
+atol 1e-5); `bench/check-models.sh` runs these checks and also compares both float32 outputs with
+PyTorch's float64 output.
 
 Needs Debian's python3-torch, python3-torchvision and python3-onnx (run it with /usr/bin/python3).
 The exported files are large: write them under build/, never into the repository."""

@@ -1057,12 +1057,12 @@ int32_t psim_profile_session_passes(PsimProfileSession *s, int32_t n)
     /* Device by device, as psim_profiler_run: a core kept busy through its passes (alternating
      * devices pass by pass left each core idle half the time, and the small kernels of the
      * built-in models then timed 10-20% slower than in a profile run). */
-    int32_t ran = MIN(n, s->p->opts.rounds - s->passes);
+    int32_t ran = MAX(0, MIN(n, s->p->opts.rounds - s->passes));
     for (int32_t k = 0; k < s->n_groups; k++)
         for (int32_t r = s->passes; r < s->passes + ran; r++)
             group_pass(s->p, s->slots, &s->groups[k], r, &s->done, s->total);
-    s->passes += MAX(ran, 0);
-    return MAX(ran, 0);
+    s->passes += ran;
+    return ran;
 }
 
 gboolean psim_profile_session_finish(PsimProfileSession *s, PsimProfileReport *report, GError **error)

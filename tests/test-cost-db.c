@@ -160,6 +160,27 @@ static void test_migration(void)
     g_assert_cmpstr(v, ==, "4");
 }
 
+/* A DB made at schema `version` with one row of `us` for (d, sig) (weights NULL: put without
+ * the weights column), then opened again: migrated to the current version. */
+static PsimCostDb *migrated(const char *path, int version, const PsimDevice *d, const char *sig, const char *op,
+                            const char *weights, double us)
+{
+    GError *err = NULL;
+    PsimTimingStats s = stats(us);
+    PsimCostDb *db = psim__cost_db_open_version(path, version, &err);
+    g_assert_no_error(err);
+    if (weights)
+        g_assert_true(psim_cost_db_kernel_put_weights(db, d, sig, op, "monotonic", weights, &s, &err));
+    else
+        g_assert_true(psim_cost_db_kernel_put(db, d, sig, op, "monotonic", &s, &err));
+    g_assert_no_error(err);
+    psim_cost_db_close(db);
+    db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, PSIM_COST_DB_SCHEMA_VERSION);
+    return db;
+}
+
 /* A version-2 DB (before the weights column) opens, keeps its rows, and takes modes. */
 static void test_migration_v2(void)
 {
@@ -168,14 +189,7 @@ static void test_migration_v2(void)
     g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
     const PsimDevice *d = psim_cluster_device(c, 0);
     PsimTimingStats s = stats(70);
-    PsimCostDb *db = psim__cost_db_open_version(path, 2, &err);
-    g_assert_no_error(err);
-    g_assert_true(psim_cost_db_kernel_put(db, d, "Gemm(x)", "Gemm", "monotonic", &s, &err));
-    g_assert_no_error(err);
-    psim_cost_db_close(db);
-    db = psim_cost_db_open(path, &err);
-    g_assert_no_error(err);
-    g_assert_cmpint(psim_cost_db_schema_version(db), ==, PSIM_COST_DB_SCHEMA_VERSION);
+    PsimCostDb *db = migrated(path, 2, d, "Gemm(x)", "Gemm", NULL, 70);
     PsimTimingStats got;
     g_assert_true(psim_cost_db_kernel_get(db, d, "Gemm(x)", &got, NULL, &err));
     g_assert_cmpfloat(got.median_us, ==, 70);
@@ -199,12 +213,7 @@ static void test_migration_v3_ref(void)
     g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
     const PsimDevice *d = psim_cluster_device(c, 0);
     PsimTimingStats s = stats(100);
-    PsimCostDb *db = psim__cost_db_open_version(path, 3, &err);
-    g_assert_no_error(err);
-    g_assert_true(psim_cost_db_kernel_put_weights(db, d, "Old(x)", "Relu", "monotonic", "warm", &s, &err));
-    psim_cost_db_close(db);
-    db = psim_cost_db_open(path, &err);
-    g_assert_no_error(err);
+    PsimCostDb *db = migrated(path, 3, d, "Old(x)", "Relu", "warm", 100);
     g_assert_cmpint(psim_cost_db_schema_version(db), ==, 4);
     PsimTimingStats got;
     PsimSpeedRef ref;

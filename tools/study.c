@@ -132,7 +132,6 @@ static gboolean trial_simulate(Trial *t, PsimCostModel *m, PsimOrder order)
     psim_timeline_free(t->sim_tl);
     t->sim_tl = NULL;
     psim_sim_result_clear(&t->sr);
-    t->sr.over_device = -1;
     PsimSimOptions so = {.order = order};
     if (!psim_sim_run(t->plan, m, &so, &t->sr, &t->sim_tl, &err)) {
         trial_fail(t, err);
@@ -296,18 +295,15 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
         Row *r = &g_array_index(rows, Row, i);
         sqlite3_bind_text(st, 1, r->graph, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, r->algo, -1, SQLITE_STATIC);
+        /* The figures (NULL for a failed row) and their columns. */
         double v[] = {r->sim_us, r->measured_us, r->error_pct, r->measured_min_us, r->measured_max_us,
-                      r->plan_us, r->op_error_pct};
-        for (int k = 0; k < 7; k++)
+                      r->plan_us, r->op_error_pct, r->placed_sim_us, r->placed_error_pct};
+        const int col[] = {3, 4, 5, 6, 7, 8, 9, 14, 15};
+        for (int k = 0; k < (int)G_N_ELEMENTS(v); k++)
             if (r->error)
-                sqlite3_bind_null(st, 3 + k);
+                sqlite3_bind_null(st, col[k]);
             else
-                sqlite3_bind_double(st, 3 + k, v[k]);
-        for (int k = 0; k < 2; k++)
-            if (r->error)
-                sqlite3_bind_null(st, 14 + k);
-            else
-                sqlite3_bind_double(st, 14 + k, k ? r->placed_error_pct : r->placed_sim_us);
+                sqlite3_bind_double(st, col[k], v[k]);
         sqlite3_bind_int(st, 10, r->n_transfers);
         sqlite3_bind_int(st, 11, r->n_devices_used);
         sqlite3_bind_double(st, 12, r->place_ms);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "placesim/profiler.h"
+#include "placesim/formats.h"
 
 static int cmp(const void *a, const void *b)
 {

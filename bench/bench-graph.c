@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 typedef struct {
     double build_s, topo_s;

@@ -15,6 +15,7 @@
 
 #include "placesim/exec.h"
 #include "placesim/kernels.h"
+#include "placesim/formats.h"
 
 static double now_us(clockid_t c)
 {

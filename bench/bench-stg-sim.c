@@ -10,6 +10,7 @@
 
 #include "placesim/placer.h"
 #include "placesim/sim.h"
+#include "placesim/formats.h"
 
 int main(int argc, char **argv)
 {

@@ -109,4 +109,7 @@ void psim__shape_range(const PsimNode *n, int32_t rank, int32_t *start, int32_t 
  * out of range in the values, say). */
 int psim__fold_node(PsimGraph *g, PsimNode *n, GError **error);
 
+/* TRUE when `op` is one of the TF-specific ops ops-tf.c registers (StridedSlice, Pack...). */
+gboolean psim__ops_tf_owns(const char *op);
+
 #endif

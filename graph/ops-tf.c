@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "ops-private.h"
-#include "tf-private.h"
 
 /* Values of shape arithmetic are computed only for tensors up to this many elements. */
 #define MAX_VALUE_ELEMS 4096

@@ -71,34 +71,39 @@ EOF
     expect 2 "$PSIM" run "$tmp/sq.json" --plugin "$tmp/none.so"
 fi
 
-# Real models (when the data is there): squeezenet matches ONNX's reference output.
+# Real models (when the data is there): inception_v1 matches ONNX's reference output. Not
+# squeezenet: its data set now holds squeezenet_old (opset 9), whose logits reach 9.5e9, where one
+# float32 ulp is 1024; the reference softmax is exactly uniform only because it sums every output
+# channel in the same order, and any GEMM whose tail rows sum in another order (OpenBLAS's do,
+# for the last 4 of 1000 channels) turns a one-ulp difference into a one-hot softmax
+# (docs/validation.md, "onnx-light --check").
 DATA="${PSIM_DATA:-../shared/data}"
-if [ -f "$DATA/onnx-light/squeezenet.onnx" ]; then
-    expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" \
-        --check "$DATA/onnx-light/squeezenet_output_0.pb" --json
+if [ -f "$DATA/onnx-light/inception_v1.onnx" ]; then
+    expect 0 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" \
+        --check "$DATA/onnx-light/inception_v1_output_0.pb" --json
     grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
     # Placed on two devices (Send/Recv through the rendezvous): the same output.
-    expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo heft --cluster local:2 \
-        --check "$DATA/onnx-light/squeezenet_output_0.pb" --trace "$tmp/two.json" --json
+    expect 0 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --algo heft --cluster local:2 \
+        --check "$DATA/onnx-light/inception_v1_output_0.pb" --trace "$tmp/two.json" --json
     grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
     grep -q '"pid": *1' "$tmp/two.json" || { echo "FAIL: no second device in the trace"; exit 1; }
     # A plan saved by 'placesim place' runs as it is.
-    "$PSIM" place "$DATA/onnx-light/squeezenet.onnx" --algo round-robin --cluster local:2 \
+    "$PSIM" place "$DATA/onnx-light/inception_v1.onnx" --algo round-robin --cluster local:2 \
         --plan "$tmp/plan.json" > /dev/null
-    expect 0 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --plan "$tmp/plan.json" --cluster local:2 \
-        --check "$DATA/onnx-light/squeezenet_output_0.pb"
-    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --plan "$tmp/plan.json" --algo heft
+    expect 0 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --plan "$tmp/plan.json" --cluster local:2 \
+        --check "$DATA/onnx-light/inception_v1_output_0.pb"
+    expect 2 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --plan "$tmp/plan.json" --algo heft
     # The plan carries its graph: GRAPH may be left out.
     expect 0 "$PSIM" run --plan "$tmp/plan.json" --cluster local:2 \
-        --check "$DATA/onnx-light/squeezenet_output_0.pb"
+        --check "$DATA/onnx-light/inception_v1_output_0.pb"
     # --algo with a cost DB that is not one: one clear error, exit 2.
     echo "not a database" > "$tmp/bad.db"
-    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo heft --cluster local:2 --db "$tmp/bad.db"
+    expect 2 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --algo heft --cluster local:2 --db "$tmp/bad.db"
     grep -q "bad.db" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
-    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --placement "$tmp/missing.json" --cluster local:2
-    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --algo no-such-algo --cluster local:2
+    expect 2 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --placement "$tmp/missing.json" --cluster local:2
+    expect 2 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --algo no-such-algo --cluster local:2
     # A feed of the wrong shape for the model's input.
-    expect 2 "$PSIM" run "$DATA/onnx-light/squeezenet.onnx" --feed "data_0=$tmp/out23/output_0.pb"
+    expect 2 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --feed "data_0=$tmp/out23/output_0.pb"
     grep -q "shape \[2,3\]" "$tmp/err.txt"
 fi
 echo ok

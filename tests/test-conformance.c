@@ -12,6 +12,7 @@
 #include "placesim/kernels.h"
 
 #include "onnx.pb-c.h"
+#include "placesim/formats.h"
 
 #define DEFAULT_DIR "/usr/share/libonnx-testdata/data/node"
 

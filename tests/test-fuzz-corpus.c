@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 /* Corpus folder (target name without "fuzz-") to format; "tf-pb" and "tf-pbtxt" name the
  * TensorFlow targets. */

@@ -11,6 +11,7 @@
 
 #include "onnx.pb-c.h"
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 static const char *data_dir(void)
 {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 #define D(...) ((const int64_t[]){__VA_ARGS__})
 #define U PSIM_DIM_UNKNOWN

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 static const char *data_dir(void)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 static const char *const tf_models[] = {"lstm", "gru", "fc-layers", "ae0"};
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 static PsimGraph *load_str(const char *json, GError **err)
 {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "placesim/kernels.h"
+#include "placesim/formats.h"
 
 static GRand *rng;
 

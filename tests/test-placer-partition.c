@@ -7,6 +7,7 @@
 
 #include "placesim/placer.h"
 #include "placesim/sim.h"
+#include "placesim/formats.h"
 
 typedef struct {
     PsimGraph *g;

@@ -8,6 +8,7 @@
 #include "placesim/placer.h"
 #include "placesim/sim.h"
 #include "placer/placer-private.h"
+#include "placesim/formats.h"
 
 static char *src_path(const char *rel)
 {

@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 
 #include "placesim/profiler.h"
+#include "placesim/formats.h"
 
 static char *tmp_dir;
 

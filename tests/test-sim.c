@@ -8,6 +8,7 @@
 
 #include "placesim/placer.h"
 #include "placesim/sim.h"
+#include "placesim/formats.h"
 
 /* A tiny builder: Task nodes with one output of `bytes` and cost `us` on every device of
  * type P. Devices are P:0 .. P:n-1. */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
+#include "placesim/formats.h"
 
 int psim_cmd_export(int argc, char **argv)
 {

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "tools/cli.h"
+#include "placesim/formats.h"
 
 /* In pipeline order: look at a graph and a cluster, measure, place, simulate, run, compare. */
 static const PsimCommand commands[] = {

@@ -6,6 +6,7 @@
 
 #include "placesim/placer.h"
 #include "tools/cli.h"
+#include "placesim/formats.h"
 
 static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *plan,
                        const char *error)

@@ -9,6 +9,7 @@
 #include "placesim/exec.h"
 #include "placesim/placer.h"
 #include "tools/cli.h"
+#include "placesim/formats.h"
 
 static void shape_append(GString *s, const PsimTensor *t)
 {

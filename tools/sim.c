@@ -7,6 +7,7 @@
 #include "placesim/placer.h"
 #include "placesim/sim.h"
 #include "tools/cli.h"
+#include "placesim/formats.h"
 
 int psim_cmd_sim(int argc, char **argv)
 {

@@ -403,60 +403,6 @@ typedef struct {
 } PsimGraphStats;
 void psim_graph_stats(const PsimGraph *g, PsimGraphStats *out);
 
-/* ---------------------------------------------------------------------------------------- */
-/* Import and export. */
-
-typedef enum {
-    PSIM_FORMAT_UNKNOWN = 0,
-    PSIM_FORMAT_JSON,
-    PSIM_FORMAT_ONNX,
-    PSIM_FORMAT_TF_PB,
-    PSIM_FORMAT_TF_PBTXT,
-    PSIM_FORMAT_PIPEDREAM,
-    PSIM_FORMAT_STG,
-    PSIM_FORMAT_DOT,
-    PSIM_FORMAT_GRAPHML,
-} PsimFormat;
-
-typedef struct {
-    gboolean training; /* PipeDream: add backward nodes */
-} PsimImportOptions;
-
-const char *psim_format_name(PsimFormat f);
-PsimFormat psim_format_from_name(const char *name);
-/* Sniffs content (magic bytes, JSON format key), then the file name. */
-PsimFormat psim_format_detect(const char *path, const guint8 *data, gsize len);
-
-/* Loads any supported file; opts may be NULL. The graph is finalized and shapes are inferred.
- * Errors name the file and the node or field. Free with psim_graph_free. */
-PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error);
-/* Parses an in-memory buffer of a known format (fuzzers use this). */
-PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *data, gsize len,
-                                const PsimImportOptions *opts, GError **error);
-
-PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GError **error);
-PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GError **error);
-PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text,
-                          GError **error);
-PsimGraph *psim_import_pipedream(const char *path, const char *data, gsize len,
-                                 gboolean training, GError **error);
-PsimGraph *psim_import_stg(const char *path, const char *data, gsize len, GError **error);
-
-/* Exporters return a newly allocated string (g_free). */
-char *psim_export_json(const PsimGraph *g, gsize *len);
-char *psim_export_dot(const PsimGraph *g, GError **error);
-char *psim_export_graphml(const PsimGraph *g, GError **error);
-/* TF text GraphDef; each node's device field is its assigned device when set. */
-char *psim_export_pbtxt(const PsimGraph *g, GError **error);
-gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error);
-
-/* ONNX TensorProto files (.pb), as in ONNX's test data: read (raw_data or typed fields) and
- * write (raw_data). *name (optional, g_free) gets the tensor's name. Errors name the file. */
-PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error);
-PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len, char **name,
-                                 GError **error);
-gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path,
-                             GError **error);
 
 /* Built-in models (the zoo), made in code so that a fresh clone can run without files. */
 const char *const *psim_zoo_list(int32_t *n);

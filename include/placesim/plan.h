@@ -47,13 +47,6 @@ PsimPlan *psim_plan_new(PsimGraph *graph, int32_t n_devices, const char *const *
 void psim_plan_free(PsimPlan *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlan, psim_plan_free)
 
-/* JSON ("placesim.plan/1"): the partitioned graph, devices, orders, transfers. Loading gives an
- * identical plan (save -> load -> save is byte-identical). */
-char *psim_plan_to_json(const PsimPlan *p, gsize *len);
-PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error);
-gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
-PsimPlan *psim_plan_load(const char *path, GError **error);
-
 G_END_DECLS
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "placesim/graph.h"
+#include "placesim/formats.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,6 +3,7 @@
  * error line naming the file; never a crash, a leak, a hang or an allocation beyond what the
  * input justifies. */
 #include "fuzz-common.h"
+#include "placesim/formats.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,6 +4,7 @@
 #define PSIM_FUZZ_TF_H
 
 #include "fuzz-common.h"
+#include "placesim/formats.h"
 
 /* Reads back an export: it must load, with the same node and edge counts. */
 static inline void fuzz_tf_reload(const char *path, PsimFormat f, const char *text, gsize len,

@@ -2,11 +2,12 @@
  * tf-text.c): NodeDefs become IR nodes, attrs become typed attrs, and TF ops that mean the same as
  * an IR (ONNX-named) op are mapped to it, turning constant axis/perm inputs into attrs. */
 #include "tf-private.h"
+#include "placesim/formats.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "ops-private.h"
+#include "graph/ops-private.h"
 #include "tf.pb-c.h"
 
 /* Nodes referencing more outputs than this are refused (a Split of 4096 is already absurd). */

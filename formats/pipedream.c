@@ -4,7 +4,8 @@
  * `Placeholder`s) with their measured times kept as cost annotations on device type "GPU";
  * parameters become `Const` parameter nodes feeding their layer. With `training`, the graph is
  * expanded with one backward node per layer, in reverse topological order, and gradient edges. */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 
 #include <math.h>
 #include <string.h>

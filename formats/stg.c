@@ -3,7 +3,8 @@
  * Tasks become `Task` nodes t0..t{n+1} whose cost is annotated for any device ("*"); the
  * precedence constraints become data edges carrying zero-byte tensors (STG has no
  * communication costs). */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* Loading and saving graphs: format detection by content, dispatch to importers, and the
  * post-import passes every graph gets (shape inference, folding of shape arithmetic). */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 
 #include <string.h>
 

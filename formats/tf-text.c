@@ -3,6 +3,7 @@
  * quoted strings with C escapes, punctuation, # comments) feeds a recursive-descent parser whose
  * depth is bounded; unknown fields are skipped without recursion. */
 #include "tf-private.h"
+#include "placesim/formats.h"
 
 #include <errno.h>
 #include <math.h>

@@ -2,7 +2,8 @@
  * (name, op, device: the assigned device, else the requested one), its data and control
  * inputs become edges (kind, bytes, src_output, dst_input), and igraph writes the file into a
  * memory stream. */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 
 #include <igraph.h>
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /* Plan JSON ("placesim.plan/1"): the partitioned graph (as placesim graph JSON), devices, per-node
  * device, planned start and priority, per-device order, and the transfers. Written by hand so
  * that save -> load -> save is byte-identical; read through json-glib with every index checked. */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tf-private.h"
+#include "placesim/formats.h"
 #include "tf.pb-c.h"
 
 static const char *tf_type_name(PsimDType t)

@@ -2,7 +2,8 @@
  * importer (ModelProto -> PsimGraph) and ONNX TensorProto files (.pb) read and written. Decoding
  * runs under a byte budget proportional to the input, and every count and size is checked
  * against what the file holds before memory is allocated for it. */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 #include "onnx.pb-c.h"
 
 #include <math.h>

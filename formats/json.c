@@ -1,6 +1,7 @@
 /* placesim graph JSON ("placesim.graph/1"): reader through json-glib, and a writer of our own so
  * that numbers keep their type and export -> import -> export is byte-identical. */
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "placesim/formats.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>

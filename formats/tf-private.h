@@ -5,7 +5,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "graph-private.h"
+#include "graph/graph-private.h"
+#include "graph/ops-private.h"
 
 /* Deepest message nesting the text parser accepts (GraphDef nests about six levels). */
 #define PSIM_PBTXT_MAX_DEPTH 64
@@ -24,8 +25,5 @@ void psim__pbtxt_quote(GString *s, const void *data, gsize len);
  * unsupported ones to UNDEFINED / DT_INVALID). */
 PsimDType psim__tf_dtype_to_psim(int tf_type);
 int psim__tf_dtype_from_psim(PsimDType t);
-
-/* TRUE when `op` is one of the TF-specific ops ops-tf.c registers (StridedSlice, Pack...). */
-gboolean psim__ops_tf_owns(const char *op);
 
 #endif

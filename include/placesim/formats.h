@@ -1,0 +1,74 @@
+/* Formats: graph importers (ONNX, TF GraphDef binary and text, placesim JSON, PipeDream, STG),
+ * exporters (JSON, DOT, GraphML, TF text) and the plan's JSON. The code lives in formats/; the IR
+ * it reads into and writes from is graph/'s. */
+#ifndef PLACESIM_FORMATS_H
+#define PLACESIM_FORMATS_H
+
+#include "placesim/graph.h"
+#include "placesim/plan.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+    PSIM_FORMAT_UNKNOWN = 0,
+    PSIM_FORMAT_JSON,
+    PSIM_FORMAT_ONNX,
+    PSIM_FORMAT_TF_PB,
+    PSIM_FORMAT_TF_PBTXT,
+    PSIM_FORMAT_PIPEDREAM,
+    PSIM_FORMAT_STG,
+    PSIM_FORMAT_DOT,
+    PSIM_FORMAT_GRAPHML,
+} PsimFormat;
+
+typedef struct {
+    gboolean training; /* PipeDream: add backward nodes */
+} PsimImportOptions;
+
+const char *psim_format_name(PsimFormat f);
+PsimFormat psim_format_from_name(const char *name);
+/* Sniffs content (magic bytes, JSON format key), then the file name. */
+PsimFormat psim_format_detect(const char *path, const guint8 *data, gsize len);
+
+/* Loads any supported file; opts may be NULL. The graph is finalized and shapes are inferred.
+ * Errors name the file and the node or field. Free with psim_graph_free. */
+PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error);
+/* Parses an in-memory buffer of a known format (fuzzers use this). */
+PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *data, gsize len,
+                                const PsimImportOptions *opts, GError **error);
+
+PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GError **error);
+PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GError **error);
+PsimGraph *psim_import_tf(const char *path, const guint8 *data, gsize len, gboolean text,
+                          GError **error);
+PsimGraph *psim_import_pipedream(const char *path, const char *data, gsize len,
+                                 gboolean training, GError **error);
+PsimGraph *psim_import_stg(const char *path, const char *data, gsize len, GError **error);
+
+/* Exporters return a newly allocated string (g_free). */
+char *psim_export_json(const PsimGraph *g, gsize *len);
+char *psim_export_dot(const PsimGraph *g, GError **error);
+char *psim_export_graphml(const PsimGraph *g, GError **error);
+/* TF text GraphDef; each node's device field is its assigned device when set. */
+char *psim_export_pbtxt(const PsimGraph *g, GError **error);
+gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error);
+
+/* ONNX TensorProto files (.pb), as in ONNX's test data: read (raw_data or typed fields) and
+ * write (raw_data). *name (optional, g_free) gets the tensor's name. Errors name the file. */
+PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error);
+PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len, char **name,
+                                 GError **error);
+gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path,
+                             GError **error);
+
+/* Plans. */
+/* JSON ("placesim.plan/1"): the partitioned graph, devices, orders, transfers. Loading gives an
+ * identical plan (save -> load -> save is byte-identical). */
+char *psim_plan_to_json(const PsimPlan *p, gsize *len);
+PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error);
+gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
+PsimPlan *psim_plan_load(const char *path, GError **error);
+
+G_END_DECLS
+
+#endif

@@ -772,8 +772,8 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
             last = v;
         }
     res->step_time_us = step;
-    res->critical_path_us = step;
     res->lower_bound_us = lower_bound(s);
+    res->critical_path_us = res->lower_bound_us; /* one meaning everywhere: docs/sim.md */
     res->n_devices = s->nd;
     res->peak_memory = g_new0(uint64_t, s->nd + 1);
     for (int32_t d = 0; d < s->nd; d++)
@@ -802,7 +802,7 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
                                    tr->dst, s->xfer_start[x], s->end[tr->recv], tr->bytes);
         }
         t->step_time_us = step;
-        t->critical_path_us = res->lower_bound_us;
+        t->critical_path_us = res->critical_path_us;
         memcpy(t->peak_memory, res->peak_memory, sizeof(uint64_t) * (size_t)s->nd);
         *timeline = t;
     }

@@ -530,8 +530,10 @@ static gboolean setup(Sim *s)
         double c = psim_cost_node(s->m, g, nv, s->cluster_dev[d], NULL);
         if (!isfinite(c) || c < 0) {
             g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': no cost on device '%s' (no kernel for it, or no annotation)",
-                        psim_graph_name(g), nv->name, p->devices[d]);
+                        "%s: node '%s': op '%s' has no cost on device '%s' of type %s (no kernel for it, "
+                        "nor an annotation); load a plug-in with one with --plugin PATH.so, see docs/ops.md",
+                        psim_graph_name(g), nv->name, nv->op, p->devices[d],
+                        psim_cluster_device(s->c, s->cluster_dev[d])->type);
             return FALSE;
         }
         s->cost[v] = c;

@@ -189,6 +189,11 @@ PsimCluster *psim_cli_cluster(const char *spec, const PsimGraph *g, GError **err
 {
     if (!spec)
         spec = "local";
+    if (!*spec) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "--cluster: expected local[:N], uniform:P[:GBPS[:LATENCY_US]], stg:P or a cluster file, not ''");
+        return NULL;
+    }
     if (g_str_has_prefix(spec, "stg:"))
         return identical_cluster(g, spec + 4, error);
     if (g_str_has_prefix(spec, "uniform:"))

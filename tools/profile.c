@@ -156,7 +156,7 @@ int psim_cmd_profile(int argc, char **argv)
             return psim_cli_fail(err);
         g_ptr_array_add(graphs, g);
     }
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec(spec ? spec : "local", &err);
+    g_autoptr(PsimCluster) c = psim_cli_cluster(spec ? spec : "local", NULL, &err);
     if (!c)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);

@@ -133,7 +133,12 @@ typedef struct {
     GPtrArray *feed_names, *feeds, *fetches;
     GArray *ports;
     int n_out;
-    /* Executing: one of a session (one device), a plan session (placed here) or a plan. */
+    /* Executing: one of a session (one device), a plan session (--algo) or a plan (--plan, or
+     * partitioned from --placement: the placement names the graph's nodes, which a session
+     * would prune first). */
+    PsimCostModel *cm;
+    PsimPlaceCtx *pctx;
+    PsimPlacement *placement;
     PsimSession *s;
     PsimPlanSession *ps;
     PsimPlanExec *px;
@@ -160,10 +165,12 @@ static void run_clear(Run *r)
     psim_session_free(r->s);
     psim_plan_session_free(r->ps);
     psim_plan_exec_free(r->px);
-    if (r->plan)
-        psim_plan_free(r->plan); /* and its graph */
-    else
+    psim_plan_free(r->plan); /* a loaded plan frees its graph, a built one does not */
+    if (!r->plan_path)
         psim_graph_free(r->g);
+    psim_placement_free(r->placement);
+    psim_place_ctx_free(r->pctx);
+    psim_cost_model_free(r->cm);
     psim_cost_db_close(r->db);
     psim_cluster_free(r->c);
     if (r->feeds)
@@ -319,11 +326,21 @@ static gboolean run_feeds(Run *r, GError **error)
     return TRUE;
 }
 
-/* What runs the steps. A plan is instantiated as it is; --placement and --algo go through a
- * plan session and one device through a session, whose caches of pruned subgraphs the report
- * counts. */
+/* What runs the steps. A plan is instantiated as it is (a placement is partitioned into one
+ * first); --algo goes through a plan session and one device through a session, whose caches
+ * of pruned subgraphs the report counts. */
 static gboolean run_prepare(Run *r, GError **error)
 {
+    if (r->placement_path) {
+        PsimPlaceOptions po;
+        psim_place_options_init(&po);
+        po.placement_file = r->placement_path;
+        r->cm = psim_cost_model_new(r->c, r->db);
+        if (!(r->pctx = psim_place_ctx_new(r->g, r->cm, &po, error)) ||
+            !(r->placement = psim_place(r->pctx, "file", error)) ||
+            !(r->plan = psim_plan_build(r->pctx, r->placement, error)))
+            return FALSE;
+    }
     if (r->plan) {
         r->px = psim_plan_exec_new(r->plan, r->c, (const char *const *)r->feed_names->pdata,
                                    (int32_t)r->feeds->len, (const char *const *)r->fetches->pdata, r->n_out,
@@ -333,8 +350,7 @@ static gboolean run_prepare(Run *r, GError **error)
     if (r->multi) {
         PsimPlaceOptions po;
         psim_place_options_init(&po);
-        po.placement_file = r->placement_path;
-        r->ps = psim_plan_session_new(r->g, r->c, r->db, r->placement_path ? "file" : r->algo, &po, FALSE, error);
+        r->ps = psim_plan_session_new(r->g, r->c, r->db, r->algo, &po, FALSE, error);
         return r->ps != NULL;
     }
     r->s = psim_session_new(r->g, r->c, r->device, NULL, error);

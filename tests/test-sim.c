@@ -319,6 +319,7 @@ static void test_memory_overlap(void)
         psim_graph_output_add(p->graph, (PsimPort){psim_graph_node_find(p->graph, "E")->id, 0});
         PsimSimResult r;
         g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_DYNAMIC, &r);
+        g_assert_nonnull(t);
         if (streams == 1) {
             g_assert_cmpuint(r.peak_memory[0], ==, 111);
             g_assert_cmpint(r.over_device, ==, -1);

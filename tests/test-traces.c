@@ -70,8 +70,9 @@ static void test_chrome_roundtrip(void)
 static void test_chrome_errors(void)
 {
     const char *bad[] = {"{", "[]", "{\"traceEvents\": []}",
-                         "{\"otherData\": {\"placesim\": {\"devices\": [\"CPU:0\"]}}, \"traceEvents\": "
-                         "[{\"ph\": \"X\", \"cat\": \"op\", \"name\": \"a\", \"pid\": 7, \"ts\": 0, \"dur\": 1, \"args\": {}}]}"};
+                         /* one string over two lines (parenthesised for clang) */
+                         ("{\"otherData\": {\"placesim\": {\"devices\": [\"CPU:0\"]}}, \"traceEvents\": "
+                          "[{\"ph\": \"X\", \"cat\": \"op\", \"name\": \"a\", \"pid\": 7, \"ts\": 0, \"dur\": 1, \"args\": {}}]}")};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         GError *err = NULL;
         g_assert_null(psim_timeline_parse_chrome("bad.json", bad[i], strlen(bad[i]), &err));

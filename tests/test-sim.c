@@ -484,7 +484,8 @@ static void test_resnet50_trace(void)
     }
     g_assert_cmpint(g_hash_table_size(seen), ==, expect);
     g_assert_cmpint(expect, ==, psim_graph_n_nodes(g));
-    if (g_find_program_in_path("gnuplot")) {
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    if (gnuplot) {
         g_assert_true(psim_timeline_plot_gantt(t, png, "resnet50", &err));
         g_assert_no_error(err);
         g_autofree char *bytes = NULL;

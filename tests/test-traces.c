@@ -120,7 +120,8 @@ static void test_sqlite(void)
 
 static void test_gantt(void)
 {
-    if (!g_find_program_in_path("gnuplot")) {
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    if (!gnuplot) {
         g_test_skip("gnuplot is not installed");
         return;
     }
@@ -171,7 +172,8 @@ static void test_compare(void)
     g_assert_cmpfloat(c.rows[0].sim_us, ==, 12.5);
     g_assert_cmpfloat(c.rows[0].run_us, ==, 25);
     g_assert_cmpfloat(c.median_abs_op_error_pct, ==, 50);
-    if (g_find_program_in_path("gnuplot")) {
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    if (gnuplot) {
         g_autofree char *dir = g_dir_make_tmp("psim-cmp-XXXXXX", NULL);
         g_autofree char *path = g_build_filename(dir, "c.png", NULL);
         g_assert_true(psim_compare_plot(sim, run, &c, path, &err));

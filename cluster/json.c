@@ -64,16 +64,17 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
                                        "description", "sm_count", "compute_capability", NULL};
     const char *name = NULL, *type = NULL, *desc = NULL, *cc = NULL;
     PsimJsonAt at = {path, where};
-    if (!psim_json_get_string(&at, o, "name", &name, error) ||
-        !psim_json_get_string(&at, o, "type", &type, error) ||
-        !psim_json_get_string(&at, o, "description", &desc, error) ||
-        !psim_json_get_string(&at, o, "compute_capability", &cc, error))
+    if (!psim_json_get_string(&at, o, "name", &name, error))
         return FALSE;
     if (!name)
         return fail(error, path, "%s: missing field 'name'", where);
     g_free(where);
     where = g_strdup_printf("device '%s'", name);
     at.where = where;
+    if (!psim_json_get_string(&at, o, "type", &type, error) ||
+        !psim_json_get_string(&at, o, "description", &desc, error) ||
+        !psim_json_get_string(&at, o, "compute_capability", &cc, error))
+        return FALSE;
     if (!check_keys(o, keys, path, where, error))
         return FALSE;
     GError *err = NULL;

@@ -43,6 +43,8 @@ static GBytes *read_stream(int fd, const char *path, guint64 max_bytes, PsimInpu
 {
     g_autoptr(GByteArray) buf = g_byte_array_sized_new(CHUNK);
     gboolean sniffed = FALSE;
+    /* A GByteArray counts in guint. */
+    max_bytes = MIN(max_bytes, (guint64)G_MAXUINT - 2 * CHUNK);
     for (;;) {
         if ((guint64)buf->len > max_bytes)
             return too_big(error, path, max_bytes);

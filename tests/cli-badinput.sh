@@ -116,6 +116,8 @@ damage "$tmp/pl.json" "$tmp/pl-nl.json" "d['devices']['no\\nsuch'] = 'CPU:0'"
 expect_bad pl-nl.json "not in graph" -- "${PLACE[@]}" "$tmp/pl-nl.json"
 damage "$tmp/g.json" "$tmp/g-nl.json" "d['nodes'][1]['name'] = 'a\\nb'; d['nodes'][1]['op'] = 7"
 expect_bad g-nl.json "'op'" -- "${G[@]}" "$tmp/g-nl.json"
+damage "$tmp/t.json" "$tmp/t-nostep.json" "d['otherData']['placesim']['step_time_us'] = 0"
+expect_bad t-nostep.json "no step time" -- "${TRACE[@]}" "$tmp/t-nostep.json"
 for f in "$tmp/missing.json" "$tmp"; do
     expect_bad "$f" -- "${G[@]}" "$f"
     expect_bad "$f" -- "${C[@]}" "$f"

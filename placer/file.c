@@ -57,9 +57,14 @@ gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *d
     if (!root)
         return FALSE;
     JsonObject *o = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-    const char *fmt = NULL;
+    const char *fmt = NULL, *gname = NULL, *algo = NULL;
+    double makespan = 0;
     PsimJsonAt at = {path, NULL};
-    if (o && !psim_json_get_string(&at, o, "format", &fmt, error))
+    /* graph, algo and makespan_us are not used, but a wrong type there is a damaged file. */
+    if (o && (!psim_json_get_string(&at, o, "format", &fmt, error) ||
+              !psim_json_get_string(&at, o, "graph", &gname, error) ||
+              !psim_json_get_string(&at, o, "algo", &algo, error) ||
+              !psim_json_get_number(&at, o, "makespan_us", 0, G_MAXDOUBLE, &makespan, error)))
         return FALSE;
     if (!fmt || strcmp(fmt, FORMAT_KEY)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,

@@ -100,7 +100,7 @@ JsonNode *psim_json_parse(const char *path, const char *data, gsize len, GError 
 
 JsonNode *psim_json_load(const char *path, GError **error)
 {
-    g_autoptr(GBytes) b = psim_input_read(path, PSIM_JSON_MAX_BYTES, sniff_json, error);
+    g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_json, error);
     if (!b)
         return NULL;
     gsize len = 0;

@@ -408,10 +408,8 @@ void psim_graph_stats(const PsimGraph *g, PsimGraphStats *out);
 /* Input files: every file placesim reads goes through one bounded reader, and every JSON file
  * through one depth-limited parser (graph/io.c, graph/json-read.c). */
 
-/* Sizes: graphs (and tensors) may be large binary files; JSON documents are parsed into a tree
- * several times their size, so they get a lower bound. */
+/* The largest input file: models with their weights, and plans that embed them. */
 #define PSIM_INPUT_MAX_BYTES (G_GUINT64_CONSTANT(4) << 30)
-#define PSIM_JSON_MAX_BYTES (G_GUINT64_CONSTANT(1) << 30)
 /* How many of the first bytes a PsimInputSniff sees (all of a shorter file). */
 #define PSIM_INPUT_HEAD 4096
 /* Returns NULL when the first bytes may open a file of the expected kind, else the reason
@@ -433,7 +431,7 @@ typedef struct _JsonArray JsonArray;
 /* Parses JSON text: nesting is checked first, by an iterative scan; errors are one line naming
  * path. Returns the root (never NULL on success); free with json_node_unref. */
 JsonNode *psim_json_parse(const char *path, const char *data, gsize len, GError **error);
-/* psim_input_read (PSIM_JSON_MAX_BYTES, first bytes must open a JSON object) + psim_json_parse. */
+/* psim_input_read (first bytes must open a JSON object or list) + psim_json_parse. */
 JsonNode *psim_json_load(const char *path, GError **error);
 
 /* Typed access to members of a JSON object. Errors read "PATH: WHERE: field 'KEY' ...", WHERE

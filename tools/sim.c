@@ -63,7 +63,7 @@ int psim_cmd_sim(int argc, char **argv)
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
-    if (db_path && !(db = psim_cost_db_open(db_path, &err)))
+    if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
     if (!plan) {

@@ -2,11 +2,11 @@
  * simulate, run the same plan for real, and compare; writes a report with tables and plots. */
 #include <errno.h>
 #include <glib/gstdio.h>
-#include <sqlite3.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/sqlite-private.h"
 #include "placesim/exec.h"
 #include "placesim/placer.h"
 #include "placesim/profiler.h"
@@ -281,16 +281,16 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     gboolean ok = FALSE;
-    if (sqlite3_open(path, &db) != SQLITE_OK)
-        goto out;
+    PSIM_SQLITE_CHECK(db, sqlite3_open(path, &db), path, "write results", error);
     sqlite3_busy_timeout(db, 10000);
-    if (sqlite3_exec(db, "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
-                         " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
-                         " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
-                         " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        goto out;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db,
+        "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
+        " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
+        " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
+        " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL, NULL),
+        path, "write results", error);
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                             -1, &st, NULL), path, "write results", error);
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         sqlite3_bind_text(st, 1, r->graph, -1, SQLITE_STATIC);
@@ -311,15 +311,12 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
             sqlite3_bind_text(st, 13, r->error, -1, SQLITE_STATIC);
         else
             sqlite3_bind_null(st, 13);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            goto out;
+        PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "write results", error);
         sqlite3_reset(st);
     }
-    ok = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), path, "write results", error);
+    ok = TRUE;
 out:
-    if (!ok)
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: SQLite: %s", path,
-                    db ? sqlite3_errmsg(db) : "cannot open");
     sqlite3_finalize(st);
     sqlite3_close(db);
     return ok;
@@ -490,6 +487,7 @@ int psim_cmd_study(int argc, char **argv)
         fprintf(stderr, "placesim: %s: cannot create the output folder: %s\n", out_dir, g_strerror(errno));
         return 1;
     }
+    gboolean db_given = db_path != NULL;
     if (!db_path)
         db_path = g_build_filename(out_dir, "costs.db", NULL);
     g_autofree char *sqlite_path = g_build_filename(out_dir, "results.sqlite", NULL);
@@ -518,8 +516,14 @@ int psim_cmd_study(int argc, char **argv)
                                                       graphs->len ? g_ptr_array_index(graphs, 0) : NULL, &err);
     if (!cluster)
         return psim_cli_fail(err);
-    g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
-    if (!db)
+    /* --no-profile only reads the DB: read-only, and no DB at all where the default one does
+     * not exist yet (estimates), so that a read-only DB or folder serves it. */
+    g_autoptr(PsimCostDb) db = NULL;
+    if (!no_profile)
+        db = psim_cost_db_open(db_path, &err);
+    else if (db_given || g_file_test(db_path, G_FILE_TEST_EXISTS))
+        db = psim_cost_db_open_readonly(db_path, &err);
+    if (err)
         return psim_cli_fail(err);
 
     int n_algos = (int)g_strv_length(algo_list);

@@ -120,10 +120,18 @@ typedef struct {
 /* Computes the statistics of n samples (sorts them in place). */
 void psim_timing_stats(double *samples, int64_t n, PsimTimingStats *out);
 
-/* Opens or creates a cost DB (WAL mode, busy timeout, migrations to the current schema).
- * PSIM_ERROR_INPUT (exit 2) for a file that is not SQLite, a corrupt database, an SQLite file
- * that is not a cost DB, or one written by a newer schema. Free with psim_cost_db_close. */
+/* Opens or creates a cost DB for writing (WAL mode, busy timeout, migrations to the current
+ * schema). PSIM_ERROR_INPUT (exit 2) for a file that is not SQLite, a corrupt or truncated
+ * database, an SQLite file that is not a cost DB, a schema version this build does not know
+ * (negative, or newer), a table or column of its schema missing, or a file that cannot be
+ * written (mode or folder). Free with psim_cost_db_close. */
 PsimCostDb *psim_cost_db_open(const char *path, GError **error);
+/* Opens an existing cost DB only to read it (SQLITE_OPEN_READONLY): no migration, no switch to
+ * WAL, nothing written, so that a read-only file or folder serves the commands that only read
+ * (place, sim, run, cluster, study --no-profile). A DB of an older schema is read as it is. The
+ * same errors as psim_cost_db_open, and also for a missing or empty file; every write through
+ * the handle fails with PSIM_ERROR_INPUT. Free with psim_cost_db_close. */
+PsimCostDb *psim_cost_db_open_readonly(const char *path, GError **error);
 void psim_cost_db_close(PsimCostDb *db);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCostDb, psim_cost_db_close)
 const char *psim_cost_db_path(const PsimCostDb *db);

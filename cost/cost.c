@@ -122,15 +122,15 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
     if (m->db) {
         GError *err = NULL;
         double v;
-        if (psim_cost_db_calibration_get(m->db, d, "gemm_gflops", &v, &err) && v > 0) {
+        if (psim_cost_db_calibration_get(m->db, d, "gemm_gflops", &v, &err) && v > 0 && isfinite(v)) {
             r->peak_gflops = v;
             r->calibrated = TRUE;
         }
-        if (!err && psim_cost_db_calibration_get(m->db, d, "copy_GBps", &v, &err) && v > 0) {
+        if (!err && psim_cost_db_calibration_get(m->db, d, "copy_GBps", &v, &err) && v > 0 && isfinite(v)) {
             r->mem_bw_GBps = v;
             r->calibrated = TRUE;
         }
-        if (!err && psim_cost_db_calibration_get(m->db, d, "launch_us", &v, &err) && v >= 0) {
+        if (!err && psim_cost_db_calibration_get(m->db, d, "launch_us", &v, &err) && v >= 0 && isfinite(v)) {
             r->launch_us = v;
             r->calibrated = TRUE;
         }

@@ -919,6 +919,33 @@ out:
     return found;
 }
 
+gboolean psim_cost_db_calibrate_cluster(PsimCostDb *db, PsimCluster *c, guint *which, GError **error)
+{
+    g_return_val_if_fail(db && c, FALSE);
+    for (int32_t i = 0; i < psim_cluster_n_devices(c); i++) {
+        PsimDevice *d = psim_cluster_device(c, i);
+        double peak = 0, bw = 0, launch = -1;
+        GError *err = NULL;
+        guint got = 0;
+        /* The cost model's rules (cost/cost.c rates()): rates must be positive, launch not
+         * negative; anything else leaves the cluster's own figure. */
+        if (psim_cost_db_calibration_get(db, d, "gemm_gflops", &peak, &err) && peak > 0 && isfinite(peak))
+            d->peak_gflops = peak, got |= PSIM_CALIBRATED_PEAK;
+        if (!err && psim_cost_db_calibration_get(db, d, "copy_GBps", &bw, &err) && bw > 0 && isfinite(bw))
+            d->mem_bw_GBps = bw, got |= PSIM_CALIBRATED_MEM_BW;
+        if (!err && psim_cost_db_calibration_get(db, d, "launch_us", &launch, &err) && launch >= 0 &&
+            isfinite(launch))
+            d->launch_us = launch, got |= PSIM_CALIBRATED_LAUNCH;
+        if (err) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+        if (which)
+            which[i] = got;
+    }
+    return TRUE;
+}
+
 int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error)
 {
     static const char *const tables[] = {"kernels", "links", "devices", "calibration", "link_fits", NULL};

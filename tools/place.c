@@ -113,6 +113,10 @@ int psim_cmd_place(int argc, char **argv)
     g_autoptr(PsimCostDb) db = NULL;
     if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))
         return psim_cli_fail(err);
+    /* Devices take their calibrated rates, so that the placer's device classes and anything
+     * reading the cluster agree with the cost model's estimates. */
+    if (db && !psim_cost_db_calibrate_cluster(db, cluster, NULL, &err))
+        return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
     g_autoptr(PsimPlaceCtx) pctx = psim_place_ctx_new(g, model, &opt, &err);
     if (!pctx)

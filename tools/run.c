@@ -254,7 +254,8 @@ int psim_cmd_run(int argc, char **argv)
         PsimPlaceOptions po;
         psim_place_options_init(&po);
         po.placement_file = placement_path;
-        if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err))) {
+        if (db_path && (!(db = psim_cost_db_open_readonly(db_path, &err)) ||
+                        !psim_cost_db_calibrate_cluster(db, c, NULL, &err))) {
             code = psim_cli_fail(err);
             goto out;
         }

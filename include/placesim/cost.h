@@ -196,6 +196,17 @@ gboolean psim_cost_db_calibration_put(PsimCostDb *db, const PsimDevice *d, const
 /* TRUE with *value when d (current fingerprint) has a calibration of `kind`. */
 gboolean psim_cost_db_calibration_get(PsimCostDb *db, const PsimDevice *d, const char *kind,
                                       double *value, GError **error);
+/* Which of a device's rates came from calibration rows (psim_cost_db_calibrate_cluster). */
+typedef enum {
+    PSIM_CALIBRATED_PEAK = 1 << 0,   /* peak_gflops from "gemm_gflops" */
+    PSIM_CALIBRATED_MEM_BW = 1 << 1, /* mem_bw_GBps from "copy_GBps" */
+    PSIM_CALIBRATED_LAUNCH = 1 << 2, /* launch_us from "launch_us" */
+} PsimCalibrated;
+/* Replaces each device's peak_gflops, mem_bw_GBps and launch_us in c by the DB's calibration of
+ * that device (current fingerprint; psim_cost_db_calibration_get) where it has one, as the cost
+ * model's estimates use them. which (may be NULL) gets n_devices PsimCalibrated flags. FALSE
+ * with *error on a DB error (c may then be partly updated). Reads only. */
+gboolean psim_cost_db_calibrate_cluster(PsimCostDb *db, PsimCluster *c, guint *which, GError **error);
 /* Row count of a table of the DB ("kernels", "links", "devices", "calibration"); -1 on error. */
 int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error);
 

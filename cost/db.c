@@ -647,6 +647,15 @@ gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const 
                                      PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
                                      gboolean *other_fingerprint, GError **error)
 {
+    return psim_cost_db_kernel_get_row(db, d, signature, s, ref, mem_weight, NULL, other_fingerprint, error);
+}
+
+gboolean psim_cost_db_kernel_get_row(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
+                                     int64_t *row_id, gboolean *other_fingerprint, GError **error)
+{
+    if (row_id)
+        *row_id = -1;
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
     if (ref)
         *ref = (PsimSpeedRef){0, 0};
@@ -660,11 +669,11 @@ gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const 
     g_mutex_lock(&db->lock);
     /* This device's own row first, then one of identical hardware (same fingerprint). */
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        with_ref ? "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.ref_gemm_us, k.ref_stream_us,"
-                   " k.mem_weight FROM kernels k"
+        with_ref ? "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid, k.ref_gemm_us,"
+                   " k.ref_stream_us, k.mem_weight FROM kernels k"
                    " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
                    " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1"
-                 : "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us FROM kernels k"
+                 : "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid FROM kernels k"
                    " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
                    " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1", -1, &st, NULL), db->path, "read kernel timing", error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
@@ -674,11 +683,13 @@ gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const 
     PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read kernel timing", error);
     if (rc == SQLITE_ROW) {
         read_stats(st, 0, s);
-        if (with_ref && sqlite3_column_type(st, 5) != SQLITE_NULL && sqlite3_column_type(st, 7) != SQLITE_NULL) {
+        if (row_id)
+            *row_id = sqlite3_column_int64(st, 5);
+        if (with_ref && sqlite3_column_type(st, 6) != SQLITE_NULL && sqlite3_column_type(st, 8) != SQLITE_NULL) {
             if (ref)
-                *ref = (PsimSpeedRef){sqlite3_column_double(st, 5), sqlite3_column_double(st, 6)};
+                *ref = (PsimSpeedRef){sqlite3_column_double(st, 6), sqlite3_column_double(st, 7)};
             if (mem_weight)
-                *mem_weight = sqlite3_column_double(st, 7);
+                *mem_weight = sqlite3_column_double(st, 8);
         }
         found = TRUE;
     } else if (other_fingerprint) {

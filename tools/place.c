@@ -9,7 +9,7 @@
 #include "placesim/formats.h"
 
 static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *plan,
-                       const char *error)
+                       const PsimCliCostSources *sources, const char *error)
 {
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "algo");
@@ -28,6 +28,8 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
         json_builder_add_int_value(b, plan ? psim_plan_n_sends(plan) : 0);
         json_builder_set_member_name(b, "n_recv");
         json_builder_add_int_value(b, plan ? plan->n_transfers : 0);
+        if (sources)
+            psim_cli_cost_sources_json(b, sources);
     }
     json_builder_end_object(b);
 }
@@ -135,7 +137,7 @@ int psim_cmd_place(int argc, char **argv)
             (!strcmp((*pl)->name, "etf") || !strcmp((*pl)->name, "m-etf") || !strcmp((*pl)->name, "m-sct"))) {
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, "skipped: quadratic in the ready set, over 200000 nodes");
+                add_result(b, &dummy, NULL, NULL, "skipped: quadratic in the ready set, over 200000 nodes");
             } else {
                 printf("%-12s skipped (quadratic in the ready set, over 200000 nodes)\n", (*pl)->name);
             }
@@ -150,7 +152,7 @@ int psim_cmd_place(int argc, char **argv)
             }
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, err->message);
+                add_result(b, &dummy, NULL, NULL, err->message);
             } else {
                 printf("%-12s error: %s\n", (*pl)->name, err->message);
             }
@@ -169,11 +171,17 @@ int psim_cmd_place(int argc, char **argv)
         if (plan_path && !psim_plan_save(plan, plan_path, &err))
             return psim_cli_fail(err);
         n_ok++;
-        if (b)
-            add_result(b, p, plan, NULL);
-        else
+        /* Per placement: a node's cost source depends on the device it was placed on. */
+        PsimCliCostSources sources;
+        psim_cli_cost_sources(model, plan, NULL, &sources);
+        if (b) {
+            add_result(b, p, plan, &sources, NULL);
+        } else {
+            g_autofree char *line = psim_cli_cost_sources_line(&sources);
             printf("%-12s makespan %.3f us  (%d Send/Recv pairs, %.1f ms)\n", p->algo,
                    plan->makespan_us, plan->n_transfers, p->elapsed_ms);
+            printf("%-12s costs: %s\n", "", line);
+        }
     }
     if (b) {
         if (all)

@@ -18,6 +18,7 @@ typedef enum {
     PSIM_COST_SOURCE_FREE,       /* no work (sources, Identity, Send): zero */
 } PsimCostSource;
 
+/* "none", "annotated", "measured", "estimated", "free": the words reports and traces use. */
 const char *psim_cost_source_name(PsimCostSource s);
 
 typedef struct PsimCostDb PsimCostDb;
@@ -57,6 +58,11 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. */
 double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src);
+/* The same, also giving the kernels-table row id of the measured row that answered (*db_row;
+ * -1 unless *src is MEASURED), for reports that show where each cost came from. src and db_row
+ * may be NULL. */
+double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                          PsimCostSource *src, int64_t *db_row);
 /* Microseconds for `bytes` from device a to device b (0 when a == b). */
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b);
 /* The same with its source: MEASURED (latency and bandwidth fitted to the DB's link rows of the
@@ -165,6 +171,12 @@ gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char
 gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                      PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
                                      gboolean *other_fingerprint, GError **error);
+/* The same, with the row's id in the kernels table (its SQLite rowid: `SELECT rowid, * FROM
+ * kernels`) in *row_id, -1 when not found; reports use it to say which row answered. Any out but
+ * s may be NULL. */
+gboolean psim_cost_db_kernel_get_row(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
+                                     int64_t *row_id, gboolean *other_fingerprint, GError **error);
 /* TRUE if a row exists for (signature, d with its current fingerprint) (the profiler's skip). */
 gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  GError **error);

@@ -28,6 +28,7 @@ typedef struct {
     double place_ms, sim_ms;
     char *gantt;          /* file name of the side-by-side plot, or NULL */
     char *error;          /* why this row has no figures, or NULL */
+    PsimCliCostSources sources; /* where its simulation's node costs came from */
 } Row;
 
 static void row_free(Row *r)
@@ -138,6 +139,7 @@ static gboolean trial_simulate(Trial *t, PsimCostModel *m, PsimOrder order)
         return FALSE;
     }
     t->r->sim_us = t->sr.step_time_us;
+    psim_cli_cost_sources(m, t->plan, t->sim_tl, &t->r->sources);
     return TRUE;
 }
 
@@ -690,6 +692,7 @@ int psim_cmd_study(int argc, char **argv)
                 json_builder_add_double_value(b, r->op_error_pct);
                 json_builder_set_member_name(b, "transfers");
                 json_builder_add_int_value(b, r->n_transfers);
+                psim_cli_cost_sources_json(b, &r->sources);
             }
             json_builder_end_object(b);
         }
@@ -716,8 +719,15 @@ int psim_cmd_study(int argc, char **argv)
                 printf("%-18.18s %-12s %12.1f %12.1f %+8.2f%% %8d\n", r->graph, r->algo, r->sim_us,
                        r->measured_us, r->error_pct, r->n_transfers);
         }
+        /* Where the simulations' costs came from, over every plan that ran. */
+        PsimCliCostSources all = {0};
+        for (guint i = 0; i < rows->len; i++)
+            for (int k = 0; k < (int)G_N_ELEMENTS(all.n); k++)
+                all.n[k] += g_array_index(rows, Row, i).error ? 0 : g_array_index(rows, Row, i).sources.n[k];
+        g_autofree char *costs = psim_cli_cost_sources_line(&all);
         printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", n_ok ? med : 0,
                worst, n_ok, out_dir);
+        printf("costs: %s, over the %d plans\n", costs, n_ok);
         if (refreshed)
             printf("(simulated with the profile refreshed between the measured rounds; at placement: median "
                    "|error| %.2f%%, worst %.2f%%)\n", n_ok ? placed_med : 0, placed_worst);

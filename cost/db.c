@@ -957,6 +957,42 @@ gboolean psim_cost_db_calibrate_cluster(PsimCostDb *db, PsimCluster *c, guint *w
     return TRUE;
 }
 
+/* Columns are NOT NULL in the schema, but a damaged file may still hold NULL anywhere. */
+static const char *column_text(sqlite3_stmt *st, int i)
+{
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    return t ? t : "";
+}
+
+gboolean psim_cost_db_kernel_foreach(PsimCostDb *db, PsimCostDbKernelFunc fn, void *user, GError **error)
+{
+    g_return_val_if_fail(db && fn, FALSE);
+    gboolean ok = FALSE;
+    sqlite3_stmt *st = NULL;
+    int rc;
+    g_mutex_lock(&db->lock);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+        "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid, d.name, d.fingerprint,"
+        " k.signature, k.op FROM kernels k JOIN devices d ON d.id = k.device_id ORDER BY k.rowid",
+        -1, &st, NULL), db->path, "read kernel timings", error);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        PsimCostDbKernelRow row;
+        read_stats(st, 0, &row.stats);
+        row.id = sqlite3_column_int64(st, 5);
+        row.device = column_text(st, 6);
+        row.fingerprint = column_text(st, 7);
+        row.signature = column_text(st, 8);
+        row.op = column_text(st, 9);
+        fn(&row, user);
+    }
+    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read kernel timings", error);
+    ok = TRUE;
+out:
+    sqlite3_finalize(st);
+    g_mutex_unlock(&db->lock);
+    return ok;
+}
+
 int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error)
 {
     static const char *const tables[] = {"kernels", "links", "devices", "calibration", "link_fits", NULL};

@@ -475,6 +475,60 @@ static void test_readonly(void)
     g_clear_error(&err);
 }
 
+static void count_row(const PsimCostDbKernelRow *row, void *user)
+{
+    g_assert_cmpint(row->id, >, 0);
+    g_assert_cmpint(row->stats.n, >, 0);
+    (*(int *)user)++;
+}
+
+/* The cost-DB fuzzer's seeds (tests/fuzz/corpus/costdb: made with this API at 512-byte pages,
+ * then damaged): ok-* open both ways and read back their kernel rows; bad-* fail both ways with
+ * one INPUT line that names the file. Replayed in every build, the sanitizer build included. */
+static void test_corpus(void)
+{
+    const char *src = g_getenv("PSIM_SRC");
+    g_autofree char *dir = g_build_filename(src ? src : "..", "tests", "fuzz", "corpus", "costdb", NULL);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(d);
+    const char *base;
+    int n_ok = 0, n_bad = 0;
+    while ((base = g_dir_read_name(d))) {
+        g_autofree char *orig = g_build_filename(dir, base, NULL);
+        g_autofree char *data = NULL;
+        gsize len;
+        g_assert_true(g_file_get_contents(orig, &data, &len, NULL));
+        g_autofree char *path = tmp_path(base);
+        for (int pass = 0; pass < 2; pass++) {
+            /* A fresh copy each time: opening to write migrates the file. */
+            g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);
+            g_unlink(wal);
+            g_unlink(shm);
+            g_assert_true(g_file_set_contents(path, data, (gssize)len, NULL));
+            GError *err = NULL;
+            PsimCostDb *db = pass ? psim_cost_db_open(path, &err) : psim_cost_db_open_readonly(path, &err);
+            if (g_str_has_prefix(base, "ok-")) {
+                g_assert_no_error(err);
+                int n = 0;
+                g_assert_true(psim_cost_db_kernel_foreach(db, count_row, &n, &err));
+                g_assert_cmpint(n, ==, 2);
+                n_ok++;
+            } else {
+                g_assert_null(db);
+                g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+                g_autofree char *prefix = g_strconcat(path, ": ", NULL);
+                if (!g_str_has_prefix(err->message, prefix) || strchr(err->message, '\n'))
+                    g_error("%s: not one line naming the file: %s", base, err->message);
+                g_clear_error(&err);
+                n_bad++;
+            }
+            psim_cost_db_close(db);
+        }
+    }
+    g_assert_cmpint(n_ok, >=, 4);
+    g_assert_cmpint(n_bad, >=, 12);
+}
+
 /* Two processes write 150 kernel rows and 30 link rows each, one transaction per row, into one
  * fresh DB (both also race to create the schema); every row must be there afterwards. */
 static void test_concurrent_writers(void)
@@ -623,6 +677,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cost/db/dropped-table", test_dropped_table);
     g_test_add_func("/cost/db/truncated", test_truncated);
     g_test_add_func("/cost/db/readonly", test_readonly);
+    g_test_add_func("/cost/db/corpus", test_corpus);
     g_test_add_func("/cost/db/concurrent-writers", test_concurrent_writers);
     g_test_add_func("/cost/db/link-fit", test_link_fit);
     int rc = g_test_run();

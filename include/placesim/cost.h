@@ -219,6 +219,19 @@ typedef enum {
  * model's estimates use them. which (may be NULL) gets n_devices PsimCalibrated flags. FALSE
  * with *error on a DB error (c may then be partly updated). Reads only. */
 gboolean psim_cost_db_calibrate_cluster(PsimCostDb *db, PsimCluster *c, guint *which, GError **error);
+/* One kernel row as psim_cost_db_kernel_foreach gives it (strings valid during the call only). */
+typedef struct {
+    int64_t id;              /* rowid in the kernels table (the db_row of traces) */
+    const char *device;      /* the device's full name */
+    const char *fingerprint; /* its fingerprint digest */
+    const char *signature;
+    const char *op;
+    PsimTimingStats stats;
+} PsimCostDbKernelRow;
+typedef void (*PsimCostDbKernelFunc)(const PsimCostDbKernelRow *row, void *user);
+/* Calls fn for every kernel row of the DB, whatever its fingerprint, in rowid order. FALSE with
+ * *error on a DB error (fn may have been called for some rows). */
+gboolean psim_cost_db_kernel_foreach(PsimCostDb *db, PsimCostDbKernelFunc fn, void *user, GError **error);
 /* Row count of a table of the DB ("kernels", "links", "devices", "calibration"); -1 on error. */
 int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error);
 

@@ -46,7 +46,7 @@ int psim_cmd_place(int argc, char **argv)
          "The cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] (P identical devices) or stg:P (uniform, free links)",
          "SPEC"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
-         "Cost DB of measured kernel times (from placesim profile)", "DB"},
+         "Cost DB of measured kernel times and calibrated rates (from placesim profile; read only)", "DB"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Placement algorithm, or 'all' (default greedy)",
          "NAME"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the placement JSON here", "FILE"},

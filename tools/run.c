@@ -144,7 +144,7 @@ int psim_cmd_run(int argc, char **argv)
          "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out)",
          "PLAN.json"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
-         "with --algo: place with the measured kernel and link times of this cost DB", "DB"},
+         "with --algo: place with the measured kernel and link times and calibrated rates of this cost DB (read only)", "DB"},
         {"algo", 0, 0, G_OPTION_ARG_STRING, &algo,
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},

@@ -22,7 +22,7 @@ int psim_cmd_sim(int argc, char **argv)
         {"placement", 'p', 0, G_OPTION_ARG_FILENAME, &placement, "Placement JSON to simulate", "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan')", "PLAN.json"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Place with this algorithm first (see 'place --help')", "NAME"},
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB with measured kernel and link times", "DB"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB with measured kernel and link times and calibrated rates (read only)", "DB"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name,
          "static (follow the plan's order per device, default) or dynamic (ready queue by priority)", "ORDER"},
         {"streams", 0, 0, G_OPTION_ARG_INT, &streams, "Compute streams per GPU device (default: the cluster's)", "N"},

@@ -425,7 +425,7 @@ int psim_cmd_study(int argc, char **argv)
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
         {"algos", 'a', 0, G_OPTION_ARG_STRING, &algos,
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
         {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Measured steps per run (default 10)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
          "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 10, at most --steps)", "N"},

@@ -127,6 +127,15 @@ static const struct {
 
 static int exec(PsimCostDb *db, const char *sql) { return sqlite3_exec(db->sql, sql, NULL, NULL, NULL); }
 
+/* A command that writes met a DB it cannot write: the file's mode, or a writable file in a
+ * read-only folder (where no WAL file or lock can be made). */
+static void readonly_error(PsimCostDb *db, GError **error)
+{
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                "%s: the cost DB is read-only (file mode or folder) and this command writes to it: "
+                "make it writable or give another --db", db->path);
+}
+
 /* BEGIN IMMEDIATE takes the write lock up front (no deadlock between two readers upgrading);
  * the busy timeout waits for the other writer, and we retry on top of it for long holders. */
 static gboolean begin(PsimCostDb *db, GError **error)
@@ -142,6 +151,10 @@ static gboolean begin(PsimCostDb *db, GError **error)
         if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED)
             break;
         g_usleep(50000);
+    }
+    if ((rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_CANTOPEN) {
+        readonly_error(db, error);
+        return FALSE;
     }
     if (rc != SQLITE_OK) {
         psim__sqlite_error(db->sql, rc, db->path, "begin transaction", error);
@@ -366,9 +379,7 @@ static gboolean db_connect(PsimCostDb *db, GError **error)
                               db->path, "cannot open the cost DB", error);
         }
     } else if (sqlite3_db_readonly(db->sql, "main") == 1) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                    "%s: the cost DB is read-only (file mode or folder) and this command writes to "
-                    "it: make it writable or give another --db", db->path);
+        readonly_error(db, error);
         goto out;
     }
     ok = TRUE;
@@ -393,6 +404,10 @@ static PsimCostDb *open_db(const char *path, int version, gboolean readonly, GEr
         /* WAL: readers never block the writer, and writers queue on one lock. A reader leaves
          * the journal mode as the writers set it. */
         rc = pragma_retry(db, "PRAGMA journal_mode = WAL", &st);
+        if ((rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_CANTOPEN) {
+            readonly_error(db, error);
+            goto out;
+        }
         PSIM_SQLITE_CHECK(db->sql, rc, path, "set WAL mode", error);
         if (rc != SQLITE_ROW || g_ascii_strcasecmp((const char *)sqlite3_column_text(st, 0), "wal")) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: cannot switch the cost DB to WAL mode", path);

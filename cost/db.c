@@ -180,8 +180,9 @@ static void rollback(PsimCostDb *db) { exec(db, "ROLLBACK"); }
  * new DB, as sqlite3 does, unless the DB is only to be read (then there is nothing to read). */
 static gboolean check_header(const char *path, gboolean readonly, GError **error)
 {
-    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: a folder, not a cost DB", path);
+    /* A folder, a device or a pipe (reading /dev/zero or a FIFO would never end). */
+    if (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: not a regular file, so not a cost DB", path);
         return FALSE;
     }
     FILE *f = fopen(path, "rb");

@@ -265,6 +265,10 @@ static void test_bad_files(void)
     g_assert_true(g_file_set_contents(text, "this is not a database, just some text\n", -1, NULL));
     expect_open_error(text, "not an SQLite database");
 
+    /* Not files: a folder, and a device that never ends. */
+    expect_open_error(tmp_dir, "not a regular file");
+    expect_open_error("/dev/zero", "not a regular file");
+
     g_autofree char *newer = tmp_path("newer.db");
     GError *err = NULL;
     psim_cost_db_close(psim_cost_db_open(newer, &err));

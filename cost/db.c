@@ -691,7 +691,8 @@ gboolean psim_cost_db_kernel_get_row(PsimCostDb *db, const PsimDevice *d, const 
                    " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1"
                  : "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid FROM kernels k"
                    " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
-                   " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1", -1, &st, NULL), db->path, "read kernel timing", error);
+                   " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1", -1, &st, NULL),
+                       db->path, "read kernel timing", error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, f->digest, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, d->name, -1, SQLITE_TRANSIENT);
@@ -736,7 +737,8 @@ gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char
     g_mutex_lock(&db->lock);
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
         "SELECT 1 FROM kernels k JOIN devices d ON d.id = k.device_id"
-        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL), db->path, "read kernel timing", error);
+        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL),
+            db->path, "read kernel timing", error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, f->digest, -1, SQLITE_TRANSIENT);
@@ -759,7 +761,8 @@ gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, co
     g_mutex_lock(&db->lock);
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
         "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
-        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL), db->path, "read kernel timing", error);
+        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL),
+            db->path, "read kernel timing", error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, f->digest, -1, SQLITE_TRANSIENT);
@@ -828,7 +831,8 @@ gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const Psim
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
         "SELECT l.bytes, l.median_us FROM links l JOIN devices s ON s.id = l.src_id"
         " JOIN devices d ON d.id = l.dst_id WHERE s.name = ?1 AND s.fingerprint = ?2"
-        " AND d.name = ?3 AND d.fingerprint = ?4 ORDER BY l.bytes", -1, &st, NULL), db->path, "read link timings", error);
+        " AND d.name = ?3 AND d.fingerprint = ?4 ORDER BY l.bytes", -1, &st, NULL),
+            db->path, "read link timings", error);
     sqlite3_bind_text(st, 1, src->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, fs->digest, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, dst->name, -1, SQLITE_TRANSIENT);
@@ -1017,7 +1021,8 @@ int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error)
     sqlite3_stmt *st = NULL;
     g_autofree char *sql = g_strdup_printf("SELECT count(*) FROM %s", table);
     g_mutex_lock(&db->lock);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL), db->path, "count rows", error);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL),
+        db->path, "count rows", error);
     PSIM_SQLITE_CHECK(db->sql, sqlite3_step(st), db->path, "count rows", error);
     n = sqlite3_column_int64(st, 0);
 out:

@@ -230,7 +230,7 @@ static gboolean schema_version(PsimCostDb *db, int *v, GError **error)
 {
     int rc = user_version(db, v);
     if (rc != SQLITE_OK) {
-        psim__sqlite_error(db->sql, rc, db->path, "read schema version", error);
+        psim__sqlite_error_input(db->sql, rc, db->path, "read schema version", error);
         return FALSE;
     }
     if (*v < 0 || *v > PSIM_COST_DB_SCHEMA_VERSION) {
@@ -248,11 +248,11 @@ static gboolean check_empty(PsimCostDb *db, GError **error)
 {
     gboolean ok = FALSE;
     sqlite3_stmt *st = NULL;
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+    PSIM_SQLITE_CHECK_INPUT(db->sql, sqlite3_prepare_v2(db->sql,
                       "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' LIMIT 1",
                       -1, &st, NULL), db->path, "read schema", error);
     int rc = sqlite3_step(st);
-    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read schema", error);
+    PSIM_SQLITE_CHECK_INPUT(db->sql, rc, db->path, "read schema", error);
     if (rc == SQLITE_ROW) {
         const char *table = (const char *)sqlite3_column_text(st, 0);
         g_autofree char *name = g_utf8_make_valid(table ? table : "", -1);
@@ -275,12 +275,12 @@ static gboolean check_schema(PsimCostDb *db, int version, GError **error)
     for (size_t i = 0; i < G_N_ELEMENTS(expected); i++) {
         if (expected[i].since > version)
             continue;
-        PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+        PSIM_SQLITE_CHECK_INPUT(db->sql, sqlite3_prepare_v2(db->sql,
                           "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st,
                           NULL), db->path, "read schema", error);
         sqlite3_bind_text(st, 1, expected[i].table, -1, SQLITE_STATIC);
         int rc = sqlite3_step(st);
-        PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read schema", error);
+        PSIM_SQLITE_CHECK_INPUT(db->sql, rc, db->path, "read schema", error);
         g_clear_pointer(&st, sqlite3_finalize);
         if (rc != SQLITE_ROW) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
@@ -322,14 +322,14 @@ static gboolean migrate(PsimCostDb *db, int target, GError **error)
     if (v == 0 ? !check_empty(db, error) : !check_schema(db, v, error))
         goto out;
     for (int i = v; i < target; i++)
-        PSIM_SQLITE_CHECK(db->sql, exec(db, migrations[i]), db->path, "migrate schema", error);
+        PSIM_SQLITE_CHECK_INPUT(db->sql, exec(db, migrations[i]), db->path, "migrate schema", error);
     if (v != target) {
         g_autofree char *sql = g_strdup_printf(
             "PRAGMA user_version = %d;"
             "INSERT INTO meta VALUES ('schema_version', '%d') ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
             target, target);
-        PSIM_SQLITE_CHECK(db->sql, exec(db, sql), db->path, "record schema version", error);
-        PSIM_SQLITE_CHECK(db->sql, exec(db,
+        PSIM_SQLITE_CHECK_INPUT(db->sql, exec(db, sql), db->path, "record schema version", error);
+        PSIM_SQLITE_CHECK_INPUT(db->sql, exec(db,
             "INSERT INTO meta VALUES ('created_by', 'placesim " PSIM_VERSION_STRING "') ON CONFLICT(key) DO NOTHING;"
             "INSERT INTO meta VALUES ('created_at', " NOW ") ON CONFLICT(key) DO NOTHING;"),
             db->path, "record schema version", error);
@@ -366,7 +366,7 @@ static gboolean db_connect(PsimCostDb *db, GError **error)
     gboolean ok = FALSE;
     int flags = SQLITE_OPEN_FULLMUTEX |
                 (db->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_open_v2(db->path, &db->sql, flags, NULL), db->path,
+    PSIM_SQLITE_CHECK_INPUT(db->sql, sqlite3_open_v2(db->path, &db->sql, flags, NULL), db->path,
                       "cannot open the cost DB", error);
     sqlite3_busy_timeout(db->sql, 60000);
     if (db->readonly) {
@@ -376,7 +376,7 @@ static gboolean db_connect(PsimCostDb *db, GError **error)
             db->sql = NULL;
             g_autofree char *esc = g_uri_escape_string(db->path, "/", FALSE);
             g_autofree char *uri = g_strconcat("file:", esc, "?immutable=1", NULL);
-            PSIM_SQLITE_CHECK(db->sql, sqlite3_open_v2(uri, &db->sql, flags | SQLITE_OPEN_URI, NULL),
+            PSIM_SQLITE_CHECK_INPUT(db->sql, sqlite3_open_v2(uri, &db->sql, flags | SQLITE_OPEN_URI, NULL),
                               db->path, "cannot open the cost DB", error);
         }
     } else if (sqlite3_db_readonly(db->sql, "main") == 1) {
@@ -409,19 +409,19 @@ static PsimCostDb *open_db(const char *path, int version, gboolean readonly, GEr
             readonly_error(db, error);
             goto out;
         }
-        PSIM_SQLITE_CHECK(db->sql, rc, path, "set WAL mode", error);
+        PSIM_SQLITE_CHECK_INPUT(db->sql, rc, path, "set WAL mode", error);
         if (rc != SQLITE_ROW || g_ascii_strcasecmp((const char *)sqlite3_column_text(st, 0), "wal")) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: cannot switch the cost DB to WAL mode", path);
             goto out;
         }
         g_clear_pointer(&st, sqlite3_finalize);
-        PSIM_SQLITE_CHECK(db->sql, exec(db, "PRAGMA synchronous = NORMAL"), path, "open", error);
+        PSIM_SQLITE_CHECK_INPUT(db->sql, exec(db, "PRAGMA synchronous = NORMAL"), path, "open", error);
     }
-    PSIM_SQLITE_CHECK(db->sql, exec(db, "PRAGMA foreign_keys = ON"), path, "open", error);
+    PSIM_SQLITE_CHECK_INPUT(db->sql, exec(db, "PRAGMA foreign_keys = ON"), path, "open", error);
     /* quick_check reads every page once: cheap for a cost DB, and a damaged file is caught
      * here rather than half way through a profile. */
     rc = pragma_retry(db, "PRAGMA quick_check", &st);
-    PSIM_SQLITE_CHECK(db->sql, rc, path, "check integrity", error);
+    PSIM_SQLITE_CHECK_INPUT(db->sql, rc, path, "check integrity", error);
     if (rc == SQLITE_ROW && g_strcmp0((const char *)sqlite3_column_text(st, 0), "ok")) {
         /* SQLite's report spans lines and may quote damaged bytes: its first finding, on the
          * one error line, says enough. */

@@ -28,4 +28,17 @@ void psim__sqlite_error(sqlite3 *sql, int rc, const char *path, const char *what
         }                                                                                    \
     } while (0)
 
+/* The same for a call that runs placesim's own, valid SQL on a file it is still validating
+ * (opening a cost DB): a plain SQLITE_ERROR there ("unsupported file format", "table already
+ * exists", a malformed schema) is the file's fault, so PSIM_ERROR_INPUT too. */
+void psim__sqlite_error_input(sqlite3 *sql, int rc, const char *path, const char *what, GError **error);
+#define PSIM_SQLITE_CHECK_INPUT(sql, expr, path, what, error)                                  \
+    do {                                                                                     \
+        int rc_ = (expr);                                                                    \
+        if (!PSIM_SQLITE_OK(rc_)) {                                                          \
+            psim__sqlite_error_input((sql), rc_, (path), (what), (error));                   \
+            goto out;                                                                        \
+        }                                                                                    \
+    } while (0)
+
 #endif

@@ -38,3 +38,13 @@ void psim__sqlite_error(sqlite3 *sql, int rc, const char *path, const char *what
     }
     g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: %s: %s", path, what, msg);
 }
+
+void psim__sqlite_error_input(sqlite3 *sql, int rc, const char *path, const char *what, GError **error)
+{
+    if (!error || *error)
+        return;
+    psim__sqlite_error(sql, rc, path, what, error);
+    /* Busy, out of memory, a failing disk: still the run's, not the file's. */
+    if ((rc & 0xff) == SQLITE_ERROR)
+        (*error)->code = PSIM_ERROR_INPUT;
+}

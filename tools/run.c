@@ -144,7 +144,7 @@ int psim_cmd_run(int argc, char **argv)
          "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out)",
          "PLAN.json"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
-         "with --algo: place with the measured kernel and link times of this cost DB", "DB"},
+         "with --algo: place with the measured kernel and link times and calibrated rates of this cost DB (read only)", "DB"},
         {"algo", 0, 0, G_OPTION_ARG_STRING, &algo,
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},
@@ -254,7 +254,8 @@ int psim_cmd_run(int argc, char **argv)
         PsimPlaceOptions po;
         psim_place_options_init(&po);
         po.placement_file = placement_path;
-        if (db_path && !(db = psim_cost_db_open(db_path, &err))) {
+        if (db_path && (!(db = psim_cost_db_open_readonly(db_path, &err)) ||
+                        !psim_cost_db_calibrate_cluster(db, c, NULL, &err))) {
             code = psim_cli_fail(err);
             goto out;
         }

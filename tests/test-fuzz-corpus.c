@@ -96,8 +96,6 @@ static void test_corpus(void)
         if (!g_file_test(dir, G_FILE_TEST_IS_DIR) || !strcmp(folder, "costdb"))
             continue;
         PsimFormat f = folder_format(folder);
-        if (!strcmp(folder, "costdb"))
-            continue; /* files, not buffers: fuzz-costdb and test-cost-db replay them */
         if (f == PSIM_FORMAT_UNKNOWN && strcmp(folder, "cluster") && strcmp(folder, "plan"))
             g_error("corpus folder '%s' names no format: add it to folder_format()", folder);
         n_folders++;

@@ -49,4 +49,30 @@ expect2 "$PSIM" sim "$heft" --cluster uniform:3
 echo '{"format": "placesim.plan/1", "nodes": 3}' >"$tmp/bad.json"
 expect2 "$PSIM" sim "$heft" --cluster uniform:3 --plan "$tmp/bad.json"
 expect2 "$PSIM" compare "$tmp/bad.json" "$tmp/t.json"
+
+# Cost sources (issue 20 item 21): counted in --json, summarised on the terminal, tagged on each
+# op of the trace with the DB row that gave a measured cost.
+out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --algo heft --json) || fail "sim heft json"
+echo "$out" | grep -q '"cost_sources":{"measured":0,"estimated":0,"annotated":10,"free":0}' || fail "annotated sources: $out"
+"$PSIM" profile zoo:mlp --cluster local:1 --db "$tmp/c.db" --no-links --no-calibrate --rounds 1 \
+    --budget-ms 1 --reps 3 > /dev/null 2>&1 || fail "profile"
+python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); assert d.execute("DELETE FROM kernels WHERE op = \"Add\"").rowcount == 1; d.commit()' "$tmp/c.db" ||
+    fail "no Add row to delete"
+out=$("$PSIM" sim zoo:mlp --cluster local:1 --algo single --db "$tmp/c.db" --json --trace "$tmp/m.json") || fail "sim --db"
+echo "$out" | grep -q '"cost_sources":{"measured":6,"estimated":1,"annotated":0,"free":7}' || fail "measured sources: $out"
+"$PSIM" sim zoo:mlp --cluster local:1 --algo single | grep -q "^costs  *0 measured, 7 estimated, 0 annotated, 7 free" ||
+    fail "terminal summary"
+python3 - "$tmp/m.json" "$tmp/c.db" <<'PY' || fail "trace cost tags"
+import json, sqlite3, sys
+ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "op"]
+src = {e["name"]: e["args"].get("cost_source") for e in ops}
+assert src["fc2/Add"] == "estimated" and "db_row" not in next(e for e in ops if e["name"] == "fc2/Add")["args"], src
+measured = [e for e in ops if e["args"].get("cost_source") == "measured"]
+assert len(measured) == 6, src
+db = sqlite3.connect(sys.argv[2])
+for e in measured:  # the row named is the node's op's row
+    op = db.execute("SELECT op FROM kernels WHERE rowid = ?", (e["args"]["db_row"],)).fetchone()
+    assert op and op[0] == e["args"]["op"], (e, op)
+assert sum(1 for e in ops if e["args"].get("cost_source") == "free") == 7, src
+PY
 echo "cli-sim: ok"

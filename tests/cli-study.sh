@@ -20,6 +20,15 @@ if command -v sqlite3 >/dev/null; then
     [ "$n" = 2 ] || fail "timelines of both kinds expected, got $n"
 fi
 "$PSIM" compare "$tmp/s/mlp-round-robin.sim.json" "$tmp/s/mlp-round-robin.run.json" >/dev/null || fail "compare"
+# Cost sources (issue 20 item 21): no DB, so every node of mlp is estimated or free, per row in
+# --json and per op in the simulated trace.
+[ "$(echo "$out" | grep -o '"cost_sources":{"measured":0,"estimated":7,"annotated":0,"free":7}' | wc -l)" = 2 ] ||
+    fail "cost sources per row: $out"
+python3 -c '
+import json, sys
+ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "op"]
+tags = sorted(e["args"].get("cost_source", "") for e in ops if "_send_" not in e["name"] and "_recv_" not in e["name"])
+assert tags == ["estimated"] * 7 + ["free"] * 7, tags' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
 
 expect2() {
     "$@" >"$tmp/o" 2>"$tmp/e"; rc=$?

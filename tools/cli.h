@@ -8,8 +8,11 @@
 #include <stdio.h>
 
 #include "placesim/cluster.h"
+#include "placesim/cost.h"
 #include "placesim/formats.h"
 #include "placesim/graph.h"
+#include "placesim/plan.h"
+#include "placesim/timeline.h"
 
 typedef struct {
     const char *name;
@@ -112,6 +115,20 @@ gboolean psim_cli_default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray 
 void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
 gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
+
+/* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
+ * device; indexed by PsimCostSource (tools/cost-sources.c). */
+typedef struct {
+    int32_t n[PSIM_COST_SOURCE_FREE + 1];
+} PsimCliCostSources;
+/* Counts the sources of plan p's node costs under model m, and tags the ops of t (may be NULL:
+ * the simulated timeline of p) with each node's source and DB row. */
+void psim_cli_cost_sources(PsimCostModel *m, const PsimPlan *p, PsimTimeline *t, PsimCliCostSources *out);
+/* Adds member "cost_sources": {"measured": N, "estimated": N, "annotated": N, "free": N} to the
+ * object being built. */
+void psim_cli_cost_sources_json(JsonBuilder *b, const PsimCliCostSources *s);
+/* "312 measured, 4 estimated, 0 annotated, 20 free (no work)". g_free. */
+char *psim_cli_cost_sources_line(const PsimCliCostSources *s);
 
 int psim_cmd_inspect(int argc, char **argv);
 int psim_cmd_export(int argc, char **argv);

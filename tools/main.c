@@ -68,10 +68,9 @@ int psim_cli_fail(GError *err)
 {
     int code = psim_cli_exit_code(err);
     if (err) {
-        /* One line: a message that spans several would be read as several errors. */
-        g_autofree char *msg = g_strdup(err->message);
-        g_strdelimit(msg, "\n\r", ' ');
-        fprintf(stderr, "placesim: %s\n", msg);
+        /* One line whatever the message quotes (a library's text, a name from a file). */
+        g_strdelimit(err->message, "\r\n", ' ');
+        fprintf(stderr, "placesim: %s\n", err->message);
         g_error_free(err);
     } else {
         code = 1; /* a failure without a reason is still a failure */

@@ -9,7 +9,8 @@
 #include "placesim/formats.h"
 
 static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *plan,
-                       const char *error, const PsimCliGraphOptions *go)
+                       const PsimCliCostSources *sources, const char *error,
+                       const PsimCliGraphOptions *go)
 {
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "algo");
@@ -28,6 +29,8 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
         json_builder_add_int_value(b, plan ? psim_plan_n_sends(plan) : 0);
         json_builder_set_member_name(b, "n_recv");
         json_builder_add_int_value(b, plan ? plan->n_transfers : 0);
+        if (sources)
+            psim_cli_cost_sources_json(b, sources);
     }
     psim_cli_json_cse(b, go);
     json_builder_end_object(b);
@@ -47,7 +50,7 @@ int psim_cmd_place(int argc, char **argv)
          "The cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] (P identical devices) or stg:P (uniform, free links)",
          "SPEC"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
-         "Cost DB of measured kernel times (from placesim profile)", "DB"},
+         "Cost DB of measured kernel times and calibrated rates (from placesim profile; read only)", "DB"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Placement algorithm, or 'all' (default greedy)",
          "NAME"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the placement JSON here", "FILE"},
@@ -117,7 +120,11 @@ int psim_cmd_place(int argc, char **argv)
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
-    if (db_path && !(db = psim_cost_db_open(db_path, &err)))
+    if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))
+        return psim_cli_fail(err);
+    /* Devices take their calibrated rates, so that the placer's device classes and anything
+     * reading the cluster agree with the cost model's estimates. */
+    if (db && !psim_cost_db_calibrate_cluster(db, cluster, NULL, &err))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
     g_autoptr(PsimPlaceCtx) pctx = psim_place_ctx_new(g, model, &opt, &err);
@@ -145,7 +152,7 @@ int psim_cmd_place(int argc, char **argv)
             (!strcmp((*pl)->name, "etf") || !strcmp((*pl)->name, "m-etf") || !strcmp((*pl)->name, "m-sct"))) {
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, "skipped: quadratic in the ready set, over 200000 nodes", &go);
+                add_result(b, &dummy, NULL, NULL, "skipped: quadratic in the ready set, over 200000 nodes", &go);
             } else {
                 printf("%-12s skipped (quadratic in the ready set, over 200000 nodes)\n", (*pl)->name);
             }
@@ -160,7 +167,7 @@ int psim_cmd_place(int argc, char **argv)
             }
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, err->message, &go);
+                add_result(b, &dummy, NULL, NULL, err->message, &go);
             } else {
                 printf("%-12s error: %s\n", (*pl)->name, err->message);
             }
@@ -181,11 +188,17 @@ int psim_cmd_place(int argc, char **argv)
             return psim_cli_fail(err);
         }
         n_ok++;
-        if (b)
-            add_result(b, p, plan, NULL, &go);
-        else
+        /* Per placement: a node's cost source depends on the device it was placed on. */
+        PsimCliCostSources sources;
+        psim_cli_cost_sources(model, plan, NULL, &sources);
+        if (b) {
+            add_result(b, p, plan, &sources, NULL, &go);
+        } else {
+            g_autofree char *line = psim_cli_cost_sources_line(&sources);
             printf("%-12s makespan %.3f us  (%d Send/Recv pairs, %.1f ms)\n", p->algo,
                    plan->makespan_us, plan->n_transfers, p->elapsed_ms);
+            printf("%-12s costs: %s\n", "", line);
+        }
     }
     if (!psim_cli_outputs_commit(outs, &err)) {
         if (b)
@@ -193,9 +206,8 @@ int psim_cmd_place(int argc, char **argv)
         return psim_cli_fail(err);
     }
     if (b) {
-        if (all) {
+        if (all)
             json_builder_end_array(b);
-        }
         psim_cli_print_json(b);
     }
     return n_ok || !n_fail ? 0 : 1;

@@ -224,7 +224,7 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
          "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out)",
          "PLAN.json"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &r->db_path,
-         "with --algo: place with the measured kernel and link times of this cost DB", "DB"},
+         "with --algo: place with the measured kernel and link times and calibrated rates of this cost DB (read only)", "DB"},
         {"algo", 0, 0, G_OPTION_ARG_STRING, &r->algo,
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},
@@ -285,7 +285,9 @@ static gboolean run_load(Run *r, const char *graph_spec, GError **error)
     r->c = psim_cli_cluster(r->cluster_spec ? r->cluster_spec : r->multi ? "local" : "local:1", r->g, error);
     if (!r->c)
         return FALSE;
-    if (r->db_path && !(r->db = psim_cost_db_open(r->db_path, error)))
+    /* The placer's device classes and the cost model see the DB's calibrated rates alike. */
+    if (r->db_path && (!(r->db = psim_cost_db_open_readonly(r->db_path, error)) ||
+                       (r->multi && !psim_cost_db_calibrate_cluster(r->db, r->c, NULL, error))))
         return FALSE;
     r->outs = psim_cli_outputs_new();
     if (r->trace_path && !psim_cli_output(r->outs, r->trace_path, FALSE, error))

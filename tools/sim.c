@@ -24,7 +24,7 @@ int psim_cmd_sim(int argc, char **argv)
         {"placement", 'p', 0, G_OPTION_ARG_FILENAME, &placement, "Placement JSON to simulate", "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan')", "PLAN.json"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Place with this algorithm first (see 'place --help')", "NAME"},
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB with measured kernel and link times", "DB"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB with measured kernel and link times and calibrated rates (read only)", "DB"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name,
          "static (follow the plan's order per device, default) or dynamic (ready queue by priority)", "ORDER"},
         {"streams", 0, 0, G_OPTION_ARG_STRING, &streams_text, "Compute streams per GPU device, 1 to 32 (default: the cluster's)", "N"},
@@ -70,7 +70,11 @@ int psim_cmd_sim(int argc, char **argv)
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
-    if (db_path && !(db = psim_cost_db_open(db_path, &err)))
+    if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))
+        return psim_cli_fail(err);
+    /* Devices take their calibrated rates, so that the placer's device classes and anything
+     * reading the cluster agree with the cost model's estimates. */
+    if (db && !psim_cost_db_calibrate_cluster(db, cluster, NULL, &err))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
     if (!plan) {
@@ -93,6 +97,8 @@ int psim_cmd_sim(int argc, char **argv)
     if (!psim_sim_run(plan, model, &so, &r, want_tl ? &tl : NULL, &err))
         return psim_cli_fail(err);
     gint64 t2 = g_get_monotonic_time();
+    PsimCliCostSources sources;
+    psim_cli_cost_sources(model, plan, tl, &sources);
     /* Written under temporary names and renamed once all are written. */
     g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
     const char *tmp = NULL;
@@ -156,6 +162,7 @@ int psim_cmd_sim(int argc, char **argv)
         json_builder_add_int_value(b, r.events);
         json_builder_set_member_name(b, "n_send");
         json_builder_add_int_value(b, plan->n_transfers);
+        psim_cli_cost_sources_json(b, &sources);
         json_builder_set_member_name(b, "plan_ms");
         json_builder_add_double_value(b, (t1 - t0) / 1e3);
         json_builder_set_member_name(b, "elapsed_ms");
@@ -172,6 +179,8 @@ int psim_cmd_sim(int argc, char **argv)
                r.critical_path_us);
         printf("plan estimate  %.3f us\n", plan->makespan_us);
         printf("transfers      %d\n", plan->n_transfers);
+        g_autofree char *costs = psim_cli_cost_sources_line(&sources);
+        printf("costs          %s\n", costs);
         for (int32_t d = 0; d < plan->n_devices; d++)
             printf("peak memory    %-48s %.3f MB\n", plan->devices[d], r.peak_memory[d] / 1e6);
         if (r.over_device >= 0)

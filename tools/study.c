@@ -2,11 +2,11 @@
  * simulate, run the same plan for real, and compare; writes a report with tables and plots. */
 #include <errno.h>
 #include <glib/gstdio.h>
-#include <sqlite3.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/sqlite-private.h"
 #include "placesim/exec.h"
 #include "placesim/placer.h"
 #include "placesim/profiler.h"
@@ -28,6 +28,7 @@ typedef struct {
     double place_ms, sim_ms;
     char *gantt;          /* file name of the side-by-side plot, or NULL */
     char *error;          /* why this row has no figures, or NULL */
+    PsimCliCostSources sources; /* where its simulation's node costs came from */
 } Row;
 
 static void row_free(Row *r)
@@ -138,6 +139,7 @@ static gboolean trial_simulate(Trial *t, PsimCostModel *m, PsimOrder order)
         return FALSE;
     }
     t->r->sim_us = t->sr.step_time_us;
+    psim_cli_cost_sources(m, t->plan, t->sim_tl, &t->r->sources);
     return TRUE;
 }
 
@@ -287,16 +289,16 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     gboolean ok = FALSE;
-    if (sqlite3_open(path, &db) != SQLITE_OK)
-        goto out;
+    PSIM_SQLITE_CHECK(db, sqlite3_open(path, &db), path, "write results", error);
     sqlite3_busy_timeout(db, 10000);
-    if (sqlite3_exec(db, "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
-                         " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
-                         " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
-                         " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        goto out;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db,
+        "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
+        " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
+        " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
+        " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL, NULL),
+        path, "write results", error);
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                             -1, &st, NULL), path, "write results", error);
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         sqlite3_bind_text(st, 1, r->graph, -1, SQLITE_STATIC);
@@ -317,15 +319,12 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
             sqlite3_bind_text(st, 13, r->error, -1, SQLITE_STATIC);
         else
             sqlite3_bind_null(st, 13);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            goto out;
+        PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "write results", error);
         sqlite3_reset(st);
     }
-    ok = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), path, "write results", error);
+    ok = TRUE;
 out:
-    if (!ok)
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: SQLite: %s", path,
-                    db ? sqlite3_errmsg(db) : "cannot open");
     sqlite3_finalize(st);
     sqlite3_close(db);
     return ok;
@@ -488,7 +487,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &st->cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
         {"algos", 'a', 0, G_OPTION_ARG_STRING, &st->algos,
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
         {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per run, 1 to 100000 (default 10)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_STRING, &st->rounds_text,
          "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 10, at most --steps)", "N"},
@@ -571,6 +570,7 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
     st->outs = psim_cli_outputs_new();
     if (!psim_cli_output_dir(st->outs, st->out_dir, error))
         return FALSE;
+    gboolean db_given = st->db_path != NULL;
     if (!st->db_path)
         st->db_path = g_build_filename(st->out_dir, "costs.db", NULL);
     /* A fresh results database each study, renamed over the old one at the end. */
@@ -601,8 +601,17 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
                                    st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
     if (!st->cluster)
         return FALSE;
-    if (!(st->db = psim_cost_db_open(st->db_path, error)))
+    /* --no-profile only reads the DB: read-only, and no DB at all where the default one does
+     * not exist yet (estimates), so that a read-only DB serves it. */
+    GError *err = NULL;
+    if (!st->no_profile)
+        st->db = psim_cost_db_open(st->db_path, &err);
+    else if (db_given || g_file_test(st->db_path, G_FILE_TEST_EXISTS))
+        st->db = psim_cost_db_open_readonly(st->db_path, &err);
+    if (err) {
+        g_propagate_error(error, err);
         return FALSE;
+    }
     st->prog = (Progress){.tty = psim_cli_stderr_tty(),
                           .total = (int32_t)st->graphs->len * (st->n_algos + (st->no_profile ? 0 : 1)),
                           .t0 = g_get_monotonic_time()};
@@ -787,6 +796,7 @@ static void study_print_json(const Study *st)
             json_builder_add_double_value(b, r->op_error_pct);
             json_builder_set_member_name(b, "transfers");
             json_builder_add_int_value(b, r->n_transfers);
+            psim_cli_cost_sources_json(b, &r->sources);
         }
         json_builder_end_object(b);
     }
@@ -816,8 +826,17 @@ static void study_print_text(const Study *st)
             printf("%-18.18s %-12s %12.1f %12.1f %+8.2f%% %8d\n", r->graph, r->algo, r->sim_us, r->measured_us,
                    r->error_pct, r->n_transfers);
     }
+    /* Where the simulations' costs came from, over every plan that ran. */
+    PsimCliCostSources all = {0};
+    for (guint i = 0; i < st->rows->len; i++) {
+        const Row *r = &g_array_index(st->rows, Row, i);
+        for (int k = 0; k < (int)G_N_ELEMENTS(all.n); k++)
+            all.n[k] += r->error ? 0 : r->sources.n[k];
+    }
+    g_autofree char *costs = psim_cli_cost_sources_line(&all);
     printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", st->n_ok ? st->med : 0,
            st->worst, st->n_ok, st->out_dir);
+    printf("costs: %s, over the %d plans\n", costs, st->n_ok);
     if (!st->no_profile && !st->no_refresh)
         printf("(simulated with the profile refreshed between the measured rounds; at placement: median "
                "|error| %.2f%%, worst %.2f%%)\n", st->n_ok ? st->placed_med : 0, st->placed_worst);

@@ -22,6 +22,20 @@ echo "$out" | grep -q '"step_time_us":80' || fail "sim --placement: $out"
 [ -s "$tmp/t.json" ] || fail "no trace written"
 "$PSIM" compare "$tmp/t.json" "$tmp/t.json" --json | grep -q '"error_pct":0' || fail "compare of a trace with itself"
 
+# critical_path_us has one meaning (docs/sim.md): the graph's longest chain of costs and
+# transfers, a lower bound; --json, the trace and the SQLite run agree, and on the HEFT example
+# it (77) is below the step time (80), which the binding chain sets.
+"$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --algo heft --json --trace "$tmp/cp.json" \
+    --sqlite "$tmp/cp.sqlite" >"$tmp/cp.out" || fail "sim --trace for critical_path_us"
+cp_json=$(sed -n 's/.*"critical_path_us":\([0-9.e+-]*\).*/\1/p' "$tmp/cp.out")
+cp_trace=$(sed -n 's/.*"critical_path_us": *\([0-9.e+-]*\).*/\1/p' "$tmp/cp.json")
+cp_lb=$(sed -n 's/.*"lower_bound_us":\([0-9.e+-]*\).*/\1/p' "$tmp/cp.out")
+awk -v a="$cp_json" -v b="$cp_trace" -v c="$cp_lb" 'BEGIN { exit !(a == 77 && b == 77 && c == 77) }' ||
+    fail "critical_path_us: --json $cp_json, trace $cp_trace, lower bound $cp_lb (expected 77 each)"
+if command -v sqlite3 >/dev/null; then
+    [ "$(sqlite3 "$tmp/cp.sqlite" 'SELECT critical_path_us FROM runs')" = 77.0 ] || fail "SQLite critical_path_us"
+fi
+
 # Bad input: one line on stderr, exit 2.
 expect2() {
     "$@" >"$tmp/o" 2>"$tmp/e"; rc=$?

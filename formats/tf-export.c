@@ -293,8 +293,107 @@ static const char *tf_op_name(const PsimNode *n, const Reverse *r, char *buf, si
     return n->op;
 }
 
+static void write_string_attr(GString *s, const char *name, const char *v)
+{
+    PsimAttr a = {.name = name, .type = PSIM_ATTR_STRING, .v.s = v};
+    write_attr(s, name, &a);
+}
+
+static void write_device(GString *s, const char *dev)
+{
+    if (!dev)
+        return;
+    indent(s, 1);
+    g_string_append(s, "device: ");
+    psim__pbtxt_quote(s, dev, strlen(dev));
+    g_string_append_c(s, '\n');
+}
+
+/* A plan's Send or Recv (attr "key" = "SRC;DST;TENSOR") as TF's _Send/_Recv, with the attrs TF's
+ * graph partitioner gives them (in its alphabetical order). A Recv has no inputs in TF: the
+ * control edge from its Send only orders the pair inside placesim's one graph. A control
+ * transfer sends a dummy scalar, as TF's partitioner does, from a Const that waits for the
+ * producer. */
+static void write_transfer(GString *s, const Names *nm, const PsimNode *n, gboolean send)
+{
+    const PsimGraph *g = nm->g;
+    g_auto(GStrv) parts = g_strsplit(psim_node_attr_string(n, "key", ""), ";", 3);
+    const char *src = parts[0] ? parts[0] : "", *dst = src[0] && parts[1] ? parts[1] : "";
+    const char *tensor = dst[0] && parts[2] ? parts[2] : "";
+    gboolean control = psim_node_attr_int(n, "control", 0) != 0;
+    const char *name = tf_name(nm, n->id);
+    g_autofree char *dummy = NULL;
+    PsimDType dt = PSIM_DTYPE_FLOAT32;
+    if (send && control) {
+        g_autofree char *base = g_strconcat(name, "/dummy", NULL);
+        dummy = g_strdup(base);
+        for (int i = 1; g_hash_table_contains(nm->taken, dummy); i++) {
+            g_free(dummy);
+            dummy = g_strdup_printf("%s_%d", base, i);
+        }
+        g_hash_table_add(nm->taken, g_strdup(dummy));
+        g_string_append(s, "node {\n  name: ");
+        psim__pbtxt_quote(s, dummy, strlen(dummy));
+        g_string_append(s, "\n  op: \"Const\"\n");
+        for (int32_t k = 0; k < n->n_controls; k++) {
+            g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
+            write_ref(s, ref);
+        }
+        write_device(s, src);
+        g_string_append(s, "  attr { key: \"dtype\" value { type: DT_FLOAT } }\n"
+                           "  attr { key: \"value\" value { tensor { dtype: DT_FLOAT tensor_shape { }"
+                           " float_val: 0 } } }\n}\n");
+    } else if (send && n->n_inputs > 0) {
+        const PsimNode *u = psim_graph_node(g, n->inputs[0].node);
+        dt = u->outputs[n->inputs[0].index].dtype;
+    } else if (!send && !control && n->n_outputs > 0) {
+        dt = n->outputs[0].dtype;
+    }
+    g_string_append(s, "node {\n  name: ");
+    psim__pbtxt_quote(s, name, strlen(name));
+    g_string_append(s, send ? "\n  op: \"_Send\"\n" : "\n  op: \"_Recv\"\n");
+    if (dummy) {
+        write_ref(s, dummy);
+    } else if (send) {
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            g_autofree char *ref = port_ref(nm, n->inputs[k]);
+            write_ref(s, ref);
+        }
+        for (int32_t k = 0; k < n->n_controls; k++) {
+            g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
+            write_ref(s, ref);
+        }
+    }
+    write_device(s, n->assigned_device ? n->assigned_device : n->device);
+    PsimAttr t = {.name = "T", .type = PSIM_ATTR_DTYPE, .v.dt = dt};
+    if (send)
+        write_attr(s, "T", &t);
+    PsimAttr b = {.name = "client_terminated", .type = PSIM_ATTR_BOOL, .v.b = FALSE};
+    write_attr(s, "client_terminated", &b);
+    write_string_attr(s, "recv_device", dst);
+    write_string_attr(s, "send_device", src);
+    PsimAttr inc = {.name = "send_device_incarnation", .type = PSIM_ATTR_INT, .v.i = 1};
+    write_attr(s, "send_device_incarnation", &inc);
+    write_string_attr(s, "tensor_name", tensor);
+    if (!send)
+        write_attr(s, "tensor_type", &t);
+    g_string_append(s, "}\n");
+}
+
+/* Whether n is a plan's Send or Recv (partitioning gives them a rendezvous key). */
+static gboolean is_transfer(const PsimNode *n, gboolean *send)
+{
+    *send = !strcmp(n->op, "Send");
+    return (*send || !strcmp(n->op, "Recv")) && psim_node_attr(n, "key");
+}
+
 static void write_node(GString *s, const Names *nm, const PsimNode *n)
 {
+    gboolean send;
+    if (is_transfer(n, &send)) {
+        write_transfer(s, nm, n, send);
+        return;
+    }
     const PsimGraph *g = nm->g;
     GHashTable *names = nm->taken;
     const Reverse *r = reverse_of(n);
@@ -359,13 +458,7 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
         g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
         write_ref(s, ref);
     }
-    const char *dev = n->assigned_device ? n->assigned_device : n->device;
-    if (dev) {
-        indent(s, 1);
-        g_string_append(s, "device: ");
-        psim__pbtxt_quote(s, dev, strlen(dev));
-        g_string_append_c(s, '\n');
-    }
+    write_device(s, n->assigned_device ? n->assigned_device : n->device);
     gboolean is_const = !strcmp(n->op, "Const") || !strcmp(n->op, "Constant");
     gboolean has_value = FALSE, has_dtype = FALSE, has_shape = FALSE;
     for (int32_t i = 0; i < n->n_attrs; i++) {

@@ -50,14 +50,13 @@ gboolean psim_placement_save(const PsimPlaceCtx *c, const PsimPlacement *p, cons
     return TRUE;
 }
 
-gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *device_of,
-                             GError **error)
+char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError **error)
 {
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) err = NULL;
     if (!json_parser_load_from_file(parser, path, &err)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, err->message);
-        return FALSE;
+        return NULL;
     }
     JsonNode *root = json_parser_get_root(parser);
     JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
@@ -65,54 +64,67 @@ gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *d
     if (!fmt || strcmp(fmt, FORMAT_KEY)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: field 'format': expected \"" FORMAT_KEY "\"", path);
-        return FALSE;
+        return NULL;
     }
     JsonNode *dn = json_object_get_member(o, "devices");
     if (!dn || !JSON_NODE_HOLDS_OBJECT(dn)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: field 'devices' is missing or not an object of node -> device", path);
-        return FALSE;
+        return NULL;
     }
     JsonObject *devs = json_node_get_object(dn);
-    for (int32_t v = 0; v < c->n; v++)
-        device_of[v] = -1;
+    int32_t n = psim_graph_n_nodes(g);
+    g_auto(GStrv) names = g_new0(char *, n + 1);
     g_autoptr(GList) keys = json_object_get_members(devs);
     for (GList *l = keys; l; l = l->next) {
         const char *name = l->data;
-        const PsimNode *node = psim_graph_node_find(c->g, name);
+        const PsimNode *node = psim_graph_node_find(g, name);
         if (!node) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': not in graph '%s'", path, name, psim_graph_name(c->g));
-            return FALSE;
+                        "%s: node '%s': not in graph '%s'", path, name, psim_graph_name(g));
+            return NULL;
         }
         JsonNode *e = json_object_get_member(devs, name);
         if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                         "%s: node '%s': the device must be a string", path, name);
-            return FALSE;
+            return NULL;
         }
-        const char *dname = json_node_get_string(e);
+        g_free(names[node->id]);
+        names[node->id] = g_strdup(json_node_get_string(e));
+    }
+    for (int32_t v = 0; v < n; v++)
+        if (!names[v]) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': has no device", path,
+                        psim_graph_node(g, v)->name);
+            return NULL;
+        }
+    return g_steal_pointer(&names);
+}
+
+gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *device_of,
+                             GError **error)
+{
+    g_auto(GStrv) names = psim_placement_read_devices(c->g, path, error);
+    if (!names)
+        return FALSE;
+    for (int32_t v = 0; v < c->n; v++) {
+        const char *name = psim_graph_node(c->g, v)->name, *dname = names[v];
         int32_t d = psim_cluster_device_find(c->cluster, dname);
         if (d < 0) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                         "%s: node '%s': device '%s' is not in the cluster", path, name, dname);
             return FALSE;
         }
-        if (!psim__feasible(c, node->id, d) || (c->fixed[node->id] >= 0 && c->fixed[node->id] != d)) {
+        if (!psim__feasible(c, v, d) || (c->fixed[v] >= 0 && c->fixed[v] != d)) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                         "%s: node '%s': cannot be placed on device '%s' (its request, kernels or "
                         "colocation group forbid it)",
                         path, name, dname);
             return FALSE;
         }
-        device_of[node->id] = d;
+        device_of[v] = d;
     }
-    for (int32_t v = 0; v < c->n; v++)
-        if (device_of[v] < 0) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': has no device", path,
-                        psim_graph_node(c->g, v)->name);
-            return FALSE;
-        }
     g_autofree int32_t *first = g_new(int32_t, c->n_groups + 1);
     for (int32_t k = 0; k < c->n_groups; k++)
         first[k] = -1;

@@ -84,6 +84,11 @@ gboolean psim_placement_evaluate(PsimPlaceCtx *ctx, PsimPlacement *p, GError **e
 char *psim_placement_to_json(const PsimPlaceCtx *ctx, const PsimPlacement *p);
 gboolean psim_placement_save(const PsimPlaceCtx *ctx, const PsimPlacement *p, const char *path,
                              GError **error);
+/* The device names a placement file gives the nodes of g, without a cluster to check them
+ * against (export writes them into the graph): n_nodes strings and a NULL, or NULL with an
+ * error naming the file and the node (unknown, not a string, or missing). Free with
+ * g_strfreev. */
+char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError **error);
 /* Fills device_of (n_nodes entries) from a placement file. */
 gboolean psim_placement_read(const PsimPlaceCtx *ctx, const char *path, int32_t *device_of,
                              GError **error);

@@ -35,7 +35,7 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
 int psim_cmd_place(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algo = NULL, *out = NULL, *plan_path = NULL,
-                    *placement = NULL, *mem_limit = NULL, *db_path = NULL;
+                    *placement = NULL, *mem_limit = NULL, *db_path = NULL, *rounding = NULL;
     gboolean json = FALSE, compress = FALSE, coarsen = FALSE, training = FALSE;
     double budget = 1000, margin = -1;
     gint64 seed = 1;
@@ -55,6 +55,10 @@ int psim_cmd_place(int argc, char **argv)
          "BYTES"},
         {"compress", 0, 0, G_OPTION_ARG_NONE, &compress,
          "Send float32 tensors between devices as 16 bits", NULL},
+        {"compress-rounding", 0, 0, G_OPTION_ARG_STRING, &rounding,
+         "How --compress cuts float32 to 16 bits: truncate (the whitepaper's, relative error "
+         "< 2^-7; default) or rne (round to nearest even, <= 2^-8); implies --compress",
+         "MODE"},
         {"coarsen", 0, 0, G_OPTION_ARG_NONE, &coarsen, "Merge chains before placing", NULL},
         {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "Search budget (default 1000)", "MS"},
         {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Search seed (default 1)", "S"},
@@ -90,7 +94,9 @@ int psim_cmd_place(int argc, char **argv)
         return psim_cli_usage("place", "--budget-ms must be from 0 to 3600000");
     opt.budget_ms = budget;
     opt.seed = (uint64_t)seed;
-    opt.compress = compress;
+    if (rounding && !psim_rounding_from_name(rounding, &opt.compress_rounding))
+        return psim_cli_usage("place", "--compress-rounding must be truncate or rne, not '%s'", rounding);
+    opt.compress = compress || rounding;
     opt.coarsen = coarsen;
     opt.placement_file = placement;
     opt.recv_margin_us = margin;

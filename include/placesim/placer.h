@@ -14,6 +14,7 @@ typedef struct {
     double budget_ms;        /* `search`: its work budget (deterministic, see search.c) */
     uint64_t seed;           /* `search`: random seed */
     gboolean compress;       /* transfers of float32 tensors as 16 bits (placement and plan) */
+    PsimRounding compress_rounding; /* how they are cut to 16 bits (default: truncate) */
     const char *placement_file; /* `file`: the placement JSON to read */
     gboolean coarsen;        /* merge chains before placing, refine per node after */
     double recv_margin_us;   /* recv earliest start = ALAP - margin; < 0: the transfer's time */

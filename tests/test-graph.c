@@ -1,5 +1,6 @@
 /* Tests of the graph IR core: building, refs, finalize errors, topological order, critical
  * path, and the JSON format (round trip and errors). */
+#include <math.h>
 #include <string.h>
 
 #include "placesim/graph.h"
@@ -121,6 +122,31 @@ static void test_json_roundtrip(void)
     g_assert_cmpstr(psim_graph_node_find(g2, "y")->device, ==, "CPU:*");
 }
 
+/* The one median every module uses: odd and even counts, unsorted input (sorted in place),
+ * ties, one value, none. */
+static void test_stats_median(void)
+{
+    double odd[] = {5, 1, 4, 2, 3};
+    g_assert_cmpfloat(psim_stats_median(odd, 5), ==, 3);
+    for (int i = 0; i < 5; i++)
+        g_assert_cmpfloat(odd[i], ==, i + 1);
+    double even[] = {10, -2, 7, 1};
+    g_assert_cmpfloat(psim_stats_median(even, 4), ==, 4);
+    double ties[] = {2, 2, 9, 2};
+    g_assert_cmpfloat(psim_stats_median(ties, 4), ==, 2);
+    double one[] = {42};
+    g_assert_cmpfloat(psim_stats_median(one, 1), ==, 42);
+    g_assert_true(isnan(psim_stats_median(one, 0)));
+    double v[] = {3, -1, 2};
+    psim_stats_sort(v, 3);
+    g_assert_cmpfloat(v[0], ==, -1);
+    g_assert_cmpfloat(v[2], ==, 3);
+    double a = 1, b = 2;
+    g_assert_cmpint(psim_stats_cmp_double(&a, &b), <, 0);
+    g_assert_cmpint(psim_stats_cmp_double(&b, &a), >, 0);
+    g_assert_cmpint(psim_stats_cmp_double(&a, &a), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -128,5 +154,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/cycle", test_cycle);
     g_test_add_func("/graph/bad-refs", test_bad_refs);
     g_test_add_func("/graph/json-roundtrip", test_json_roundtrip);
+    g_test_add_func("/graph/stats/median", test_stats_median);
     return g_test_run();
 }

@@ -73,12 +73,6 @@ static void check_compare(Check *c, const PsimTensor *got, const PsimTensor *wan
     c->ok = c->n_bad == 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void json_double(JsonBuilder *b, const char *name, double v)
 {
     json_builder_set_member_name(b, name);
@@ -347,8 +341,7 @@ int psim_cmd_run(int argc, char **argv)
         check_compare(&chk, outputs[0], want, rtol, atol);
     }
 
-    qsort(times, (size_t)steps, sizeof(double), cmp_double);
-    double median = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
+    double median = psim_stats_median(times, steps);
     const char *first = g_ptr_array_index(fetches, 0);
     if (json) {
         JsonBuilder *b = json_builder_new();

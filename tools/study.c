@@ -72,12 +72,6 @@ static void profile_progress(const PsimProfileProgress *pp, void *user)
     fflush(stderr);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static char *safe_name(const char *s)
 {
     char *r = g_strdup(s);
@@ -239,8 +233,7 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, co
     Row *r = t->r;
     int n = (int)t->times->len;
     double *v = (double *)t->times->data;
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    r->measured_us = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    r->measured_us = psim_stats_median(v, n);
     r->measured_min_us = v[0];
     r->measured_max_us = v[n - 1];
     r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
@@ -265,14 +258,6 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, co
             r->gantt = g_strdup_printf("%s.png", safe);
     }
     psim_compare_clear(&cmp);
-}
-
-static double median_of(double *v, int n)
-{
-    if (n == 0)
-        return NAN;
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The results table, beside the timelines in results.sqlite. */
@@ -637,7 +622,7 @@ int psim_cmd_study(int argc, char **argv)
         worst = MAX(worst, fabs(r->error_pct));
         placed_worst = MAX(placed_worst, fabs(r->placed_error_pct));
     }
-    double med = median_of(abs_err, n_ok), placed_med = median_of(placed_err, n_ok);
+    double med = psim_stats_median(abs_err, n_ok), placed_med = psim_stats_median(placed_err, n_ok);
     gboolean refreshed = !no_profile && !no_refresh;
     int32_t nd = psim_cluster_n_devices(cluster);
     g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local", nd, nd == 1 ? "" : "s");

@@ -461,9 +461,13 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
     write_device(s, n->assigned_device ? n->assigned_device : n->device);
     gboolean is_const = !strcmp(n->op, "Const") || !strcmp(n->op, "Constant");
     gboolean has_value = FALSE, has_dtype = FALSE, has_shape = FALSE;
+    /* An IR op that TF knows by another meaning, or not at all, says so (below), so that the
+     * importer reads it back as this IR op rather than as a TF op of that name ("TfConv"). */
+    gboolean marked = !r && op == n->op && psim_op_lookup(n->op) && !psim__tf_op_keeps_name(n->op);
     for (int32_t i = 0; i < n->n_attrs; i++) {
         const PsimAttr *a = &n->attrs[i];
-        if (skipped(r, a->name) || (is_const && !strcmp(a->name, "fill")))
+        if (skipped(r, a->name) || (is_const && !strcmp(a->name, "fill")) ||
+            (marked && g_str_has_prefix(a->name, "_placesim_")))
             continue;
         has_value |= !strcmp(a->name, "value");
         has_dtype |= !strcmp(a->name, "dtype");
@@ -517,9 +521,7 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
         sh.v.shape.dims = o0->dims;
         write_attr(s, "shape", &sh);
     }
-    /* An IR op that TF knows by another meaning, or not at all, says so, so that the importer
-     * reads it back as this IR op rather than as a TF op of that name ("TfConv"). */
-    if (!r && op == n->op && psim_op_lookup(n->op) && !psim__tf_op_keeps_name(n->op)) {
+    if (marked) {
         PsimAttr ir = {.name = PSIM_TF_IR_OP_ATTR, .type = PSIM_ATTR_STRING, .v.s = n->op};
         write_attr(s, PSIM_TF_IR_OP_ATTR, &ir);
         const PsimOpDef *d = psim_op_lookup(n->op);

@@ -739,9 +739,12 @@ static const char *unclashed_op(const char *op, const char *tf_op, gboolean conv
 }
 
 /* The IR op the exporter recorded for this node (PSIM_TF_IR_OP_ATTR), if it is the node's op
- * and a registered IR op; else NULL. */
+ * and a registered IR op; else NULL. Never Send or Recv: those exist only in plans, and the
+ * exporter writes them as TF's _Send/_Recv. */
 static const char *exported_ir_op(const PsimTf__NodeDef *nd)
 {
+    if (!strcmp(nd->op, "Send") || !strcmp(nd->op, "Recv"))
+        return NULL;
     for (size_t i = 0; i < nd->n_attr; i++) {
         const PsimTf__NodeDef__AttrEntry *e = nd->attr[i];
         if (g_strcmp0(e->key, PSIM_TF_IR_OP_ATTR) || !e->value || !e->value->has_s)

@@ -635,6 +635,18 @@ static void test_pbtxt_lossless(void)
         "node { name: 'gv' op: 'GatherV2' input: 'y' input: 'sz' input: 'c' }\n";
     g_autoptr(PsimGraph) hg = import_pbtxt(hand);
     assert_lossless("hand-written", hg, TRUE);
+    /* The marker names IR ops, but never a plan's Send/Recv (which export as _Send/_Recv). */
+    g_autoptr(PsimGraph) mg = import_pbtxt(
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+        "node { name: 'c' op: 'Conv' input: 'x' input: 'x' attr { key: '_placesim_op' value { s: 'Conv' } } }\n"
+        "node { name: 's' op: 'Send' input: 'c' attr { key: '_placesim_op' value { s: 'Send' } }\n"
+        "  attr { key: 'key' value { s: 'a;b;c:0' } } }\n"
+        "node { name: 'm' op: 'Conv' input: 'x' attr { key: '_placesim_op' value { s: 'Gemm' } } }\n");
+    g_assert_cmpstr(psim_graph_node_find(mg, "c")->op, ==, "Conv");
+    g_assert_null(psim_node_attr(psim_graph_node_find(mg, "c"), "_placesim_op"));
+    g_assert_cmpstr(psim_graph_node_find(mg, "s")->op, ==, "TfSend");
+    g_assert_cmpstr(psim_graph_node_find(mg, "m")->op, ==, "TfConv");
+    assert_lossless("markers", mg, TRUE);
     int32_t n_zoo = 0;
     const char *const *zoo = psim_zoo_list(&n_zoo);
     for (int32_t i = 0; i < n_zoo; i++) {

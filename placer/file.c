@@ -74,7 +74,9 @@ char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError 
     }
     JsonObject *devs = json_node_get_object(dn);
     int32_t n = psim_graph_n_nodes(g);
-    g_auto(GStrv) names = g_new0(char *, n + 1);
+    /* Entries fill in any order, so the array has holes until the end: g_strfreev would stop
+     * at the first one. */
+    char **names = g_new0(char *, n + 1);
     g_autoptr(GList) keys = json_object_get_members(devs);
     for (GList *l = keys; l; l = l->next) {
         const char *name = l->data;
@@ -82,13 +84,13 @@ char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError 
         if (!node) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                         "%s: node '%s': not in graph '%s'", path, name, psim_graph_name(g));
-            return NULL;
+            goto fail;
         }
         JsonNode *e = json_object_get_member(devs, name);
         if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                         "%s: node '%s': the device must be a string", path, name);
-            return NULL;
+            goto fail;
         }
         g_free(names[node->id]);
         names[node->id] = g_strdup(json_node_get_string(e));
@@ -97,9 +99,14 @@ char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError 
         if (!names[v]) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': has no device", path,
                         psim_graph_node(g, v)->name);
-            return NULL;
+            goto fail;
         }
-    return g_steal_pointer(&names);
+    return names;
+fail:
+    for (int32_t v = 0; v < n; v++)
+        g_free(names[v]);
+    g_free(names);
+    return NULL;
 }
 
 gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *device_of,

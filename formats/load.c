@@ -5,8 +5,9 @@
 
 #include <string.h>
 
-/* Files larger than this are refused before they are read. */
-#define MAX_FILE_BYTES (G_GINT64_CONSTANT(4) << 30)
+#define UNRECOGNIZED                                                                             \
+    "unrecognized file format (expected ONNX, TF GraphDef, placesim JSON, PipeDream profile or " \
+    "STG)"
 
 static const char *const format_names[] = {
     [PSIM_FORMAT_UNKNOWN] = "unknown",   [PSIM_FORMAT_JSON] = "json",
@@ -116,8 +117,7 @@ PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *da
         break;
     case PSIM_FORMAT_STG: g = psim_import_stg(path, (const char *)data, len, error); break;
     default:
-        psim__error_file(error, path, "unrecognized file format (expected ONNX, TF GraphDef, "
-                                      "placesim JSON, PipeDream profile or STG)");
+        psim__error_file(error, path, UNRECOGNIZED);
         return NULL;
     }
     if (!g)
@@ -131,25 +131,29 @@ PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *da
     return g;
 }
 
+/* A stream that cannot be a graph (/dev/zero) stops at its first bytes. Detection looks at no
+ * more than the first 4 KiB, so the head decides as the whole file would. */
+static const char *sniff_graph(const char *path, const guint8 *head, gsize len)
+{
+    if (len && head[0] == 0)
+        return "not a graph file (it starts with a NUL byte)";
+    if (psim_format_detect(path, head, len) == PSIM_FORMAT_UNKNOWN)
+        return UNRECOGNIZED;
+    return NULL;
+}
+
 PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error)
 {
-    g_autoptr(GError) ferr = NULL;
-    g_autoptr(GMappedFile) mf = g_mapped_file_new(path, FALSE, &ferr);
-    if (!mf) {
-        psim__error_file(error, path, "cannot read: %s", ferr->message);
+    g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_graph, error);
+    if (!b)
         return NULL;
-    }
-    gsize len = g_mapped_file_get_length(mf);
-    if ((gint64)len > MAX_FILE_BYTES) {
-        psim__error_file(error, path, "file is larger than 4 GiB");
-        return NULL;
-    }
-    /* Text importers need a terminating NUL: copy small text files; binary stays mapped. */
-    const guint8 *data = (const guint8 *)g_mapped_file_get_contents(mf);
+    gsize len = 0;
+    const guint8 *data = g_bytes_get_data(b, &len);
     static const guint8 empty[1] = {0};
     if (!data)
         data = empty;
     PsimFormat f = psim_format_detect(path, data, len);
+    /* Text importers need a terminating NUL: copy text files; binary stays mapped. */
     if (f == PSIM_FORMAT_ONNX || f == PSIM_FORMAT_TF_PB)
         return psim_graph_load_data(path, f, data, len, opts, error);
     g_autofree guint8 *copy = g_malloc(len + 1);

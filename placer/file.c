@@ -52,15 +52,19 @@ gboolean psim_placement_save(const PsimPlaceCtx *c, const PsimPlacement *p, cons
 
 char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    g_autoptr(GError) err = NULL;
-    if (!json_parser_load_from_file(parser, path, &err)) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, err->message);
+    g_autoptr(JsonNode) root = psim_json_load(path, error);
+    if (!root)
         return NULL;
-    }
-    JsonNode *root = json_parser_get_root(parser);
-    JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-    const char *fmt = o ? json_object_get_string_member_with_default(o, "format", NULL) : NULL;
+    JsonObject *o = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+    const char *fmt = NULL, *gname = NULL, *algo = NULL;
+    double makespan = 0;
+    PsimJsonAt at = {path, NULL};
+    /* graph, algo and makespan_us are not used, but a wrong type there is a damaged file. */
+    if (o && (!psim_json_get_string(&at, o, "format", &fmt, error) ||
+              !psim_json_get_string(&at, o, "graph", &gname, error) ||
+              !psim_json_get_string(&at, o, "algo", &algo, error) ||
+              !psim_json_get_number(&at, o, "makespan_us", 0, G_MAXDOUBLE, &makespan, error)))
+        return NULL;
     if (!fmt || strcmp(fmt, FORMAT_KEY)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: field 'format': expected \"" FORMAT_KEY "\"", path);
@@ -81,19 +85,18 @@ char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError 
     for (GList *l = keys; l; l = l->next) {
         const char *name = l->data;
         const PsimNode *node = psim_graph_node_find(g, name);
+        /* Names come from the file: psim_json_fail keeps a line break in one on one line. */
         if (!node) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': not in graph '%s'", path, name, psim_graph_name(g));
+            psim_json_fail(&at, error, "node '%s': not in graph '%s'", name, psim_graph_name(g));
             goto fail;
         }
-        JsonNode *e = json_object_get_member(devs, name);
-        if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': the device must be a string", path, name);
+        const char *dname = psim_json_node_string(json_object_get_member(devs, name));
+        if (!dname) {
+            psim_json_fail(&at, error, "node '%s': the device must be a string", name);
             goto fail;
         }
         g_free(names[node->id]);
-        names[node->id] = g_strdup(json_node_get_string(e));
+        names[node->id] = g_strdup(dname);
     }
     for (int32_t v = 0; v < n; v++)
         if (!names[v]) {
@@ -115,21 +118,17 @@ gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *d
     g_auto(GStrv) names = psim_placement_read_devices(c->g, path, error);
     if (!names)
         return FALSE;
+    PsimJsonAt at = {path, NULL};
     for (int32_t v = 0; v < c->n; v++) {
         const char *name = psim_graph_node(c->g, v)->name, *dname = names[v];
         int32_t d = psim_cluster_device_find(c->cluster, dname);
-        if (d < 0) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': device '%s' is not in the cluster", path, name, dname);
-            return FALSE;
-        }
-        if (!psim__feasible(c, v, d) || (c->fixed[v] >= 0 && c->fixed[v] != d)) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': cannot be placed on device '%s' (its request, kernels or "
-                        "colocation group forbid it)",
-                        path, name, dname);
-            return FALSE;
-        }
+        if (d < 0)
+            return psim_json_fail(&at, error, "node '%s': device '%s' is not in the cluster", name,
+                                  dname);
+        if (!psim__feasible(c, v, d) || (c->fixed[v] >= 0 && c->fixed[v] != d))
+            return psim_json_fail(&at, error,
+                                  "node '%s': cannot be placed on device '%s' (its request, "
+                                  "kernels or colocation group forbid it)", name, dname);
         device_of[v] = d;
     }
     g_autofree int32_t *first = g_new(int32_t, c->n_groups + 1);

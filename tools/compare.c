@@ -35,8 +35,11 @@ int psim_cmd_compare(int argc, char **argv)
     if (!run)
         return psim_cli_fail(err);
     PsimCompare c;
-    if (!psim_timeline_compare(sim, run, &c, &err))
+    if (!psim_timeline_compare(sim, run, &c, &err)) {
+        /* Its only failure is the measured trace's (no step time): name that file. */
+        g_prefix_error(&err, "%s: ", argv[2]);
         return psim_cli_fail(err);
+    }
     if (plot && !psim_compare_plot(sim, run, &c, plot, &err)) {
         psim_compare_clear(&c);
         return psim_cli_fail(err);

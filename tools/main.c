@@ -57,6 +57,8 @@ int psim_cli_fail(GError *err)
 {
     int code = 1;
     if (err) {
+        /* One line whatever the message quotes (a library's text, a name from a file). */
+        g_strdelimit(err->message, "\r\n", ' ');
         fprintf(stderr, "placesim: %s\n", err->message);
         if (err->domain == PSIM_ERROR &&
             (err->code == PSIM_ERROR_INPUT || err->code == PSIM_ERROR_USAGE ||

@@ -343,7 +343,7 @@ static void write_transfer(GString *s, const Names *nm, const PsimNode *n, gbool
         g_string_append(s, "  attr { key: \"dtype\" value { type: DT_FLOAT } }\n"
                            "  attr { key: \"value\" value { tensor { dtype: DT_FLOAT tensor_shape { }"
                            " float_val: 0 } } }\n}\n");
-    } else if (send && n->n_inputs > 0) {
+    } else if (send && n->n_inputs > 0 && n->inputs[0].node >= 0) {
         const PsimNode *u = psim_graph_node(g, n->inputs[0].node);
         dt = u->outputs[n->inputs[0].index].dtype;
     } else if (!send && !control && n->n_outputs > 0) {

@@ -133,8 +133,8 @@ int psim_cmd_export(int argc, char **argv)
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - convert a graph to another format");
     g_option_context_set_summary(ctx,
-        "With --placement or --plan, each node's device field is its placed device: the pbtxt\n"
-        "is the placed graph TensorFlow can run.");
+        "With --placement or --plan, each node's device is its placed one (in pbtxt, the\n"
+        "NodeDef's device field, as TensorFlow reads a placement).");
     g_option_context_add_main_entries(ctx, entries, NULL);
     if (!psim_cli_parse(ctx, &argc, &argv, "export"))
         return 2;

@@ -114,6 +114,7 @@ int psim_cmd_export(int argc, char **argv)
 {
     g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL;
     gboolean training = FALSE, json = FALSE;
+    g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
          "Output format: json, dot, graphml or pbtxt (default: from the output name, else json)",
@@ -136,6 +137,7 @@ int psim_cmd_export(int argc, char **argv)
         "With --placement or --plan, each node's device is its placed one (in pbtxt, the\n"
         "NodeDef's device field, as TensorFlow reads a placement).");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
     if (!psim_cli_parse(ctx, &argc, &argv, "export"))
         return 2;
     if (argc != 2 && !(argc == 1 && plan))
@@ -150,9 +152,15 @@ int psim_cmd_export(int argc, char **argv)
         return psim_cli_usage("export", "unknown --format '%s' (json, dot, graphml, pbtxt)", format);
 
     GError *err = NULL;
-    g_autoptr(PsimGraph) g = NULL;
-    if (argc == 2 && !(g = psim_cli_load_graph(argv[1], training, &err)))
+    go.training = training;
+    if (!psim_cli_graph_options_check(&go, &err))
         return psim_cli_fail(err);
+    g_autoptr(PsimGraph) g = NULL;
+    if (argc == 2 && !(g = psim_cli_graph_load(argv[1], &go, &err)))
+        return psim_cli_fail(err);
+    /* stdout may be the export itself: the CSE count goes to stderr. */
+    if (g && go.cse)
+        fprintf(stderr, "placesim: cse removed %d node%s\n", go.n_cse_removed, go.n_cse_removed == 1 ? "" : "s");
     if (placement && !apply_placement(g, placement, &err))
         return psim_cli_fail(err);
     if (plan) {
@@ -162,8 +170,14 @@ int psim_cmd_export(int argc, char **argv)
         psim_graph_free(g);
         g = pg;
     }
-    if (out ? !psim_graph_save(g, out, f, &err) : !write_stdout(g, f, &err))
+    if (out) {
+        g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
+        const char *tmp = psim_cli_output(outs, out, FALSE, &err);
+        if (!tmp || !psim_graph_save(g, tmp, f, &err) || !psim_cli_outputs_commit(outs, &err))
+            return psim_cli_fail(err);
+    } else if (!write_stdout(g, f, &err)) {
         return psim_cli_fail(err);
+    }
     if (json)
         print_figures(g, f, out);
     return 0;

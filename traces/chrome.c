@@ -109,7 +109,14 @@ char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len)
         jnum(s, o->end - o->start);
         g_string_append(s, ", \"args\": {\"op\": ");
         jstr(s, o->op);
-        g_string_append_printf(s, ", \"node\": %d}}", o->node);
+        g_string_append_printf(s, ", \"node\": %d", o->node);
+        if (o->cost_source) {
+            g_string_append(s, ", \"cost_source\": ");
+            jstr(s, o->cost_source);
+        }
+        if (o->db_row >= 0)
+            g_string_append_printf(s, ", \"db_row\": %" G_GINT64_FORMAT, o->db_row);
+        g_string_append(s, "}}");
     }
     for (guint i = 0; i < t->xfers->len; i++) {
         const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);

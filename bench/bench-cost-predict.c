@@ -13,12 +13,6 @@
 #include "placesim/profiler.h"
 #include "placesim/formats.h"
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double pct(const double *v, int n, double p)
 {
     if (n == 0)
@@ -140,9 +134,9 @@ int main(int argc, char **argv)
             printf("%-28s %-18s predicted %10.1f us (raw %10.1f)  fresh %10.1f us  %6.2f%% (raw %6.2f%%)\n",
                    node->name, node->op, adj, pred[v], st.median_us, 100 * r, 100 * raw[k_raw - 1]);
     }
-    qsort(rel, (size_t)k, sizeof *rel, cmp);
-    qsort(rel_big, (size_t)k_big, sizeof *rel_big, cmp);
-    qsort(raw, (size_t)k_raw, sizeof *raw, cmp);
+    psim_stats_sort(rel, k);
+    psim_stats_sort(rel_big, k_big);
+    psim_stats_sort(raw, k_raw);
     int32_t within = 0, within_big = 0;
     for (int32_t i = 0; i < k; i++)
         within += rel[i] <= 0.05;

@@ -23,18 +23,6 @@ static gboolean inc_run(PsimKernelCtx *ctx, GError **error)
 static const PsimKernelDef inc_kernel = {
     .op = "BenchInc", .device_type = "CPU", .name = "bench-inc", .run = inc_run};
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 100000, runs = argc > 2 ? atoi(argv[2]) : 7;
@@ -110,7 +98,7 @@ int main(int argc, char **argv)
             loop[r] = psim_exec_now_us() - t0;
             psim_tensor_unref(cur);
         }
-        double ms = median(step, runs), ml = median(loop, runs);
+        double ms = psim_stats_median(step, runs), ml = psim_stats_median(loop, runs);
         printf("%-9s executor step %10.1f us (%.3f us/op)   plain loop %10.1f us (%.3f us/op)   "
                "dispatch overhead %.3f us/op   [result %.0f]\n",
                ops[o], ms, ms / n, ml, ml / n, (ms - ml) / n, result);

@@ -14,18 +14,6 @@
 
 #include "placesim/exec.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static double cpu_us(void)
 {
     struct timespec ts;
@@ -148,7 +136,7 @@ int main(int argc, char **argv)
                 rc[r] = c1 - c0 - sum;
             }
             printf("| %s, one executor, no session (reference) | 0 | | | %.1f us | | %.1f us |\n",
-                   specs[k], median(rw, runs), median(rc, runs));
+                   specs[k], psim_stats_median(rw, runs), psim_stats_median(rc, runs));
         }
         g_free(rw);
         g_free(rc);
@@ -160,8 +148,9 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("| %s | %d | %.1f us | %.1f us | %.1f us | %.1f us | %.1f us |\n", specs[k], n_xfers,
-               median(wall, runs), median(ops, runs), median(ow, runs), median(cpu, runs),
-               median(oc, runs));
+               psim_stats_median(wall, runs), psim_stats_median(ops, runs),
+               psim_stats_median(ow, runs), psim_stats_median(cpu, runs),
+               psim_stats_median(oc, runs));
         g_free(wall);
         g_free(ops);
         g_free(cpu);

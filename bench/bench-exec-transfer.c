@@ -15,18 +15,6 @@
 #include "placesim/exec.h"
 #include "placesim/placer.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static double thread_cpu_us(void)
 {
     struct timespec ts;
@@ -127,14 +115,14 @@ int main(int argc, char **argv)
         ref_cpu[r] = c1 - c0;
         a[r % bytes] ^= b[(r * 7919) % bytes]; /* keep the reference copy observable */
     }
-    double mx = median(xfer, runs), mr = median(ref, runs);
+    double mx = psim_stats_median(xfer, runs), mr = psim_stats_median(ref, runs);
     printf("%d MiB, CPU:0 -> CPU:1 on local:2, median of %d steps\n", mib, runs);
     printf("| | time | bandwidth |\n|---|---|---|\n");
     printf("| transfer (destination thread, timeline) | %.0f us | %.2f GB/s |\n", mx, bytes / mx * 1e-3);
     printf("| memcpy reference (warm buffers) | %.0f us | %.2f GB/s |\n", mr, bytes / mr * 1e-3);
-    printf("| memcpy reference, thread CPU time | %.0f us | %.2f GB/s |\n", median(ref_cpu, runs),
-           bytes / median(ref_cpu, runs) * 1e-3);
-    printf("| whole step (both devices) | %.0f us | |\n", median(step, runs));
+    printf("| memcpy reference, thread CPU time | %.0f us | %.2f GB/s |\n",
+           psim_stats_median(ref_cpu, runs), bytes / psim_stats_median(ref_cpu, runs) * 1e-3);
+    printf("| whole step (both devices) | %.0f us | |\n", psim_stats_median(step, runs));
     printf("transfer / memcpy bandwidth: %.0f%%\n", 100 * mr / mx);
     g_free(a);
     g_free(b);

@@ -161,18 +161,6 @@ static Run run_forked(int32_t n, int32_t width)
     return r;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static int cmp_path(gconstpointer a, gconstpointer b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -217,7 +205,7 @@ static int time_imports(const char *label, const char *dir, const char *suffix, 
             }
             g_clear_error(&err);
         }
-        double ms = median(t, reps), cms = median(c, reps);
+        double ms = psim_stats_median(t, reps), cms = psim_stats_median(c, reps);
         g_free(t);
         g_free(c);
         g_autofree char *base = g_path_get_basename(path);
@@ -281,13 +269,14 @@ int main(int argc, char **argv)
             bpn[r] = (x.hwm_kb - x.rss_before_kb) * 1024.0 / nodes;
             edges = x.edges;
         }
-        double mt = median(tot, reps), mb = median(bpn, reps);
+        double mt = psim_stats_median(tot, reps), mb = psim_stats_median(bpn, reps);
         printf("generated DAG: %d nodes, %" G_GINT64_FORMAT " edges, %d per layer; median of %d runs\n",
                nodes, edges, width, reps);
-        printf("  build            %8.3f s\n", median(b, reps));
-        printf("  topological sort %8.3f s\n", median(t, reps));
+        printf("  build            %8.3f s\n", psim_stats_median(b, reps));
+        printf("  topological sort %8.3f s\n", psim_stats_median(t, reps));
         printf("  build + sort     %8.3f s   (target < 1 s: %s)\n", mt, mt < 1 ? "met" : "MISSED");
-        printf("  CPU time         %8.3f s   (user + system of build + sort)\n", median(cpu, reps));
+        printf("  CPU time         %8.3f s   (user + system of build + sort)\n",
+               psim_stats_median(cpu, reps));
         printf("  peak RSS delta   %8.1f bytes/node   (target < 400: %s)\n", mb, mb < 400 ? "met" : "MISSED");
         if (mt >= 1 || mb >= 400)
             rc = 3;

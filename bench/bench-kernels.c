@@ -24,18 +24,6 @@ static double now_us(clockid_t c)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static PsimTensor *host_alloc(PsimKernelCtx *ctx, PsimDType dt, int32_t r, const int64_t *d,
                               GError **error)
 {
@@ -90,8 +78,8 @@ static int bench_matmul(int64_t n, int reps)
         kw[i] = w1 - w0, kc[i] = c1 - c0, bw[i] = w2 - w1, bc[i] = c2 - c1;
     }
     double flop = 2.0 * (double)n * n * n;
-    double mkw = median(kw, reps), mkc = median(kc, reps), mbw = median(bw, reps),
-           mbc = median(bc, reps);
+    double mkw = psim_stats_median(kw, reps), mkc = psim_stats_median(kc, reps),
+           mbw = psim_stats_median(bw, reps), mbc = psim_stats_median(bc, reps);
     printf("{\"bench\": \"matmul\", \"n\": %" G_GINT64_FORMAT ", \"reps\": %d, "
            "\"kernel_wall_ms\": %.2f, \"kernel_cpu_ms\": %.2f, \"sgemm_wall_ms\": %.2f, "
            "\"sgemm_cpu_ms\": %.2f, \"kernel_gflops_cpu\": %.1f, \"sgemm_gflops_cpu\": %.1f, "
@@ -202,7 +190,8 @@ static int bench_model(const char *path, int steps)
     }
     printf("{\"bench\": \"model\", \"graph\": \"%s\", \"steps\": %d, \"wall_ms\": %.2f, "
            "\"cpu_ms\": %.2f, \"per_op_wall_ms\": {",
-           psim_graph_name(g), steps, median(wall, steps) / 1e3, median(cpu, steps) / 1e3);
+           psim_graph_name(g), steps, psim_stats_median(wall, steps) / 1e3,
+           psim_stats_median(cpu, steps) / 1e3);
     GHashTableIter it;
     gpointer k, v;
     g_hash_table_iter_init(&it, per_op);

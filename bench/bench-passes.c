@@ -102,12 +102,6 @@ static PsimGraph *make(int64_t n_nodes, char **fetch)
     return g;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     int64_t n_nodes = 1000000;
@@ -157,8 +151,8 @@ int main(int argc, char **argv)
            kept);
     printf("%-11s %12s %12s   (median of %d)\n", "pass", "CPU s", "wall s", reps);
     for (int k = 0; k < N_PASS; k++) {
-        qsort(cpu[k], (size_t)reps, sizeof(double), cmp_d);
-        qsort(wall[k], (size_t)reps, sizeof(double), cmp_d);
+        psim_stats_sort(cpu[k], reps);
+        psim_stats_sort(wall[k], reps);
         printf("%-11s %12.3f %12.3f\n", names[k], cpu[k][reps / 2], wall[k][reps / 2]);
     }
     return 0;

@@ -38,12 +38,6 @@ static PsimGraph *generate(int32_t n, guint32 seed)
     return g;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double now_ms(void) { return (double)g_get_monotonic_time() / 1e3; }
 
 /* CPU time of this process: on a shared, loaded machine it says more than wall time. */
@@ -88,8 +82,8 @@ int main(int argc, char **argv)
         ctx_cpu[r] = cpu_ms() - ac;
         g_assert_nonnull(ctx);
     }
-    qsort(ctx_ms, reps, sizeof(double), cmp_d);
-    qsort(ctx_cpu, reps, sizeof(double), cmp_d);
+    psim_stats_sort(ctx_ms, reps);
+    psim_stats_sort(ctx_cpu, reps);
     printf("problem (costs, edges, constraints): median %.0f ms wall, %.0f ms CPU, of %d\n",
            ctx_ms[reps / 2], ctx_cpu[reps / 2], reps);
     for (int k = 0; k < n_algos; k++) {
@@ -115,8 +109,8 @@ int main(int argc, char **argv)
             printf("%-8s plan: %d transfers, built in %.0f ms wall, %.0f ms CPU\n", algos[k],
                    plan->n_transfers, now_ms() - a, cpu_ms() - ac);
         }
-        qsort(ms, reps, sizeof(double), cmp_d);
-        qsort(cpu, reps, sizeof(double), cmp_d);
+        psim_stats_sort(ms, reps);
+        psim_stats_sort(cpu, reps);
         printf("%-8s %d nodes on %d devices: median %.0f ms wall (min %.0f, max %.0f), %.0f ms CPU, "
                "of %d; makespan %.0f us; with the problem %.0f ms wall, %.0f ms CPU\n",
                algos[k], n, nd, ms[reps / 2], ms[0], ms[reps - 1], cpu[reps / 2], reps, span,

@@ -122,12 +122,6 @@ static long status_kb(const char *field)
     return p ? atol(p + strlen(field) + 1) : -1;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     int32_t n = argc > 1 ? atoi(argv[1]) : 1000000;
@@ -212,9 +206,9 @@ int main(int argc, char **argv)
             cpus[r] = in[4];
         }
         int k = MIN(runs, 64);
-        qsort(times, (size_t)k, sizeof(double), cmp_d);
-        qsort(per_node, (size_t)k, sizeof(double), cmp_d);
-        qsort(cpus, (size_t)k, sizeof(double), cmp_d);
+        psim_stats_sort(times, k);
+        psim_stats_sort(per_node, k);
+        psim_stats_sort(cpus, k);
         double med = times[k / 2], cpu = cpus[k / 2];
         printf("%-22s wall median %.3f s (min %.3f, max %.3f, %d runs)  cpu median %.3f s  %" G_GINT64_FORMAT
                " events  %.2f M events/s (wall) %.2f (cpu)  %.0f bytes/node  step %.1f us\n",

@@ -4,18 +4,12 @@
 
 #include "placesim/cost.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void psim_timing_stats(double *samples, int64_t n, PsimTimingStats *out)
 {
     *out = (PsimTimingStats){.n = n};
     if (n <= 0)
         return;
-    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+    out->median_us = psim_stats_median(samples, n);
     double sum = 0;
     for (int64_t i = 0; i < n; i++)
         sum += samples[i];
@@ -25,7 +19,6 @@ void psim_timing_stats(double *samples, int64_t n, PsimTimingStats *out)
         ss += (samples[i] - out->mean_us) * (samples[i] - out->mean_us);
     out->stddev_us = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
     out->min_us = samples[0];
-    out->median_us = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
 }
 
 /* Weighted least squares with weights 1/t^2 minimizes the relative error, so that the small

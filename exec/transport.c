@@ -52,12 +52,16 @@ static PsimTensor *copy_to_dst(PsimTransport *tp, int32_t x, PsimTensor *src, ui
         return NULL;
     }
     if (tr->compressed && src->dtype == PSIM_DTYPE_FLOAT32) {
-        /* float32 sent as 16 bits: the high half (sign, exponent, 7 mantissa bits) crosses, the
-         * low half is zero on arrival. */
+        /* float32 sent as 16 bits: the high half (sign, exponent, 7 mantissa bits) crosses,
+         * truncated or rounded as the plan says, the low half is zero on arrival. */
         const uint32_t *a = src->data;
         uint32_t *b = t->data;
-        for (int64_t i = 0; i < src->n_elems; i++)
-            b[i] = a[i] & 0xFFFF0000u;
+        if (tr->rounding == PSIM_ROUNDING_TRUNCATE)
+            for (int64_t i = 0; i < src->n_elems; i++)
+                b[i] = a[i] & 0xFFFF0000u;
+        else
+            for (int64_t i = 0; i < src->n_elems; i++)
+                b[i] = psim_rounding_apply(a[i], tr->rounding);
         *bytes = (uint64_t)src->n_elems * 2;
     } else {
         memcpy(t->data, src->data, src->nbytes);

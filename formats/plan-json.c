@@ -67,9 +67,12 @@ char *psim_plan_to_json(const PsimPlan *p, gsize *len)
             ref = g_strdup_printf("%s:%d", psim_graph_node(g, t->port.node)->name, t->port.index);
         psim__json_string(s, ref);
         g_string_append_printf(s, ", \"bytes\": %" G_GUINT64_FORMAT ", \"raw_bytes\": %" G_GUINT64_FORMAT
-                               ", \"control\": %s, \"compressed\": %s, \"earliest_start\": ",
+                               ", \"control\": %s, \"compressed\": %s",
                                t->bytes, t->raw_bytes, t->control ? "true" : "false",
                                t->compressed ? "true" : "false");
+        if (t->compressed)
+            g_string_append_printf(s, ", \"rounding\": \"%s\"", psim_rounding_name(t->rounding));
+        g_string_append(s, ", \"earliest_start\": ");
         psim__json_double(s, t->earliest_start, FALSE);
         g_string_append(s, ", \"priority\": ");
         psim__json_double(s, t->priority, FALSE);
@@ -298,6 +301,12 @@ static PsimPlan *plan_from_root(const char *path, JsonNode *root, GError **error
             goto fail;
         t->control = tcontrol;
         t->compressed = compressed;
+        /* Plans from before the choice existed were truncated. */
+        const char *rounding = NULL;
+        if (!psim_json_get_string(&tat, to, "rounding", &rounding, error))
+            goto fail;
+        if (rounding && !psim_rounding_from_name(rounding, &t->rounding))
+            FAIL("transfers[%u]: field 'rounding' must be \"truncate\" or \"rne\"", i);
         if (t->control != control)
             FAIL("transfers[%u]: 'control' disagrees with its tensor '%s'", i, ten);
         if (!get_num(json_object_get_member(to, "earliest_start"), &t->earliest_start) ||

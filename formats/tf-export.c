@@ -251,26 +251,27 @@ static char *port_ref(const Names *nm, PsimPort p)
     return p.index ? g_strdup_printf("%s:%d", src, p.index) : g_strdup(src);
 }
 
-/* An axis Const the exporter adds for a node whose axis has no Const input any more. */
+/* An axis Const the exporter adds for a node whose axis has no Const input any more. It is
+ * written exactly as the Const the importer makes of it would be exported (dtype, then value as
+ * tensor_content), so that a second export gives the same text. */
 static void write_axis_const(GString *s, const char *name, const PsimAttr *a)
 {
+    int32_t n = a->type == PSIM_ATTR_INT ? 1 : a->n;
+    int64_t len = n;
+    g_autoptr(PsimTensor) t =
+        psim_tensor_new(PSIM_DTYPE_INT64, a->type == PSIM_ATTR_INTS ? 1 : 0, &len, NULL);
+    if (n)
+        memcpy(t->data, a->type == PSIM_ATTR_INT ? &a->v.i : a->v.ints, (size_t)n * sizeof(int64_t));
     g_string_append(s, "node {\n");
     indent(s, 1);
     g_string_append(s, "name: ");
     psim__pbtxt_quote(s, name, strlen(name));
     g_string_append(s, "\n  op: \"Const\"\n");
-    indent(s, 1);
-    g_string_append(s, "attr { key: \"dtype\" value { type: DT_INT64 } }\n");
-    indent(s, 1);
-    g_string_append(s, "attr { key: \"value\" value { tensor { dtype: DT_INT64 tensor_shape {");
-    if (a->type == PSIM_ATTR_INTS)
-        g_string_append_printf(s, " dim { size: %d }", a->n);
-    g_string_append(s, " }");
-    int32_t n = a->type == PSIM_ATTR_INT ? 1 : a->n;
-    const int64_t *v = a->type == PSIM_ATTR_INT ? &a->v.i : a->v.ints;
-    for (int32_t i = 0; i < n; i++)
-        g_string_append_printf(s, " int64_val: %" G_GINT64_FORMAT, v[i]);
-    g_string_append(s, " } } }\n}\n");
+    PsimAttr dt = {.name = "dtype", .type = PSIM_ATTR_DTYPE, .v.dt = PSIM_DTYPE_INT64};
+    write_attr(s, "dtype", &dt);
+    PsimAttr value = {.name = "value", .type = PSIM_ATTR_TENSOR, .v.t = t};
+    write_attr(s, "value", &value);
+    g_string_append(s, "}\n");
 }
 
 static const char *tf_op_name(const PsimNode *n, const Reverse *r, char *buf, size_t len)
@@ -278,6 +279,10 @@ static const char *tf_op_name(const PsimNode *n, const Reverse *r, char *buf, si
     if (r) {
         if (!strcmp(n->op, "Split") && n->n_inputs >= 2 && n->inputs[1].node >= 0)
             return "SplitV";
+        /* The importer reads an NHWC BiasAdd as an Add and keeps its data_format, which no other
+         * Add has (AddV2 has no such attr). */
+        if (!strcmp(n->op, "Add") && psim_node_attr(n, "data_format"))
+            return "BiasAdd";
         return r->tf;
     }
     /* "TfMaxPool": a TF op renamed on import because an IR op of another meaning has its name. */
@@ -288,8 +293,107 @@ static const char *tf_op_name(const PsimNode *n, const Reverse *r, char *buf, si
     return n->op;
 }
 
+static void write_string_attr(GString *s, const char *name, const char *v)
+{
+    PsimAttr a = {.name = name, .type = PSIM_ATTR_STRING, .v.s = v};
+    write_attr(s, name, &a);
+}
+
+static void write_device(GString *s, const char *dev)
+{
+    if (!dev)
+        return;
+    indent(s, 1);
+    g_string_append(s, "device: ");
+    psim__pbtxt_quote(s, dev, strlen(dev));
+    g_string_append_c(s, '\n');
+}
+
+/* A plan's Send or Recv (attr "key" = "SRC;DST;TENSOR") as TF's _Send/_Recv, with the attrs TF's
+ * graph partitioner gives them (in its alphabetical order). A Recv has no inputs in TF: the
+ * control edge from its Send only orders the pair inside placesim's one graph. A control
+ * transfer sends a dummy scalar, as TF's partitioner does, from a Const that waits for the
+ * producer. */
+static void write_transfer(GString *s, const Names *nm, const PsimNode *n, gboolean send)
+{
+    const PsimGraph *g = nm->g;
+    g_auto(GStrv) parts = g_strsplit(psim_node_attr_string(n, "key", ""), ";", 3);
+    const char *src = parts[0] ? parts[0] : "", *dst = src[0] && parts[1] ? parts[1] : "";
+    const char *tensor = dst[0] && parts[2] ? parts[2] : "";
+    gboolean control = psim_node_attr_int(n, "control", 0) != 0;
+    const char *name = tf_name(nm, n->id);
+    g_autofree char *dummy = NULL;
+    PsimDType dt = PSIM_DTYPE_FLOAT32;
+    if (send && control) {
+        g_autofree char *base = g_strconcat(name, "/dummy", NULL);
+        dummy = g_strdup(base);
+        for (int i = 1; g_hash_table_contains(nm->taken, dummy); i++) {
+            g_free(dummy);
+            dummy = g_strdup_printf("%s_%d", base, i);
+        }
+        g_hash_table_add(nm->taken, g_strdup(dummy));
+        g_string_append(s, "node {\n  name: ");
+        psim__pbtxt_quote(s, dummy, strlen(dummy));
+        g_string_append(s, "\n  op: \"Const\"\n");
+        for (int32_t k = 0; k < n->n_controls; k++) {
+            g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
+            write_ref(s, ref);
+        }
+        write_device(s, src);
+        g_string_append(s, "  attr { key: \"dtype\" value { type: DT_FLOAT } }\n"
+                           "  attr { key: \"value\" value { tensor { dtype: DT_FLOAT tensor_shape { }"
+                           " float_val: 0 } } }\n}\n");
+    } else if (send && n->n_inputs > 0 && n->inputs[0].node >= 0) {
+        const PsimNode *u = psim_graph_node(g, n->inputs[0].node);
+        dt = u->outputs[n->inputs[0].index].dtype;
+    } else if (!send && !control && n->n_outputs > 0) {
+        dt = n->outputs[0].dtype;
+    }
+    g_string_append(s, "node {\n  name: ");
+    psim__pbtxt_quote(s, name, strlen(name));
+    g_string_append(s, send ? "\n  op: \"_Send\"\n" : "\n  op: \"_Recv\"\n");
+    if (dummy) {
+        write_ref(s, dummy);
+    } else if (send) {
+        for (int32_t k = 0; k < n->n_inputs; k++) {
+            g_autofree char *ref = port_ref(nm, n->inputs[k]);
+            write_ref(s, ref);
+        }
+        for (int32_t k = 0; k < n->n_controls; k++) {
+            g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
+            write_ref(s, ref);
+        }
+    }
+    write_device(s, n->assigned_device ? n->assigned_device : n->device);
+    PsimAttr t = {.name = "T", .type = PSIM_ATTR_DTYPE, .v.dt = dt};
+    if (send)
+        write_attr(s, "T", &t);
+    PsimAttr b = {.name = "client_terminated", .type = PSIM_ATTR_BOOL, .v.b = FALSE};
+    write_attr(s, "client_terminated", &b);
+    write_string_attr(s, "recv_device", dst);
+    write_string_attr(s, "send_device", src);
+    PsimAttr inc = {.name = "send_device_incarnation", .type = PSIM_ATTR_INT, .v.i = 1};
+    write_attr(s, "send_device_incarnation", &inc);
+    write_string_attr(s, "tensor_name", tensor);
+    if (!send)
+        write_attr(s, "tensor_type", &t);
+    g_string_append(s, "}\n");
+}
+
+/* Whether n is a plan's Send or Recv (partitioning gives them a rendezvous key). */
+static gboolean is_transfer(const PsimNode *n, gboolean *send)
+{
+    *send = !strcmp(n->op, "Send");
+    return (*send || !strcmp(n->op, "Recv")) && psim_node_attr(n, "key");
+}
+
 static void write_node(GString *s, const Names *nm, const PsimNode *n)
 {
+    gboolean send;
+    if (is_transfer(n, &send)) {
+        write_transfer(s, nm, n, send);
+        return;
+    }
     const PsimGraph *g = nm->g;
     GHashTable *names = nm->taken;
     const Reverse *r = reverse_of(n);
@@ -297,13 +401,13 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
     if (axis && axis->type != PSIM_ATTR_INT && axis->type != PSIM_ATTR_INTS)
         axis = NULL;
     /* The control input that carried the constant axis on import, if it still matches. */
-    int32_t axis_src = -1;
+    int32_t axis_src = -1, axis_k = -1;
     g_autofree char *axis_name = NULL;
     if (axis) {
         for (int32_t k = 0; k < n->n_controls && axis_src < 0; k++) {
             const PsimNode *c = psim_graph_node(g, n->controls[k]);
             if (c->n_outputs > 0 && tensor_matches(c->outputs[0].value, axis))
-                axis_src = n->controls[k];
+                axis_src = n->controls[k], axis_k = k;
         }
         if (axis_src < 0) {
             g_autofree char *base = g_strconcat(tf_name(nm, n->id), "/axis", NULL);
@@ -348,23 +452,22 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
     if (axis && written <= pos)
         write_ref(s, axis_ref);
     for (int32_t k = 0; k < n->n_controls; k++) {
-        if (n->controls[k] == axis_src)
+        /* Only the control the importer made of the axis input; the file's own stay. */
+        if (k == axis_k)
             continue;
         g_autofree char *ref = g_strconcat("^", tf_name(nm, n->controls[k]), NULL);
         write_ref(s, ref);
     }
-    const char *dev = n->assigned_device ? n->assigned_device : n->device;
-    if (dev) {
-        indent(s, 1);
-        g_string_append(s, "device: ");
-        psim__pbtxt_quote(s, dev, strlen(dev));
-        g_string_append_c(s, '\n');
-    }
+    write_device(s, n->assigned_device ? n->assigned_device : n->device);
     gboolean is_const = !strcmp(n->op, "Const") || !strcmp(n->op, "Constant");
     gboolean has_value = FALSE, has_dtype = FALSE, has_shape = FALSE;
+    /* An IR op that TF knows by another meaning, or not at all, says so (below), so that the
+     * importer reads it back as this IR op rather than as a TF op of that name ("TfConv"). */
+    gboolean marked = !r && op == n->op && psim_op_lookup(n->op) && !psim__tf_op_keeps_name(n->op);
     for (int32_t i = 0; i < n->n_attrs; i++) {
         const PsimAttr *a = &n->attrs[i];
-        if (skipped(r, a->name) || (is_const && !strcmp(a->name, "fill")))
+        if (skipped(r, a->name) || (is_const && !strcmp(a->name, "fill")) ||
+            (marked && g_str_has_prefix(a->name, "_placesim_")))
             continue;
         has_value |= !strcmp(a->name, "value");
         has_dtype |= !strcmp(a->name, "dtype");
@@ -377,7 +480,10 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
         t.v.dt = (PsimDType)psim_node_attr_int(n, "to", 0);
         write_attr(s, "DstT", &t);
     }
-    if (r && !strncmp(n->op, "Reduce", 6) && !psim_node_attr(n, "keep_dims")) {
+    /* keep_dims is false when absent in TF, so only a true one is written: a TF node without
+     * it reads back without it. */
+    if (r && !strncmp(n->op, "Reduce", 6) && !psim_node_attr(n, "keep_dims") &&
+        psim_node_attr_int(n, "keepdims", 1) != 0) {
         PsimAttr kd = {.name = "keep_dims", .type = PSIM_ATTR_BOOL};
         kd.v.b = psim_node_attr_int(n, "keepdims", 1) != 0;
         write_attr(s, "keep_dims", &kd);
@@ -408,11 +514,22 @@ static void write_node(GString *s, const Names *nm, const PsimNode *n)
         dt.v.dt = o0->dtype;
         write_attr(s, "dtype", &dt);
     }
-    if (!strcmp(n->op, "Placeholder") && !has_shape && o0) {
+    /* No shape attr is TF's unknown rank: writing one would add an attr on the way back. */
+    if (!strcmp(n->op, "Placeholder") && !has_shape && o0 && o0->rank >= 0) {
         PsimAttr sh = {.name = "shape", .type = PSIM_ATTR_SHAPE};
         sh.v.shape.rank = o0->rank;
         sh.v.shape.dims = o0->dims;
         write_attr(s, "shape", &sh);
+    }
+    if (marked) {
+        PsimAttr ir = {.name = PSIM_TF_IR_OP_ATTR, .type = PSIM_ATTR_STRING, .v.s = n->op};
+        write_attr(s, PSIM_TF_IR_OP_ATTR, &ir);
+        const PsimOpDef *d = psim_op_lookup(n->op);
+        int32_t k = d->n_outputs ? d->n_outputs(n) : d->n_outputs_fixed < 0 ? 0 : MAX(1, d->n_outputs_fixed);
+        if (k != n->n_outputs) {
+            PsimAttr no = {.name = PSIM_TF_IR_OUTPUTS_ATTR, .type = PSIM_ATTR_INT, .v.i = n->n_outputs};
+            write_attr(s, PSIM_TF_IR_OUTPUTS_ATTR, &no);
+        }
     }
     g_string_append(s, "}\n");
 }

@@ -26,4 +26,16 @@ void psim__pbtxt_quote(GString *s, const void *data, gsize len);
 PsimDType psim__tf_dtype_to_psim(int tf_type);
 int psim__tf_dtype_from_psim(PsimDType t);
 
+/* The attr the exporter adds to a node whose IR op has no TF meaning of that name (ONNX's Conv,
+ * Gemm, MaxPool...): its value is the IR op, which the importer then keeps instead of reading
+ * the name as a TF op ("TfConv"). TF ignores attrs whose names begin with '_'. */
+#define PSIM_TF_IR_OP_ATTR "_placesim_op"
+/* Beside it, the node's output count where the op's definition would give another (an ONNX
+ * Dropout that lists its mask). */
+#define PSIM_TF_IR_OUTPUTS_ATTR "_placesim_outputs"
+
+/* Whether a TF node of op `op`, not converted by the importer, keeps `op` as its IR op (FALSE:
+ * the name means something else in TF, and the importer prefixes it "Tf"). */
+gboolean psim__tf_op_keeps_name(const char *op);
+
 #endif

@@ -601,6 +601,10 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
         const char *fmt = psim_node_attr_string(n, "data_format", "NHWC");
         m->op = strcmp(fmt, "NCHW") != 0 ? "Add" : "BiasAdd";
         m->converted = TRUE;
+        /* The data_format (TF's default where the file has none) marks the Add as a BiasAdd,
+         * which is what the exporter writes it back as. */
+        if (!psim_node_attr(n, "data_format"))
+            psim_graph_node_attr_set_string(g, n, "data_format", fmt);
         return TRUE;
     }
     if (!strcmp(op, "BatchMatMul") || !strcmp(op, "BatchMatMulV2")) {
@@ -710,23 +714,46 @@ static gboolean map_op(Tf *tf, const PsimTf__NodeDef *nd, PsimNode *n, char **da
     return TRUE;
 }
 
-/* The IR name of a TF op left unconverted: its own name, unless another IR op (ONNX-named) of
- * different meaning already has it, in which case it is prefixed "Tf" ("TfMaxPool"). */
-static const char *unclashed_op(const char *op, const char *tf_op, gboolean converted)
+gboolean psim__tf_op_keeps_name(const char *op)
 {
     /* TF ops whose names ONNX uses for other semantics, whether or not they are registered. */
     static const char *const clashes[] = {
         "Split", "Concat", "Transpose", "Max", "Min", "Sum", "Mean", "Prod", "Pad", "Slice",
         "Squeeze", "Cast", "Where", "MaxPool", "LRN", "Unique", "TopK", "Mod", "Conv",
     };
-    if (converted || strcmp(op, tf_op) != 0)
-        return op;
     for (guint i = 0; i < G_N_ELEMENTS(clashes); i++)
         if (!strcmp(op, clashes[i]))
-            return NULL;
+            return FALSE;
     if (is_same_op(op) || psim__ops_tf_owns(op))
+        return TRUE;
+    return !psim_op_lookup(op);
+}
+
+/* The IR name of a TF op left unconverted: its own name, unless another IR op (ONNX-named) of
+ * different meaning already has it, in which case it is prefixed "Tf" ("TfMaxPool"). */
+static const char *unclashed_op(const char *op, const char *tf_op, gboolean converted)
+{
+    if (converted || strcmp(op, tf_op) != 0)
         return op;
-    return psim_op_lookup(op) ? NULL : op;
+    return psim__tf_op_keeps_name(op) ? op : NULL;
+}
+
+/* The IR op the exporter recorded for this node (PSIM_TF_IR_OP_ATTR), if it is the node's op
+ * and a registered IR op; else NULL. Never Send or Recv: those exist only in plans, and the
+ * exporter writes them as TF's _Send/_Recv. */
+static const char *exported_ir_op(const PsimTf__NodeDef *nd)
+{
+    if (!strcmp(nd->op, "Send") || !strcmp(nd->op, "Recv"))
+        return NULL;
+    for (size_t i = 0; i < nd->n_attr; i++) {
+        const PsimTf__NodeDef__AttrEntry *e = nd->attr[i];
+        if (g_strcmp0(e->key, PSIM_TF_IR_OP_ATTR) || !e->value || !e->value->has_s)
+            continue;
+        const ProtobufCBinaryData *b = &e->value->s;
+        if (b->len == strlen(nd->op) && !memcmp(b->data, nd->op, b->len) && psim_op_lookup(nd->op))
+            return nd->op;
+    }
+    return NULL;
 }
 
 /* ---- nodes ---- */
@@ -757,9 +784,24 @@ static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
     /* Attr lookup is a linear scan per node: bound it (real nodes have a few dozen). */
     if (nd->n_attr > MAX_ATTRS_PER_NODE)
         return fail(tf, error, nd, "%zu attrs, more than %d", nd->n_attr, MAX_ATTRS_PER_NODE);
-    for (size_t i = 0; i < nd->n_attr; i++)
-        if (!attr_convert(tf, n, nd, nd->attr[i], error))
+    const char *ir_op = exported_ir_op(nd);
+    int64_t ir_outputs = 0;
+    for (size_t i = 0; i < nd->n_attr; i++) {
+        /* The exporter's markers say what the op is; they are not attrs of the IR node. */
+        const PsimTf__NodeDef__AttrEntry *e = nd->attr[i];
+        if (ir_op && !g_strcmp0(e->key, PSIM_TF_IR_OUTPUTS_ATTR) && e->value && e->value->has_i) {
+            ir_outputs = e->value->i;
+            if (ir_outputs < 0 || ir_outputs > MAX_OUTPUTS_PER_NODE)
+                return fail(tf, error, nd, "attr '%s': %" G_GINT64_FORMAT " is out of range",
+                            e->key, ir_outputs);
+            ir_outputs = ir_outputs ? ir_outputs : -1;
+            continue;
+        }
+        if (ir_op && !g_strcmp0(e->key, PSIM_TF_IR_OP_ATTR))
+            continue;
+        if (!attr_convert(tf, n, nd, e, error))
             return FALSE;
+    }
     g_autofree char **data = g_new0(char *, nd->n_input + 1);
     int32_t n_data = 0;
     for (size_t i = 0; i < nd->n_input; i++) {
@@ -772,8 +814,8 @@ static gboolean add_node(Tf *tf, const PsimTf__NodeDef *nd, GError **error)
             data[n_data++] = (char *)r;
         }
     }
-    Mapping m;
-    if (!map_op(tf, nd, n, data, n_data, &m, error))
+    Mapping m = {.op = ir_op, .converted = TRUE, .n_outputs = (int32_t)ir_outputs};
+    if (!ir_op && !map_op(tf, nd, n, data, n_data, &m, error))
         return FALSE;
     const char *op = unclashed_op(m.op, nd->op, m.converted);
     g_autofree char *prefixed = NULL;

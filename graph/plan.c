@@ -43,3 +43,37 @@ void psim_plan_free(PsimPlan *p)
     g_free(p->transfer_of_recv);
     g_free(p);
 }
+
+const char *psim_rounding_name(PsimRounding r)
+{
+    return r == PSIM_ROUNDING_RNE ? "rne" : "truncate";
+}
+
+gboolean psim_rounding_from_name(const char *name, PsimRounding *out)
+{
+    if (!g_strcmp0(name, "truncate"))
+        *out = PSIM_ROUNDING_TRUNCATE;
+    else if (!g_strcmp0(name, "rne"))
+        *out = PSIM_ROUNDING_RNE;
+    else
+        return FALSE;
+    return TRUE;
+}
+
+uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r)
+{
+    if (r == PSIM_ROUNDING_TRUNCATE)
+        return bits & 0xFFFF0000u;
+    if ((bits & 0x7F800000u) == 0x7F800000u) {
+        /* Inf as it is; a NaN quiet, so that no payload bit is needed to keep it a NaN. */
+        return (bits & 0x007FFFFFu) ? (bits & 0xFFFF0000u) | 0x00400000u : bits;
+    }
+    /* Adding half an ulp less one, plus the kept lsb, carries into the kept bits exactly when
+     * the dropped half is above half an ulp, or at half with an odd kept lsb. */
+    uint32_t lsb = (bits >> 16) & 1u;
+    uint32_t y = (bits + 0x7FFFu + lsb) & 0xFFFF0000u;
+    /* Past the largest finite bfloat16 the carry reaches the exponent's all-ones: stay finite. */
+    if ((y & 0x7F800000u) == 0x7F800000u)
+        y = (bits & 0x80000000u) | 0x7F7F0000u;
+    return y;
+}

@@ -50,12 +50,11 @@ gboolean psim_placement_save(const PsimPlaceCtx *c, const PsimPlacement *p, cons
     return TRUE;
 }
 
-gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *device_of,
-                             GError **error)
+char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError **error)
 {
     g_autoptr(JsonNode) root = psim_json_load(path, error);
     if (!root)
-        return FALSE;
+        return NULL;
     JsonObject *o = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
     const char *fmt = NULL, *gname = NULL, *algo = NULL;
     double makespan = 0;
@@ -65,48 +64,73 @@ gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *d
               !psim_json_get_string(&at, o, "graph", &gname, error) ||
               !psim_json_get_string(&at, o, "algo", &algo, error) ||
               !psim_json_get_number(&at, o, "makespan_us", 0, G_MAXDOUBLE, &makespan, error)))
-        return FALSE;
+        return NULL;
     if (!fmt || strcmp(fmt, FORMAT_KEY)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: field 'format': expected \"" FORMAT_KEY "\"", path);
-        return FALSE;
+        return NULL;
     }
     JsonNode *dn = json_object_get_member(o, "devices");
     if (!dn || !JSON_NODE_HOLDS_OBJECT(dn)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: field 'devices' is missing or not an object of node -> device", path);
-        return FALSE;
+        return NULL;
     }
     JsonObject *devs = json_node_get_object(dn);
-    for (int32_t v = 0; v < c->n; v++)
-        device_of[v] = -1;
+    int32_t n = psim_graph_n_nodes(g);
+    /* Entries fill in any order, so the array has holes until the end: g_strfreev would stop
+     * at the first one. */
+    char **names = g_new0(char *, n + 1);
     g_autoptr(GList) keys = json_object_get_members(devs);
     for (GList *l = keys; l; l = l->next) {
         const char *name = l->data;
-        const PsimNode *node = psim_graph_node_find(c->g, name);
+        const PsimNode *node = psim_graph_node_find(g, name);
         /* Names come from the file: psim_json_fail keeps a line break in one on one line. */
-        if (!node)
-            return psim_json_fail(&at, error, "node '%s': not in graph '%s'", name,
-                                  psim_graph_name(c->g));
+        if (!node) {
+            psim_json_fail(&at, error, "node '%s': not in graph '%s'", name, psim_graph_name(g));
+            goto fail;
+        }
         const char *dname = psim_json_node_string(json_object_get_member(devs, name));
-        if (!dname)
-            return psim_json_fail(&at, error, "node '%s': the device must be a string", name);
+        if (!dname) {
+            psim_json_fail(&at, error, "node '%s': the device must be a string", name);
+            goto fail;
+        }
+        g_free(names[node->id]);
+        names[node->id] = g_strdup(dname);
+    }
+    for (int32_t v = 0; v < n; v++)
+        if (!names[v]) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': has no device", path,
+                        psim_graph_node(g, v)->name);
+            goto fail;
+        }
+    return names;
+fail:
+    for (int32_t v = 0; v < n; v++)
+        g_free(names[v]);
+    g_free(names);
+    return NULL;
+}
+
+gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *device_of,
+                             GError **error)
+{
+    g_auto(GStrv) names = psim_placement_read_devices(c->g, path, error);
+    if (!names)
+        return FALSE;
+    PsimJsonAt at = {path, NULL};
+    for (int32_t v = 0; v < c->n; v++) {
+        const char *name = psim_graph_node(c->g, v)->name, *dname = names[v];
         int32_t d = psim_cluster_device_find(c->cluster, dname);
         if (d < 0)
             return psim_json_fail(&at, error, "node '%s': device '%s' is not in the cluster", name,
                                   dname);
-        if (!psim__feasible(c, node->id, d) || (c->fixed[node->id] >= 0 && c->fixed[node->id] != d))
+        if (!psim__feasible(c, v, d) || (c->fixed[v] >= 0 && c->fixed[v] != d))
             return psim_json_fail(&at, error,
                                   "node '%s': cannot be placed on device '%s' (its request, "
                                   "kernels or colocation group forbid it)", name, dname);
-        device_of[node->id] = d;
+        device_of[v] = d;
     }
-    for (int32_t v = 0; v < c->n; v++)
-        if (device_of[v] < 0) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': has no device", path,
-                        psim_graph_node(c->g, v)->name);
-            return FALSE;
-        }
     g_autofree int32_t *first = g_new(int32_t, c->n_groups + 1);
     for (int32_t k = 0; k < c->n_groups; k++)
         first[k] = -1;

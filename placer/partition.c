@@ -107,6 +107,7 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     if (k >= 0) {
         t.raw_bytes = un->outputs[k].bytes;
         t.compressed = compress_output(pt->c, un, k);
+        t.rounding = t.compressed ? pt->c->opt.compress_rounding : PSIM_ROUNDING_TRUNCATE;
         t.bytes = t.compressed ? t.raw_bytes / 2 : t.raw_bytes;
     }
     g_autofree char *tensor = k < 0 ? g_strdup_printf("^%s", un->name) : g_strdup_printf("%s:%d", un->name, k);

@@ -23,6 +23,14 @@ echo "$err" | grep -q "node 'n5'.*GPU:0" || fail "bad request message: $err"
 [ "$(echo "$err" | wc -l)" = 1 ] || fail "more than one line: $err"
 "$PSIM" place "$ex" --cluster uniform:3 --algo nope >/dev/null 2>&1; [ $? = 2 ] || fail "unknown algo"
 "$PSIM" place "$ex" --cluster uniform:x --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "bad cluster"
+# Compression's rounding is recorded in the plan: truncate by default, rne when asked.
+"$PSIM" place zoo:mlp --cluster local:2 --algo round-robin --compress --plan "$tmp/t.json" >/dev/null || fail "compress"
+grep -q '"compressed": true, "rounding": "truncate"' "$tmp/t.json" || fail "truncate not recorded"
+"$PSIM" place zoo:mlp --cluster local:2 --algo round-robin --compress-rounding rne --plan "$tmp/r.json" >/dev/null \
+    || fail "compress-rounding rne"
+grep -q '"compressed": true, "rounding": "rne"' "$tmp/r.json" || fail "rne not recorded"
+grep -q '"rounding": "truncate"' "$tmp/r.json" && fail "rne plan has truncated transfers"
+"$PSIM" place "$ex" --cluster uniform:3 --compress-rounding up >/dev/null 2>&1; [ $? = 2 ] || fail "bad rounding"
 
 # Where costs come from (issue 20 item 21): the HEFT example is all annotations; a built-in model
 # without a DB is all estimates (and its sources, parameters, free); with a DB, measured rows.

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "placesim/exec.h"
+#include "placesim/formats.h"
 #include "placesim/placer.h"
 
 #define N 250000 /* 1 MB float32 tensors: a copy takes long enough to keep a link busy */
@@ -45,13 +46,14 @@ static PsimTensor *input(void)
     return t;
 }
 
-static PsimPlan *plan_for(PsimGraph *g, PsimCluster *c, gboolean compress)
+static PsimPlan *plan_rounded(PsimGraph *g, PsimCluster *c, gboolean compress, PsimRounding r)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
     PsimPlaceOptions o;
     psim_place_options_init(&o);
     o.compress = compress;
+    o.compress_rounding = r;
     g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
     g_assert_no_error(err);
     g_autoptr(PsimPlacement) pl = psim_place(ctx, "heft", &err);
@@ -59,6 +61,11 @@ static PsimPlan *plan_for(PsimGraph *g, PsimCluster *c, gboolean compress)
     PsimPlan *plan = psim_plan_build(ctx, pl, &err);
     g_assert_no_error(err);
     return plan;
+}
+
+static PsimPlan *plan_for(PsimGraph *g, PsimCluster *c, gboolean compress)
+{
+    return plan_rounded(g, c, compress, PSIM_ROUNDING_TRUNCATE);
 }
 
 static const PsimTimelineXfer *xfer_of(const PsimTimeline *t, int32_t x)
@@ -311,6 +318,136 @@ static void test_compression(void)
     }
 }
 
+static float f32_of(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The two roundings' documented bounds (plan.h, docs/exec.md) over ten million random floats
+ * of every exponent, the boundaries (ties, the largest finite floats, the smallest normals),
+ * subnormals, Inf and NaN: truncation's relative error < 2^-7 and never a larger magnitude;
+ * RNE's <= 2^-8, ties to even, never farther from x than truncation, never Inf from a finite;
+ * NaN stays NaN under RNE (and under truncation when quiet), Inf stays Inf. */
+static void test_rounding_bounds(void)
+{
+    GRand *rnd = g_rand_new_with_seed(20);
+    double worst_t = 0, worst_r = 0;
+    int n_better = 0;
+    for (int i = 0; i < 10000000 + 64; i++) {
+        uint32_t bits = g_rand_int(rnd);
+        switch (i - 10000000) {
+        case 0: bits = 0x3F808000u; break; /* tie, kept lsb even: down */
+        case 1: bits = 0x3F818000u; break; /* tie, kept lsb odd: up */
+        case 2: bits = 0x7F7FFFFFu; break; /* largest float: past the largest finite bf16 */
+        case 3: bits = 0x7F7F8000u; break;
+        case 4: bits = 0xFF7FFFFFu; break;
+        case 5: bits = 0x00800000u; break; /* smallest normal */
+        case 6: bits = 0x007FFFFFu; break; /* largest subnormal: rounds up to a normal */
+        case 7: bits = 0x00000001u; break; /* smallest subnormal */
+        case 8: bits = 0x3F80FFFFu; break;
+        default: break;
+        }
+        if ((bits & 0x7F800000u) == 0x7F800000u)
+            continue; /* Inf and NaN below */
+        uint32_t t = psim_rounding_apply(bits, PSIM_ROUNDING_TRUNCATE);
+        uint32_t r = psim_rounding_apply(bits, PSIM_ROUNDING_RNE);
+        g_assert_cmpuint(t & 0xFFFFu, ==, 0);
+        g_assert_cmpuint(r & 0xFFFFu, ==, 0);
+        double x = f32_of(bits), xt = f32_of(t), xr = f32_of(r);
+        if (!isfinite(xr))
+            g_error("%08x: RNE gave %08x, not finite", bits, r);
+        double et = fabs(xt - x), er = fabs(xr - x);
+        if (er > et)
+            g_error("%08x: RNE error %g > truncation's %g", bits, er, et);
+        if (fabs(xt) > fabs(x))
+            g_error("%08x: truncation grew it to %08x", bits, t);
+        n_better += er < et;
+        if ((bits & 0x7F800000u) == 0) {
+            /* Subnormal: absolute bounds (one bfloat16 subnormal step is 2^-133). */
+            if (et >= ldexp(1, -133) || er > ldexp(1, -134))
+                g_error("%08x: subnormal errors %g, %g", bits, et, er);
+            continue;
+        }
+        double rt = et / fabs(x), rr = er / fabs(x);
+        worst_t = MAX(worst_t, rt);
+        worst_r = MAX(worst_r, rr);
+        if (rt >= ldexp(1, -7) || rr > ldexp(1, -8))
+            g_error("%08x: relative errors %g (truncate), %g (rne)", bits, rt, rr);
+        /* A tie goes to the even neighbour (but for the saturated largest finite). */
+        if ((bits & 0xFFFFu) == 0x8000u && (r & 0x7FFFFFFFu) != 0x7F7F0000u)
+            g_assert_cmpuint((r >> 16) & 1u, ==, 0);
+    }
+    g_rand_free(rnd);
+    /* The bounds are nearly reached: the test looked where it matters. */
+    g_assert_cmpfloat(worst_t, >, ldexp(0.99, -7));
+    g_assert_cmpfloat(worst_r, >, ldexp(0.99, -8));
+    g_assert_cmpint(n_better, >, 4000000);
+    g_assert_cmpuint(psim_rounding_apply(0x3F808000u, PSIM_ROUNDING_RNE), ==, 0x3F800000u);
+    g_assert_cmpuint(psim_rounding_apply(0x3F818000u, PSIM_ROUNDING_RNE), ==, 0x3F820000u);
+    g_assert_cmpuint(psim_rounding_apply(0x3F80FFFFu, PSIM_ROUNDING_RNE), ==, 0x3F810000u);
+    g_assert_cmpuint(psim_rounding_apply(0x7F7FFFFFu, PSIM_ROUNDING_RNE), ==, 0x7F7F0000u);
+    g_assert_cmpuint(psim_rounding_apply(0x007FFFFFu, PSIM_ROUNDING_RNE), ==, 0x00800000u);
+    /* Inf, -Inf, and NaNs (quiet, negative, and one whose payload is only in the low bits). */
+    static const uint32_t special[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u,
+                                       0x7FA00000u};
+    for (guint i = 0; i < G_N_ELEMENTS(special); i++) {
+        uint32_t s = special[i], r = psim_rounding_apply(s, PSIM_ROUNDING_RNE);
+        uint32_t t = psim_rounding_apply(s, PSIM_ROUNDING_TRUNCATE);
+        float fs = f32_of(s), fr = f32_of(r), ft = f32_of(t);
+        if (isinf(fs)) {
+            g_assert_cmpuint(r, ==, s);
+            g_assert_cmpuint(t, ==, s);
+        } else {
+            g_assert_true(isnan(fr));
+            g_assert_cmpuint(r >> 31, ==, s >> 31);
+            /* Truncation keeps a NaN whose payload reaches the high half (every quiet NaN). */
+            g_assert_true(isnan(ft) == ((s & 0x007F0000u) != 0));
+        }
+    }
+    /* Truncation is what it always was: the high half. */
+    g_assert_cmpuint(psim_rounding_apply(0x7F800001u, PSIM_ROUNDING_TRUNCATE), ==, 0x7F800000u);
+}
+
+/* A plan that asks for RNE gets it in the executor, and records it in its JSON. */
+static void test_compression_rne(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = plan_rounded(g, c, TRUE, PSIM_ROUNDING_RNE);
+    g_assert_cmpint(plan->n_transfers, ==, 4);
+    for (int32_t i = 0; i < 4; i++) {
+        g_assert_true(plan->transfers[i].compressed);
+        g_assert_cmpint(plan->transfers[i].rounding, ==, PSIM_ROUNDING_RNE);
+    }
+    gsize len = 0;
+    g_autofree char *json = psim_plan_to_json(plan, &len);
+    g_assert_nonnull(strstr(json, "\"rounding\": \"rne\""));
+    g_autoptr(PsimPlan) back = psim_plan_from_json("p.json", json, len, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(back->transfers[0].rounding, ==, PSIM_ROUNDING_RNE);
+    g_autoptr(PsimTensor) x = input();
+    PsimTensor *out[4] = {0};
+    g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 1);
+    const uint32_t *a = x->data;
+    int n_up = 0;
+    for (int k = 0; k < 4; k++) {
+        const uint32_t *b = out[k]->data;
+        for (int i = 0; i < N; i++) {
+            /* z = -(-x): negation is exact, so what arrives is x rounded. */
+            if (b[i] != psim_rounding_apply(a[i], PSIM_ROUNDING_RNE))
+                g_error("output %d element %d: %08x, want %08x", k, i, b[i],
+                        psim_rounding_apply(a[i], PSIM_ROUNDING_RNE));
+            n_up += b[i] != (a[i] & 0xFFFF0000u);
+        }
+        psim_tensor_unref(out[k]);
+    }
+    g_assert_cmpint(n_up, >, N); /* about half of the elements round up */
+}
+
 /* The copy lands in the destination's memory: its worker accounts for it. */
 static void test_destination_memory(void)
 {
@@ -492,6 +629,8 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/transfer/timeline", test_timeline);
     g_test_add_func("/exec/transfer/earliest-priority", test_earliest_priority);
     g_test_add_func("/exec/transfer/compression", test_compression);
+    g_test_add_func("/exec/transfer/rounding-bounds", test_rounding_bounds);
+    g_test_add_func("/exec/transfer/compression-rne", test_compression_rne);
     g_test_add_func("/exec/transfer/eager-send", test_eager_send);
     g_test_add_func("/exec/transfer/destination-memory", test_destination_memory);
     g_test_add_func("/exec/transfer/destination-oom", test_destination_oom);

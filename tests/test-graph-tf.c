@@ -268,7 +268,7 @@ static void test_strided_slice(void)
             "node { name: 'x' op: 'Const' attr { key: 'value' value { tensor { dtype: DT_INT64\n"
             "  tensor_shape { dim { size: 3 } dim { size: 2 } dim { size: 4 } }\n"
             "  int64_val: [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23] } } } }\n"
-            "node { name: 'b' op: 'Const' attr { key: 'value' value { tensor { dtype: DT_INT32\n"
+            "node { name: 'b' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } } attr { key: 'value' value { tensor { dtype: DT_INT32\n"
             "  tensor_shape { dim { size: %d } } int_val: [%s] } } } }\n"
             "node { name: 'e' op: 'Const' attr { key: 'value' value { tensor { dtype: DT_INT32\n"
             "  tensor_shape { dim { size: %d } } int_val: [%s] } } } }\n"
@@ -305,7 +305,7 @@ static void test_pack_unpack(void)
 {
     const char *text =
         "node { name: 'a' op: 'Const' attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 7 } } } }\n"
-        "node { name: 'b' op: 'Const' attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 3 } } } }\n"
+        "node { name: 'b' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } } attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 3 } } } }\n"
         "node { name: 'p' op: 'Pack' input: 'a' input: 'b' attr { key: 'N' value { i: 2 } } }\n"
         "node { name: 'e' op: 'ExpandDims' input: 'p' input: 'a0' }\n"
         "node { name: 'a0' op: 'Const' attr { key: 'value' value { tensor { dtype: DT_INT32 int_val: 0 } } } }\n"
@@ -425,6 +425,247 @@ static void test_pbtxt_roundtrip(void)
         g_assert_no_error(err);
         g_assert_cmpstr(again, ==, text);
     }
+}
+
+/* ---- lossless round trip: node-by-node comparison of two graphs ---- */
+
+static gboolean same_dims(int32_t rank, const int64_t *a, const int64_t *b)
+{
+    return rank <= 0 || !memcmp(a, b, (size_t)rank * sizeof *a);
+}
+
+static gboolean same_tensor(const PsimTensor *a, const PsimTensor *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->dtype != b->dtype || a->rank != b->rank || !same_dims(a->rank, a->dims, b->dims) ||
+        a->n_elems != b->n_elems)
+        return FALSE;
+    if (a->dtype == PSIM_DTYPE_STRING) {
+        for (int64_t i = 0; i < a->n_elems; i++)
+            if (g_strcmp0(((char **)a->data)[i], ((char **)b->data)[i]))
+                return FALSE;
+        return TRUE;
+    }
+    return a->nbytes == b->nbytes && (!a->nbytes || !memcmp(a->data, b->data, a->nbytes));
+}
+
+static gboolean same_float(double a, double b)
+{
+    return a == b || (a != a && b != b);
+}
+
+static gboolean same_attr(const PsimAttr *a, const PsimAttr *b)
+{
+    if (a->type != b->type)
+        return FALSE;
+    switch (a->type) {
+    case PSIM_ATTR_INT: return a->v.i == b->v.i;
+    case PSIM_ATTR_FLOAT: return same_float(a->v.f, b->v.f);
+    case PSIM_ATTR_STRING: return !g_strcmp0(a->v.s, b->v.s);
+    case PSIM_ATTR_BOOL: return !a->v.b == !b->v.b;
+    case PSIM_ATTR_DTYPE: return a->v.dt == b->v.dt;
+    case PSIM_ATTR_SHAPE:
+        return a->v.shape.rank == b->v.shape.rank &&
+               same_dims(a->v.shape.rank, a->v.shape.dims, b->v.shape.dims);
+    case PSIM_ATTR_TENSOR: return same_tensor(a->v.t, b->v.t);
+    default: break;
+    }
+    if (a->n != b->n)
+        return FALSE;
+    for (int32_t i = 0; i < a->n; i++) {
+        gboolean eq = TRUE;
+        switch (a->type) {
+        case PSIM_ATTR_INTS: eq = a->v.ints[i] == b->v.ints[i]; break;
+        case PSIM_ATTR_FLOATS: eq = same_float(a->v.floats[i], b->v.floats[i]); break;
+        case PSIM_ATTR_STRINGS: eq = !g_strcmp0(a->v.strs[i], b->v.strs[i]); break;
+        case PSIM_ATTR_BOOLS: eq = !a->v.bools[i] == !b->v.bools[i]; break;
+        case PSIM_ATTR_DTYPES: eq = a->v.dts[i] == b->v.dts[i]; break;
+        case PSIM_ATTR_SHAPES:
+            eq = a->v.shapes[i].rank == b->v.shapes[i].rank &&
+                 same_dims(a->v.shapes[i].rank, a->v.shapes[i].dims, b->v.shapes[i].dims);
+            break;
+        case PSIM_ATTR_TENSORS: eq = same_tensor(a->v.ts[i], b->v.ts[i]); break;
+        default: break;
+        }
+        if (!eq)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* h has exactly g's nodes (by name), each with the same op, data inputs, control inputs, device,
+ * attrs (names, types and values) and outputs (dtype, shape, bytes, constant value). */
+static void assert_same_graph(const char *what, const PsimGraph *g, const PsimGraph *h)
+{
+    if (psim_graph_n_nodes(h) != psim_graph_n_nodes(g))
+        g_error("%s: %d nodes, then %d", what, psim_graph_n_nodes(g), psim_graph_n_nodes(h));
+    for (int32_t i = 0; i < psim_graph_n_nodes(g); i++) {
+        const PsimNode *n = psim_graph_node(g, i), *m = psim_graph_node_find(h, n->name);
+        if (!m)
+            g_error("%s: node '%s' lost", what, n->name);
+        if (strcmp(n->op, m->op))
+            g_error("%s: node '%s': op %s, then %s", what, n->name, n->op, m->op);
+        if (g_strcmp0(n->device, m->device))
+            g_error("%s: node '%s': device %s, then %s", what, n->name, n->device, m->device);
+        if (n->n_inputs != m->n_inputs || n->n_controls != m->n_controls)
+            g_error("%s: node '%s': %d+^%d inputs, then %d+^%d", what, n->name, n->n_inputs,
+                    n->n_controls, m->n_inputs, m->n_controls);
+        for (int32_t k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k].index != m->inputs[k].index ||
+                strcmp(psim_graph_node(g, n->inputs[k].node)->name,
+                       psim_graph_node(h, m->inputs[k].node)->name))
+                g_error("%s: node '%s': input %d changed", what, n->name, k);
+        for (int32_t k = 0; k < n->n_controls; k++) {
+            const char *c = psim_graph_node(g, n->controls[k])->name;
+            gboolean found = FALSE;
+            for (int32_t j = 0; j < m->n_controls && !found; j++)
+                found = !strcmp(c, psim_graph_node(h, m->controls[j])->name);
+            if (!found)
+                g_error("%s: node '%s': control input ^%s lost", what, n->name, c);
+        }
+        if (n->n_attrs != m->n_attrs)
+            g_error("%s: node '%s' (%s): %d attrs, then %d", what, n->name, n->op, n->n_attrs,
+                    m->n_attrs);
+        for (int32_t k = 0; k < n->n_attrs; k++) {
+            const PsimAttr *b = psim_node_attr(m, n->attrs[k].name);
+            if (!b || !same_attr(&n->attrs[k], b))
+                g_error("%s: node '%s' (%s): attr '%s' changed", what, n->name, n->op,
+                        n->attrs[k].name);
+        }
+        if (n->n_outputs != m->n_outputs)
+            g_error("%s: node '%s': %d outputs, then %d", what, n->name, n->n_outputs, m->n_outputs);
+        for (int32_t k = 0; k < n->n_outputs; k++) {
+            const PsimOutput *a = &n->outputs[k], *b = &m->outputs[k];
+            if (a->dtype != b->dtype || a->rank != b->rank || !same_dims(a->rank, a->dims, b->dims) ||
+                a->bytes != b->bytes || !same_tensor(a->value, b->value))
+                g_error("%s: node '%s': output %d changed", what, n->name, k);
+        }
+    }
+}
+
+static PsimGraph *import_pbtxt(const char *text)
+{
+    GError *err = NULL;
+    PsimGraph *h = psim_graph_load_data("rt.pbtxt", PSIM_FORMAT_TF_PBTXT, (const guint8 *)text,
+                                        strlen(text), NULL, &err);
+    g_assert_no_error(err);
+    return h;
+}
+
+/* Export to pbtxt is lossless: a TF file imported, exported, imported again is the same graph,
+ * and a second export is byte-identical. A graph from another format (zoo, ONNX) gains the axis
+ * Consts TF needs on its first export, and from there on is stable in the same way. */
+static void assert_lossless(const char *what, const PsimGraph *g, gboolean from_tf)
+{
+    GError *err = NULL;
+    g_autofree char *text = psim_export_pbtxt(g, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimGraph) h = import_pbtxt(text);
+    if (from_tf)
+        assert_same_graph(what, g, h);
+    /* Every node keeps its op and its outputs' dtypes and shapes (FLOPs and bytes follow). */
+    for (int32_t i = 0; !from_tf && i < psim_graph_n_nodes(g); i++) {
+        const PsimNode *n = psim_graph_node(g, i), *m = psim_graph_node_find(h, n->name);
+        if (!m)
+            g_error("%s: node '%s' lost", what, n->name);
+        if (strcmp(n->op, m->op) || n->n_outputs != m->n_outputs)
+            g_error("%s: node '%s': op %s (%d outputs), then %s (%d)", what, n->name, n->op,
+                    n->n_outputs, m->op, m->n_outputs);
+        for (int32_t k = 0; k < n->n_outputs; k++) {
+            const PsimOutput *a = &n->outputs[k], *b = &m->outputs[k];
+            /* TF has no ONNX opset: a Dropout mask's dtype (input's before opset 10, bool
+             * from then) is the one thing that depends on it. */
+            gboolean opset_dtype = !strcmp(n->op, "Dropout") && k == 1;
+            if ((a->dtype != b->dtype && !opset_dtype) || a->rank != b->rank ||
+                !same_dims(a->rank, a->dims, b->dims))
+                g_error("%s: node '%s' (%s): output %d changed", what, n->name, n->op, k);
+        }
+    }
+    g_autofree char *again = psim_export_pbtxt(h, &err);
+    g_assert_no_error(err);
+    if (strcmp(text, again)) {
+        size_t at = 0;
+        while (text[at] == again[at])
+            at++;
+        g_error("%s: second export differs at byte %zu: ...%.80s", what, at, again + at);
+    }
+    g_autoptr(PsimGraph) k = import_pbtxt(again);
+    assert_same_graph(what, h, k);
+}
+
+static void test_pbtxt_lossless(void)
+{
+    g_autofree char *dir = g_getenv("PSIM_DATA") ? g_build_filename(g_getenv("PSIM_DATA"), "tf", NULL)
+                                                   : NULL;
+    g_autoptr(GDir) d = dir ? g_dir_open(dir, 0, NULL) : NULL;
+    int n_tf = 0;
+    for (const char *f; d && (f = g_dir_read_name(d));) {
+        if (!g_str_has_suffix(f, ".pb") && !g_str_has_suffix(f, ".pbtxt"))
+            continue;
+        g_autofree char *path = g_build_filename(dir, f, NULL);
+        GError *err = NULL;
+        g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+        g_assert_no_error(err);
+        assert_lossless(path, g, TRUE);
+        n_tf++;
+    }
+    /* Axes through an Identity, an axis Const that is also a control input, TF defaults left
+     * out (keep_dims, BiasAdd's data_format, a Placeholder's shape), SplitV, GatherV2. Consts
+     * have their dtype attr, as TF requires (the exporter adds it where a graph has none). */
+    static const char hand[] =
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+        "node { name: 'y' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } }\n"
+        "  attr { key: 'shape' value { shape { dim { size: 2 } dim { size: 6 } } } } }\n"
+        "node { name: 'c' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } } attr { key: 'value' value { tensor { dtype: DT_INT32\n"
+        "  tensor_shape { } int_val: 1 } } } }\n"
+        "node { name: 'ci' op: 'Identity' input: 'c' }\n"
+        "node { name: 'cat' op: 'ConcatV2' input: 'y' input: 'y' input: 'ci' }\n"
+        "node { name: 'ax' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } } attr { key: 'value' value { tensor { dtype: DT_INT32\n"
+        "  tensor_shape { dim { size: 1 } } int_val: 1 } } } }\n"
+        "node { name: 'm' op: 'Mean' input: 'cat' input: 'ax' attr { key: 'keep_dims' value { b: true } } }\n"
+        "node { name: 'm2' op: 'Sum' input: 'cat' input: 'ax' input: '^ax' input: '^c' }\n"
+        "node { name: 'sq' op: 'Squeeze' input: 'm' attr { key: 'squeeze_dims' value { list { i: 1 } } } }\n"
+        "node { name: 'sz' op: 'Const' attr { key: 'dtype' value { type: DT_INT64 } } attr { key: 'value' value { tensor { dtype: DT_INT64\n"
+        "  tensor_shape { dim { size: 2 } } int64_val: 2 int64_val: 4 } } } }\n"
+        "node { name: 'spv' op: 'SplitV' input: 'y' input: 'sz' input: 'c' attr { key: 'num_split' value { i: 2 } } }\n"
+        "node { name: 'b' op: 'Const' attr { key: 'dtype' value { type: DT_FLOAT } } attr { key: 'value' value { tensor { dtype: DT_FLOAT\n"
+        "  tensor_shape { dim { size: 6 } } float_val: 1 } } } }\n"
+        "node { name: 'ba' op: 'BiasAdd' input: 'y' input: 'b' }\n"
+        "node { name: 'gv' op: 'GatherV2' input: 'y' input: 'sz' input: 'c' }\n";
+    g_autoptr(PsimGraph) hg = import_pbtxt(hand);
+    assert_lossless("hand-written", hg, TRUE);
+    /* The marker names IR ops, but never a plan's Send/Recv (which export as _Send/_Recv). */
+    g_autoptr(PsimGraph) mg = import_pbtxt(
+        "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } } }\n"
+        "node { name: 'c' op: 'Conv' input: 'x' input: 'x' attr { key: '_placesim_op' value { s: 'Conv' } } }\n"
+        "node { name: 's' op: 'Send' input: 'c' attr { key: '_placesim_op' value { s: 'Send' } }\n"
+        "  attr { key: 'key' value { s: 'a;b;c:0' } } }\n"
+        "node { name: 'm' op: 'Conv' input: 'x' attr { key: '_placesim_op' value { s: 'Gemm' } } }\n");
+    g_assert_cmpstr(psim_graph_node_find(mg, "c")->op, ==, "Conv");
+    g_assert_null(psim_node_attr(psim_graph_node_find(mg, "c"), "_placesim_op"));
+    g_assert_cmpstr(psim_graph_node_find(mg, "s")->op, ==, "TfSend");
+    g_assert_cmpstr(psim_graph_node_find(mg, "m")->op, ==, "TfConv");
+    assert_lossless("markers", mg, TRUE);
+    int32_t n_zoo = 0;
+    const char *const *zoo = psim_zoo_list(&n_zoo);
+    for (int32_t i = 0; i < n_zoo; i++) {
+        GError *err = NULL;
+        g_autoptr(PsimGraph) g = psim_zoo_make(zoo[i], &err);
+        g_assert_no_error(err);
+        assert_lossless(zoo[i], g, FALSE);
+    }
+    g_autofree char *onnx = g_getenv("PSIM_DATA")
+                                ? g_build_filename(g_getenv("PSIM_DATA"), "onnx-light", "squeezenet.onnx", NULL)
+                                : NULL;
+    if (onnx && g_file_test(onnx, G_FILE_TEST_EXISTS)) {
+        GError *err = NULL;
+        g_autoptr(PsimGraph) g = psim_graph_load(onnx, NULL, &err);
+        g_assert_no_error(err);
+        assert_lossless(onnx, g, FALSE);
+    }
+    if (n_tf == 0)
+        g_test_skip("no shared data (PSIM_DATA, ../shared/data beside the checkout)");
 }
 
 static void expect_text_failure_fwd(const char *text, const char *want);
@@ -631,6 +872,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/tf/pack-unpack-fill", test_pack_unpack);
     g_test_add_func("/graph/tf/large-splat", test_large_splat);
     g_test_add_func("/graph/tf/pbtxt-roundtrip", test_pbtxt_roundtrip);
+    g_test_add_func("/graph/tf/pbtxt-lossless", test_pbtxt_lossless);
     g_test_add_func("/graph/tf/export-other-graph", test_export_other_graph);
     g_test_add_func("/graph/tf/export-colon-names", test_export_colon_names);
     g_test_add_func("/graph/tf/bad-text", test_bad_text);

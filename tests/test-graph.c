@@ -2,6 +2,7 @@
  * path, and the JSON format (round trip and errors). */
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 #include "placesim/graph.h"
@@ -121,6 +122,31 @@ static void test_json_roundtrip(void)
     g_assert_cmpint(psim_node_attr(w, "t")->v.t->dtype, ==, PSIM_DTYPE_INT64);
     g_assert_cmpint(w->outputs[0].bytes, ==, 64 * 64 * 4);
     g_assert_cmpstr(psim_graph_node_find(g2, "y")->device, ==, "CPU:*");
+}
+
+/* The one median every module uses: odd and even counts, unsorted input (sorted in place),
+ * ties, one value, none. */
+static void test_stats_median(void)
+{
+    double odd[] = {5, 1, 4, 2, 3};
+    g_assert_cmpfloat(psim_stats_median(odd, 5), ==, 3);
+    for (int i = 0; i < 5; i++)
+        g_assert_cmpfloat(odd[i], ==, i + 1);
+    double even[] = {10, -2, 7, 1};
+    g_assert_cmpfloat(psim_stats_median(even, 4), ==, 4);
+    double ties[] = {2, 2, 9, 2};
+    g_assert_cmpfloat(psim_stats_median(ties, 4), ==, 2);
+    double one[] = {42};
+    g_assert_cmpfloat(psim_stats_median(one, 1), ==, 42);
+    g_assert_true(isnan(psim_stats_median(one, 0)));
+    double v[] = {3, -1, 2};
+    psim_stats_sort(v, 3);
+    g_assert_cmpfloat(v[0], ==, -1);
+    g_assert_cmpfloat(v[2], ==, 3);
+    double a = 1, b = 2;
+    g_assert_cmpint(psim_stats_cmp_double(&a, &b), <, 0);
+    g_assert_cmpint(psim_stats_cmp_double(&b, &a), >, 0);
+    g_assert_cmpint(psim_stats_cmp_double(&a, &a), ==, 0);
 }
 
 /* Wrong-typed fields and out-of-range numbers are errors naming the file, the node and the
@@ -281,5 +307,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/json-typed", test_json_typed);
     g_test_add_func("/graph/json-depth", test_json_depth);
     g_test_add_func("/graph/input-read", test_input_read);
+    g_test_add_func("/graph/stats/median", test_stats_median);
     return g_test_run();
 }

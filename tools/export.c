@@ -1,71 +1,184 @@
-/* placesim export: converts a graph to another format, optionally with a placement applied. */
+/* placesim export: converts a graph to another format, optionally with a placement applied
+ * (--placement) or as a plan's partitioned graph with its Send/Recv pairs (--plan). */
 #include <stdio.h>
 #include <string.h>
 
 #include "tools/cli.h"
 #include "placesim/formats.h"
+#include "placesim/placer.h"
+
+/* Each node's assigned device from a placement JSON. */
+static gboolean apply_placement(PsimGraph *g, const char *path, GError **error)
+{
+    g_auto(GStrv) devices = psim_placement_read_devices(g, path, error);
+    if (!devices)
+        return FALSE;
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
+        psim_graph_node_assigned_set(g, psim_graph_node(g, v), devices[v]);
+    return TRUE;
+}
+
+/* A GRAPH given beside --plan must be the plan's: the plan graph's first nodes are the graph's,
+ * in order (partitioning appends its Send/Recv pairs after them). */
+static gboolean check_plan_graph(const PsimPlan *p, const char *plan_path, const PsimGraph *g,
+                                 GError **error)
+{
+    int32_t n = psim_graph_n_nodes(g), n_plan = psim_graph_n_nodes(p->graph);
+    int32_t n_own = n_plan - 2 * psim_plan_n_sends(p);
+    for (int32_t v = 0; v < MIN(n, n_own); v++) {
+        const PsimNode *a = psim_graph_node(g, v), *b = psim_graph_node(p->graph, v);
+        if (strcmp(a->name, b->name) || strcmp(a->op, b->op)) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "%s: node '%s': not the plan of graph '%s' (its node %d is '%s')",
+                        plan_path, b->name, psim_graph_name(g), v, a->name);
+            return FALSE;
+        }
+    }
+    if (n != n_own) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: field 'graph': not the plan of graph '%s' (%d nodes, the graph has %d)",
+                    plan_path, psim_graph_name(g), n_own, n);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The plan's partitioned graph with every node's device the plan's. */
+static PsimGraph *plan_graph(const char *plan_path, const PsimGraph *g, GError **error)
+{
+    g_autoptr(PsimPlan) p = psim_plan_load(plan_path, error);
+    if (!p || (g && !check_plan_graph(p, plan_path, g, error)))
+        return NULL;
+    for (int32_t v = 0; v < psim_graph_n_nodes(p->graph); v++)
+        if (p->device_of[v] >= 0)
+            psim_graph_node_assigned_set(p->graph, psim_graph_node(p->graph, v),
+                                         p->devices[p->device_of[v]]);
+    return g_steal_pointer(&p->graph);
+}
+
+static PsimFormat format_of(const char *format, const char *out)
+{
+    if (format)
+        return psim_format_from_name(format);
+    if (out && (g_str_has_suffix(out, ".dot") || g_str_has_suffix(out, ".gv")))
+        return PSIM_FORMAT_DOT;
+    if (out && g_str_has_suffix(out, ".graphml"))
+        return PSIM_FORMAT_GRAPHML;
+    if (out && g_str_has_suffix(out, ".pbtxt"))
+        return PSIM_FORMAT_TF_PBTXT;
+    return PSIM_FORMAT_JSON;
+}
+
+static gboolean write_stdout(const PsimGraph *g, PsimFormat f, GError **error)
+{
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    switch (f) {
+    case PSIM_FORMAT_DOT: text = psim_export_dot(g, error); break;
+    case PSIM_FORMAT_GRAPHML: text = psim_export_graphml(g, error); break;
+    case PSIM_FORMAT_TF_PBTXT: text = psim_export_pbtxt(g, error); break;
+    default: text = psim_export_json(g, &len); break;
+    }
+    if (!text)
+        return FALSE;
+    fwrite(text, 1, len ? len : strlen(text), stdout);
+    return TRUE;
+}
+
+/* {"format", "nodes", "devices", "out"}: what was written, and on how many distinct devices
+ * (assigned, else requested) its nodes are. */
+static void print_figures(const PsimGraph *g, PsimFormat f, const char *out)
+{
+    g_autoptr(GHashTable) devices = g_hash_table_new(g_str_hash, g_str_equal);
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        const PsimNode *n = psim_graph_node(g, v);
+        const char *d = n->assigned_device ? n->assigned_device : n->device;
+        if (d)
+            g_hash_table_add(devices, (gpointer)d);
+    }
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "format");
+    json_builder_add_string_value(b, psim_format_name(f));
+    json_builder_set_member_name(b, "nodes");
+    json_builder_add_int_value(b, psim_graph_n_nodes(g));
+    json_builder_set_member_name(b, "devices");
+    json_builder_add_int_value(b, g_hash_table_size(devices));
+    json_builder_set_member_name(b, "out");
+    json_builder_add_string_value(b, out);
+    json_builder_end_object(b);
+    psim_cli_print_json(b);
+}
 
 int psim_cmd_export(int argc, char **argv)
 {
-    g_autofree char *format = NULL, *out = NULL;
-    gboolean training = FALSE;
+    g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL;
+    gboolean training = FALSE, json = FALSE;
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
          "Output format: json, dot, graphml or pbtxt (default: from the output name, else json)",
          "FMT"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write to FILE instead of stdout", "FILE"},
+        {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement,
+         "Set each node's device from a placement JSON (placesim.placement/1, from place)",
+         "P.json"},
+        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan,
+         "Export a plan's partitioned graph (Send/Recv pairs; TF's _Send/_Recv in pbtxt) with "
+         "every node's device; GRAPH may then be left out",
+         "P.json"},
         {"training", 0, 0, G_OPTION_ARG_NONE, &training, "PipeDream: expand into a training graph",
          NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
+         "Print one JSON object with the figures (format, nodes, devices, out); needs --out", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - convert a graph to another format");
+    g_option_context_set_summary(ctx,
+        "With --placement or --plan, each node's device is its placed one (in pbtxt, the\n"
+        "NodeDef's device field, as TensorFlow reads a placement).");
     g_option_context_add_main_entries(ctx, entries, NULL);
     psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
     if (!psim_cli_parse(ctx, &argc, &argv, "export"))
         return 2;
-    if (argc != 2)
-        return psim_cli_usage("export", "expected one GRAPH");
-    PsimFormat f = PSIM_FORMAT_JSON;
-    if (format) {
-        f = psim_format_from_name(format);
-        if (f != PSIM_FORMAT_JSON && f != PSIM_FORMAT_DOT && f != PSIM_FORMAT_GRAPHML &&
-            f != PSIM_FORMAT_TF_PBTXT)
-            return psim_cli_usage("export", "unknown --format '%s' (json, dot, graphml, pbtxt)", format);
-    } else if (out) {
-        if (g_str_has_suffix(out, ".dot") || g_str_has_suffix(out, ".gv"))
-            f = PSIM_FORMAT_DOT;
-        else if (g_str_has_suffix(out, ".graphml"))
-            f = PSIM_FORMAT_GRAPHML;
-        else if (g_str_has_suffix(out, ".pbtxt"))
-            f = PSIM_FORMAT_TF_PBTXT;
-    }
+    if (argc != 2 && !(argc == 1 && plan))
+        return psim_cli_usage("export", "expected one GRAPH (it may be left out with --plan: the plan carries its graph)");
+    if (placement && plan)
+        return psim_cli_usage("export", "give at most one of --placement and --plan");
+    if (json && !out)
+        return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
+    PsimFormat f = format_of(format, out);
+    if (f != PSIM_FORMAT_JSON && f != PSIM_FORMAT_DOT && f != PSIM_FORMAT_GRAPHML &&
+        f != PSIM_FORMAT_TF_PBTXT)
+        return psim_cli_usage("export", "unknown --format '%s' (json, dot, graphml, pbtxt)", format);
+
     GError *err = NULL;
     go.training = training;
     if (!psim_cli_graph_options_check(&go, &err))
         return psim_cli_fail(err);
-    g_autoptr(PsimGraph) g = psim_cli_graph_load(argv[1], &go, &err);
-    if (!g)
+    g_autoptr(PsimGraph) g = NULL;
+    if (argc == 2 && !(g = psim_cli_graph_load(argv[1], &go, &err)))
         return psim_cli_fail(err);
     /* stdout may be the export itself: the CSE count goes to stderr. */
-    if (go.cse)
+    if (g && go.cse)
         fprintf(stderr, "placesim: cse removed %d node%s\n", go.n_cse_removed, go.n_cse_removed == 1 ? "" : "s");
+    if (placement && !apply_placement(g, placement, &err))
+        return psim_cli_fail(err);
+    if (plan) {
+        PsimGraph *pg = plan_graph(plan, g, &err);
+        if (!pg)
+            return psim_cli_fail(err);
+        psim_graph_free(g);
+        g = pg;
+    }
     if (out) {
         g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
         const char *tmp = psim_cli_output(outs, out, FALSE, &err);
         if (!tmp || !psim_graph_save(g, tmp, f, &err) || !psim_cli_outputs_commit(outs, &err))
             return psim_cli_fail(err);
-        return 0;
-    }
-    g_autofree char *text = NULL;
-    gsize len = 0;
-    switch (f) {
-    case PSIM_FORMAT_DOT: text = psim_export_dot(g, &err); break;
-    case PSIM_FORMAT_GRAPHML: text = psim_export_graphml(g, &err); break;
-    case PSIM_FORMAT_TF_PBTXT: text = psim_export_pbtxt(g, &err); break;
-    default: text = psim_export_json(g, &len); break;
-    }
-    if (!text)
+    } else if (!write_stdout(g, f, &err)) {
         return psim_cli_fail(err);
-    fwrite(text, 1, len ? len : strlen(text), stdout);
+    }
+    if (json)
+        print_figures(g, f, out);
     return 0;
 }

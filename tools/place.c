@@ -39,7 +39,7 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
 int psim_cmd_place(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algo = NULL, *out = NULL, *plan_path = NULL,
-                    *placement = NULL, *mem_limit = NULL, *db_path = NULL;
+                    *placement = NULL, *mem_limit = NULL, *db_path = NULL, *rounding = NULL;
     g_autofree char *budget_text = NULL, *seed_text = NULL, *margin_text = NULL;
     gboolean json = FALSE, compress = FALSE, coarsen = FALSE, training = FALSE;
     double budget = 1000, margin = -1;
@@ -61,6 +61,10 @@ int psim_cmd_place(int argc, char **argv)
          "BYTES"},
         {"compress", 0, 0, G_OPTION_ARG_NONE, &compress,
          "Send float32 tensors between devices as 16 bits", NULL},
+        {"compress-rounding", 0, 0, G_OPTION_ARG_STRING, &rounding,
+         "How --compress cuts float32 to 16 bits: truncate (the whitepaper's, relative error "
+         "< 2^-7; default) or rne (round to nearest even, <= 2^-8); implies --compress",
+         "MODE"},
         {"coarsen", 0, 0, G_OPTION_ARG_NONE, &coarsen, "Merge chains before placing", NULL},
         {"budget-ms", 0, 0, G_OPTION_ARG_STRING, &budget_text, "Search budget, at most one day (default 1000)", "MS"},
         {"seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Search seed, a non-negative integer (default 1)", "S"},
@@ -97,7 +101,9 @@ int psim_cmd_place(int argc, char **argv)
         opt.mem_limit = limit;
     opt.budget_ms = budget;
     opt.seed = (uint64_t)seed;
-    opt.compress = compress;
+    if (rounding && !psim_rounding_from_name(rounding, &opt.compress_rounding))
+        return psim_cli_usage("place", "--compress-rounding must be truncate or rne, not '%s'", rounding);
+    opt.compress = compress || rounding;
     opt.coarsen = coarsen;
     opt.placement_file = placement;
     opt.recv_margin_us = margin;

@@ -73,12 +73,6 @@ static void check_compare(Check *c, const PsimTensor *got, const PsimTensor *wan
     c->ok = c->n_bad == 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void json_double(JsonBuilder *b, const char *name, double v)
 {
     json_builder_set_member_name(b, name);
@@ -397,9 +391,7 @@ static gboolean run_execute(Run *r, GError **error)
             r->times[step] = r->s ? last_step_us(r->s) : psim_plan_exec_step_us(run_plan_exec(r));
     }
     run_stats(r->s, run_plan_exec(r), &r->st);
-    qsort(r->times, (size_t)r->steps, sizeof(double), cmp_double);
-    int n = r->steps;
-    r->median = n % 2 ? r->times[n / 2] : (r->times[n / 2 - 1] + r->times[n / 2]) / 2;
+    r->median = psim_stats_median(r->times, r->steps);
     if (r->s) {
         PsimSessionStats ss;
         psim_session_stats(r->s, &ss);

@@ -73,12 +73,6 @@ static void profile_progress(const PsimProfileProgress *pp, void *user)
     fflush(stderr);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static char *safe_name(const char *s)
 {
     char *r = g_strdup(s);
@@ -243,8 +237,7 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, Ps
     Row *r = t->r;
     int n = (int)t->times->len;
     double *v = (double *)t->times->data;
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    r->measured_us = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    r->measured_us = psim_stats_median(v, n);
     r->measured_min_us = v[0];
     r->measured_max_us = v[n - 1];
     r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
@@ -273,14 +266,6 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, Ps
             r->gantt = g_strdup_printf("%s.png", safe);
     }
     psim_compare_clear(&cmp);
-}
-
-static double median_of(double *v, int n)
-{
-    if (n == 0)
-        return NAN;
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The results table, beside the timelines in results.sqlite. */
@@ -747,8 +732,8 @@ static void study_summarize(Study *st)
         st->worst = MAX(st->worst, fabs(r->error_pct));
         st->placed_worst = MAX(st->placed_worst, fabs(r->placed_error_pct));
     }
-    st->med = median_of(abs_err, st->n_ok);
-    st->placed_med = median_of(placed_err, st->n_ok);
+    st->med = psim_stats_median(abs_err, st->n_ok);
+    st->placed_med = psim_stats_median(placed_err, st->n_ok);
 }
 
 /* report.md, results.csv, the plot and the results table, then every output renamed in place. */

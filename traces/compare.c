@@ -15,12 +15,6 @@ static int cmp_row(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 gboolean psim_timeline_compare(const PsimTimeline *sim, const PsimTimeline *run, PsimCompare *out,
                                GError **error)
 {
@@ -59,8 +53,7 @@ gboolean psim_timeline_compare(const PsimTimeline *sim, const PsimTimeline *run,
     }
     qsort(out->rows, (size_t)out->n_rows, sizeof *out->rows, cmp_row);
     if (n_err) {
-        qsort(errs, (size_t)n_err, sizeof(double), cmp_double);
-        out->median_abs_op_error_pct = n_err % 2 ? errs[n_err / 2] : (errs[n_err / 2 - 1] + errs[n_err / 2]) / 2;
+        out->median_abs_op_error_pct = psim_stats_median(errs, n_err);
     }
     out->sim_step_us = sim->step_time_us;
     out->run_step_us = run->step_time_us;

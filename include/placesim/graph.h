@@ -476,6 +476,17 @@ PsimGraph *psim_zoo_make(const char *name, GError **error);
 /* A one-line description of a built-in model (static storage), or NULL. */
 const char *psim_zoo_description(const char *name);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Statistics over doubles (graph/stats.c). */
+
+/* qsort comparator of doubles, ascending (NaN compares equal to everything). */
+int psim_stats_cmp_double(const void *a, const void *b);
+/* Sorts v[0..n) ascending, in place. */
+void psim_stats_sort(double *v, int64_t n);
+/* The median of v[0..n) (the mean of the middle two when n is even), sorting v in place; NaN
+ * when n <= 0. */
+double psim_stats_median(double *v, int64_t n);
+
 G_END_DECLS
 
 #endif

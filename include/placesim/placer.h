@@ -14,6 +14,7 @@ typedef struct {
     double budget_ms;        /* `search`: its work budget (deterministic, see search.c) */
     uint64_t seed;           /* `search`: random seed */
     gboolean compress;       /* transfers of float32 tensors as 16 bits (placement and plan) */
+    PsimRounding compress_rounding; /* how they are cut to 16 bits (default: truncate) */
     const char *placement_file; /* `file`: the placement JSON to read */
     gboolean coarsen;        /* merge chains before placing, refine per node after */
     double recv_margin_us;   /* recv earliest start = ALAP - margin; < 0: the transfer's time */
@@ -84,6 +85,11 @@ gboolean psim_placement_evaluate(PsimPlaceCtx *ctx, PsimPlacement *p, GError **e
 char *psim_placement_to_json(const PsimPlaceCtx *ctx, const PsimPlacement *p);
 gboolean psim_placement_save(const PsimPlaceCtx *ctx, const PsimPlacement *p, const char *path,
                              GError **error);
+/* The device names a placement file gives the nodes of g, without a cluster to check them
+ * against (export writes them into the graph): n_nodes strings and a NULL, or NULL with an
+ * error naming the file and the node (unknown, not a string, or missing). Free with
+ * g_strfreev. */
+char **psim_placement_read_devices(const PsimGraph *g, const char *path, GError **error);
 /* Fills device_of (n_nodes entries) from a placement file. */
 gboolean psim_placement_read(const PsimPlaceCtx *ctx, const char *path, int32_t *device_of,
                              GError **error);

@@ -10,6 +10,27 @@
 
 G_BEGIN_DECLS
 
+/* How a compressed float32 crosses as 16 bits (bfloat16: sign, 8 exponent bits, 7 mantissa
+ * bits; the low 16 bits arrive zero). For a normal float x and what arrives y:
+ * - TRUNCATE (the TF whitepaper's): the low 16 bits are dropped; |y - x| < 2^-7 |x|, y never
+ *   larger in magnitude. Inf and quiet NaNs cross as they are; a NaN whose payload lies only in
+ *   the low 16 bits arrives as Inf.
+ * - RNE: rounded to the nearest bfloat16, ties to even; |y - x| <= 2^-8 |x|, and never farther
+ *   from x than TRUNCATE's y. NaN stays NaN (quiet), Inf stays Inf, and a finite float never
+ *   becomes Inf: the few above the largest finite bfloat16 saturate to it (as TRUNCATE gives).
+ * Subnormal floats keep absolute errors below 2^-133 (TRUNCATE) and at most 2^-134 (RNE). */
+typedef enum {
+    PSIM_ROUNDING_TRUNCATE = 0,
+    PSIM_ROUNDING_RNE,
+} PsimRounding;
+
+/* "truncate" or "rne" (static storage). */
+const char *psim_rounding_name(PsimRounding r);
+/* FALSE when name is neither. */
+gboolean psim_rounding_from_name(const char *name, PsimRounding *out);
+/* The float32 bits that arrive for `bits` sent compressed with rounding r. */
+uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r);
+
 /* One Send/Recv pair: tensor `port` of the partitioned graph crosses from device src to dst. */
 typedef struct {
     int32_t send;          /* Send node id in plan->graph (on src) */
@@ -20,6 +41,7 @@ typedef struct {
     uint64_t raw_bytes;    /* bytes before compression */
     gboolean control;      /* a control edge: zero bytes */
     gboolean compressed;   /* float32 sent as 16 bits */
+    PsimRounding rounding; /* how, when compressed */
     double earliest_start; /* recv may not start before this (ALAP - margin), microseconds */
     double priority;       /* slack: lower goes first */
     const char *key;       /* rendezvous key "src;dst;tensor" (the step is appended at run) */

@@ -495,8 +495,10 @@ static PsimTensor *const_value(Tf *tf, const char *ref)
         const PsimTf__TensorShapeProto *sp = e->value->tensor->tensor_shape;
         if (sp && sp->n_dim > 1)
             return NULL;
-        if (sp && sp->n_dim == 1 && (!sp->dim[0]->has_size || sp->dim[0]->size > 64 ||
-                                     sp->dim[0]->size < 0))
+        /* A dim without its size field has size 0 (proto3's default), as shape_from_tf reads
+         * it: treating it as unknown here made the file's constant a run-time input on import,
+         * but a folded constant once exported with the explicit 0 and read again. */
+        if (sp && sp->n_dim == 1 && (sp->dim[0]->size > 64 || sp->dim[0]->size < 0))
             return NULL;
         PsimTensor *t = tensor_from_tf(tf, p, "value", e->value->tensor, NULL, NULL, NULL);
         if (t && (t->dtype == PSIM_DTYPE_STRING || t->dtype == PSIM_DTYPE_COMPLEX64 ||

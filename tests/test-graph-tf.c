@@ -862,6 +862,30 @@ static void test_bad_binary(void)
     g_rand_free(r);
 }
 
+/* A Const whose dim has no size field is size 0 (proto3), whether the field is absent or 0:
+ * both fold into the Transpose's perm, so an export (which writes the 0) reads back the same
+ * graph. Found by fuzz-tf-pbtxt, which exports and re-imports every graph it loads. */
+static void test_dim_without_size(void)
+{
+    const char *fmt = "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } }"
+                      " attr { key: 'shape' value { shape { } } } }\n"
+                      "node { name: 'p' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+                      " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { %s } } } } } }\n"
+                      "node { name: 't' op: 'Transpose' input: 'x' input: 'p' }\n";
+    const char *dims[] = {"", "size: 0"};
+    for (size_t i = 0; i < G_N_ELEMENTS(dims); i++) {
+        g_autofree char *text = g_strdup_printf(fmt, dims[i]);
+        GError *err = NULL;
+        g_autoptr(PsimGraph) g = load_text(text, &err);
+        g_assert_no_error(err);
+        const PsimNode *t = psim_graph_node_find(g, "t");
+        g_assert_nonnull(t);
+        g_assert_cmpstr(t->op, ==, "Transpose");
+        const int64_t *perm = NULL;
+        g_assert_cmpint(psim_node_attr_ints(t, "perm", &perm), ==, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -877,5 +901,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/tf/export-colon-names", test_export_colon_names);
     g_test_add_func("/graph/tf/bad-text", test_bad_text);
     g_test_add_func("/graph/tf/bad-binary", test_bad_binary);
+    g_test_add_func("/graph/tf/dim-without-size", test_dim_without_size);
     return g_test_run();
 }

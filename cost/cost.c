@@ -250,7 +250,26 @@ static gboolean is_constant(PsimCostModel *m, const PsimGraph *g, const PsimNode
     return yes;
 }
 
-double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+double psim_cost_bound(double us)
+{
+    if (isnan(us))
+        return PSIM_COST_MAX_US;
+    if (isinf(us))
+        return us > 0 ? us : 0;
+    return CLAMP(us, 0, PSIM_COST_MAX_US);
+}
+
+/* A link whose latency and transfer of any 64-bit size stay within PSIM_COST_MAX_US each. */
+static PsimLink link_bound(PsimLink l)
+{
+    const double min_bw = (double)UINT64_MAX / (PSIM_COST_MAX_US * 1e3);
+    l.latency_us = MIN(psim_cost_bound(l.latency_us), PSIM_COST_MAX_US);
+    if (l.bandwidth_GBps > 0 && l.bandwidth_GBps < min_bw)
+        l.bandwidth_GBps = min_bw;
+    return l;
+}
+
+static double node_cost(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src)
 {
     PsimCostSource dummy;
@@ -292,6 +311,12 @@ double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, i
     return MAX(flop_us, byte_us) + r.launch_us;
 }
 
+double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                      PsimCostSource *src)
+{
+    return psim_cost_bound(node_cost(m, g, n, device, src));
+}
+
 PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src)
 {
     PsimCostSource dummy;
@@ -324,7 +349,7 @@ PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *
             l.bandwidth_GBps = fit.link.bandwidth_GBps;
         }
     }
-    return l;
+    return link_bound(l);
 }
 
 double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,

@@ -44,7 +44,7 @@ static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
                 continue;
             double s;
             double f = psim_sim_engine_probe(e, v, d, &s);
-            if (f < best_f) {
+            if (best < 0 || f < best_f) {
                 best_f = f;
                 best_s = s;
                 best = d;
@@ -95,7 +95,7 @@ static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
                 continue;
             double s = MAX(free_at[d], arr[d]);
             double f = s + psim__cost(c, v, d);
-            if (f < best_f) {
+            if (best < 0 || f < best_f) {
                 best_f = f;
                 best_s = s;
                 best = d;
@@ -179,7 +179,9 @@ static gboolean etf_common(PsimPlaceCtx *c, PsimPlacement *p, gboolean mem, gboo
         int32_t bi = -1, bd = -1;
         double bs = INFINITY;
         for (int pass = 0; pass < 2 && bi < 0; pass++) {
-            /* Pass 1 drops the memory rule when nothing fits (the final check reports it). */
+            /* Pass 1 drops the memory rule when nothing fits (the final check reports it). The
+             * first candidate is taken whatever its start, so that one is chosen even when
+             * starts are as large as the +inf that bs starts at. */
             for (int32_t i = 0; i < n_ready; i++) {
                 int32_t v = ready[i], only = psim__group_device(c, gdev, v);
                 uint64_t need = c->param_bytes[v] + c->out_bytes_total[v];
@@ -191,7 +193,7 @@ static gboolean etf_common(PsimPlaceCtx *c, PsimPlacement *p, gboolean mem, gboo
                     if (reserved[d] >= 0 && reserved[d] != v && only < 0)
                         continue;
                     double s = MAX(free_at[d], psim__arrival(c, v, d, dev, finish));
-                    if (s < bs || (s == bs && (bl[v] > bl[ready[bi]] ||
+                    if (bi < 0 || s < bs || (s == bs && (bl[v] > bl[ready[bi]] ||
                                                (bl[v] == bl[ready[bi]] && c->topo_pos[v] < c->topo_pos[ready[bi]])))) {
                         bs = s;
                         bi = i;

@@ -408,6 +408,59 @@ static void test_coarsen(void)
     }
 }
 
+/* Costs and overheads of 1e308 (finite, but two of them sum to +inf): every algorithm still
+ * places every node on a device, plans, simulates and gives a finite makespan. Before the cost
+ * model bounded times, an argmin whose sentinel (+inf) equalled every candidate chose none and
+ * indexed -1 (ETF), wrote free_at[-1] (greedy) or failed an assertion (HEFT's insertion). */
+static void test_huge_costs(void)
+{
+    PsimGraph *g = psim_graph_new("huge");
+    static const char *const names[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) {
+        PsimNode *n = psim_graph_node_add(g, names[i], "Task", NULL);
+        psim_graph_node_outputs_set(g, n, 1);
+        n->outputs[0].bytes = UINT64_MAX / 2;
+        psim_graph_node_cost_set(g, n, "P", i == 3 ? G_MAXDOUBLE : 1e308);
+    }
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "b"), "a");
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "c"), "a");
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "d"), "b");
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "d"), "c");
+    g_assert_true(psim_graph_finalize(g, NULL));
+    for (int k = 0; k < 3; k++) {
+        /* Huge latency; a bandwidth that makes any transfer huge; a shared link (simulator). */
+        g_autoptr(PsimCluster) c = uniform(3, k == 1 ? 1e-300 : 0, k == 1 ? 0 : 1e308);
+        if (k == 2)
+            psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = 1e-308, .latency_us = 1e308});
+        for (int32_t d = 0; d < 3; d++)
+            psim_cluster_device(c, d)->launch_us = 1e308;
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+        g_autoptr(GError) err = NULL;
+        PsimPlaceOptions o;
+        psim_place_options_init(&o);
+        o.budget_ms = 20;
+        g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+        g_assert_no_error(err);
+        int32_t n_algos;
+        const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+        for (int32_t i = 0; i < n_algos; i++) {
+            if (!strcmp(algos[i]->name, "file"))
+                continue;
+            g_autoptr(PsimPlacement) p = psim_place(ctx, algos[i]->name, &err);
+            g_assert_no_error(err);
+            g_assert_nonnull(p);
+            for (int32_t v = 0; v < 4; v++)
+                g_assert_cmpint(p->device_of[v], >=, 0);
+            g_assert_true(isfinite(p->makespan_us));
+            g_assert_cmpfloat(p->makespan_us, >=, 1e289);
+            g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+            g_assert_no_error(err);
+            g_assert_true(isfinite(sim_static(plan, m)));
+        }
+    }
+    psim_graph_free(g);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -420,5 +473,6 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/file/round-trip", test_file);
     g_test_add_func("/placer/greedy/one-engine", test_greedy_one_engine);
     g_test_add_func("/placer/coarsen/chains", test_coarsen);
+    g_test_add_func("/placer/robust/huge-costs", test_huge_costs);
     return g_test_run();
 }

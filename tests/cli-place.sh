@@ -23,4 +23,11 @@ echo "$err" | grep -q "node 'n5'.*GPU:0" || fail "bad request message: $err"
 [ "$(echo "$err" | wc -l)" = 1 ] || fail "more than one line: $err"
 "$PSIM" place "$ex" --cluster uniform:3 --algo nope >/dev/null 2>&1; [ $? = 2 ] || fail "unknown algo"
 "$PSIM" place "$ex" --cluster uniform:x --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "bad cluster"
+# A graph with no nodes is bad input (it once placed nothing and exited 0, UBSan reporting a null
+# pointer in partition.c): exit 2, one line naming the file.
+echo '{"format": "placesim.graph/1", "name": "empty", "nodes": []}' > "$tmp/empty.json"
+err=$("$PSIM" place "$tmp/empty.json" --cluster uniform:2 --algo all 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] || fail "empty graph exit $rc"
+[ "$err" = "placesim: $tmp/empty.json: graph has no nodes" ] || fail "empty graph message: $err"
+"$PSIM" sim "$tmp/empty.json" --cluster uniform:2 --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "sim of an empty graph"
 echo ok

@@ -46,6 +46,10 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
                                  const char *const *fetches, int32_t n_fetches, gboolean dynamic,
                                  GError **error)
 {
+    /* The simulator's check: a plan that would deadlock or cross devices without a transfer is
+     * refused here rather than found hanging in the middle of a step. */
+    if (!psim_plan_check(p, error))
+        return NULL;
     PsimPlanExec *x = g_new0(PsimPlanExec, 1);
     x->plan = p;
     x->n_devices = p->n_devices;

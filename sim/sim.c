@@ -456,11 +456,6 @@ static gboolean setup(Sim *s)
                  (nv->op[0] == 'C' && nv->n_inputs == 0 &&
                   (!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant"))))
             s->kind[v] = KIND_PARAM;
-        if (p->device_of[v] < 0 || p->device_of[v] >= nd) {
-            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': not placed on a device",
-                        psim_graph_name(g), nv->name);
-            return FALSE;
-        }
         s->out_total[v] = outputs_bytes(nv);
     }
     s->out_off[n] = n_out;
@@ -491,16 +486,8 @@ static gboolean setup(Sim *s)
         if (o.node >= 0)
             s->remaining[s->out_off[o.node] + o.index]++; /* fetched: never freed */
     }
-    for (int32_t x = 0; x < p->n_transfers; x++) {
-        const PsimTransfer *t = &p->transfers[x];
-        if (t->send < 0 || t->send >= n || t->recv < 0 || t->recv >= n || t->src < 0 ||
-            t->src >= nd || t->dst < 0 || t->dst >= nd) {
-            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: transfer %d is malformed",
-                        psim_graph_name(g), x);
-            return FALSE;
-        }
-        s->send_xfer[t->send] = x;
-    }
+    for (int32_t x = 0; x < p->n_transfers; x++)
+        s->send_xfer[p->transfers[x].send] = x;
     s->so = NULL;
     psim_graph_succ(g, &s->so, &s->s);
     const int32_t *po, *pr;
@@ -549,29 +536,6 @@ static gboolean setup(Sim *s)
             L->latency = d == e ? 0 : l.latency_us;
             L->current = -1;
         }
-    }
-    if (s->order == PSIM_ORDER_STATIC) {
-        /* Every computing node must be in its device's order exactly once. */
-        g_autofree uint8_t *seen = g_new0(uint8_t, n + 1);
-        for (int32_t d = 0; d < nd; d++)
-            for (int32_t i = 0; i < p->n_order[d]; i++) {
-                int32_t v = p->order[d][i];
-                if (v < 0 || v >= n || p->device_of[v] != d || seen[v]) {
-                    g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                                "%s: the plan's order on device '%s' is inconsistent at position %d",
-                                psim_graph_name(g), p->devices[d], i);
-                    return FALSE;
-                }
-                seen[v] = 1;
-            }
-        for (int32_t v = 0; v < n; v++)
-            if (!seen[v] && s->kind[v] != KIND_SEND && s->kind[v] != KIND_RECV) {
-                g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                            "%s: node '%s' is missing from the order of device '%s'",
-                            psim_graph_name(g), psim_graph_node(g, v)->name,
-                            p->devices[p->device_of[v]]);
-                return FALSE;
-            }
     }
     /* Parameters are resident from the start. */
     for (int32_t v = 0; v < n; v++)
@@ -684,6 +648,8 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     s->nd = plan->n_devices;
     s->res = res;
     s->error = error;
+    if (!psim_plan_check(plan, error))
+        return FALSE;
     if (!setup(s)) {
         sim_free(s);
         return FALSE;

@@ -7,6 +7,7 @@
 
 #include "placesim/cluster.h"
 #include "placesim/graph.h"
+#include "placesim/plan.h"
 
 typedef struct {
     const char *name;
@@ -24,6 +25,10 @@ gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char
 /* Loads a graph file, or a built-in model written "zoo:NAME" or a bare zoo name when no file of
  * that name exists. */
 PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error);
+/* Loads plan file plan_path; with graph_spec (the GRAPH argument given beside --plan; NULL: none)
+ * also that graph, which must be the plan's (an INPUT error naming both otherwise). */
+PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboolean training,
+                             GError **error);
 /* The cluster for --cluster SPEC: "local", "local:N", a cluster JSON file, or
  * "uniform:P[:GBPS[:LATENCY_US]]" / "stg:P" (P identical devices of the type the graph's cost
  * annotations name, joined by independent links). g may be NULL for the first forms. */

@@ -141,7 +141,7 @@ int psim_cmd_run(int argc, char **argv)
          "run on several devices as this placement JSON says (partitioned with Send/Recv)",
          "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path,
-         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out)",
+         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out, and when given must be the plan's)",
          "PLAN.json"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
          "with --algo: place with the measured kernel and link times of this cost DB", "DB"},
@@ -204,7 +204,7 @@ int psim_cmd_run(int argc, char **argv)
         goto out;
     }
     if (plan_path) {
-        if (!(plan = psim_plan_load(plan_path, &err))) {
+        if (!(plan = psim_cli_load_plan(plan_path, argc == 2 ? argv[1] : NULL, FALSE, &err))) {
             code = psim_cli_fail(err);
             goto out;
         }

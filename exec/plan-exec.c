@@ -238,6 +238,12 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
     return TRUE;
 }
 
+void psim_plan_exec_set_stall_timeout(PsimPlanExec *x, double seconds)
+{
+    for (int32_t d = 0; d < x->n_devices; d++)
+        psim_executor_set_stall_timeout(x->execs[d], seconds);
+}
+
 double psim_plan_exec_step_us(const PsimPlanExec *x) { return x->step_us; }
 int32_t psim_plan_exec_n_devices(const PsimPlanExec *x) { return x->n_devices; }
 PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t d) { return x->execs[d]; }

@@ -170,7 +170,9 @@ typedef struct {
     double *xfer_start;
     double *xfer_request;
     Dev *dev;
-    Link *link;
+    Link *link;          /* one per ordered pair of devices that some transfer uses */
+    int32_t n_links;
+    int32_t *xfer_link;  /* per transfer: its link */
     Heap heap;
     int32_t *dirty;       /* devices with new ready nodes, dispatched once per time step */
     uint8_t *is_dirty;
@@ -281,7 +283,7 @@ static void mark_dirty(Sim *s, int32_t d, int32_t cause)
 static void xfer_request(Sim *s, int32_t x)
 {
     const PsimTransfer *t = &s->p->transfers[x];
-    int32_t li = t->src * s->nd + t->dst;
+    int32_t li = s->xfer_link[x];
     Link *l = &s->link[li];
     if (l->by_dst) {
         /* The destination copies it when it is between nodes, lowest priority first. */
@@ -364,7 +366,7 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
 static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
 {
     const PsimTransfer *t = &s->p->transfers[x];
-    const Link *l = &s->link[(size_t)t->src * s->nd + t->dst];
+    const Link *l = &s->link[s->xfer_link[x]];
     stream_take(s, t->recv, d);
     /* Waiting for the device since it was requested: what freed the device bound the copy. */
     s->binding[t->recv] = s->now > s->xfer_request[x] && cause >= 0 ? cause : t->send;
@@ -498,7 +500,6 @@ static gboolean setup(Sim *s)
     s->dirty = g_new(int32_t, nd + 1);
     s->is_dirty = g_new0(uint8_t, nd + 1);
     s->dirty_cause = g_new(int32_t, nd + 1);
-    s->link = g_new0(Link, (size_t)nd * nd + 1);
     for (int32_t d = 0; d < nd; d++) {
         int32_t cd = psim_cluster_device_find(s->c, p->devices[d]);
         if (cd < 0) {
@@ -527,15 +528,30 @@ static gboolean setup(Sim *s)
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         s->dev[d].capacity = dv->memory_bytes;
-        for (int32_t e = 0; e < nd; e++) {
-            PsimLink l = psim_cost_link(s->m, s->cluster_dev[d], s->cluster_dev[e], NULL);
-            Link *L = &s->link[(size_t)d * nd + e];
-            L->independent = l.independent || d == e;
-            L->by_dst = l.by_destination && d != e;
-            L->bytes_per_us = l.bandwidth_GBps > 0 ? l.bandwidth_GBps * 1e3 : INFINITY;
-            L->latency = d == e ? 0 : l.latency_us;
-            L->current = -1;
+    }
+    /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
+     * pairs in use than nd^2. */
+    s->link = g_new0(Link, p->n_transfers + 1);
+    s->xfer_link = g_new(int32_t, p->n_transfers + 1);
+    g_autoptr(GHashTable) pair_link = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *t = &p->transfers[x];
+        gint64 key = (gint64)(((guint64)(guint32)t->src << 32) | (guint32)t->dst);
+        gpointer found;
+        if (g_hash_table_lookup_extended(pair_link, &key, NULL, &found)) {
+            s->xfer_link[x] = GPOINTER_TO_INT(found);
+            continue;
         }
+        int32_t d = t->src, e = t->dst;
+        PsimLink l = psim_cost_link(s->m, s->cluster_dev[d], s->cluster_dev[e], NULL);
+        Link *L = &s->link[s->n_links];
+        L->independent = l.independent || d == e;
+        L->by_dst = l.by_destination && d != e;
+        L->bytes_per_us = l.bandwidth_GBps > 0 ? l.bandwidth_GBps * 1e3 : INFINITY;
+        L->latency = d == e ? 0 : l.latency_us;
+        L->current = -1;
+        g_hash_table_insert(pair_link, g_memdup2(&key, sizeof key), GINT_TO_POINTER(s->n_links));
+        s->xfer_link[x] = s->n_links++;
     }
     /* Parameters are resident from the start. */
     for (int32_t v = 0; v < n; v++)
@@ -576,10 +592,10 @@ static void sim_free(Sim *s)
     g_free(s->dirty);
     g_free(s->is_dirty);
     g_free(s->dirty_cause);
-    if (s->link)
-        for (size_t i = 0; i < (size_t)s->nd * s->nd; i++)
-            g_free(s->link[i].waiting.a);
+    for (int32_t i = 0; s->link && i < s->n_links; i++)
+        g_free(s->link[i].waiting.a);
     g_free(s->link);
+    g_free(s->xfer_link);
     g_free(s->heap.a);
 }
 
@@ -618,7 +634,7 @@ static double lower_bound(Sim *s)
         int32_t x = s->kind[v] == KIND_RECV ? s->p->transfer_of_recv[v] : -1;
         if (x >= 0) {
             const PsimTransfer *t = &s->p->transfers[x];
-            const Link *l = &s->link[(size_t)t->src * s->nd + t->dst];
+            const Link *l = &s->link[s->xfer_link[x]];
             double occ = isfinite(l->bytes_per_us) ? (double)t->bytes / l->bytes_per_us : 0;
             st = MAX(st, fin[t->send] + occ + l->latency);
             fin[v] = st;

@@ -2,6 +2,7 @@
  * static order equals its own estimate on STG graphs, search (never worse, deterministic,
  * reaches known optima), constraints (requests, kernels, colocation, memory), placement files. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -500,6 +501,48 @@ static void test_empty_graph(void)
     }
 }
 
+static uint64_t rss_bytes(void)
+{
+    g_autofree char *statm = NULL;
+    unsigned long size = 0, resident = 0;
+    if (!g_file_get_contents("/proc/self/statm", &statm, NULL, NULL) ||
+        sscanf(statm, "%lu %lu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The link matrix users with 65536 devices (--cluster uniform:65536): the cost model's link
+ * cache, the placers' link rows, the simulator's links and its engine's link use keep only what
+ * they use (one shared row for all the devices without links of their own), so a small graph
+ * places, partitions and simulates in a few tens of MB where n x n tables took 34 GB each. */
+static void test_many_devices(void)
+{
+    g_autofree char *path = src_path("tests/data/heft-example.json");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    g_assert_no_error(err);
+    uint64_t rss0 = rss_bytes();
+    g_autoptr(PsimCluster) c = uniform(65536, 0.001, 0);
+    /* A link of its own for one device, and a shared (simulator-only) one for another. */
+    psim_cluster_link_set(c, 1, 2, (PsimLink){.bandwidth_GBps = 0.002, .latency_us = 0, .independent = TRUE});
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) p = psim_place(ctx, "heft", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(sim_static(plan, m), ==, plan->makespan_us);
+    uint64_t grown = rss_bytes() - rss0;
+    g_test_message("65536 devices: makespan %.1f us, %.1f MB", p->makespan_us, grown / 1e6);
+    g_assert_cmpuint(grown, <, 256u << 20);
+    g_assert_cmpfloat(p->makespan_us, <=, 80); /* never worse than on 3 of these devices */
+    g_assert_cmpfloat(psim_cost_transfer(m, 1000, 1, 2), ==, 500);
+    g_assert_cmpfloat(psim_cost_transfer(m, 1000, 2, 1), ==, 1000);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -514,5 +557,6 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/coarsen/chains", test_coarsen);
     g_test_add_func("/placer/robust/huge-costs", test_huge_costs);
     g_test_add_func("/placer/robust/empty-graph", test_empty_graph);
+    g_test_add_func("/placer/robust/many-devices", test_many_devices);
     return g_test_run();
 }

@@ -76,6 +76,10 @@ double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32
  * a == b. Latency and the time of any size are bounded by PSIM_COST_MAX_US. The simulator and the placers read links through this, so that they and
  * psim_cost_transfer agree. src may be NULL. */
 PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src);
+/* TRUE if some link from device a may differ from the cluster's (a link set from a in the
+ * cluster, or the DB's timings from a): else psim_cost_link(m, a, b) is the cluster's default
+ * link for every b != a, and callers keep one row for all such devices. */
+gboolean psim_cost_link_from_own(PsimCostModel *m, int32_t a);
 /* The rates the analytic estimate uses for a device: calibrated rows of the DB when present for
  * the device's fingerprint (*calibrated TRUE), else the cluster's figures. Any out may be NULL. */
 void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak_gflops,
@@ -182,6 +186,9 @@ gboolean psim_cost_db_link_put(PsimCostDb *db, const PsimDevice *src, const Psim
  * NULL. Reads only. */
 gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                PsimLink *out, double *rms_rel, int *n_sizes, GError **error);
+/* TRUE if the DB holds link timings from src (to any device): a placer asks the DB for the
+ * pairs of such devices only, so that a cluster of many devices is not asked n^2 times. */
+gboolean psim_cost_db_link_from(PsimCostDb *db, const PsimDevice *src, GError **error);
 /* Records a fit in the link_fits table (for sqlite3 users; the model refits from the rows). */
 gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                    const PsimLink *fit, int n_sizes, double rms_rel,

@@ -307,11 +307,15 @@ static gboolean place_single(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     (void)error;
     int32_t n = c->n, nd = c->nd, best = 0;
     double best_t = INFINITY;
+    /* Each node's cheapest device once (per device and node, it made this nd^2 n). */
+    g_autofree int32_t *cheap = g_new(int32_t, n + 1);
+    for (int32_t v = 0; v < n; v++)
+        cheap[v] = cheapest(c, v);
     for (int32_t d = 0; d < nd; d++) {
         double t = 0;
         for (int32_t v = 0; v < n; v++)
             t += psim__feasible(c, v, d) && (c->fixed[v] < 0 || c->fixed[v] == d)
-                     ? psim__cost(c, v, d) : psim__cost(c, v, cheapest(c, v)) + 1e9;
+                     ? psim__cost(c, v, d) : psim__cost(c, v, cheap[v]) + 1e9;
         if (t < best_t) {
             best_t = t;
             best = d;
@@ -321,7 +325,7 @@ static gboolean place_single(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     for (int32_t i = 0; i < n; i++) {
         int32_t v = c->topo[i], d = psim__group_device(c, gdev, v);
         if (d < 0)
-            d = psim__feasible(c, v, best) ? best : cheapest(c, v);
+            d = psim__feasible(c, v, best) ? best : cheap[v];
         p->device_of[v] = d;
         if (c->group[v] >= 0)
             gdev[c->group[v]] = d;

@@ -207,7 +207,7 @@ static void test_sparse_uniform(void)
     uint64_t grown = rss_bytes() - rss0;
     g_test_message("uniform:65536 built in %.3f s, %.1f MB", secs, grown / 1e6);
     g_assert_cmpfloat(secs, <, 2.0); /* 0.3 s here; ASan builds are slower */
-    g_assert_cmpuint(grown, <, 64u << 20);
+    g_assert_cmpuint(grown, <, 128u << 20); /* 27 MB here, 71 MB under ASan */
     g_assert_cmpint(psim_cluster_device_find(c, "P:65535"), ==, 65535);
     g_assert_cmpint(psim_cluster_device_find(c, "/job:localhost/replica:0/task:0/device:P:40000"), ==, 40000);
     g_assert_cmpint(psim_cluster_device_find(c, "P:65536"), ==, -1);

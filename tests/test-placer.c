@@ -541,6 +541,24 @@ static void test_many_devices(void)
     g_assert_cmpfloat(p->makespan_us, <=, 80); /* never worse than on 3 of these devices */
     g_assert_cmpfloat(psim_cost_transfer(m, 1000, 1, 2), ==, 500);
     g_assert_cmpfloat(psim_cost_transfer(m, 1000, 2, 1), ==, 1000);
+    /* Every algorithm, linear in devices (single looked for each node's cheapest device once
+     * per device: 100 s here). The graph's costs name P:0..P:2 only: the rest are infeasible. */
+    gint64 t0 = g_get_monotonic_time();
+    o.budget_ms = 50;
+    g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    int32_t n_algos;
+    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+    for (int32_t i = 0; i < n_algos; i++) {
+        if (!strcmp(algos[i]->name, "file"))
+            continue;
+        g_autoptr(PsimPlacement) q = psim_place(ctx2, algos[i]->name, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(q->makespan_us, >=, 1);
+    }
+    double secs = (double)(g_get_monotonic_time() - t0) * 1e-6;
+    g_test_message("every algorithm on 65536 devices: %.1f s", secs);
+    g_assert_cmpfloat(secs, <, 30);
 }
 
 int main(int argc, char **argv)

@@ -121,7 +121,7 @@ int psim_cmd_run(int argc, char **argv)
     char *db_path = NULL;
     char **feed_args = NULL, **plugins = NULL;
     int steps = 1;
-    double rtol = 1e-3, atol = 1e-7;
+    double rtol = 1e-3, atol = 1e-7, stall_s = PSIM_EXEC_STALL_TIMEOUT_S;
     GOptionEntry entries[] = {
         {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_spec,
          "local, local:N or a cluster file (default local:1)", "SPEC"},
@@ -135,6 +135,9 @@ int psim_cmd_run(int argc, char **argv)
          "compare the first output with this TensorProto file", "FILE.pb"},
         {"rtol", 0, 0, G_OPTION_ARG_DOUBLE, &rtol, "relative tolerance of --check (1e-3)", "R"},
         {"atol", 0, 0, G_OPTION_ARG_DOUBLE, &atol, "absolute tolerance of --check (1e-7)", "A"},
+        {"stall-timeout", 0, 0, G_OPTION_ARG_DOUBLE, &stall_s,
+         "on several devices: fail a step (exit 1) when no device completes a node for this long "
+         "while Recvs wait, a deadlock (5; 0: wait forever)", "SECONDS"},
         {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &save_dir,
          "write each output as DIR/output_K.pb", "DIR"},
         {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement_path,
@@ -192,6 +195,10 @@ int psim_cmd_run(int argc, char **argv)
     }
     if (!(rtol >= 0) || !(atol >= 0)) {
         code = psim_cli_usage("run", "--rtol and --atol must be non-negative");
+        goto out;
+    }
+    if (!(stall_s >= 0 && stall_s <= 1e6)) {
+        code = psim_cli_usage("run", "--stall-timeout must be between 0 and 1e6 seconds");
         goto out;
     }
     for (char **p = plugins; p && *p; p++)
@@ -268,6 +275,7 @@ int psim_cmd_run(int argc, char **argv)
             code = psim_cli_fail(err);
             goto out;
         }
+        psim_plan_exec_set_stall_timeout(px, stall_s > 0 ? stall_s : -1);
         device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
                                       plan->algo ? plan->algo : "plan", plan->n_transfers);
     } else {

@@ -66,8 +66,8 @@ void psim_sim_engine_free(PsimSimEngine *e)
 
 static double node_cost(PsimSimEngine *e, int32_t v, int32_t d)
 {
-    if (e->cost)
-        return e->cost[(size_t)v * e->nd + d];
+    if (e->cost) /* the caller's table: bounded as the model's answers are */
+        return psim_cost_bound(e->cost[(size_t)v * e->nd + d]);
     return psim_cost_node(e->m, e->g, psim_graph_node(e->g, v), d, NULL);
 }
 

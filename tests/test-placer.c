@@ -458,6 +458,16 @@ static void test_huge_costs(void)
             g_assert_no_error(err);
             g_assert_true(isfinite(sim_static(plan, m)));
         }
+        /* The simulator's incremental engine with a caller's table of such costs. */
+        double table[4 * 3];
+        for (int i = 0; i < 12; i++)
+            table[i] = i % 2 ? G_MAXDOUBLE : 1e308;
+        g_autoptr(PsimSimEngine) e = psim_sim_engine_new(g, m, table);
+        for (int32_t v = 0; v < 4; v++) {
+            double s, f = psim_sim_engine_probe(e, v, v % 3, &s);
+            g_assert_true(isfinite(f) && f >= s);
+            psim_sim_engine_commit(e, v, v % 3);
+        }
     }
     psim_graph_free(g);
 }

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
     }
     g_autoptr(PsimGraph) g = psim_graph_load(argv[1], NULL, &err);
     g_autoptr(PsimCluster) c = g ? psim_cluster_from_spec(spec, &err) : NULL;
-    g_autoptr(PsimCostDb) db = c ? psim_cost_db_open(db_path, &err) : NULL;
+    g_autoptr(PsimCostDb) db = c ? psim_cost_db_open_readonly(db_path, &err) : NULL;
     if (!db) {
         fprintf(stderr, "bench-cost-predict: %s\n", err->message);
         return 2;

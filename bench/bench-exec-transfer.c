@@ -34,6 +34,14 @@ static double thread_cpu_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+/* One error line and exit status 1 (a function, not a label: clang refuses a goto that jumps
+ * over g_autoptr declarations). */
+static int fail(const GError *err)
+{
+    fprintf(stderr, "%s\n", err ? err->message : "failed");
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int mib = argc > 1 ? atoi(argv[1]) : 64, runs = argc > 2 ? atoi(argv[2]) : 9;
@@ -56,22 +64,22 @@ int main(int argc, char **argv)
     psim_graph_node_device_set(g, y, "CPU:1");
     psim_graph_output_add(g, (PsimPort){y->id, 0});
     if (!psim_graph_finalize(g, &err))
-        goto fail;
+        return fail(err);
     g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
     if (!c)
-        goto fail;
+        return fail(err);
     g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
     PsimPlaceOptions o;
     psim_place_options_init(&o);
     g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
     if (!ctx)
-        goto fail;
+        return fail(err);
     g_autoptr(PsimPlacement) pl = psim_place(ctx, "heft", &err);
     if (!pl)
-        goto fail;
+        return fail(err);
     g_autoptr(PsimPlan) plan = psim_plan_build(ctx, pl, &err);
     if (!plan)
-        goto fail;
+        return fail(err);
     if (plan->n_transfers != 1) {
         fprintf(stderr, "expected one transfer, the plan has %d\n", plan->n_transfers);
         return 1;
@@ -79,10 +87,10 @@ int main(int argc, char **argv)
     const char *feeds[] = {"x:0"}, *fetches[] = {"y:0"};
     g_autoptr(PsimPlanExec) px = psim_plan_exec_new(plan, c, feeds, 1, fetches, 1, FALSE, &err);
     if (!px)
-        goto fail;
+        return fail(err);
     g_autoptr(PsimTensor) in = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, &n, &err);
     if (!in)
-        goto fail;
+        return fail(err);
     for (int64_t i = 0; i < n; i++)
         ((float *)in->data)[i] = (float)i;
     size_t bytes = (size_t)n * 4;
@@ -94,7 +102,7 @@ int main(int argc, char **argv)
     for (int r = -2; r < runs; r++) { /* two warm-up steps fill the destination's pool */
         PsimTensor *out = NULL;
         if (!psim_plan_exec_run(px, &in, &out, &err))
-            goto fail;
+            return fail(err);
         if (memcmp(out->data, in->data, bytes)) {
             fprintf(stderr, "the transfer changed the tensor\n");
             return 1;
@@ -135,7 +143,4 @@ int main(int argc, char **argv)
     g_free(ref);
     g_free(ref_cpu);
     return 0;
-fail:
-    fprintf(stderr, "%s\n", err ? err->message : "failed");
-    return 1;
 }

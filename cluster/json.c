@@ -18,53 +18,8 @@ static gboolean fail(GError **error, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, msg);
-    return FALSE;
-}
-
-/* A number >= 0 in member `key` of o (absent: *out unchanged). */
-static gboolean get_nonneg(JsonObject *o, const char *key, double *out, const char *path,
-                           const char *where, GError **error)
-{
-    JsonNode *n = json_object_get_member(o, key);
-    if (!n)
-        return TRUE;
-    if (!JSON_NODE_HOLDS_VALUE(n) ||
-        (json_node_get_value_type(n) != G_TYPE_INT64 && json_node_get_value_type(n) != G_TYPE_DOUBLE))
-        return fail(error, path, "%s: field '%s' must be a number", where, key);
-    double v = json_node_get_double(n);
-    if (!isfinite(v) || v < 0)
-        return fail(error, path, "%s: field '%s' must be a finite number >= 0", where, key);
-    *out = v;
-    return TRUE;
-}
-
-static gboolean get_int(JsonObject *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
-                        const char *path, const char *where, GError **error)
-{
-    JsonNode *n = json_object_get_member(o, key);
-    if (!n)
-        return TRUE;
-    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64)
-        return fail(error, path, "%s: field '%s' must be an integer", where, key);
-    int64_t v = json_node_get_int(n);
-    if (v < lo || v > hi)
-        return fail(error, path, "%s: field '%s' = %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
-                    ", %" G_GINT64_FORMAT "]", where, key, v, lo, hi);
-    *out = v;
-    return TRUE;
-}
-
-static gboolean get_string(JsonObject *o, const char *key, const char **out, const char *path,
-                           const char *where, GError **error)
-{
-    JsonNode *n = json_object_get_member(o, key);
-    if (!n)
-        return TRUE;
-    if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
-        return fail(error, path, "%s: field '%s' must be a string", where, key);
-    *out = json_node_get_string(n);
-    return TRUE;
+    /* Through psim_json_fail: names echoed from the file lose their line breaks. */
+    return psim_json_fail(&(PsimJsonAt){path, NULL}, error, "%s", msg);
 }
 
 static gboolean check_keys(JsonObject *o, const char *const *allowed, const char *path,
@@ -85,21 +40,16 @@ static gboolean parse_link(JsonObject *o, PsimLink *link, const char *path, cons
                                        "by_destination", NULL};
     if (!check_keys(o, keys, path, where, error))
         return FALSE;
-    if (!get_nonneg(o, "bandwidth_GBps", &link->bandwidth_GBps, path, where, error) ||
-        !get_nonneg(o, "latency_us", &link->latency_us, path, where, error))
+    PsimJsonAt at = {path, where};
+    gboolean indep = link->independent, by_dst = link->by_destination;
+    /* A bandwidth of 0 is a link without a bandwidth limit (transfers cost their latency). */
+    if (!psim_json_get_number(&at, o, "bandwidth_GBps", 0, PSIM_MAX_RATE, &link->bandwidth_GBps, error) ||
+        !psim_json_get_number(&at, o, "latency_us", 0, PSIM_MAX_US, &link->latency_us, error) ||
+        !psim_json_get_bool(&at, o, "independent", &indep, error) ||
+        !psim_json_get_bool(&at, o, "by_destination", &by_dst, error))
         return FALSE;
-    JsonNode *n = json_object_get_member(o, "independent");
-    if (n) {
-        if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
-            return fail(error, path, "%s: field 'independent' must be true or false", where);
-        link->independent = json_node_get_boolean(n);
-    }
-    n = json_object_get_member(o, "by_destination");
-    if (n) {
-        if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
-            return fail(error, path, "%s: field 'by_destination' must be true or false", where);
-        link->by_destination = json_node_get_boolean(n);
-    }
+    link->independent = indep;
+    link->by_destination = by_dst;
     return TRUE;
 }
 
@@ -113,32 +63,37 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
                                        "launch_us", "cores", "gpu_ordinal", "streams",
                                        "description", "sm_count", "compute_capability", NULL};
     const char *name = NULL, *type = NULL, *desc = NULL, *cc = NULL;
-    if (!get_string(o, "name", &name, path, where, error) || !get_string(o, "type", &type, path, where, error) ||
-        !get_string(o, "description", &desc, path, where, error) ||
-        !get_string(o, "compute_capability", &cc, path, where, error))
+    PsimJsonAt at = {path, where};
+    if (!psim_json_get_string(&at, o, "name", &name, error))
         return FALSE;
     if (!name)
         return fail(error, path, "%s: missing field 'name'", where);
     g_free(where);
     where = g_strdup_printf("device '%s'", name);
+    at.where = where;
+    if (!psim_json_get_string(&at, o, "type", &type, error) ||
+        !psim_json_get_string(&at, o, "description", &desc, error) ||
+        !psim_json_get_string(&at, o, "compute_capability", &cc, error))
+        return FALSE;
     if (!check_keys(o, keys, path, where, error))
         return FALSE;
     GError *err = NULL;
     int32_t id = psim_cluster_device_add(c, name, type, &err);
     if (id < 0) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, err->message);
+        fail(error, path, "%s", err->message);
         g_error_free(err);
         return FALSE;
     }
     PsimDevice *d = psim_cluster_device(c, id);
     int64_t mem = 0, ordinal = -1, streams = d->n_streams, sms = 0;
-    if (!get_int(o, "memory_bytes", 0, INT64_MAX, &mem, path, where, error) ||
-        !get_nonneg(o, "peak_gflops", &d->peak_gflops, path, where, error) ||
-        !get_nonneg(o, "mem_bw_GBps", &d->mem_bw_GBps, path, where, error) ||
-        !get_nonneg(o, "launch_us", &d->launch_us, path, where, error) ||
-        !get_int(o, "gpu_ordinal", -1, 4096, &ordinal, path, where, error) ||
-        !get_int(o, "streams", 1, 1024, &streams, path, where, error) ||
-        !get_int(o, "sm_count", 0, 1 << 20, &sms, path, where, error))
+    /* Rates divide costs: 0 would make them infinite, so the smallest is a tiny positive one. */
+    if (!psim_json_get_int(&at, o, "memory_bytes", 0, PSIM_MAX_BYTES, &mem, error) ||
+        !psim_json_get_number(&at, o, "peak_gflops", 1e-6, PSIM_MAX_RATE, &d->peak_gflops, error) ||
+        !psim_json_get_number(&at, o, "mem_bw_GBps", 1e-6, PSIM_MAX_RATE, &d->mem_bw_GBps, error) ||
+        !psim_json_get_number(&at, o, "launch_us", 0, PSIM_MAX_US, &d->launch_us, error) ||
+        !psim_json_get_int(&at, o, "gpu_ordinal", -1, 4096, &ordinal, error) ||
+        !psim_json_get_int(&at, o, "streams", 1, 1024, &streams, error) ||
+        !psim_json_get_int(&at, o, "sm_count", 0, 1 << 20, &sms, error))
         return FALSE;
     d->memory_bytes = (uint64_t)mem;
     d->gpu_ordinal = (int32_t)ordinal;
@@ -184,7 +139,8 @@ static int32_t find_endpoint(PsimCluster *c, JsonObject *o, const char *key, con
                              const char *where, GError **error)
 {
     const char *name = NULL;
-    if (!get_string(o, key, &name, path, where, error))
+    PsimJsonAt at = {path, where};
+    if (!psim_json_get_string(&at, o, key, &name, error))
         return -1;
     if (!name) {
         fail(error, path, "%s: missing field '%s'", where, key);
@@ -196,26 +152,16 @@ static int32_t find_endpoint(PsimCluster *c, JsonObject *o, const char *key, con
     return id;
 }
 
-PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, GError **error)
+static PsimCluster *cluster_from_root(const char *path, JsonNode *root, GError **error)
 {
-    g_return_val_if_fail(data || !len, NULL);
-    if (!path)
-        path = "<cluster>";
-    g_autoptr(JsonParser) parser = json_parser_new();
-    GError *err = NULL;
-    if (!json_parser_load_from_data(parser, data, (gssize)len, &err)) {
-        fail(error, path, "not valid JSON: %s", err->message);
-        g_error_free(err);
-        return NULL;
-    }
-    JsonNode *root = json_parser_get_root(parser);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
         fail(error, path, "expected a JSON object with \"format\": \"placesim.cluster/1\"");
         return NULL;
     }
     JsonObject *o = json_node_get_object(root);
-    const char *format = NULL;
-    if (!get_string(o, "format", &format, path, "cluster", error))
+    const char *format = NULL, *cname = NULL;
+    PsimJsonAt at = {path, NULL};
+    if (!psim_json_get_string(&at, o, "format", &format, error))
         return NULL;
     if (!format || strcmp(format, "placesim.cluster/1")) {
         fail(error, path, "field 'format': expected \"placesim.cluster/1\", found %s%s%s",
@@ -223,7 +169,8 @@ PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, G
         return NULL;
     }
     static const char *const keys[] = {"format", "name", "devices", "links", "default_link", NULL};
-    if (!check_keys(o, keys, path, "cluster", error))
+    if (!check_keys(o, keys, path, "cluster", error) ||
+        !psim_json_get_string(&at, o, "name", &cname, error))
         return NULL;
     g_autoptr(PsimCluster) c = psim_cluster_new();
     JsonNode *dn = json_object_get_member(o, "devices");
@@ -287,17 +234,19 @@ PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, G
     return g_steal_pointer(&c);
 }
 
+PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, GError **error)
+{
+    g_return_val_if_fail(data || !len, NULL);
+    if (!path)
+        path = "<cluster>";
+    g_autoptr(JsonNode) root = psim_json_parse(path, data ? data : "", len, error);
+    return root ? cluster_from_root(path, root, error) : NULL;
+}
+
 PsimCluster *psim_cluster_load(const char *path, GError **error)
 {
-    g_autofree char *data = NULL;
-    gsize len = 0;
-    GError *err = NULL;
-    if (!g_file_get_contents(path, &data, &len, &err)) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, err->message);
-        g_error_free(err);
-        return NULL;
-    }
-    return psim_cluster_parse(path, data, len, error);
+    g_autoptr(JsonNode) root = psim_json_load(path, error);
+    return root ? cluster_from_root(path, root, error) : NULL;
 }
 
 static void add_link(JsonBuilder *b, PsimLink l)

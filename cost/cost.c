@@ -21,6 +21,7 @@ typedef struct {
     double median_us;
     PsimSpeedRef ref; /* of the row's profile; zero: none */
     double mem_weight;
+    int64_t row;      /* its rowid in the kernels table */
 } Measured;
 
 typedef struct {
@@ -55,9 +56,9 @@ struct PsimCostModel {
 const char *psim_cost_source_name(PsimCostSource s)
 {
     switch (s) {
-    case PSIM_COST_SOURCE_ANNOTATION: return "annotation";
+    case PSIM_COST_SOURCE_ANNOTATION: return "annotated";
     case PSIM_COST_SOURCE_MEASURED: return "measured";
-    case PSIM_COST_SOURCE_ESTIMATE: return "estimate";
+    case PSIM_COST_SOURCE_ESTIMATE: return "estimated";
     case PSIM_COST_SOURCE_FREE: return "free";
     default: return "none";
     }
@@ -123,15 +124,15 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
     if (m->db) {
         GError *err = NULL;
         double v;
-        if (psim_cost_db_calibration_get(m->db, d, "gemm_gflops", &v, &err) && v > 0) {
+        if (psim_cost_db_calibration_get(m->db, d, "gemm_gflops", &v, &err) && v > 0 && isfinite(v)) {
             r->peak_gflops = v;
             r->calibrated = TRUE;
         }
-        if (!err && psim_cost_db_calibration_get(m->db, d, "copy_GBps", &v, &err) && v > 0) {
+        if (!err && psim_cost_db_calibration_get(m->db, d, "copy_GBps", &v, &err) && v > 0 && isfinite(v)) {
             r->mem_bw_GBps = v;
             r->calibrated = TRUE;
         }
-        if (!err && psim_cost_db_calibration_get(m->db, d, "launch_us", &v, &err) && v >= 0) {
+        if (!err && psim_cost_db_calibration_get(m->db, d, "launch_us", &v, &err) && v >= 0 && isfinite(v)) {
             r->launch_us = v;
             r->calibrated = TRUE;
         }
@@ -187,8 +188,9 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
 }
 
 /* The measured median of node n on device (scaled to the device's current speed reference when
- * both it and the row's are known), or NAN. Called with the lock held. */
-static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device)
+ * both it and the row's are known), or NAN; *row its kernels rowid. Called with the lock held. */
+static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                       int64_t *row_id)
 {
     g_autofree char *sig = psim_cost_signature(g, n);
     g_autofree char *key = g_strdup_printf("%d\n%s", device, sig);
@@ -202,7 +204,8 @@ static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, 
         gboolean other = FALSE;
         GError *err = NULL;
         Measured got;
-        if (psim_cost_db_kernel_get_ref(m->db, d, sig, &st, &got.ref, &got.mem_weight, &other, &err)) {
+        if (psim_cost_db_kernel_get_row(m->db, d, sig, &st, &got.ref, &got.mem_weight, &got.row, &other,
+                                        &err)) {
             got.median_us = st.median_us;
             row = g_memdup2(&got, sizeof got);
         } else if (err)
@@ -219,6 +222,7 @@ static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, 
     }
     if (!row)
         return NAN;
+    *row_id = row->row;
     return row->median_us * psim_speed_ref_factor(&row->ref, &m->rates[device].now, row->mem_weight);
 }
 
@@ -273,9 +277,19 @@ static PsimLink link_bound(PsimLink l)
 static double node_cost(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src)
 {
+    return psim_cost_node_row(m, g, n, device, src, NULL);
+}
+
+double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                          PsimCostSource *src, int64_t *db_row)
+{
     PsimCostSource dummy;
+    int64_t no_row;
     if (!src)
         src = &dummy;
+    if (!db_row)
+        db_row = &no_row;
+    *db_row = -1;
     const PsimDevice *d = psim_cluster_device(m->cluster, device);
     double us;
     if (psim_node_cost_lookup(n, d->name, d->type, &us)) {
@@ -295,7 +309,7 @@ static double node_cost(PsimCostModel *m, const PsimGraph *g, const PsimNode *n,
     g_mutex_lock(&m->lock);
     ensure_size(m);
     if (m->db) {
-        us = measured(m, g, n, device);
+        us = measured(m, g, n, device, db_row);
         if (!isnan(us)) {
             g_mutex_unlock(&m->lock);
             *src = PSIM_COST_SOURCE_MEASURED;

@@ -204,8 +204,9 @@ static gboolean kernel_missing(const PsimGraph *g, const PsimNode *n, const char
         psim__exec_error(error, PSIM_ERROR_INPUT, g, n,
                          "op '%s' is abstract (task graphs): it can be simulated, not run", n->op);
     else
-        psim__exec_error(error, PSIM_ERROR_INPUT, g, n, "no %s kernel for op '%s' (%s)", type,
-                         n->op, psim_dtype_name(dt));
+        psim__exec_error(error, PSIM_ERROR_INPUT, g, n,
+                         "no %s kernel for op '%s' (%s); load a plug-in with one with --plugin PATH.so, "
+                         "see docs/ops.md", type, n->op, psim_dtype_name(dt));
     return FALSE;
 }
 

@@ -399,7 +399,8 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
     if (!JSON_NODE_HOLDS_OBJECT(jn))
         TFAIL("must be an object");
     JsonObject *o = json_node_get_object(jn);
-    PsimDType dt = psim_dtype_from_name(json_object_get_string_member_with_default(o, "dtype", ""));
+    const char *dn = psim_json_node_string(json_object_get_member(o, "dtype"));
+    PsimDType dt = psim_dtype_from_name(dn ? dn : "");
     if (dt == PSIM_DTYPE_UNDEFINED)
         TFAIL("unknown or missing dtype");
     int32_t rank = 0;
@@ -415,7 +416,9 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
     if (!t)
         TFAIL("%s", terr->message);
     if (json_object_has_member(o, "data_b64")) {
-        const char *b = json_object_get_string_member_with_default(o, "data_b64", "");
+        const char *b = psim_json_node_string(json_object_get_member(o, "data_b64"));
+        if (!b)
+            TFAIL("data_b64 must be a string");
         gsize blen = 0;
         g_autofree guchar *raw = g_base64_decode(b, &blen);
         if (blen != t->nbytes)
@@ -532,7 +535,7 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
     PsimAttr a = {.name = name};
     if (!strcmp(key, "dtype")) {
         a.type = PSIM_ATTR_DTYPE;
-        const char *dn = JSON_NODE_HOLDS_VALUE(val) ? json_node_get_string(val) : NULL;
+        const char *dn = psim_json_node_string(val);
         a.v.dt = psim_dtype_from_name(dn);
         /* "undefined" is what the writer gives a dtype the IR has no type for (TF resource). */
         if (a.v.dt == PSIM_DTYPE_UNDEFINED && g_strcmp0(dn, "undefined"))
@@ -649,8 +652,13 @@ static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
     if (!v)
         return FALSE;
     c->node = v->name;
-    if (json_object_has_member(o, "domain"))
-        v->domain = psim_graph_intern(c->g, json_object_get_string_member_with_default(o, "domain", ""));
+    g_autofree char *where = g_strdup_printf("node '%s'", v->name);
+    PsimJsonAt nat = {c->path, where};
+    const char *domain = NULL;
+    if (!psim_json_get_string(&nat, o, "domain", &domain, error))
+        return FALSE;
+    if (domain)
+        v->domain = psim_graph_intern(c->g, domain);
     JsonNode *in = json_object_get_member(o, "inputs");
     if (in) {
         if (!JSON_NODE_HOLDS_ARRAY(in))
@@ -681,9 +689,17 @@ static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
             if (!JSON_NODE_HOLDS_OBJECT(e))
                 FAIL("outputs[%u] is not an object", k);
             JsonObject *eo = json_node_get_object(e);
+            g_autofree char *owhere = g_strdup_printf("node '%s': outputs[%u]", v->name, k);
+            PsimJsonAt oat = {c->path, owhere};
             PsimDType dt = PSIM_DTYPE_UNDEFINED;
-            if (json_object_has_member(eo, "dtype")) {
-                dt = psim_dtype_from_name(json_object_get_string_member_with_default(eo, "dtype", ""));
+            const char *dname = NULL, *oname = NULL;
+            double bytes = -1;
+            if (!psim_json_get_string(&oat, eo, "dtype", &dname, error) ||
+                !psim_json_get_string(&oat, eo, "name", &oname, error) ||
+                !psim_json_get_number(&oat, eo, "bytes", 0, (double)PSIM_MAX_BYTES, &bytes, error))
+                return FALSE;
+            if (dname) {
+                dt = psim_dtype_from_name(dname);
                 if (dt == PSIM_DTYPE_UNDEFINED)
                     FAIL("outputs[%u]: unknown dtype", k);
             }
@@ -695,15 +711,10 @@ static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
                     return FALSE;
             }
             psim_graph_output_set(c->g, v, (int32_t)k, dt, rank, dims);
-            if (json_object_has_member(eo, "name"))
-                v->outputs[k].name = psim_graph_intern(c->g, json_object_get_string_member_with_default(eo, "name", ""));
-            if (json_object_has_member(eo, "bytes")) {
-                JsonNode *b = json_object_get_member(eo, "bytes");
-                double bv;
-                if (!get_double(b, &bv) || bv < 0 || bv > 1e18)
-                    FAIL("outputs[%u].bytes must be a non-negative number", k);
-                v->outputs[k].bytes = (uint64_t)bv;
-            }
+            if (oname)
+                v->outputs[k].name = psim_graph_intern(c->g, oname);
+            if (bytes >= 0)
+                v->outputs[k].bytes = (uint64_t)bytes;
         }
     }
     JsonNode *at = json_object_get_member(o, "attrs");
@@ -728,92 +739,92 @@ static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
         else
             psim_graph_node_assigned_set(c->g, v, json_node_get_string(d));
     }
-    if (json_object_has_member(o, "parameter") &&
-        json_object_get_boolean_member_with_default(o, "parameter", FALSE))
+    gboolean param = FALSE;
+    if (!psim_json_get_bool(&nat, o, "parameter", &param, error))
+        return FALSE;
+    if (param)
         v->flags |= PSIM_NODE_PARAMETER;
     JsonNode *cost = json_object_get_member(o, "cost_us");
     if (cost) {
         if (!JSON_NODE_HOLDS_OBJECT(cost))
             FAIL("field 'cost_us' must be an object of device -> microseconds");
         JsonObject *co = json_node_get_object(cost);
+        g_autofree char *cwhere = g_strdup_printf("node '%s': cost_us", v->name);
+        PsimJsonAt cat = {c->path, cwhere};
         g_autoptr(GList) keys = json_object_get_members(co);
         for (GList *l = keys; l; l = l->next) {
-            double us;
-            if (!get_double(json_object_get_member(co, l->data), &us) || !(us >= 0) || isinf(us))
-                FAIL("cost_us['%s'] must be a non-negative number", (char *)l->data);
+            double us = -1;
+            if (!psim_json_get_number(&cat, co, l->data, 0, PSIM_MAX_US, &us, error))
+                return FALSE;
+            if (us < 0)
+                FAIL("cost_us['%s'] must be a number of microseconds", (char *)l->data);
             psim_graph_node_cost_set(c->g, v, l->data, us);
         }
     }
     return TRUE;
 }
 
-PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GError **error)
+/* Reads a parsed graph document; the plan reader calls it on its "graph" member. */
+PsimGraph *psim__import_json_root(const char *path, JsonNode *root, GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    g_autoptr(GError) perr = NULL;
-    if (!json_parser_load_from_data(parser, data, (gssize)len, &perr)) {
-        psim__error_file(error, path, "not valid JSON: %s", perr->message);
-        return NULL;
-    }
-    JsonNode *root = json_parser_get_root(parser);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+    PsimJsonAt at = {path, NULL};
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
         psim__error_file(error, path, "the top level must be a JSON object");
         return NULL;
     }
     JsonObject *o = json_node_get_object(root);
-    const char *fmt = json_object_get_string_member_with_default(o, "format", NULL);
+    const char *fmt = NULL, *name = "graph";
+    if (!psim_json_get_string(&at, o, "format", &fmt, error))
+        return NULL;
     if (!fmt || strcmp(fmt, FORMAT_KEY) != 0) {
         psim__error_file(error, path, "field 'format': expected \"" FORMAT_KEY "\"");
         return NULL;
     }
-    JsonNode *nodes = json_object_get_member(o, "nodes");
-    if (!nodes || !JSON_NODE_HOLDS_ARRAY(nodes)) {
+    JsonArray *a = NULL, *ia = NULL, *oa = NULL;
+    int64_t opset = 0;
+    if (!psim_json_get_string(&at, o, "name", &name, error) ||
+        !psim_json_get_array(&at, o, "nodes", &a, error) ||
+        !psim_json_get_array(&at, o, "inputs", &ia, error) ||
+        !psim_json_get_array(&at, o, "outputs", &oa, error) ||
+        !psim_json_get_int(&at, o, "onnx_opset", 1, 1000, &opset, error))
+        return NULL;
+    if (!a) {
         psim__error_file(error, path, "field 'nodes' is missing or not a list");
         return NULL;
     }
-    g_autoptr(PsimGraph) g = psim_graph_new(json_object_get_string_member_with_default(o, "name", "graph"));
+    g_autoptr(PsimGraph) g = psim_graph_new(name);
     psim_graph_set_source(g, path);
-    JsonNode *opset = json_object_get_member(o, "onnx_opset");
-    if (opset) {
-        if (!JSON_NODE_HOLDS_VALUE(opset) || json_node_get_value_type(opset) != G_TYPE_INT64 ||
-            json_node_get_int(opset) < 1 || json_node_get_int(opset) > 1000) {
-            psim__error_file(error, path, "field 'onnx_opset' must be an integer from 1 to 1000");
-            return NULL;
-        }
-        psim_graph_set_opset(g, json_node_get_int(opset));
-    }
+    if (opset)
+        psim_graph_set_opset(g, opset);
     Ctx ctx = {.path = path, .g = g}, *c = &ctx;
-    JsonArray *a = json_node_get_array(nodes);
     for (guint i = 0; i < json_array_get_length(a); i++)
         if (!read_node(c, json_array_get_element(a, i), i, error))
             return NULL;
     c->node = NULL;
-    JsonNode *gi = json_object_get_member(o, "inputs");
-    if (gi && JSON_NODE_HOLDS_ARRAY(gi)) {
-        JsonArray *ia = json_node_get_array(gi);
-        for (guint i = 0; i < json_array_get_length(ia); i++) {
-            const char *nm = json_array_get_string_element(ia, i);
-            PsimNode *v = nm ? psim_graph_node_find(g, nm) : NULL;
-            if (!v) {
-                psim__error_file(error, path, "inputs[%u] names no node", i);
-                return NULL;
-            }
-            psim_graph_input_add(g, v->id);
+    for (guint i = 0; ia && i < json_array_get_length(ia); i++) {
+        const char *nm = psim_json_node_string(json_array_get_element(ia, i));
+        PsimNode *v = nm ? psim_graph_node_find(g, nm) : NULL;
+        if (!v) {
+            psim__error_file(error, path, "inputs[%u] names no node", i);
+            return NULL;
         }
+        psim_graph_input_add(g, v->id);
     }
-    JsonNode *go = json_object_get_member(o, "outputs");
-    if (go && JSON_NODE_HOLDS_ARRAY(go)) {
-        JsonArray *oa = json_node_get_array(go);
-        for (guint i = 0; i < json_array_get_length(oa); i++) {
-            const char *r = json_array_get_string_element(oa, i);
-            if (!r || !*r) {
-                psim__error_file(error, path, "outputs[%u] is not a tensor name", i);
-                return NULL;
-            }
-            psim_graph_output_add_ref(g, r);
+    for (guint i = 0; oa && i < json_array_get_length(oa); i++) {
+        const char *r = psim_json_node_string(json_array_get_element(oa, i));
+        if (!r || !*r) {
+            psim__error_file(error, path, "outputs[%u] is not a tensor name", i);
+            return NULL;
         }
+        psim_graph_output_add_ref(g, r);
     }
     if (!psim_graph_finalize(g, error))
         return NULL;
     return g_steal_pointer(&g);
+}
+
+PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GError **error)
+{
+    g_autoptr(JsonNode) root = psim_json_parse(path, data, len, error);
+    return root ? psim__import_json_root(path, root, error) : NULL;
 }

@@ -5,8 +5,9 @@
 
 #include <string.h>
 
-/* Files larger than this are refused before they are read. */
-#define MAX_FILE_BYTES (G_GINT64_CONSTANT(4) << 30)
+#define UNRECOGNIZED                                                                             \
+    "unrecognized file format (expected ONNX, TF GraphDef, placesim JSON, PipeDream profile or " \
+    "STG)"
 
 static const char *const format_names[] = {
     [PSIM_FORMAT_UNKNOWN] = "unknown",   [PSIM_FORMAT_JSON] = "json",
@@ -101,6 +102,63 @@ PsimFormat psim_format_detect(const char *path, const guint8 *data, gsize len)
     return PSIM_FORMAT_UNKNOWN;
 }
 
+/* The input node's output 0 gets `dims` (rank entries, PSIM_DIM_UNKNOWN kept unknown); a shape
+ * attr the importer read (TF Placeholder) follows, so exporters write what the graph holds. */
+static void input_shape_set(PsimGraph *g, PsimNode *n, int32_t rank, const int64_t *dims)
+{
+    psim_graph_output_set(g, n, 0, n->outputs[0].dtype, rank, dims);
+    const PsimAttr *a = psim_node_attr(n, "shape");
+    if (a && a->type == PSIM_ATTR_SHAPE)
+        psim_graph_node_attr_set_shape(g, n, "shape", rank, dims);
+}
+
+/* --shape and --batch: see PsimImportOptions. */
+static gboolean apply_input_shapes(PsimGraph *g, const char *path, const PsimImportOptions *opts,
+                                   GError **error)
+{
+    int32_t ni = psim_graph_n_inputs(g);
+    for (int32_t k = 0; k < opts->n_shapes; k++) {
+        const PsimInputShape *s = &opts->shapes[k];
+        PsimNode *n = NULL;
+        for (int32_t i = 0; i < ni && !n; i++) {
+            PsimNode *c = psim_graph_node(g, psim_graph_input(g, i));
+            if (c->n_outputs > 0 && (!strcmp(c->name, s->name) ||
+                                     (c->outputs[0].name && !strcmp(c->outputs[0].name, s->name))))
+                n = c;
+        }
+        if (!n) {
+            psim__error_file(error, path, "--shape %s: the graph has no input of that name", s->name);
+            return FALSE;
+        }
+        const PsimOutput *o = &n->outputs[0];
+        if (o->rank != PSIM_RANK_UNKNOWN && o->rank != s->rank) {
+            psim__error_file(error, path, "node '%s': --shape gives %d dims, the graph's input has %d",
+                             n->name, s->rank, o->rank);
+            return FALSE;
+        }
+        for (int32_t d = 0; o->rank != PSIM_RANK_UNKNOWN && d < o->rank; d++)
+            if (o->dims[d] != PSIM_DIM_UNKNOWN && o->dims[d] != s->dims[d]) {
+                psim__error_file(error, path,
+                                 "node '%s': --shape gives dim %d as %" G_GINT64_FORMAT
+                                 ", the graph's input has %" G_GINT64_FORMAT,
+                                 n->name, d, s->dims[d], o->dims[d]);
+                return FALSE;
+            }
+        input_shape_set(g, n, s->rank, s->dims);
+    }
+    if (opts->batch <= 0)
+        return TRUE;
+    for (int32_t i = 0; i < ni; i++) {
+        PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
+        if (n->n_outputs < 1 || n->outputs[0].rank < 1 || n->outputs[0].dims[0] != PSIM_DIM_UNKNOWN)
+            continue;
+        g_autofree int64_t *dims = g_memdup2(n->outputs[0].dims, sizeof(int64_t) * (size_t)n->outputs[0].rank);
+        dims[0] = opts->batch;
+        input_shape_set(g, n, n->outputs[0].rank, dims);
+    }
+    return TRUE;
+}
+
 PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *data, gsize len,
                                 const PsimImportOptions *opts, GError **error)
 {
@@ -116,8 +174,7 @@ PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *da
         break;
     case PSIM_FORMAT_STG: g = psim_import_stg(path, (const char *)data, len, error); break;
     default:
-        psim__error_file(error, path, "unrecognized file format (expected ONNX, TF GraphDef, "
-                                      "placesim JSON, PipeDream profile or STG)");
+        psim__error_file(error, path, UNRECOGNIZED);
         return NULL;
     }
     if (!g)
@@ -131,6 +188,10 @@ PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *da
     }
     if (!psim_graph_source(g))
         psim_graph_set_source(g, path);
+    if (opts && !apply_input_shapes(g, path, opts, error)) {
+        psim_graph_free(g);
+        return NULL;
+    }
     if (psim_graph_fold_constants(g, error) < 0 || !psim_graph_infer_shapes(g, error)) {
         psim_graph_free(g);
         return NULL;
@@ -138,25 +199,29 @@ PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *da
     return g;
 }
 
+/* A stream that cannot be a graph (/dev/zero) stops at its first bytes. Detection looks at no
+ * more than the first 4 KiB, so the head decides as the whole file would. */
+static const char *sniff_graph(const char *path, const guint8 *head, gsize len)
+{
+    if (len && head[0] == 0)
+        return "not a graph file (it starts with a NUL byte)";
+    if (psim_format_detect(path, head, len) == PSIM_FORMAT_UNKNOWN)
+        return UNRECOGNIZED;
+    return NULL;
+}
+
 PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error)
 {
-    g_autoptr(GError) ferr = NULL;
-    g_autoptr(GMappedFile) mf = g_mapped_file_new(path, FALSE, &ferr);
-    if (!mf) {
-        psim__error_file(error, path, "cannot read: %s", ferr->message);
+    g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_graph, error);
+    if (!b)
         return NULL;
-    }
-    gsize len = g_mapped_file_get_length(mf);
-    if ((gint64)len > MAX_FILE_BYTES) {
-        psim__error_file(error, path, "file is larger than 4 GiB");
-        return NULL;
-    }
-    /* Text importers need a terminating NUL: copy small text files; binary stays mapped. */
-    const guint8 *data = (const guint8 *)g_mapped_file_get_contents(mf);
+    gsize len = 0;
+    const guint8 *data = g_bytes_get_data(b, &len);
     static const guint8 empty[1] = {0};
     if (!data)
         data = empty;
     PsimFormat f = psim_format_detect(path, data, len);
+    /* Text importers need a terminating NUL: copy text files; binary stays mapped. */
     if (f == PSIM_FORMAT_ONNX || f == PSIM_FORMAT_TF_PB)
         return psim_graph_load_data(path, f, data, len, opts, error);
     g_autofree guint8 *copy = g_malloc(len + 1);

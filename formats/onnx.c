@@ -316,18 +316,22 @@ PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len
     return t;
 }
 
+/* A TensorProto opens with a field tag, never 0: a stream of zeros stops at once. */
+static const char *sniff_tensor(const char *path, const guint8 *head, gsize len)
+{
+    (void)path;
+    return len && head[0] == 0 ? "not an ONNX TensorProto (it starts with a NUL byte)" : NULL;
+}
+
 PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error)
 {
-    g_autoptr(GError) ferr = NULL;
-    g_autoptr(GMappedFile) mf = g_mapped_file_new(path, FALSE, &ferr);
-    if (!mf) {
-        psim__error_file(error, path, "cannot read: %s", ferr->message);
+    g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_tensor, error);
+    if (!b)
         return NULL;
-    }
-    const guint8 *data = (const guint8 *)g_mapped_file_get_contents(mf);
+    gsize len = 0;
+    const guint8 *data = g_bytes_get_data(b, &len);
     static const guint8 empty[1] = {0};
-    return psim_tensor_parse_pb(path, data ? data : empty, g_mapped_file_get_length(mf), name,
-                                error);
+    return psim_tensor_parse_pb(path, data ? data : empty, len, name, error);
 }
 
 gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path,

@@ -12,8 +12,8 @@
 
 /* Sizes beyond 2^50 bytes (a petabyte) are not a profile of a real layer. */
 #define MAX_BYTES 1125899906842624.0
-/* Times beyond a day in milliseconds likewise. */
-#define MAX_MS 86400000.0
+/* Times in milliseconds: the graph's cost bound (PSIM_MAX_US), so that an export reads back. */
+#define MAX_MS (PSIM_MAX_US / 1000.0)
 #define COST_DEVICE "GPU"
 
 typedef struct {

@@ -15,6 +15,7 @@
 /* From json.c. */
 void psim__json_string(GString *s, const char *v);
 void psim__json_double(GString *s, double v, gboolean force_point);
+PsimGraph *psim__import_json_root(const char *path, JsonNode *root, GError **error);
 
 char *psim_plan_to_json(const PsimPlan *p, gsize *len)
 {
@@ -154,21 +155,18 @@ static JsonArray *get_array(JsonObject *o, const char *m)
     return n && JSON_NODE_HOLDS_ARRAY(n) ? json_node_get_array(n) : NULL;
 }
 
-PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error)
+static PsimPlan *plan_from_root(const char *path, JsonNode *root, GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    g_autoptr(GError) perr = NULL;
     PsimPlan *p = NULL;
     char **devs = NULL;
-    if (!json_parser_load_from_data(parser, data, (gssize)len, &perr)) {
-        psim__error_file(error, path, "not valid JSON: %s", perr->message);
-        return NULL;
-    }
-    JsonNode *root = json_parser_get_root(parser);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+    PsimJsonAt at = {path, NULL};
+    if (!JSON_NODE_HOLDS_OBJECT(root))
         FAIL("the top level must be a JSON object");
     JsonObject *o = json_node_get_object(root);
-    const char *fmt = get_str(o, "format");
+    const char *fmt = NULL, *algo = "";
+    if (!psim_json_get_string(&at, o, "format", &fmt, error) ||
+        !psim_json_get_string(&at, o, "algo", &algo, error))
+        goto fail;
     if (!fmt || strcmp(fmt, FORMAT_KEY))
         FAIL("field 'format': expected \"" FORMAT_KEY "\"");
     JsonNode *gn = json_object_get_member(o, "graph");
@@ -189,16 +187,13 @@ PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GEr
         devs[d] = g_strdup(json_node_get_string(e));
     }
     {
-        gsize glen;
-        g_autofree char *gtext = json_to_string(gn, FALSE);
-        glen = strlen(gtext);
-        PsimGraph *g = psim_import_json(path, gtext, glen, error);
+        PsimGraph *g = psim__import_json_root(path, gn, error);
         if (!g)
             goto fail;
         p = psim_plan_new(g, (int32_t)nd, (const char *const *)devs);
     }
     int32_t n = psim_graph_n_nodes(p->graph);
-    p->algo = g_strdup(get_str(o, "algo") ? get_str(o, "algo") : "");
+    p->algo = g_strdup(algo);
     if (!get_num(json_object_get_member(o, "makespan_us"), &p->makespan_us))
         FAIL("field 'makespan_us' must be a number");
     if (json_array_get_length(na) != (guint)n)
@@ -231,7 +226,7 @@ PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GEr
                 FAIL("order[%u] lists more nodes than the graph has", d);
             p->order[d] = g_new(int32_t, k + 1);
             for (guint i = 0; i < k; i++) {
-                const char *nm = json_array_get_string_element(l, i);
+                const char *nm = psim_json_node_string(json_array_get_element(l, i));
                 const PsimNode *v = nm ? psim_graph_node_find(p->graph, nm) : NULL;
                 if (!v)
                     FAIL("order[%u][%u] names no node", d, i);
@@ -257,8 +252,14 @@ PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GEr
         JsonObject *to = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
         if (!to)
             FAIL("transfers[%u] is not an object", i);
-        const char *sn = get_str(to, "send"), *rn = get_str(to, "recv"), *ten = get_str(to, "tensor"),
-                   *key = get_str(to, "key");
+        g_autofree char *where = g_strdup_printf("transfers[%u]", i);
+        PsimJsonAt tat = {path, where};
+        const char *sn = NULL, *rn = NULL, *ten = NULL, *key = NULL;
+        if (!psim_json_get_string(&tat, to, "send", &sn, error) ||
+            !psim_json_get_string(&tat, to, "recv", &rn, error) ||
+            !psim_json_get_string(&tat, to, "tensor", &ten, error) ||
+            !psim_json_get_string(&tat, to, "key", &key, error))
+            goto fail;
         const PsimNode *sv = sn ? psim_graph_node_find(p->graph, sn) : NULL;
         const PsimNode *rv = rn ? psim_graph_node_find(p->graph, rn) : NULL;
         if (!sv || strcmp(sv->op, "Send") || !rv || strcmp(rv->op, "Recv"))
@@ -283,14 +284,20 @@ PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GEr
             (!control && idx >= pv->n_outputs))
             FAIL("transfers[%u]: field 'tensor' names no tensor of the graph", i);
         t->port = (PsimPort){pv->id, control ? 0 : idx};
-        int64_t bytes, raw;
-        if (!get_int(json_object_get_member(to, "bytes"), 0, INT64_MAX, &bytes) ||
-            !get_int(json_object_get_member(to, "raw_bytes"), 0, INT64_MAX, &raw))
+        int64_t bytes = -1, raw = -1;
+        if (!psim_json_get_int(&tat, to, "bytes", 0, PSIM_MAX_BYTES, &bytes, error) ||
+            !psim_json_get_int(&tat, to, "raw_bytes", 0, PSIM_MAX_BYTES, &raw, error))
+            goto fail;
+        if (bytes < 0 || raw < 0)
             FAIL("transfers[%u]: 'bytes' and 'raw_bytes' must be non-negative integers", i);
         t->bytes = (uint64_t)bytes;
         t->raw_bytes = (uint64_t)raw;
-        t->control = json_object_get_boolean_member_with_default(to, "control", FALSE);
-        t->compressed = json_object_get_boolean_member_with_default(to, "compressed", FALSE);
+        gboolean tcontrol = FALSE, compressed = FALSE;
+        if (!psim_json_get_bool(&tat, to, "control", &tcontrol, error) ||
+            !psim_json_get_bool(&tat, to, "compressed", &compressed, error))
+            goto fail;
+        t->control = tcontrol;
+        t->compressed = compressed;
         if (t->control != control)
             FAIL("transfers[%u]: 'control' disagrees with its tensor '%s'", i, ten);
         if (!get_num(json_object_get_member(to, "earliest_start"), &t->earliest_start) ||
@@ -309,14 +316,14 @@ fail:
     return NULL;
 }
 
+PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error)
+{
+    g_autoptr(JsonNode) root = psim_json_parse(path, data, len, error);
+    return root ? plan_from_root(path, root, error) : NULL;
+}
+
 PsimPlan *psim_plan_load(const char *path, GError **error)
 {
-    g_autofree char *data = NULL;
-    gsize len;
-    g_autoptr(GError) err = NULL;
-    if (!g_file_get_contents(path, &data, &len, &err)) {
-        psim__error_file(error, path, "%s", err->message);
-        return NULL;
-    }
-    return psim_plan_from_json(path, data, len, error);
+    g_autoptr(JsonNode) root = psim_json_load(path, error);
+    return root ? plan_from_root(path, root, error) : NULL;
 }

@@ -121,9 +121,9 @@ PsimGraph *psim_import_stg(const char *path, const char *data, gsize len, GError
         }
         char name[32];
         g_snprintf(name, sizeof name, "t%" G_GINT64_FORMAT, id);
-        if (!read_int(&ls, le, G_MAXINT32, &cost)) {
+        if (!read_int(&ls, le, (int64_t)PSIM_MAX_US, &cost)) {
             psim__error_file(error, path, "line %" G_GINT64_FORMAT ": node '%s': expected a "
-                             "non-negative integer cost", lx.line, name);
+                             "non-negative integer cost of at most %g", lx.line, name, PSIM_MAX_US);
             return NULL;
         }
         if (!read_int(&ls, le, id, &n_preds)) {

@@ -27,6 +27,20 @@ static void node_error(GError **error, const PsimGraph *g, int32_t v, const char
                 src ? src : psim_graph_name(g), psim_graph_node(g, v)->name, msg);
 }
 
+/* The cluster's device types, "CPU, GPU", for messages (g_free). */
+static char *device_types(const PsimCluster *cl)
+{
+    GString *s = g_string_new(NULL);
+    for (int32_t d = 0; d < psim_cluster_n_devices(cl); d++) {
+        const char *t = psim_cluster_device(cl, d)->type;
+        g_autofree char *item = g_strdup_printf(", %s,", t);
+        g_autofree char *all = g_strdup_printf(", %s,", s->str);
+        if (!strstr(all, item))
+            g_string_append_printf(s, "%s%s", s->len ? ", " : "", t);
+    }
+    return g_string_free(s, FALSE);
+}
+
 /* "TYPE:N" of a full or short device name (the key's tail after "device:"). */
 static const char *short_key(const char *k)
 {
@@ -350,12 +364,20 @@ static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
             else if (!n_match)
                 node_error(error, g, v, "no device in the cluster matches requested device '%s'",
                            node->device);
-            else if (node->device)
-                node_error(error, g, v, "op '%s' has no kernel or cost on requested device '%s'",
-                           node->op, node->device);
-            else
-                node_error(error, g, v, "op '%s' has no kernel or cost on any device of the cluster",
-                           node->op);
+            else {
+                /* Say how to fix it: a kernel comes from a plug-in, a cost from an annotation. */
+                g_autofree char *types = device_types(c->cluster);
+                if (node->device)
+                    node_error(error, g, v,
+                               "op '%s' has no kernel or cost on requested device '%s' (device types %s); "
+                               "load a plug-in with one with --plugin PATH.so, see docs/ops.md",
+                               node->op, node->device, types);
+                else
+                    node_error(error, g, v,
+                               "op '%s' has no kernel or cost on any device of the cluster (device types %s); "
+                               "load a plug-in with one with --plugin PATH.so, see docs/ops.md",
+                               node->op, types);
+            }
             ok = FALSE;
             break;
         }

@@ -53,15 +53,19 @@ gboolean psim_placement_save(const PsimPlaceCtx *c, const PsimPlacement *p, cons
 gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *device_of,
                              GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    g_autoptr(GError) err = NULL;
-    if (!json_parser_load_from_file(parser, path, &err)) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, err->message);
+    g_autoptr(JsonNode) root = psim_json_load(path, error);
+    if (!root)
         return FALSE;
-    }
-    JsonNode *root = json_parser_get_root(parser);
-    JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-    const char *fmt = o ? json_object_get_string_member_with_default(o, "format", NULL) : NULL;
+    JsonObject *o = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+    const char *fmt = NULL, *gname = NULL, *algo = NULL;
+    double makespan = 0;
+    PsimJsonAt at = {path, NULL};
+    /* graph, algo and makespan_us are not used, but a wrong type there is a damaged file. */
+    if (o && (!psim_json_get_string(&at, o, "format", &fmt, error) ||
+              !psim_json_get_string(&at, o, "graph", &gname, error) ||
+              !psim_json_get_string(&at, o, "algo", &algo, error) ||
+              !psim_json_get_number(&at, o, "makespan_us", 0, G_MAXDOUBLE, &makespan, error)))
+        return FALSE;
     if (!fmt || strcmp(fmt, FORMAT_KEY)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: field 'format': expected \"" FORMAT_KEY "\"", path);
@@ -80,31 +84,21 @@ gboolean psim_placement_read(const PsimPlaceCtx *c, const char *path, int32_t *d
     for (GList *l = keys; l; l = l->next) {
         const char *name = l->data;
         const PsimNode *node = psim_graph_node_find(c->g, name);
-        if (!node) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': not in graph '%s'", path, name, psim_graph_name(c->g));
-            return FALSE;
-        }
-        JsonNode *e = json_object_get_member(devs, name);
-        if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': the device must be a string", path, name);
-            return FALSE;
-        }
-        const char *dname = json_node_get_string(e);
+        /* Names come from the file: psim_json_fail keeps a line break in one on one line. */
+        if (!node)
+            return psim_json_fail(&at, error, "node '%s': not in graph '%s'", name,
+                                  psim_graph_name(c->g));
+        const char *dname = psim_json_node_string(json_object_get_member(devs, name));
+        if (!dname)
+            return psim_json_fail(&at, error, "node '%s': the device must be a string", name);
         int32_t d = psim_cluster_device_find(c->cluster, dname);
-        if (d < 0) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': device '%s' is not in the cluster", path, name, dname);
-            return FALSE;
-        }
-        if (!psim__feasible(c, node->id, d) || (c->fixed[node->id] >= 0 && c->fixed[node->id] != d)) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': cannot be placed on device '%s' (its request, kernels or "
-                        "colocation group forbid it)",
-                        path, name, dname);
-            return FALSE;
-        }
+        if (d < 0)
+            return psim_json_fail(&at, error, "node '%s': device '%s' is not in the cluster", name,
+                                  dname);
+        if (!psim__feasible(c, node->id, d) || (c->fixed[node->id] >= 0 && c->fixed[node->id] != d))
+            return psim_json_fail(&at, error,
+                                  "node '%s': cannot be placed on device '%s' (its request, "
+                                  "kernels or colocation group forbid it)", name, dname);
         device_of[node->id] = d;
     }
     for (int32_t v = 0; v < c->n; v++)

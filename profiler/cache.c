@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -110,11 +111,17 @@ size_t psim_profile_cache_evict(const void *p, size_t bytes)
      * without ordering each flush against the others (several times faster on big buffers). */
     uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)p + bytes;
     size_t lines = (end - a + 63) / 64;
-    static int opt = -1;
-    if (opt < 0)
-        opt = __builtin_cpu_supports("clflushopt") ? 1 : 0;
+    static int opt = -1; /* atomic: profiler threads may race to set it, to the same value */
+    int o = __atomic_load_n(&opt, __ATOMIC_RELAXED);
+    if (o < 0) {
+        /* CPUID leaf 7, EBX bit 23 (CLFLUSHOPT), read directly: clang 14's
+         * __builtin_cpu_supports does not know the "clflushopt" feature name. */
+        unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+        o = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx & (1u << 23)) ? 1 : 0;
+        __atomic_store_n(&opt, o, __ATOMIC_RELAXED);
+    }
     _mm_mfence();
-    if (opt)
+    if (o)
         flush_opt(a, end);
     else
         for (; a < end; a += 64)

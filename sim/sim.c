@@ -518,8 +518,10 @@ static gboolean setup(Sim *s)
         double c = psim_cost_node(s->m, g, nv, s->cluster_dev[d], NULL);
         if (!isfinite(c) || c < 0) {
             g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "%s: node '%s': no cost on device '%s' (no kernel for it, or no annotation)",
-                        psim_graph_name(g), nv->name, p->devices[d]);
+                        "%s: node '%s': op '%s' has no cost on device '%s' of type %s (no kernel for it, "
+                        "nor an annotation); load a plug-in with one with --plugin PATH.so, see docs/ops.md",
+                        psim_graph_name(g), nv->name, nv->op, p->devices[d],
+                        psim_cluster_device(s->c, s->cluster_dev[d])->type);
             return FALSE;
         }
         s->cost[v] = c;
@@ -754,8 +756,8 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
             last = v;
         }
     res->step_time_us = step;
-    res->critical_path_us = step;
     res->lower_bound_us = lower_bound(s);
+    res->critical_path_us = res->lower_bound_us; /* one meaning everywhere: docs/sim.md */
     res->n_devices = s->nd;
     res->peak_memory = g_new0(uint64_t, s->nd + 1);
     for (int32_t d = 0; d < s->nd; d++)
@@ -784,7 +786,7 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
                                    tr->dst, s->xfer_start[x], s->end[tr->recv], tr->bytes);
         }
         t->step_time_us = step;
-        t->critical_path_us = res->lower_bound_us;
+        t->critical_path_us = res->critical_path_us;
         memcpy(t->peak_memory, res->peak_memory, sizeof(uint64_t) * (size_t)s->nd);
         *timeline = t;
     }

@@ -30,4 +30,47 @@ err=$("$PSIM" place "$tmp/empty.json" --cluster uniform:2 --algo all 2>&1 >/dev/
 [ $rc = 2 ] || fail "empty graph exit $rc"
 [ "$err" = "placesim: $tmp/empty.json: graph has no nodes" ] || fail "empty graph message: $err"
 "$PSIM" sim "$tmp/empty.json" --cluster uniform:2 --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "sim of an empty graph"
+
+# Where costs come from (issue 20 item 21): the HEFT example is all annotations; a built-in model
+# without a DB is all estimates (and its sources, parameters, free); with a DB, measured rows.
+"$PSIM" place "$ex" --cluster uniform:3:0.001 --algo heft --json | grep -q '"cost_sources":{"measured":0,"estimated":0,"annotated":10,"free":0}' ||
+    fail "annotated graph's cost sources"
+out=$("$PSIM" place zoo:mlp --cluster local:1 --algo single --json) || fail "place mlp"
+echo "$out" | grep -q '"cost_sources":{"measured":0,"estimated":7,"annotated":0,"free":7}' || fail "estimated: $out"
+"$PSIM" profile zoo:mlp --cluster local:1 --db "$tmp/c.db" --no-links --no-calibrate --rounds 1 \
+    --budget-ms 1 --reps 3 > /dev/null 2>&1 || fail "profile"
+python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); assert d.execute("DELETE FROM kernels WHERE op = \"Add\"").rowcount == 1; d.commit()' "$tmp/c.db" ||
+    fail "no Add row to delete"
+out=$("$PSIM" place zoo:mlp --cluster local:1 --algo single --db "$tmp/c.db" --json) || fail "place --db"
+echo "$out" | grep -q '"cost_sources":{"measured":6,"estimated":1,"annotated":0,"free":7}' || fail "measured: $out"
+"$PSIM" place zoo:mlp --cluster local:1 --algo single --db "$tmp/c.db" | grep -q "costs: 6 measured, 1 estimated, 0 annotated, 7 free" ||
+    fail "terminal summary"
+
+# The cost DB read-only (issue 20 item 11): place only reads it, so a DB that cannot be written
+# serves it (checked as nobody when root: root writes any file), and is not migrated or changed.
+chmod 444 "$tmp/c.db"; chmod 755 "$tmp"
+as_user=()
+[ "$(id -u)" = 0 ] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+if [ "$(id -u)" != 0 ] || command -v setpriv > /dev/null; then
+    out=$("${as_user[@]}" "$PSIM" place zoo:mlp --cluster local:1 --algo single --db "$tmp/c.db" --json 2>&1) ||
+        fail "read-only DB refused: $out"
+    echo "$out" | grep -q '"measured":6' || fail "read-only DB: $out"
+fi
+chmod 644 "$tmp/c.db"
+# Bad DBs: one line naming the DB and what is wrong, exit 2 (items 4 and 11).
+expect_db2() {  # SQL NEEDLE
+    cp "$tmp/c.db" "$tmp/bad.db"
+    python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); d.executescript(sys.argv[2]); d.commit()' "$tmp/bad.db" "$1"
+    err=$("$PSIM" place zoo:mlp --cluster local:1 --algo single --db "$tmp/bad.db" 2>&1 >/dev/null); rc=$?
+    [ $rc = 2 ] || fail "$1: exit $rc: $err"
+    echo "$err" | grep -q "bad.db: .*$2" || fail "$1: message: $err"
+    [ "$(echo "$err" | wc -l)" = 1 ] || fail "$1: more than one line: $err"
+}
+expect_db2 "PRAGMA user_version = -3" "schema version -3 is not one this placesim knows (0..4)"
+expect_db2 "PRAGMA user_version = 5" "schema version 5 is not one this placesim knows (0..4)"
+expect_db2 "DROP TABLE calibration" "table 'calibration' is missing"
+expect_db2 "DROP TABLE link_fits" "table 'link_fits' is missing"
+head -c 20000 "$tmp/c.db" > "$tmp/bad.db"
+"$PSIM" place zoo:mlp --cluster local:1 --algo single --db "$tmp/bad.db" > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] || fail "truncated DB: exit $rc"
 echo ok

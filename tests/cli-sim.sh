@@ -22,6 +22,20 @@ echo "$out" | grep -q '"step_time_us":80' || fail "sim --placement: $out"
 [ -s "$tmp/t.json" ] || fail "no trace written"
 "$PSIM" compare "$tmp/t.json" "$tmp/t.json" --json | grep -q '"error_pct":0' || fail "compare of a trace with itself"
 
+# critical_path_us has one meaning (docs/sim.md): the graph's longest chain of costs and
+# transfers, a lower bound; --json, the trace and the SQLite run agree, and on the HEFT example
+# it (77) is below the step time (80), which the binding chain sets.
+"$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --algo heft --json --trace "$tmp/cp.json" \
+    --sqlite "$tmp/cp.sqlite" >"$tmp/cp.out" || fail "sim --trace for critical_path_us"
+cp_json=$(sed -n 's/.*"critical_path_us":\([0-9.e+-]*\).*/\1/p' "$tmp/cp.out")
+cp_trace=$(sed -n 's/.*"critical_path_us": *\([0-9.e+-]*\).*/\1/p' "$tmp/cp.json")
+cp_lb=$(sed -n 's/.*"lower_bound_us":\([0-9.e+-]*\).*/\1/p' "$tmp/cp.out")
+awk -v a="$cp_json" -v b="$cp_trace" -v c="$cp_lb" 'BEGIN { exit !(a == 77 && b == 77 && c == 77) }' ||
+    fail "critical_path_us: --json $cp_json, trace $cp_trace, lower bound $cp_lb (expected 77 each)"
+if command -v sqlite3 >/dev/null; then
+    [ "$(sqlite3 "$tmp/cp.sqlite" 'SELECT critical_path_us FROM runs')" = 77.0 ] || fail "SQLite critical_path_us"
+fi
+
 # Bad input: one line on stderr, exit 2.
 expect2() {
     "$@" >"$tmp/o" 2>"$tmp/e"; rc=$?
@@ -61,4 +75,29 @@ sed 's|\["x", "a0", "x/_send_0_to_CPU_1", "a0/_send_0_to_CPU_1", |["x", "a0/_sen
 cmp -s "$tmp/cplan.json" "$tmp/early-send.json" && fail "the plan's order is not as expected: $(grep -A2 '"order"' "$tmp/cplan.json")"
 expect2 "$PSIM" sim --cluster local:2 --plan "$tmp/early-send.json"
 grep -q "node 'a0/_send_0_to_CPU_1'.*deadlocks" "$tmp/e" || fail "early Send message: $(cat "$tmp/e")"
+# Cost sources (issue 20 item 21): counted in --json, summarised on the terminal, tagged on each
+# op of the trace with the DB row that gave a measured cost.
+out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --algo heft --json) || fail "sim heft json"
+echo "$out" | grep -q '"cost_sources":{"measured":0,"estimated":0,"annotated":10,"free":0}' || fail "annotated sources: $out"
+"$PSIM" profile zoo:mlp --cluster local:1 --db "$tmp/c.db" --no-links --no-calibrate --rounds 1 \
+    --budget-ms 1 --reps 3 > /dev/null 2>&1 || fail "profile"
+python3 -c 'import sqlite3,sys; d=sqlite3.connect(sys.argv[1]); assert d.execute("DELETE FROM kernels WHERE op = \"Add\"").rowcount == 1; d.commit()' "$tmp/c.db" ||
+    fail "no Add row to delete"
+out=$("$PSIM" sim zoo:mlp --cluster local:1 --algo single --db "$tmp/c.db" --json --trace "$tmp/m.json") || fail "sim --db"
+echo "$out" | grep -q '"cost_sources":{"measured":6,"estimated":1,"annotated":0,"free":7}' || fail "measured sources: $out"
+"$PSIM" sim zoo:mlp --cluster local:1 --algo single | grep -q "^costs  *0 measured, 7 estimated, 0 annotated, 7 free" ||
+    fail "terminal summary"
+python3 - "$tmp/m.json" "$tmp/c.db" <<'PY' || fail "trace cost tags"
+import json, sqlite3, sys
+ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "op"]
+src = {e["name"]: e["args"].get("cost_source") for e in ops}
+assert src["fc2/Add"] == "estimated" and "db_row" not in next(e for e in ops if e["name"] == "fc2/Add")["args"], src
+measured = [e for e in ops if e["args"].get("cost_source") == "measured"]
+assert len(measured) == 6, src
+db = sqlite3.connect(sys.argv[2])
+for e in measured:  # the row named is the node's op's row
+    op = db.execute("SELECT op FROM kernels WHERE rowid = ?", (e["args"]["db_row"],)).fetchone()
+    assert op and op[0] == e["args"]["op"], (e, op)
+assert sum(1 for e in ops if e["args"].get("cost_source") == "free") == 7, src
+PY
 echo "cli-sim: ok"

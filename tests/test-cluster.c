@@ -116,6 +116,50 @@ static void test_errors(void)
     g_clear_error(&err);
 }
 
+/* Numbers a placer divides by or sums are range-checked at load (costs of 1e308 overran the
+ * placer), and wrong-typed fields name the device and field. */
+static void test_ranges(void)
+{
+#define D(fields) HEAD "\"devices\": [{\"name\": \"CPU:0\", " fields "}]}"
+    ERR(D("\"peak_gflops\": 1e308"), "device 'CPU:0'", "'peak_gflops'", "out of range");
+    ERR(D("\"peak_gflops\": 0"), "device 'CPU:0'", "'peak_gflops'", "out of range");
+    ERR(D("\"mem_bw_GBps\": 2e6"), "device 'CPU:0'", "'mem_bw_GBps'", "out of range");
+    ERR(D("\"launch_us\": 1e308"), "device 'CPU:0'", "'launch_us'", "out of range");
+    ERR(D("\"launch_us\": \"5\""), "device 'CPU:0'", "'launch_us'", "number");
+    ERR(D("\"memory_bytes\": 9223372036854775807"), "device 'CPU:0'", "'memory_bytes'");
+    ERR(D("\"streams\": {}"), "device 'CPU:0'", "'streams'");
+    ERR(D("\"description\": 5"), "device 'CPU:0'", "'description'");
+#undef D
+    ERR(HEAD "\"devices\": [{\"name\": {}}]}", "devices[0]", "'name'");
+    ERR(HEAD "\"name\": [], \"devices\": []}", "'name'");
+    ERR(HEAD "\"devices\": [], \"default_link\": {\"latency_us\": 1e308}}", "default_link", "'latency_us'");
+    ERR(HEAD "\"devices\": [], \"default_link\": {\"bandwidth_GBps\": 1e308}}", "default_link",
+        "'bandwidth_GBps'");
+    ERR(HEAD "\"devices\": [], \"default_link\": {\"bandwidth_GBps\": []}}", "default_link",
+        "'bandwidth_GBps'");
+    /* Names echoed from the file stay on one line. */
+    ERR(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"x\\ny\": 1}]}", "unknown field 'x y'");
+    /* Limits that are not errors: 0 bandwidth is a link without a bandwidth limit. */
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = parse(HEAD "\"devices\": [{\"name\": \"CPU:0\", \"launch_us\": 1e9, "
+                                     "\"memory_bytes\": 4611686018427387904}], "
+                                     "\"default_link\": {\"bandwidth_GBps\": 0}}", &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(psim_cluster_device(c, 0)->launch_us, ==, 1e9);
+    /* Nesting past the bound, and /dev/zero, end in an error naming the file. */
+    GString *deep = g_string_new(HEAD "\"devices\": ");
+    for (int i = 0; i < 100000; i++)
+        g_string_append_c(deep, '[');
+    g_assert_null(parse(deep->str, &err));
+    g_assert_nonnull(strstr(err->message, "c.json: JSON nested deeper than 512 levels"));
+    g_clear_error(&err);
+    g_string_free(deep, TRUE);
+    g_assert_null(psim_cluster_load("/dev/zero", &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_true(g_str_has_prefix(err->message, "/dev/zero: "));
+    g_clear_error(&err);
+}
+
 static void test_local(void)
 {
     GError *err = NULL;
@@ -263,6 +307,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/cluster/json/roundtrip", test_roundtrip);
     g_test_add_func("/cluster/json/errors", test_errors);
+    g_test_add_func("/cluster/json/ranges", test_ranges);
     g_test_add_func("/cluster/local", test_local);
     g_test_add_func("/cluster/detect-gpus", test_detect_gpus);
     g_test_add_func("/cluster/sparse/uniform-65536", test_sparse_uniform);

@@ -265,6 +265,10 @@ static void test_bad_files(void)
     g_assert_true(g_file_set_contents(text, "this is not a database, just some text\n", -1, NULL));
     expect_open_error(text, "not an SQLite database");
 
+    /* Not files: a folder, and a device that never ends. */
+    expect_open_error(tmp_dir, "not a regular file");
+    expect_open_error("/dev/zero", "not a regular file");
+
     g_autofree char *newer = tmp_path("newer.db");
     GError *err = NULL;
     psim_cost_db_close(psim_cost_db_open(newer, &err));
@@ -294,6 +298,242 @@ static void test_bad_files(void)
         data[i] = (char)(0xa5 ^ (i * 7));
     g_assert_true(g_file_set_contents(corrupt, data, (gssize)len, NULL));
     expect_open_error(corrupt, "corrupt");
+}
+
+/* Issue 20 item 4: PRAGMA user_version indexes the migration table; a negative or too large one
+ * is refused by name, whether the DB is opened to write (migrate) or only to read. */
+static void test_schema_version_range(void)
+{
+    GError *err = NULL;
+    const int bad[] = {-3, -2147483647, PSIM_COST_DB_SCHEMA_VERSION + 1, 99};
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *name = g_strdup_printf("version%zu.db", i);
+        g_autofree char *path = tmp_path(name);
+        psim_cost_db_close(psim_cost_db_open(path, &err));
+        g_assert_no_error(err);
+        g_autofree char *sql = g_strdup_printf("PRAGMA user_version = %d", bad[i]);
+        raw_exec(path, sql);
+        g_autofree char *needle = g_strdup_printf("schema version %d is not one this placesim knows (0..%d)",
+                                                  bad[i], PSIM_COST_DB_SCHEMA_VERSION);
+        expect_open_error(path, needle);
+        PsimCostDb *db = psim_cost_db_open_readonly(path, &err);
+        g_assert_null(db);
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        g_assert_nonnull(strstr(err->message, needle));
+        g_clear_error(&err);
+    }
+}
+
+/* Issue 20 item 11: a table or column dropped from a cost DB is an input error at open that
+ * names the DB and the table (it was a warning per query, and exit 0). */
+static void test_dropped_table(void)
+{
+    GError *err = NULL;
+    const char *drops[][2] = {{"DROP TABLE calibration", "'calibration' is missing"},
+                              {"DROP VIEW kernel_times; DROP TABLE kernels", "'kernels' is missing"},
+                              {"DROP VIEW kernel_times; ALTER TABLE kernels DROP COLUMN mem_weight", "mem_weight"}};
+    for (size_t i = 0; i < G_N_ELEMENTS(drops); i++) {
+        g_autofree char *name = g_strdup_printf("dropped%zu.db", i);
+        g_autofree char *path = tmp_path(name);
+        psim_cost_db_close(psim_cost_db_open(path, &err));
+        g_assert_no_error(err);
+        raw_exec(path, drops[i][0]);
+        expect_open_error(path, drops[i][1]);
+        PsimCostDb *db = psim_cost_db_open_readonly(path, &err);
+        g_assert_null(db);
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        g_assert_nonnull(strstr(err->message, drops[i][1]));
+        g_assert_nonnull(strstr(err->message, path));
+        g_clear_error(&err);
+    }
+}
+
+/* Issue 20 item 11: a cost DB cut short (a copy interrupted) is bad input, exit 2, not a runtime
+ * failure; so is the same file opened read-only. */
+static void test_truncated(void)
+{
+    g_autofree char *path = tmp_path("truncated.db");
+    GError *err = NULL;
+    PsimCostDb *db = psim_cost_db_open(path, &err);
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    PsimTimingStats s = stats(10);
+    for (int i = 0; i < 300; i++) {
+        g_autofree char *sig = g_strdup_printf("MatMul(float32[%dx512])", i);
+        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, "MatMul", "monotonic", &s, &err));
+    }
+    psim_cost_db_close(db);
+    g_autofree char *data = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+    g_assert_cmpuint(len, >, 8 * 4096);
+    const gsize cuts[] = {100, 4096 + 1000, len / 2, len - 4096};
+    for (size_t i = 0; i < G_N_ELEMENTS(cuts); i++) {
+        g_assert_true(g_file_set_contents(path, data, (gssize)cuts[i], NULL));
+        expect_open_error(path, path);
+        g_assert_true(g_file_set_contents(path, data, (gssize)cuts[i], NULL));
+        g_assert_null(psim_cost_db_open_readonly(path, &err));
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        g_clear_error(&err);
+    }
+}
+
+/* What a reader of a read-only DB must manage (run as a user that cannot write it): read every
+ * row as the file has it, at its own schema version, and refuse only writes. */
+static void check_readonly(const char *path, const PsimDevice *d)
+{
+    GError *err = NULL;
+    PsimCostDb *db = psim_cost_db_open_readonly(path, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(db);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 3); /* not migrated */
+    PsimTimingStats got;
+    g_assert_true(psim_cost_db_kernel_get(db, d, "Relu(x)", &got, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(got.median_us, ==, 33);
+    double v = 0;
+    g_assert_true(psim_cost_db_calibration_get(db, d, "gemm_gflops", &v, &err));
+    g_assert_cmpfloat(v, ==, 146);
+    PsimTimingStats s = stats(1);
+    g_assert_false(psim_cost_db_kernel_put(db, d, "Exp(x)", "Exp", "monotonic", &s, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "read-only"));
+    g_clear_error(&err);
+    psim_cost_db_close(db);
+    /* Opening to write says why it cannot. */
+    g_assert_null(psim_cost_db_open(path, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    if (!strstr(err->message, path) || !strstr(err->message, "read-only"))
+        g_error("unexpected: %s", err->message);
+    g_clear_error(&err);
+}
+
+/* Runs check_readonly as a user without write access: root writes any file whatever its mode,
+ * so as root the check runs in a child that has dropped to nobody. */
+static void check_readonly_unprivileged(const char *path, const PsimDevice *d)
+{
+    if (geteuid() != 0) {
+        check_readonly(path, d);
+        return;
+    }
+    pid_t pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(7);
+        check_readonly(path, d);
+        _exit(0);
+    }
+    int status;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
+/* Issue 20 item 11: a read-only DB (0444, or in a read-only folder) serves the commands that only
+ * read it; opening read-only never migrates nor writes, even where writing is allowed. */
+static void test_readonly(void)
+{
+    g_autofree char *dir = tmp_path("ro");
+    g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+    g_assert_cmpint(g_chmod(tmp_dir, 0755), ==, 0); /* nobody passes through */
+    g_autofree char *path = g_build_filename(dir, "old.db", NULL);
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    const PsimDevice *d = psim_cluster_device(c, 0);
+    GError *err = NULL;
+    PsimCostDb *db = psim__cost_db_open_version(path, 3, &err);
+    g_assert_no_error(err);
+    PsimTimingStats s = stats(33);
+    g_assert_true(psim_cost_db_kernel_put(db, d, "Relu(x)", "Relu", "monotonic", &s, &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d, "gemm_gflops", 146, "", &err));
+    g_assert_no_error(err);
+    psim_cost_db_close(db);
+    g_autofree char *before = NULL, *after = NULL;
+    gsize n_before, n_after;
+    g_assert_true(g_file_get_contents(path, &before, &n_before, NULL));
+
+    /* Writable file, read-only handle: the file stays byte for byte as it was, version 3. */
+    db = psim_cost_db_open_readonly(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 3);
+    psim_cost_db_close(db);
+    g_assert_true(g_file_get_contents(path, &after, &n_after, NULL));
+    g_assert_cmpmem(before, n_before, after, n_after);
+
+    g_assert_cmpint(g_chmod(path, 0444), ==, 0);
+    check_readonly_unprivileged(path, d);
+    g_assert_cmpint(g_chmod(path, 0644), ==, 0);
+    /* The file writable, its folder not: the WAL file cannot be made. */
+    if (geteuid() == 0)
+        g_assert_cmpint(chown(path, 65534, 65534), ==, 0);
+    g_assert_cmpint(g_chmod(dir, 0555), ==, 0);
+    check_readonly_unprivileged(path, d);
+    g_assert_cmpint(g_chmod(dir, 0755), ==, 0);
+
+    /* A missing or empty file has nothing to read. */
+    g_autofree char *missing = tmp_path("missing.db");
+    g_assert_null(psim_cost_db_open_readonly(missing, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+    g_assert_false(g_file_test(missing, G_FILE_TEST_EXISTS));
+    g_autofree char *empty = tmp_path("empty.db");
+    g_assert_true(g_file_set_contents(empty, "", 0, NULL));
+    g_assert_null(psim_cost_db_open_readonly(empty, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+}
+
+static void count_row(const PsimCostDbKernelRow *row, void *user)
+{
+    g_assert_cmpint(row->id, >, 0);
+    g_assert_cmpint(row->stats.n, >, 0);
+    (*(int *)user)++;
+}
+
+/* The cost-DB fuzzer's seeds (tests/fuzz/corpus/costdb: made with this API at 512-byte pages,
+ * then damaged): ok-* open both ways and read back their kernel rows; bad-* fail both ways with
+ * one INPUT line that names the file. Replayed in every build, the sanitizer build included. */
+static void test_corpus(void)
+{
+    const char *src = g_getenv("PSIM_SRC");
+    g_autofree char *dir = g_build_filename(src ? src : "..", "tests", "fuzz", "corpus", "costdb", NULL);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(d);
+    const char *base;
+    int n_ok = 0, n_bad = 0;
+    while ((base = g_dir_read_name(d))) {
+        g_autofree char *orig = g_build_filename(dir, base, NULL);
+        g_autofree char *data = NULL;
+        gsize len;
+        g_assert_true(g_file_get_contents(orig, &data, &len, NULL));
+        g_autofree char *path = tmp_path(base);
+        for (int pass = 0; pass < 2; pass++) {
+            /* A fresh copy each time: opening to write migrates the file. */
+            g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);
+            g_unlink(wal);
+            g_unlink(shm);
+            g_assert_true(g_file_set_contents(path, data, (gssize)len, NULL));
+            GError *err = NULL;
+            PsimCostDb *db = pass ? psim_cost_db_open(path, &err) : psim_cost_db_open_readonly(path, &err);
+            if (g_str_has_prefix(base, "ok-")) {
+                g_assert_no_error(err);
+                int n = 0;
+                g_assert_true(psim_cost_db_kernel_foreach(db, count_row, &n, &err));
+                g_assert_cmpint(n, ==, 2);
+                n_ok++;
+            } else {
+                g_assert_null(db);
+                g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+                g_autofree char *prefix = g_strconcat(path, ": ", NULL);
+                if (!g_str_has_prefix(err->message, prefix) || strchr(err->message, '\n'))
+                    g_error("%s: not one line naming the file: %s", base, err->message);
+                g_clear_error(&err);
+                n_bad++;
+            }
+            psim_cost_db_close(db);
+        }
+    }
+    g_assert_cmpint(n_ok, >=, 4);
+    g_assert_cmpint(n_bad, >=, 12);
 }
 
 /* Two processes write 150 kernel rows and 30 link rows each, one transaction per row, into one
@@ -440,6 +680,11 @@ int main(int argc, char **argv)
     g_test_add_func("/cost/db/migration-v2", test_migration_v2);
     g_test_add_func("/cost/db/migration-v3-ref", test_migration_v3_ref);
     g_test_add_func("/cost/db/bad-files", test_bad_files);
+    g_test_add_func("/cost/db/schema-version-range", test_schema_version_range);
+    g_test_add_func("/cost/db/dropped-table", test_dropped_table);
+    g_test_add_func("/cost/db/truncated", test_truncated);
+    g_test_add_func("/cost/db/readonly", test_readonly);
+    g_test_add_func("/cost/db/corpus", test_corpus);
     g_test_add_func("/cost/db/concurrent-writers", test_concurrent_writers);
     g_test_add_func("/cost/db/link-fit", test_link_fit);
     int rc = g_test_run();

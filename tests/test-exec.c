@@ -297,11 +297,13 @@ static void test_errors(void)
     g_assert_no_error(err);
     const char *feeds[] = {"x"};
 
-    /* No kernel for an op: an input error naming file, node and op. */
+    /* No kernel for an op: an input error naming file, node, op and device type, and the way
+     * out (a plug-in). */
     const char *f1[] = {"m"};
     g_assert_null(psim_executor_new(g, w, feeds, 1, f1, 1, NULL, &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
-    g_assert_cmpstr(err->message, ==, "t.json: node 'm': no CPU kernel for op 'XMissing' (float32)");
+    g_assert_cmpstr(err->message, ==, "t.json: node 'm': no CPU kernel for op 'XMissing' (float32); load a "
+                                      "plug-in with one with --plugin PATH.so, see docs/ops.md");
     g_clear_error(&err);
 
     /* A ref naming nothing. */

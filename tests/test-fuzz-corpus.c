@@ -7,6 +7,7 @@
 
 #include "placesim/graph.h"
 #include "placesim/formats.h"
+#include "placesim/cluster.h"
 
 /* Corpus folder (target name without "fuzz-") to format; "tf-pb" and "tf-pbtxt" name the
  * TensorFlow targets. */
@@ -27,7 +28,31 @@ static void check_error(const GError *err, const char *path)
         g_error("%s: error does not name the file on one line: '%s'", path, err->message);
 }
 
-static int run_file(const char *path, const char *base, PsimFormat f, gboolean training)
+/* The corpora of readers that are not graph importers: cluster and plan JSON. Returns 1 when
+ * the file loads, 0 when it fails with a proper error; -1 when the folder is not one of them. */
+static int run_other(const char *folder, const char *path, const guint8 *data, gsize len)
+{
+    GError *err = NULL;
+    gboolean ok;
+    if (!strcmp(folder, "cluster")) {
+        PsimCluster *c = psim_cluster_parse(path, (const char *)data, len, &err);
+        ok = c != NULL;
+        psim_cluster_free(c);
+    } else if (!strcmp(folder, "plan")) {
+        PsimPlan *p = psim_plan_from_json(path, (const char *)data, len, &err);
+        ok = p != NULL;
+        psim_plan_free(p);
+    } else {
+        return -1;
+    }
+    if (!ok)
+        check_error(err, path);
+    g_clear_error(&err);
+    return ok ? 1 : 0;
+}
+
+static int run_file(const char *path, const char *base, const char *folder, PsimFormat f,
+                    gboolean training)
 {
     g_autofree char *data = NULL;
     gsize len = 0;
@@ -35,6 +60,9 @@ static int run_file(const char *path, const char *base, PsimFormat f, gboolean t
     /* A copy of exactly len bytes, without the NUL that g_file_get_contents adds, so that ASan
      * catches an importer reading past the end. */
     g_autofree guint8 *exact = g_memdup2(data, len ? len : 1);
+    int other = run_other(folder, path, exact, len);
+    if (other >= 0)
+        return other;
     GError *err = NULL;
     PsimImportOptions opts = {.training = training};
     PsimGraph *g = psim_graph_load_data(path, f, exact, len, &opts, &err);
@@ -64,10 +92,11 @@ static void test_corpus(void)
     const char *folder;
     while ((folder = g_dir_read_name(d))) {
         g_autofree char *dir = g_build_filename(root, folder, NULL);
-        if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+        /* Cost DBs are not graphs: tests/test-cost-db.c (/cost/db/corpus) replays them. */
+        if (!g_file_test(dir, G_FILE_TEST_IS_DIR) || !strcmp(folder, "costdb"))
             continue;
         PsimFormat f = folder_format(folder);
-        if (f == PSIM_FORMAT_UNKNOWN)
+        if (f == PSIM_FORMAT_UNKNOWN && strcmp(folder, "cluster") && strcmp(folder, "plan"))
             g_error("corpus folder '%s' names no format: add it to folder_format()", folder);
         n_folders++;
         g_autoptr(GDir) fd = g_dir_open(dir, 0, NULL);
@@ -77,9 +106,9 @@ static void test_corpus(void)
             if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
                 continue;
             g_test_message("%s", path);
-            n_ok += run_file(path, base, f, FALSE);
+            n_ok += run_file(path, base, folder, f, FALSE);
             if (f == PSIM_FORMAT_PIPEDREAM)
-                run_file(path, base, f, TRUE);
+                run_file(path, base, folder, f, TRUE);
             if (f == PSIM_FORMAT_ONNX) {
                 /* The ONNX fuzzer also feeds its inputs to the TensorProto reader. */
                 g_autofree char *data = NULL;

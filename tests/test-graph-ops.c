@@ -1063,7 +1063,9 @@ static void test_cse(void)
     shape_is(c, "sum", 0, 2, D(3, 5));
     /* CSE of the result finds nothing more. */
     g_autoptr(PsimGraph) c2 = psim_graph_cse(c, &merged, &err);
+    g_assert_nonnull(c2);
     g_assert_cmpint(merged, ==, 0);
+    g_assert_cmpint(psim_graph_n_nodes(c2), ==, psim_graph_n_nodes(c));
 }
 
 static void test_cse_placeholders_consts(void)

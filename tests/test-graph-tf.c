@@ -520,6 +520,7 @@ static void test_bad_text(void)
     GError *err = NULL;
     g_autoptr(PsimGraph) ok = load_text(good, &err);
     g_assert_no_error(err);
+    g_assert_nonnull(ok);
     expect_text_failure("node { name: 'a' op: 'Placeholder' ", "end of file");
     expect_text_failure("node { name: 'a' op: 'Placeholder' } }", "line 1");
     expect_text_failure("node { name: 'a' op: 'NoOp' }\nnode { name: 'b' op: 'Relu' input: 'zz' }",

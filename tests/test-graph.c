@@ -1,5 +1,7 @@
 /* Tests of the graph IR core: building, refs, finalize errors, topological order, critical
  * path, and the JSON format (round trip and errors). */
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <string.h>
 
 #include "placesim/graph.h"
@@ -121,6 +123,154 @@ static void test_json_roundtrip(void)
     g_assert_cmpstr(psim_graph_node_find(g2, "y")->device, ==, "CPU:*");
 }
 
+/* Wrong-typed fields and out-of-range numbers are errors naming the file, the node and the
+ * field; none may raise a Json-CRITICAL (the suite runs with fatal criticals) or pass silently. */
+static void test_json_typed(void)
+{
+#define G "{\"format\": \"placesim.graph/1\", "
+#define N1 G "\"nodes\": [{\"name\": \"t\", \"op\": \"Task\", "
+    static const char *const cases[][2] = {
+        {G "\"name\": {}, \"nodes\": []}", "'name'"},
+        {"{\"format\": 1, \"nodes\": []}", "'format'"},
+        {G "\"nodes\": [], \"inputs\": \"x\"}", "'inputs'"},
+        {G "\"nodes\": [{\"name\": \"t\", \"op\": \"Task\"}], \"inputs\": [{}]}", "inputs[0]"},
+        {G "\"nodes\": [{\"name\": \"t\", \"op\": \"Task\"}], \"outputs\": [[]]}", "outputs[0]"},
+        {G "\"nodes\": [], \"onnx_opset\": \"13\"}", "'onnx_opset'"},
+        {N1 "\"domain\": {}}]}", "node 't': field 'domain'"},
+        {N1 "\"parameter\": \"yes\"}]}", "node 't': field 'parameter'"},
+        {N1 "\"outputs\": [{\"name\": 3}]}]}", "node 't': outputs[0]: field 'name'"},
+        {N1 "\"outputs\": [{\"dtype\": []}]}]}", "node 't': outputs[0]: field 'dtype'"},
+        {N1 "\"outputs\": [{\"bytes\": \"4\"}]}]}", "node 't': outputs[0]: field 'bytes'"},
+        {N1 "\"outputs\": [{\"bytes\": 1e300}]}]}", "node 't': outputs[0]: field 'bytes'"},
+        {N1 "\"cost_us\": {\"P\": \"fast\"}}]}", "node 't': cost_us: field 'P'"},
+        {N1 "\"cost_us\": {\"P\": {}}}]}", "node 't': cost_us: field 'P'"},
+        {N1 "\"cost_us\": {\"P\": 1e308}}]}", "out of range"},
+        {N1 "\"cost_us\": {\"P\": \"inf\"}}]}", "node 't': cost_us: field 'P'"},
+        {N1 "\"attrs\": {\"t\": {\"tensor\": {\"dtype\": {}, \"shape\": []}}}}]}", "dtype"},
+        {N1 "\"attrs\": {\"t\": {\"tensor\": {\"dtype\": \"int8\", \"data_b64\": 5}}}}]}", "data_b64"},
+        {N1 "\"attrs\": {\"d\": {\"dtype\": {}}}}]}", "unknown dtype"},
+    };
+#undef N1
+#undef G
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        GError *err = NULL;
+        PsimGraph *g = load_str(cases[i][0], &err);
+        g_assert_null(g);
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        if (!g_str_has_prefix(err->message, "t.json: ") || !strstr(err->message, cases[i][1]))
+            g_error("case %zu: '%s' lacks the file or '%s'", i, err->message, cases[i][1]);
+        g_clear_error(&err);
+    }
+}
+
+/* JSON nested 100,000 levels deep overflowed json-glib's recursive parser: the scan before it
+ * refuses more than PSIM_JSON_MAX_DEPTH levels, counting brackets outside strings only. */
+static void test_json_depth(void)
+{
+    GError *err = NULL;
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < 100000; i++)
+        g_string_append_c(s, '[');
+    g_assert_null(psim_json_parse("deep.json", s->str, s->len, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_true(g_str_has_prefix(err->message, "deep.json: JSON nested deeper than 512 levels"));
+    g_clear_error(&err);
+    /* The graph reader takes the same path. */
+    g_string_prepend(s, "{\"format\": \"placesim.graph/1\", \"nodes\": ");
+    g_assert_null(load_str(s->str, &err));
+    g_assert_nonnull(strstr(err->message, "nested deeper than 512"));
+    g_clear_error(&err);
+    /* 512 levels parse; 513 do not. */
+    for (int depth = 512; depth <= 513; depth++) {
+        g_string_truncate(s, 0);
+        for (int i = 0; i < depth; i++)
+            g_string_append_c(s, '[');
+        for (int i = 0; i < depth; i++)
+            g_string_append_c(s, ']');
+        JsonNode *root = psim_json_parse("d.json", s->str, s->len, &err);
+        if (depth == 512) {
+            g_assert_no_error(err);
+            g_assert_nonnull(root);
+            json_node_unref(root);
+        } else {
+            g_assert_null(root);
+            g_clear_error(&err);
+        }
+    }
+    /* Brackets inside strings, escaped quotes included, are text. */
+    g_string_assign(s, "{\"a\": \"\\\"");
+    for (int i = 0; i < 1000; i++)
+        g_string_append_c(s, '[');
+    g_string_append(s, "\"}");
+    JsonNode *root = psim_json_parse("s.json", s->str, s->len, &err);
+    g_assert_no_error(err);
+    json_node_unref(root);
+    g_string_free(s, TRUE);
+    /* json-glib's errors become one line naming the file, without its "<data>". */
+    const char *bad = "{\"a\":\n 1,,}";
+    g_assert_null(psim_json_parse("bad.json", bad, strlen(bad), &err));
+    g_assert_true(g_str_has_prefix(err->message, "bad.json: not valid JSON: line 2"));
+    g_assert_null(strchr(err->message, '\n'));
+    g_assert_null(strstr(err->message, "<data>"));
+    g_clear_error(&err);
+    g_assert_null(psim_json_parse("nul.json", "{\"a\": \"\0\"}", 10, &err));
+    g_assert_nonnull(strstr(err->message, "control byte 0x00"));
+    g_clear_error(&err);
+}
+
+static const char *sniff_no_nul(const char *path, const guint8 *head, gsize len)
+{
+    (void)path;
+    return len && head[0] == 0 ? "starts with NUL" : NULL;
+}
+
+/* psim_input_read: regular files whole, streams bounded, /dev/zero stopped by the sniff at once
+ * (issue: /dev/zero as a cluster, plan or trace never ended). */
+static void test_input_read(void)
+{
+    GError *err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("psim-io-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "f.txt", NULL);
+    g_assert_true(g_file_set_contents(path, "hello", 5, NULL));
+    GBytes *b = psim_input_read(path, 5, NULL, &err);
+    g_assert_no_error(err);
+    gsize len;
+    const char *data = g_bytes_get_data(b, &len);
+    g_assert_cmpmem(data, len, "hello", 5);
+    g_bytes_unref(b);
+    /* Over the limit: refused before reading. */
+    g_assert_null(psim_input_read(path, 4, NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_true(g_str_has_prefix(err->message, path));
+    g_clear_error(&err);
+    /* A directory, a missing file. */
+    g_assert_null(psim_input_read(dir, 1 << 20, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "directory"));
+    g_clear_error(&err);
+    g_autofree char *missing = g_build_filename(dir, "missing", NULL);
+    g_assert_null(psim_input_read(missing, 1 << 20, NULL, &err));
+    g_assert_true(g_str_has_prefix(err->message, missing));
+    g_clear_error(&err);
+    /* An endless stream: the sniff stops it at its first bytes, the limit without one. */
+    gint64 t0 = g_get_monotonic_time();
+    g_assert_null(psim_input_read("/dev/zero", PSIM_INPUT_MAX_BYTES, sniff_no_nul, &err));
+    g_assert_cmpstr(err->message, ==, "/dev/zero: starts with NUL");
+    g_clear_error(&err);
+    g_assert_null(psim_input_read("/dev/zero", 1 << 20, NULL, &err));
+    g_assert_true(g_str_has_prefix(err->message, "/dev/zero: larger than 1 MiB"));
+    g_clear_error(&err);
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, G_USEC_PER_SEC);
+    /* Every JSON file kind goes through psim_json_load. */
+    g_assert_null(psim_json_load("/dev/zero", &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+    g_assert_null(psim_graph_load("/dev/zero", NULL, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+    g_remove(path);
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -128,5 +278,8 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/cycle", test_cycle);
     g_test_add_func("/graph/bad-refs", test_bad_refs);
     g_test_add_func("/graph/json-roundtrip", test_json_roundtrip);
+    g_test_add_func("/graph/json-typed", test_json_typed);
+    g_test_add_func("/graph/json-depth", test_json_depth);
+    g_test_add_func("/graph/input-read", test_input_read);
     return g_test_run();
 }

@@ -483,7 +483,7 @@ static void check_matmul(int32_t ra, const int64_t *da, int32_t rb, const int64_
     int64_t M = ra == 1 ? 1 : da[ra - 2], K = da[ra - 1], N = rb == 1 ? 1 : db[rb - 1];
     int64_t nb = y->n_elems / (M * N);
     int32_t ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0, bo = MAX(ba, bb);
-    int64_t bd[8];
+    int64_t bd[8] = {0};
     for (int32_t i = 0; i < bo; i++)
         bd[i] = dout[i];
     g_autofree double *want = g_new(double, y->n_elems);

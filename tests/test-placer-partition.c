@@ -297,6 +297,42 @@ static void test_json_round_trip(void)
     t_free(&t);
 }
 
+/* Wrong-typed plan fields are errors naming the file and the field, never a Json-CRITICAL (the
+ * suite runs with fatal criticals) nor a silent default. */
+static void test_json_typed(void)
+{
+    T t = {0};
+    PsimGraph *g = psim_graph_new("typed");
+    node(g, "a", 5, 4000, "P:0");
+    PsimNode *b = node(g, "b", 5, 40, "P:1");
+    psim_graph_node_input_add_ref(g, b, "a:0");
+    t_run(&t, g, 2, FALSE);
+    gsize len;
+    g_autofree char *good = psim_plan_to_json(t.plan, &len);
+    static const char *const cases[][3] = {
+        {"\"control\": false", "\"control\": \"no\"", "'control'"},
+        {"\"compressed\": false", "\"compressed\": {}", "'compressed'"},
+        {"\"raw_bytes\": [0-9]+", "\"raw_bytes\": \"many\"", "'raw_bytes'"},
+        {"\"raw_bytes\": [0-9]+", "\"raw_bytes\": 4611686018427387905", "'raw_bytes'"},
+        {"\"key\": \"[^\"]*\"", "\"key\": 5", "'key'"},
+        {"\"algo\": \"[^\"]*\"", "\"algo\": []", "'algo'"},
+        {"\"order\": \\[\n  \\[", "\"order\": [\n  [{}, ", "order[0][0]"},
+        {"\"send\": ", "\"send\": [], \"x\": ", "'send'"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(GRegex) re = g_regex_new(cases[i][0], 0, 0, NULL);
+        g_autofree char *bad = g_regex_replace(re, good, -1, 0, cases[i][1], 0, NULL);
+        g_assert_cmpstr(bad, !=, good);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PsimPlan) r = psim_plan_from_json("typed.json", bad, strlen(bad), &err);
+        g_assert_null(r);
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        if (!g_str_has_prefix(err->message, "typed.json: ") || !strstr(err->message, cases[i][2]))
+            g_error("case %zu: '%s' lacks the file or '%s'", i, err->message, cases[i][2]);
+    }
+    t_free(&t);
+}
+
 /* A weight (free, no inputs) and the free node shaping it follow their consumer: HEFT alone
  * would put them on the first idle device and send them across. */
 static void test_sources_follow(void)
@@ -327,6 +363,7 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/partition/compression", test_compression);
     g_test_add_func("/placer/partition/recv-schedule", test_recv_schedule);
     g_test_add_func("/placer/partition/json-round-trip", test_json_round_trip);
+    g_test_add_func("/placer/partition/json-typed", test_json_typed);
     g_test_add_func("/placer/partition/sources-follow", test_sources_follow);
     return g_test_run();
 }

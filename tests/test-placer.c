@@ -273,6 +273,7 @@ static void test_memory(void)
     g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
     g_autoptr(PsimPlacement) q = psim_place(ctx2, "m-etf", &err);
     g_assert_no_error(err);
+    g_assert_nonnull(q);
 }
 
 /* A placement written by one algorithm and read back by `file` keeps every device. */

@@ -319,6 +319,7 @@ static void test_memory_overlap(void)
         psim_graph_output_add(p->graph, (PsimPort){psim_graph_node_find(p->graph, "E")->id, 0});
         PsimSimResult r;
         g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_DYNAMIC, &r);
+        g_assert_nonnull(t);
         if (streams == 1) {
             g_assert_cmpuint(r.peak_memory[0], ==, 111);
             g_assert_cmpint(r.over_device, ==, -1);
@@ -483,7 +484,8 @@ static void test_resnet50_trace(void)
     }
     g_assert_cmpint(g_hash_table_size(seen), ==, expect);
     g_assert_cmpint(expect, ==, psim_graph_n_nodes(g));
-    if (g_find_program_in_path("gnuplot")) {
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    if (gnuplot) {
         g_assert_true(psim_timeline_plot_gantt(t, png, "resnet50", &err));
         g_assert_no_error(err);
         g_autofree char *bytes = NULL;

@@ -70,8 +70,9 @@ static void test_chrome_roundtrip(void)
 static void test_chrome_errors(void)
 {
     const char *bad[] = {"{", "[]", "{\"traceEvents\": []}",
-                         "{\"otherData\": {\"placesim\": {\"devices\": [\"CPU:0\"]}}, \"traceEvents\": "
-                         "[{\"ph\": \"X\", \"cat\": \"op\", \"name\": \"a\", \"pid\": 7, \"ts\": 0, \"dur\": 1, \"args\": {}}]}"};
+                         /* one string over two lines (parenthesised for clang) */
+                         ("{\"otherData\": {\"placesim\": {\"devices\": [\"CPU:0\"]}}, \"traceEvents\": "
+                          "[{\"ph\": \"X\", \"cat\": \"op\", \"name\": \"a\", \"pid\": 7, \"ts\": 0, \"dur\": 1, \"args\": {}}]}")};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         GError *err = NULL;
         g_assert_null(psim_timeline_parse_chrome("bad.json", bad[i], strlen(bad[i]), &err));
@@ -79,6 +80,50 @@ static void test_chrome_errors(void)
         g_assert_true(g_str_has_prefix(err->message, "bad.json: "));
         g_clear_error(&err);
     }
+}
+
+/* Wrong-typed trace fields are errors naming the file and the event, not Json-CRITICALs (the
+ * suite runs with fatal criticals) or silent zeros; deep nesting and /dev/zero end at once. */
+static void test_chrome_typed(void)
+{
+#define PS(x) "{\"otherData\": {\"placesim\": {\"devices\": [\"CPU:0\"]" x "}}, \"traceEvents\": "
+#define EV(x) PS("") "[{\"ph\": \"X\", \"cat\": \"op\", \"name\": \"a\", \"pid\": 0, \"ts\": 0, " \
+                     "\"dur\": 1, " x "}]}"
+    static const char *const cases[][2] = {
+        {PS(", \"step_time_us\": \"fast\"") "[]}", "'step_time_us'"},
+        {PS(", \"graph\": {}") "[]}", "'graph'"},
+        {PS(", \"peak_memory_bytes\": [{}]") "[]}", "peak_memory_bytes"},
+        {"{\"otherData\": {\"placesim\": {\"devices\": [{}]}}, \"traceEvents\": []}", "devices"},
+        {"{\"otherData\": {\"placesim\": []}, \"traceEvents\": []}", "'placesim'"},
+        {EV("\"args\": {\"op\": {}}"), "traceEvents[0].args: field 'op'"},
+        {EV("\"args\": {\"node\": \"x\"}"), "traceEvents[0].args: field 'node'"},
+        {EV("\"args\": {}, \"tid\": []"), "traceEvents[0]: field 'tid'"},
+        {EV("\"args\": []"), "traceEvents[0]: field 'args'"},
+        {PS("") "[{\"ph\": {}, \"cat\": \"op\"}]}", "traceEvents[0]: field 'ph'"},
+        {PS("") "[{\"ph\": \"X\", \"cat\": \"op\", \"name\": \"a\", \"pid\": 0, \"ts\": \"0\", "
+                "\"dur\": 1, \"args\": {}}]}", "traceEvents[0]: field 'ts'"},
+    };
+#undef EV
+#undef PS
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        GError *err = NULL;
+        g_assert_null(psim_timeline_parse_chrome("bad.json", cases[i][0], strlen(cases[i][0]), &err));
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+        if (!g_str_has_prefix(err->message, "bad.json: ") || !strstr(err->message, cases[i][1]))
+            g_error("case %zu: '%s' lacks the file or '%s'", i, err->message, cases[i][1]);
+        g_clear_error(&err);
+    }
+    GError *err = NULL;
+    GString *deep = g_string_new("{\"traceEvents\": ");
+    for (int i = 0; i < 100000; i++)
+        g_string_append_c(deep, '[');
+    g_assert_null(psim_timeline_parse_chrome("deep.json", deep->str, deep->len, &err));
+    g_assert_nonnull(strstr(err->message, "deep.json: JSON nested deeper than 512 levels"));
+    g_clear_error(&err);
+    g_string_free(deep, TRUE);
+    g_assert_null(psim_timeline_load_chrome("/dev/zero", &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
 }
 
 static void test_sqlite(void)
@@ -119,7 +164,8 @@ static void test_sqlite(void)
 
 static void test_gantt(void)
 {
-    if (!g_find_program_in_path("gnuplot")) {
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    if (!gnuplot) {
         g_test_skip("gnuplot is not installed");
         return;
     }
@@ -170,7 +216,8 @@ static void test_compare(void)
     g_assert_cmpfloat(c.rows[0].sim_us, ==, 12.5);
     g_assert_cmpfloat(c.rows[0].run_us, ==, 25);
     g_assert_cmpfloat(c.median_abs_op_error_pct, ==, 50);
-    if (g_find_program_in_path("gnuplot")) {
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    if (gnuplot) {
         g_autofree char *dir = g_dir_make_tmp("psim-cmp-XXXXXX", NULL);
         g_autofree char *path = g_build_filename(dir, "c.png", NULL);
         g_assert_true(psim_compare_plot(sim, run, &c, path, &err));
@@ -187,6 +234,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/traces/chrome-roundtrip", test_chrome_roundtrip);
     g_test_add_func("/traces/chrome-errors", test_chrome_errors);
+    g_test_add_func("/traces/chrome-typed", test_chrome_typed);
     g_test_add_func("/traces/sqlite", test_sqlite);
     g_test_add_func("/traces/gantt", test_gantt);
     g_test_add_func("/traces/compare", test_compare);

@@ -5,9 +5,14 @@
 
 #include <json-glib/json-glib.h>
 
+#include <stdio.h>
+
 #include "placesim/cluster.h"
+#include "placesim/cost.h"
+#include "placesim/formats.h"
 #include "placesim/graph.h"
 #include "placesim/plan.h"
+#include "placesim/timeline.h"
 
 typedef struct {
     const char *name;
@@ -15,10 +20,13 @@ typedef struct {
     int (*main)(int argc, char **argv);
 } PsimCommand;
 
-/* Prints "placesim: MESSAGE" on stderr and returns the exit code for the error (2 for input and
- * usage errors, 1 otherwise). Frees err. */
+/* The one place errors become exit codes: 0 for no error, 2 for bad input and usage
+ * (PSIM_ERROR_INPUT, _USAGE, _UNSUPPORTED), 1 for anything else (runtime). */
+int psim_cli_exit_code(const GError *err);
+/* Prints "placesim: MESSAGE" (one line) on stderr and returns psim_cli_exit_code(err); every
+ * command returns its failures through it. Frees err. */
 int psim_cli_fail(GError *err);
-/* Prints a usage error "placesim SUB: message" and returns 2. */
+/* A usage error "placesim: SUB: message (see 'placesim SUB --help')" through psim_cli_fail: 2. */
 int psim_cli_usage(const char *sub, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 /* Parses options with GOption; on error prints it and returns FALSE (the caller exits 2). */
 gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char *sub);
@@ -29,6 +37,72 @@ PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **err
  * also that graph, which must be the plan's (an INPUT error naming both otherwise). */
 PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboolean training,
                              GError **error);
+/* The same with import options (NULL: defaults); --batch and --shape (opts->batch, shapes) are
+ * a USAGE error for built-in models, whose shapes are fixed. */
+PsimGraph *psim_cli_load_graph_with(const char *spec, const PsimImportOptions *opts, GError **error);
+
+/* Numeric flags are declared G_OPTION_ARG_STRING and parsed here so that every command checks
+ * them the same way: NULL text (flag absent) keeps *out; anything but a finite number within
+ * [lo, hi] ("-5" for a size, "1e99" for a duration, "nan", "") is a USAGE error naming the flag.
+ * Sizes are non-negative integers with an optional K, M or G suffix (powers of 1024). Lists are
+ * comma-separated and may not be empty nor hold empty items (*out replaced; g_strfreev). */
+gboolean psim_cli_flag_int(const char *flag, const char *text, int64_t lo, int64_t hi,
+                           int64_t *out, GError **error);
+gboolean psim_cli_flag_double(const char *flag, const char *text, double lo, double hi,
+                              double *out, GError **error);
+gboolean psim_cli_flag_size(const char *flag, const char *text, uint64_t lo, uint64_t hi,
+                            uint64_t *out, GError **error);
+gboolean psim_cli_flag_list(const char *flag, const char *text, char ***out, GError **error);
+/* The longest duration a time-budget flag accepts: one day, in milliseconds. */
+#define PSIM_CLI_MAX_MS 86400000.0
+
+/* The flags of every command that loads a graph. Which ones a command takes: */
+enum {
+    PSIM_CLI_GRAPH_PLUGIN = 1u << 0, /* --plugin PATH.so (repeatable) */
+    PSIM_CLI_GRAPH_SHAPES = 1u << 1, /* --batch N, --shape NAME=D1,D2,... (repeatable) */
+    PSIM_CLI_GRAPH_CSE = 1u << 2,    /* --cse */
+    PSIM_CLI_GRAPH_ALL = 7u,
+};
+typedef struct {
+    char **plugins;
+    char *batch;
+    char **shapes;
+    gboolean cse;
+    gboolean training; /* set by the command (its --training) */
+    /* Filled by psim_cli_graph_options_check and psim_cli_graph_load. */
+    int64_t batch_size;
+    int32_t n_input_shapes;
+    PsimInputShape *input_shapes;
+    int32_t n_cse_removed;
+} PsimCliGraphOptions;
+/* Adds the flags `which` (PSIM_CLI_GRAPH_*) to ctx's main group; o must outlive the parse. */
+void psim_cli_graph_options_add(GOptionContext *ctx, PsimCliGraphOptions *o, unsigned which);
+/* After parsing: loads the plug-ins and checks --batch and --shape. */
+gboolean psim_cli_graph_options_check(PsimCliGraphOptions *o, GError **error);
+/* TRUE when a flag that changes the loaded graph (--batch, --shape, --cse) was given. */
+gboolean psim_cli_graph_options_given(const PsimCliGraphOptions *o);
+/* psim_cli_load_graph_with the options, then CSE when asked (o->n_cse_removed set). */
+PsimGraph *psim_cli_graph_load(const char *spec, PsimCliGraphOptions *o, GError **error);
+/* With --cse: "cse_removed_nodes" in a JSON object, or a line on f. */
+void psim_cli_json_cse(JsonBuilder *b, const PsimCliGraphOptions *o);
+void psim_cli_print_cse(const PsimCliGraphOptions *o, FILE *f);
+void psim_cli_graph_options_clear(PsimCliGraphOptions *o);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PsimCliGraphOptions, psim_cli_graph_options_clear)
+
+/* Output files (tools/outputs.c): psim_cli_output gives a temporary path in path's folder to
+ * write instead of path (owned by o; the same one again for the same path); with keep it starts
+ * as a copy of path when that exists (files appended to). A missing folder is an INPUT error
+ * naming it: folders are never created silently. psim_cli_outputs_commit renames every
+ * temporary over its target, once the command has succeeded; psim_cli_outputs_free removes
+ * what was not committed. psim_cli_output_dir creates folder `dir` (not its parents) when it
+ * is missing, removed again by free when nothing was committed. */
+typedef struct PsimCliOutputs PsimCliOutputs;
+PsimCliOutputs *psim_cli_outputs_new(void);
+const char *psim_cli_output(PsimCliOutputs *o, const char *path, gboolean keep, GError **error);
+gboolean psim_cli_output_dir(PsimCliOutputs *o, const char *dir, GError **error);
+gboolean psim_cli_outputs_commit(PsimCliOutputs *o, GError **error);
+void psim_cli_outputs_free(PsimCliOutputs *o);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCliOutputs, psim_cli_outputs_free)
 /* The cluster for --cluster SPEC: "local", "local:N", a cluster JSON file, or
  * "uniform:P[:GBPS[:LATENCY_US]]" / "stg:P" (P identical devices of the type the graph's cost
  * annotations name, joined by independent links). g may be NULL for the first forms. */
@@ -45,6 +119,20 @@ gboolean psim_cli_default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray 
 void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
 gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
+
+/* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
+ * device; indexed by PsimCostSource (tools/cost-sources.c). */
+typedef struct {
+    int32_t n[PSIM_COST_SOURCE_FREE + 1];
+} PsimCliCostSources;
+/* Counts the sources of plan p's node costs under model m, and tags the ops of t (may be NULL:
+ * the simulated timeline of p) with each node's source and DB row. */
+void psim_cli_cost_sources(PsimCostModel *m, const PsimPlan *p, PsimTimeline *t, PsimCliCostSources *out);
+/* Adds member "cost_sources": {"measured": N, "estimated": N, "annotated": N, "free": N} to the
+ * object being built. */
+void psim_cli_cost_sources_json(JsonBuilder *b, const PsimCliCostSources *s);
+/* "312 measured, 4 estimated, 0 annotated, 20 free (no work)". g_free. */
+char *psim_cli_cost_sources_line(const PsimCliCostSources *s);
 
 int psim_cmd_inspect(int argc, char **argv);
 int psim_cmd_export(int argc, char **argv);

@@ -1,10 +1,12 @@
 /* placesim cluster: the devices and links of a cluster file or of this machine ("local[:N]").
- * --json prints the cluster in its own file format, so the output can be saved and edited. */
+ * --json prints the cluster in its own file format, so the output can be saved and edited;
+ * --db puts in each device's calibrated rates from a cost DB, as the cost model uses them. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "placesim/cluster.h"
+#include "placesim/cost.h"
 #include "tools/cli.h"
 
 static void print_link(const char *src, const char *dst, PsimLink l)
@@ -22,10 +24,12 @@ static void print_link(const char *src, const char *dst, PsimLink l)
 int psim_cmd_cluster(int argc, char **argv)
 {
     gboolean json = FALSE;
-    g_autofree char *spec = NULL;
+    g_autofree char *spec = NULL, *db_path = NULL;
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec,
          "A cluster file, or local[:N] (this machine: N CPU devices, plus its GPUs)", "SPEC"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
+         "Cost DB: devices take their calibrated peak, bandwidth and launch cost from it (read only)", "DB"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the cluster as placesim.cluster/1 JSON", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("- print a cluster's devices and links");
@@ -38,6 +42,12 @@ int psim_cmd_cluster(int argc, char **argv)
     g_autoptr(PsimCluster) c = psim_cluster_from_spec(spec ? spec : "local", &err);
     if (!c)
         return psim_cli_fail(err);
+    g_autofree guint *calibrated = g_new0(guint, psim_cluster_n_devices(c) + 1);
+    if (db_path) {
+        g_autoptr(PsimCostDb) db = psim_cost_db_open_readonly(db_path, &err);
+        if (!db || !psim_cost_db_calibrate_cluster(db, c, calibrated, &err))
+            return psim_cli_fail(err);
+    }
     if (json) {
         g_autofree char *s = psim_cluster_to_json(c);
         printf("%s\n", s);
@@ -52,8 +62,12 @@ int psim_cmd_cluster(int argc, char **argv)
                                                                d->cc_minor, d->sm_count)
                                            : g_strdup("");
         printf("    type %s, %s%s\n", d->type, d->description ? d->description : "no description", gpu);
-        printf("    peak %.1f GFLOP/s, memory bandwidth %.1f GB/s, launch %.2f us, %d stream%s\n",
-               d->peak_gflops, d->mem_bw_GBps, d->launch_us, d->n_streams, d->n_streams == 1 ? "" : "s");
+        /* Say which figures a measurement gave: the rest are the cluster's defaults. */
+        printf("    peak %.1f GFLOP/s%s, memory bandwidth %.1f GB/s%s, launch %.2f us%s, %d stream%s\n",
+               d->peak_gflops, calibrated[i] & PSIM_CALIBRATED_PEAK ? " (calibrated)" : "",
+               d->mem_bw_GBps, calibrated[i] & PSIM_CALIBRATED_MEM_BW ? " (calibrated)" : "",
+               d->launch_us, calibrated[i] & PSIM_CALIBRATED_LAUNCH ? " (calibrated)" : "",
+               d->n_streams, d->n_streams == 1 ? "" : "s");
         if (d->memory_bytes)
             printf("    memory %.3f GB\n", d->memory_bytes / 1e9);
         else

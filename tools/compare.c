@@ -9,11 +9,12 @@ int psim_cmd_compare(int argc, char **argv)
 {
     gboolean json = FALSE;
     g_autofree char *plot = NULL;
-    int top = 20;
+    g_autofree char *top_text = NULL;
+    int64_t top = 20;
     GOptionEntry entries[] = {
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot,
          "Write the Gantt charts side by side and the per-op scatter to FILE (.png or .svg)", "FILE"},
-        {"top", 0, 0, G_OPTION_ARG_INT, &top, "Rows of the per-op error table (default 20)", "N"},
+        {"top", 0, 0, G_OPTION_ARG_STRING, &top_text, "Rows of the per-op error table (default 20)", "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx =
@@ -25,9 +26,9 @@ int psim_cmd_compare(int argc, char **argv)
         return 2;
     if (argc != 3)
         return psim_cli_usage("compare", "expected SIM_TRACE and RUN_TRACE");
-    if (top < 0)
-        return psim_cli_usage("compare", "--top must be >= 0");
     GError *err = NULL;
+    if (!psim_cli_flag_int("--top", top_text, 0, G_MAXINT32, &top, &err))
+        return psim_cli_fail(err);
     g_autoptr(PsimTimeline) sim = psim_timeline_load_chrome(argv[1], &err);
     if (!sim)
         return psim_cli_fail(err);
@@ -35,9 +36,15 @@ int psim_cmd_compare(int argc, char **argv)
     if (!run)
         return psim_cli_fail(err);
     PsimCompare c;
-    if (!psim_timeline_compare(sim, run, &c, &err))
+    if (!psim_timeline_compare(sim, run, &c, &err)) {
+        /* Its only failure is the measured trace's (no step time): name that file. */
+        g_prefix_error(&err, "%s: ", argv[2]);
         return psim_cli_fail(err);
-    if (plot && !psim_compare_plot(sim, run, &c, plot, &err)) {
+    }
+    g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
+    const char *tmp = NULL;
+    if (plot && (!(tmp = psim_cli_output(outs, plot, FALSE, &err)) ||
+                 !psim_compare_plot(sim, run, &c, tmp, &err) || !psim_cli_outputs_commit(outs, &err))) {
         psim_compare_clear(&c);
         return psim_cli_fail(err);
     }

@@ -9,6 +9,7 @@ int psim_cmd_export(int argc, char **argv)
 {
     g_autofree char *format = NULL, *out = NULL;
     gboolean training = FALSE;
+    g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
          "Output format: json, dot, graphml or pbtxt (default: from the output name, else json)",
@@ -19,6 +20,7 @@ int psim_cmd_export(int argc, char **argv)
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - convert a graph to another format");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
     if (!psim_cli_parse(ctx, &argc, &argv, "export"))
         return 2;
     if (argc != 2)
@@ -38,11 +40,19 @@ int psim_cmd_export(int argc, char **argv)
             f = PSIM_FORMAT_TF_PBTXT;
     }
     GError *err = NULL;
-    g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
+    go.training = training;
+    if (!psim_cli_graph_options_check(&go, &err))
+        return psim_cli_fail(err);
+    g_autoptr(PsimGraph) g = psim_cli_graph_load(argv[1], &go, &err);
     if (!g)
         return psim_cli_fail(err);
+    /* stdout may be the export itself: the CSE count goes to stderr. */
+    if (go.cse)
+        fprintf(stderr, "placesim: cse removed %d node%s\n", go.n_cse_removed, go.n_cse_removed == 1 ? "" : "s");
     if (out) {
-        if (!psim_graph_save(g, out, f, &err))
+        g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
+        const char *tmp = psim_cli_output(outs, out, FALSE, &err);
+        if (!tmp || !psim_graph_save(g, tmp, f, &err) || !psim_cli_outputs_commit(outs, &err))
             return psim_cli_fail(err);
         return 0;
     }

@@ -36,6 +36,7 @@ static int cmp_count(gconstpointer a, gconstpointer b, gpointer user)
 int psim_cmd_inspect(int argc, char **argv)
 {
     gboolean json = FALSE, training = FALSE;
+    g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
         {"training", 0, 0, G_OPTION_ARG_NONE, &training,
@@ -46,12 +47,16 @@ int psim_cmd_inspect(int argc, char **argv)
         "FILE is an ONNX model, a TF GraphDef (.pb or .pbtxt), placesim JSON, a PipeDream\n"
         "profile, an STG task graph, or a built-in model (zoo:NAME).");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
     if (!psim_cli_parse(ctx, &argc, &argv, "inspect"))
         return 2;
     if (argc != 2)
         return psim_cli_usage("inspect", "expected one FILE");
     GError *err = NULL;
-    g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
+    go.training = training;
+    if (!psim_cli_graph_options_check(&go, &err))
+        return psim_cli_fail(err);
+    g_autoptr(PsimGraph) g = psim_cli_graph_load(argv[1], &go, &err);
     if (!g)
         return psim_cli_fail(err);
 
@@ -105,6 +110,7 @@ int psim_cmd_inspect(int argc, char **argv)
             json_builder_add_double_value(b, cp);
         else
             json_builder_add_null_value(b);
+        psim_cli_json_cse(b, &go);
         json_builder_end_object(b);
         psim_cli_print_json(b);
         return 0;
@@ -117,6 +123,8 @@ int psim_cmd_inspect(int argc, char **argv)
     printf("flops       %.4g\n", st.flops);
     printf("parameters  %.3f MB\n", st.param_bytes / 1e6);
     printf("activations %.3f MB\n", st.activation_bytes / 1e6);
+    if (go.cse)
+        printf("cse         removed %d node%s\n", go.n_cse_removed, go.n_cse_removed == 1 ? "" : "s");
     if (have_cp)
         printf("critical path %.6g us\n", cp);
     else

@@ -53,16 +53,28 @@ int main(int argc, char **argv)
     return 2;
 }
 
+int psim_cli_exit_code(const GError *err)
+{
+    if (!err)
+        return 0;
+    if (err->domain == PSIM_ERROR &&
+        (err->code == PSIM_ERROR_INPUT || err->code == PSIM_ERROR_USAGE ||
+         err->code == PSIM_ERROR_UNSUPPORTED))
+        return 2;
+    return 1;
+}
+
 int psim_cli_fail(GError *err)
 {
-    int code = 1;
+    int code = psim_cli_exit_code(err);
     if (err) {
+        /* One line whatever the message quotes (a library's text, a name from a file). */
+        g_strdelimit(err->message, "\r\n", ' ');
         fprintf(stderr, "placesim: %s\n", err->message);
-        if (err->domain == PSIM_ERROR &&
-            (err->code == PSIM_ERROR_INPUT || err->code == PSIM_ERROR_USAGE ||
-             err->code == PSIM_ERROR_UNSUPPORTED))
-            code = 2;
         g_error_free(err);
+    } else {
+        code = 1; /* a failure without a reason is still a failure */
+        fprintf(stderr, "placesim: failed without a reason\n");
     }
     return code;
 }
@@ -73,8 +85,8 @@ int psim_cli_usage(const char *sub, const char *fmt, ...)
     va_start(ap, fmt);
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "placesim %s: %s (see 'placesim %s --help')\n", sub, msg, sub);
-    return 2;
+    return psim_cli_fail(g_error_new(PSIM_ERROR, PSIM_ERROR_USAGE, "%s: %s (see 'placesim %s --help')",
+                                     sub, msg, sub));
 }
 
 gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char *sub)
@@ -87,19 +99,30 @@ gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char
     return TRUE;
 }
 
-PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error)
+PsimGraph *psim_cli_load_graph_with(const char *spec, const PsimImportOptions *opts, GError **error)
 {
-    if (g_str_has_prefix(spec, "zoo:"))
-        return psim_zoo_make(spec + 4, error);
-    if (!g_file_test(spec, G_FILE_TEST_EXISTS)) {
+    gboolean zoo = g_str_has_prefix(spec, "zoo:");
+    const char *name = zoo ? spec + 4 : spec;
+    if (!zoo && !g_file_test(spec, G_FILE_TEST_EXISTS)) {
         int32_t n = 0;
         const char *const *names = psim_zoo_list(&n);
-        for (int32_t i = 0; i < n; i++)
-            if (!strcmp(names[i], spec))
-                return psim_zoo_make(spec, error);
+        for (int32_t i = 0; i < n && !zoo; i++)
+            zoo = !strcmp(names[i], spec);
     }
+    if (zoo && opts && (opts->batch > 0 || opts->n_shapes > 0)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "%s: --batch and --shape apply to graph files; built-in models have fixed shapes", spec);
+        return NULL;
+    }
+    if (zoo)
+        return psim_zoo_make(name, error);
+    return psim_graph_load(spec, opts, error);
+}
+
+PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error)
+{
     PsimImportOptions opts = {.training = training};
-    return psim_graph_load(spec, &opts, error);
+    return psim_cli_load_graph_with(spec, &opts, error);
 }
 
 PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboolean training,
@@ -177,6 +200,11 @@ PsimCluster *psim_cli_cluster(const char *spec, const PsimGraph *g, GError **err
 {
     if (!spec)
         spec = "local";
+    if (!*spec) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "--cluster: expected local[:N], uniform:P[:GBPS[:LATENCY_US]], stg:P or a cluster file, not ''");
+        return NULL;
+    }
     if (g_str_has_prefix(spec, "stg:"))
         return identical_cluster(g, spec + 4, error);
     if (g_str_has_prefix(spec, "uniform:"))

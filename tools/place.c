@@ -9,7 +9,8 @@
 #include "placesim/formats.h"
 
 static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *plan,
-                       const char *error)
+                       const PsimCliCostSources *sources, const char *error,
+                       const PsimCliGraphOptions *go)
 {
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "algo");
@@ -28,7 +29,10 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
         json_builder_add_int_value(b, plan ? psim_plan_n_sends(plan) : 0);
         json_builder_set_member_name(b, "n_recv");
         json_builder_add_int_value(b, plan ? plan->n_transfers : 0);
+        if (sources)
+            psim_cli_cost_sources_json(b, sources);
     }
+    psim_cli_json_cse(b, go);
     json_builder_end_object(b);
 }
 
@@ -36,29 +40,31 @@ int psim_cmd_place(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algo = NULL, *out = NULL, *plan_path = NULL,
                     *placement = NULL, *mem_limit = NULL, *db_path = NULL;
+    g_autofree char *budget_text = NULL, *seed_text = NULL, *margin_text = NULL;
     gboolean json = FALSE, compress = FALSE, coarsen = FALSE, training = FALSE;
     double budget = 1000, margin = -1;
-    gint64 seed = 1;
+    int64_t seed = 1;
+    g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec,
          "The cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] (P identical devices) or stg:P (uniform, free links)",
          "SPEC"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
-         "Cost DB of measured kernel times (from placesim profile)", "DB"},
+         "Cost DB of measured kernel times and calibrated rates (from placesim profile; read only)", "DB"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Placement algorithm, or 'all' (default greedy)",
          "NAME"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the placement JSON here", "FILE"},
         {"plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Write the plan JSON here", "FILE"},
         {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement,
          "Placement JSON read by --algo file", "FILE"},
-        {"mem-limit", 0, 0, G_OPTION_ARG_STRING, &mem_limit, "Memory limit per device in bytes",
+        {"mem-limit", 0, 0, G_OPTION_ARG_STRING, &mem_limit, "Memory limit per device in bytes (K, M, G suffixes: powers of 1024)",
          "BYTES"},
         {"compress", 0, 0, G_OPTION_ARG_NONE, &compress,
          "Send float32 tensors between devices as 16 bits", NULL},
         {"coarsen", 0, 0, G_OPTION_ARG_NONE, &coarsen, "Merge chains before placing", NULL},
-        {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget, "Search budget (default 1000)", "MS"},
-        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Search seed (default 1)", "S"},
-        {"recv-margin-us", 0, 0, G_OPTION_ARG_DOUBLE, &margin,
+        {"budget-ms", 0, 0, G_OPTION_ARG_STRING, &budget_text, "Search budget, at most one day (default 1000)", "MS"},
+        {"seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Search seed, a non-negative integer (default 1)", "S"},
+        {"recv-margin-us", 0, 0, G_OPTION_ARG_STRING, &margin_text,
          "Recv earliest start = ALAP - margin (default: the transfer's own time)", "US"},
         {"training", 0, 0, G_OPTION_ARG_NONE, &training, "PipeDream profiles: training graph", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
@@ -71,6 +77,7 @@ int psim_cmd_place(int argc, char **argv)
     g_option_context_set_summary(ctx, sum->str);
     g_string_free(sum, TRUE);
     g_option_context_add_main_entries(ctx, entries, NULL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
     if (!psim_cli_parse(ctx, &argc, &argv, "place"))
         return 2;
     if (argc != 2)
@@ -79,15 +86,15 @@ int psim_cmd_place(int argc, char **argv)
         return psim_cli_usage("place", "--cluster is required");
     PsimPlaceOptions opt;
     psim_place_options_init(&opt);
-    if (mem_limit) {
-        char *end;
-        guint64 v = g_ascii_strtoull(mem_limit, &end, 10);
-        if (*end || !*mem_limit || v == 0)
-            return psim_cli_usage("place", "--mem-limit must be a positive byte count, not '%s'", mem_limit);
-        opt.mem_limit = v;
-    }
-    if (!(budget >= 0) || budget > 3.6e6)
-        return psim_cli_usage("place", "--budget-ms must be from 0 to 3600000");
+    GError *err = NULL;
+    uint64_t limit = 0;
+    if (!psim_cli_flag_size("--mem-limit", mem_limit, 1, G_MAXINT64, &limit, &err) ||
+        !psim_cli_flag_double("--budget-ms", budget_text, 0, PSIM_CLI_MAX_MS, &budget, &err) ||
+        !psim_cli_flag_int("--seed", seed_text, 0, G_MAXINT64, &seed, &err) ||
+        !psim_cli_flag_double("--recv-margin-us", margin_text, 0, 1e12, &margin, &err))
+        return psim_cli_fail(err);
+    if (mem_limit)
+        opt.mem_limit = limit;
     opt.budget_ms = budget;
     opt.seed = (uint64_t)seed;
     opt.compress = compress;
@@ -103,21 +110,35 @@ int psim_cmd_place(int argc, char **argv)
     if (!strcmp(name, "file") && !placement)
         return psim_cli_usage("place", "--algo file needs --placement FILE");
 
-    GError *err = NULL;
-    g_autoptr(PsimGraph) g = psim_cli_load_graph(argv[1], training, &err);
+    go.training = training;
+    if (!psim_cli_graph_options_check(&go, &err))
+        return psim_cli_fail(err);
+    g_autoptr(PsimGraph) g = psim_cli_graph_load(argv[1], &go, &err);
     if (!g)
         return psim_cli_fail(err);
     g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g, &err);
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
-    if (db_path && !(db = psim_cost_db_open(db_path, &err)))
+    if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))
+        return psim_cli_fail(err);
+    /* Devices take their calibrated rates, so that the placer's device classes and anything
+     * reading the cluster agree with the cost model's estimates. */
+    if (db && !psim_cost_db_calibrate_cluster(db, cluster, NULL, &err))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
     g_autoptr(PsimPlaceCtx) pctx = psim_place_ctx_new(g, model, &opt, &err);
     if (!pctx)
         return psim_cli_fail(err);
 
+    /* Written under temporary names and renamed at the end, so a failure leaves old files. */
+    g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
+    const char *out_tmp = NULL, *plan_tmp = NULL;
+    if ((out && !(out_tmp = psim_cli_output(outs, out, FALSE, &err))) ||
+        (plan_path && !(plan_tmp = psim_cli_output(outs, plan_path, FALSE, &err))))
+        return psim_cli_fail(err);
+    if (go.cse && !json)
+        psim_cli_print_cse(&go, stdout);
     JsonBuilder *b = json ? json_builder_new() : NULL;
     if (all && b)
         json_builder_begin_array(b);
@@ -131,7 +152,7 @@ int psim_cmd_place(int argc, char **argv)
             (!strcmp((*pl)->name, "etf") || !strcmp((*pl)->name, "m-etf") || !strcmp((*pl)->name, "m-sct"))) {
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, "skipped: quadratic in the ready set, over 200000 nodes");
+                add_result(b, &dummy, NULL, NULL, "skipped: quadratic in the ready set, over 200000 nodes", &go);
             } else {
                 printf("%-12s skipped (quadratic in the ready set, over 200000 nodes)\n", (*pl)->name);
             }
@@ -146,7 +167,7 @@ int psim_cmd_place(int argc, char **argv)
             }
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, err->message);
+                add_result(b, &dummy, NULL, NULL, err->message, &go);
             } else {
                 printf("%-12s error: %s\n", (*pl)->name, err->message);
             }
@@ -160,16 +181,29 @@ int psim_cmd_place(int argc, char **argv)
                 g_object_unref(b);
             return psim_cli_fail(err);
         }
-        if (out && !psim_placement_save(pctx, p, out, &err))
+        if ((out_tmp && !psim_placement_save(pctx, p, out_tmp, &err)) ||
+            (plan_tmp && !psim_plan_save(plan, plan_tmp, &err))) {
+            if (b)
+                g_object_unref(b);
             return psim_cli_fail(err);
-        if (plan_path && !psim_plan_save(plan, plan_path, &err))
-            return psim_cli_fail(err);
+        }
         n_ok++;
-        if (b)
-            add_result(b, p, plan, NULL);
-        else
+        /* Per placement: a node's cost source depends on the device it was placed on. */
+        PsimCliCostSources sources;
+        psim_cli_cost_sources(model, plan, NULL, &sources);
+        if (b) {
+            add_result(b, p, plan, &sources, NULL, &go);
+        } else {
+            g_autofree char *line = psim_cli_cost_sources_line(&sources);
             printf("%-12s makespan %.3f us  (%d Send/Recv pairs, %.1f ms)\n", p->algo,
                    plan->makespan_us, plan->n_transfers, p->elapsed_ms);
+            printf("%-12s costs: %s\n", "", line);
+        }
+    }
+    if (!psim_cli_outputs_commit(outs, &err)) {
+        if (b)
+            g_object_unref(b);
+        return psim_cli_fail(err);
     }
     if (b) {
         if (all)

@@ -70,24 +70,24 @@ int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
     g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL, *weights = NULL;
-    int reps = -1, rounds = -1;
-    double max_rel = -1, budget = -1, warmup = -1;
-    gint64 link_max = -1;
+    g_autofree char *reps_text = NULL, *rounds_text = NULL, *max_rel_text = NULL;
+    g_autofree char *budget_text = NULL, *warmup_text = NULL, *link_max_text = NULL;
+    g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec, "A cluster file, or local[:N] (default local)", "SPEC"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "The cost DB to fill (created if absent)", "DB"},
-        {"reps", 0, 0, G_OPTION_ARG_INT, &reps, "Timed runs at least, after warm-up (default 10)", "N"},
-        {"max-rel-stddev", 0, 0, G_OPTION_ARG_DOUBLE, &max_rel,
+        {"reps", 0, 0, G_OPTION_ARG_STRING, &reps_text, "Timed runs at least, after warm-up (default 10)", "N"},
+        {"max-rel-stddev", 0, 0, G_OPTION_ARG_STRING, &max_rel_text,
          "Stop once stddev/mean is at most this (default 0.02)", "X"},
-        {"budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &budget,
-         "Time budget per kernel and device, or per transfer size (default 1000)", "MS"},
-        {"warmup-ms", 0, 0, G_OPTION_ARG_DOUBLE, &warmup, "Warm-up time per kernel (default 20)", "MS"},
-        {"link-max-bytes", 0, 0, G_OPTION_ARG_INT64, &link_max,
-         "Largest transfer measured (default 268435456)", "BYTES"},
+        {"budget-ms", 0, 0, G_OPTION_ARG_STRING, &budget_text,
+         "Time budget per kernel and device, or per transfer size, at most one day (default 1000)", "MS"},
+        {"warmup-ms", 0, 0, G_OPTION_ARG_STRING, &warmup_text, "Warm-up time per kernel, at most one day (default 20)", "MS"},
+        {"link-max-bytes", 0, 0, G_OPTION_ARG_STRING, &link_max_text,
+         "Largest transfer measured, 1K to 16G (default 256M)", "BYTES"},
         {"clock", 0, 0, G_OPTION_ARG_STRING, &clock,
          "CPU timing: monotonic (wall time, default) or thread-cpu (the pinned thread's CPU time, "
          "for shared machines; single-threaded kernels)", "CLOCK"},
-        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
+        {"rounds", 0, 0, G_OPTION_ARG_STRING, &rounds_text,
          "Time each graph's CPU kernels in N interleaved passes (set up once; each pass times a "
          "short burst of every kernel, paced to the budget) and pool the samples, so that the busy "
          "moments of a shared machine do not decide a row (default 100)", "N"},
@@ -109,6 +109,7 @@ int psim_cmd_profile(int argc, char **argv)
         "device's calibration. Signatures already measured are skipped unless --force (or\n"
         "unless their row was timed in the other --weights mode).");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
     if (!psim_cli_parse(ctx, &argc, &argv, "profile"))
         return 2;
     if (argc < 2)
@@ -117,36 +118,18 @@ int psim_cmd_profile(int argc, char **argv)
         return psim_cli_usage("profile", "--db DB is required");
     PsimProfileOptions o;
     psim_profile_options_init(&o);
-    if (reps != -1) {
-        if (reps < 1)
-            return psim_cli_usage("profile", "--reps must be at least 1");
-        o.reps = reps;
-    }
-    if (rounds != -1) {
-        if (rounds < 1 || rounds > 1000)
-            return psim_cli_usage("profile", "--rounds must be in [1, 1000]");
-        o.rounds = rounds;
-    }
-    if (max_rel != -1) {
-        if (!(max_rel >= 0))
-            return psim_cli_usage("profile", "--max-rel-stddev must be >= 0");
-        o.max_rel_stddev = max_rel;
-    }
-    if (budget != -1) {
-        if (!(budget >= 0))
-            return psim_cli_usage("profile", "--budget-ms must be >= 0");
-        o.budget_ms = budget;
-    }
-    if (warmup != -1) {
-        if (!(warmup >= 0))
-            return psim_cli_usage("profile", "--warmup-ms must be >= 0");
-        o.warmup_ms = warmup;
-    }
-    if (link_max != -1) {
-        if (link_max < (gint64)o.link_min_bytes || link_max > (INT64_C(1) << 34))
-            return psim_cli_usage("profile", "--link-max-bytes must be in [1024, 2^34]");
-        o.link_max_bytes = (uint64_t)link_max;
-    }
+    GError *err = NULL;
+    int64_t reps = o.reps, rounds = o.rounds;
+    if (!psim_cli_flag_int("--reps", reps_text, 1, 1000000, &reps, &err) ||
+        !psim_cli_flag_int("--rounds", rounds_text, 1, 1000, &rounds, &err) ||
+        !psim_cli_flag_double("--max-rel-stddev", max_rel_text, 0, 1e6, &o.max_rel_stddev, &err) ||
+        !psim_cli_flag_double("--budget-ms", budget_text, 0, PSIM_CLI_MAX_MS, &o.budget_ms, &err) ||
+        !psim_cli_flag_double("--warmup-ms", warmup_text, 0, PSIM_CLI_MAX_MS, &o.warmup_ms, &err) ||
+        !psim_cli_flag_size("--link-max-bytes", link_max_text, o.link_min_bytes, UINT64_C(1) << 34,
+                            &o.link_max_bytes, &err))
+        return psim_cli_fail(err);
+    o.reps = (int32_t)reps;
+    o.rounds = (int32_t)rounds;
     if (clock) {
         if (!strcmp(clock, "monotonic"))
             o.clock = PSIM_PROFILE_CLOCK_MONOTONIC;
@@ -164,15 +147,16 @@ int psim_cmd_profile(int argc, char **argv)
     o.progress = on_progress;
     o.progress_user = &pr;
 
-    GError *err = NULL;
+    if (!psim_cli_graph_options_check(&go, &err))
+        return psim_cli_fail(err);
     g_autoptr(GPtrArray) graphs = g_ptr_array_new_with_free_func((GDestroyNotify)psim_graph_free);
     for (int i = 1; i < argc; i++) {
-        PsimGraph *g = psim_cli_load_graph(argv[i], FALSE, &err);
+        PsimGraph *g = psim_cli_graph_load(argv[i], &go, &err);
         if (!g)
             return psim_cli_fail(err);
         g_ptr_array_add(graphs, g);
     }
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec(spec ? spec : "local", &err);
+    g_autoptr(PsimCluster) c = psim_cli_cluster(spec ? spec : "local", NULL, &err);
     if (!c)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);

@@ -113,49 +113,128 @@ static void run_stats(PsimSession *s, PsimPlanExec *px, PsimExecStats *out)
     }
 }
 
-int psim_cmd_run(int argc, char **argv)
+/* A run from its flags to its report: the command is the list of steps in psim_cmd_run. */
+typedef struct {
+    /* Flags as given. */
+    gboolean json;
+    char *cluster_spec, *device, *check_path, *save_dir, *trace_path, *placement_path, *algo;
+    char *plan_path, *db_path, *steps_text, *rtol_text, *atol_text, *stall_text;
+    char **feed_args;
+    PsimCliGraphOptions go;
+    /* Checked. */
+    int steps;
+    double rtol, atol, stall_s;
+    gboolean multi; /* on several devices: --placement, --algo or --plan */
+    /* Inputs: the graph (the plan's with --plan), the cluster, feeds and fetches. */
+    PsimGraph *g;
+    PsimPlan *plan;
+    PsimCluster *c;
+    PsimCostDb *db;
+    GPtrArray *feed_names, *feeds, *fetches;
+    GArray *ports;
+    int n_out;
+    /* Executing: one of a session (one device), a plan session (--algo) or a plan (--plan, or
+     * partitioned from --placement: the placement names the graph's nodes, which a session
+     * would prune first). */
+    PsimCostModel *cm;
+    PsimPlaceCtx *pctx;
+    PsimPlacement *placement;
+    PsimSession *s;
+    PsimPlanSession *ps;
+    PsimPlanExec *px;
+    char *device_name;
+    PsimTensor **outputs;
+    double *times;
+    /* Results. */
+    PsimExecStats st;
+    double median;
+    gboolean have_cache;
+    uint64_t cache_runs, cache_hits, cache_built;
+    Check chk;
+    PsimCliOutputs *outs;
+} Run;
+
+static void run_clear(Run *r)
 {
-    gboolean json = FALSE;
-    char *cluster_spec = NULL, *device = NULL, *check_path = NULL, *save_dir = NULL;
-    char *trace_path = NULL, *placement_path = NULL, *algo = NULL, *plan_path = NULL;
-    char *db_path = NULL;
-    char **feed_args = NULL, **plugins = NULL;
-    int steps = 1;
-    double rtol = 1e-3, atol = 1e-7, stall_s = PSIM_EXEC_STALL_TIMEOUT_S;
+    for (int32_t i = 0; r->outputs && i < r->n_out; i++)
+        psim_tensor_unref(r->outputs[i]);
+    g_free(r->outputs);
+    g_free(r->times);
+    g_free(r->chk.message);
+    g_free(r->device_name);
+    psim_session_free(r->s);
+    psim_plan_session_free(r->ps);
+    psim_plan_exec_free(r->px);
+    psim_plan_free(r->plan); /* a loaded plan frees its graph, a built one does not */
+    if (!r->plan_path)
+        psim_graph_free(r->g);
+    psim_placement_free(r->placement);
+    psim_place_ctx_free(r->pctx);
+    psim_cost_model_free(r->cm);
+    psim_cost_db_close(r->db);
+    psim_cluster_free(r->c);
+    if (r->feeds)
+        g_ptr_array_free(r->feeds, TRUE);
+    if (r->feed_names)
+        g_ptr_array_free(r->feed_names, TRUE);
+    if (r->fetches)
+        g_ptr_array_free(r->fetches, TRUE);
+    if (r->ports)
+        g_array_free(r->ports, TRUE);
+    psim_cli_outputs_free(r->outs);
+    psim_cli_graph_options_clear(&r->go);
+    g_free(r->cluster_spec);
+    g_free(r->device);
+    g_free(r->check_path);
+    g_free(r->save_dir);
+    g_free(r->trace_path);
+    g_free(r->placement_path);
+    g_free(r->algo);
+    g_free(r->plan_path);
+    g_free(r->db_path);
+    g_free(r->steps_text);
+    g_free(r->rtol_text);
+    g_free(r->atol_text);
+    g_free(r->stall_text);
+    g_strfreev(r->feed_args);
+}
+
+/* The flags, checked: FALSE with a USAGE error, or FALSE and no error after a parse error
+ * (already reported). */
+static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
+{
     GOptionEntry entries[] = {
-        {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_spec,
+        {"cluster", 0, 0, G_OPTION_ARG_STRING, &r->cluster_spec,
          "local, local:N or a cluster file (default local:1)", "SPEC"},
-        {"device", 0, 0, G_OPTION_ARG_STRING, &device,
+        {"device", 0, 0, G_OPTION_ARG_STRING, &r->device,
          "the cluster device to run on (default: its first CPU)", "NAME"},
-        {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "measured steps after one warm-up (default 1)",
-         "N"},
-        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feed_args,
+        {"steps", 0, 0, G_OPTION_ARG_STRING, &r->steps_text,
+         "measured steps after one warm-up, 1 to 1000000 (default 1)", "N"},
+        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->feed_args,
          "feed input NAME from an ONNX TensorProto file (repeatable)", "NAME=FILE.pb"},
-        {"check", 0, 0, G_OPTION_ARG_FILENAME, &check_path,
+        {"check", 0, 0, G_OPTION_ARG_FILENAME, &r->check_path,
          "compare the first output with this TensorProto file", "FILE.pb"},
-        {"rtol", 0, 0, G_OPTION_ARG_DOUBLE, &rtol, "relative tolerance of --check (1e-3)", "R"},
-        {"atol", 0, 0, G_OPTION_ARG_DOUBLE, &atol, "absolute tolerance of --check (1e-7)", "A"},
-        {"stall-timeout", 0, 0, G_OPTION_ARG_DOUBLE, &stall_s,
+        {"rtol", 0, 0, G_OPTION_ARG_STRING, &r->rtol_text, "relative tolerance of --check (1e-3)", "R"},
+        {"atol", 0, 0, G_OPTION_ARG_STRING, &r->atol_text, "absolute tolerance of --check (1e-7)", "A"},
+        {"stall-timeout", 0, 0, G_OPTION_ARG_STRING, &r->stall_text,
          "on several devices: fail a step (exit 1) when no device completes a node for this long "
          "while Recvs wait, a deadlock (5; 0: wait forever)", "SECONDS"},
-        {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &save_dir,
-         "write each output as DIR/output_K.pb", "DIR"},
-        {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement_path,
+        {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &r->save_dir,
+         "write each output as DIR/output_K.pb (DIR is created if missing; its parent must exist)", "DIR"},
+        {"placement", 0, 0, G_OPTION_ARG_FILENAME, &r->placement_path,
          "run on several devices as this placement JSON says (partitioned with Send/Recv)",
          "P.json"},
-        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path,
+        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &r->plan_path,
          "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out, and when given must be the plan's)",
          "PLAN.json"},
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
-         "with --algo: place with the measured kernel and link times of this cost DB", "DB"},
-        {"algo", 0, 0, G_OPTION_ARG_STRING, &algo,
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &r->db_path,
+         "with --algo: place with the measured kernel and link times and calibrated rates of this cost DB (read only)", "DB"},
+        {"algo", 0, 0, G_OPTION_ARG_STRING, &r->algo,
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},
-        {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace_path,
+        {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r->trace_path,
          "write the last step's per-node start and end as a Chrome trace (Perfetto)", "FILE"},
-        {"plugin", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &plugins,
-         "load a shared library that registers ops and kernels (repeatable)", "PATH.so"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &r->json, "Print one JSON object with the figures", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - run a graph for real");
     g_option_context_set_summary(ctx,
@@ -163,316 +242,378 @@ int psim_cmd_run(int argc, char **argv)
         "Graph inputs without --feed get arange(n)/n in their shape (unknown dims as 1).\n"
         "--check passes when |a-b| <= atol + rtol*|b| for every element of the first output.");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    int code = 2;
-    GError *err = NULL;
-    PsimGraph *g = NULL;
-    PsimCluster *c = NULL;
-    PsimSession *s = NULL;
-    PsimCostModel *cm = NULL;
-    PsimCostDb *db = NULL;
-    PsimPlaceCtx *pctx = NULL;
-    PsimPlacement *placement = NULL;
-    PsimPlan *plan = NULL;
-    PsimPlanExec *px = NULL;
-    GPtrArray *feed_names = g_ptr_array_new_with_free_func(g_free);
-    GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
-    GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
-    GArray *ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
-    PsimTensor **outputs = NULL, **step_out = NULL;
-    double *times = NULL;
-    g_autofree char *device_name = NULL;
-    Check chk = {0};
-    int n_out = 0;
-    if (!psim_cli_parse(ctx, &argc, &argv, "run"))
-        goto out;
-    if (argc != 2 && !(argc == 1 && plan_path)) {
-        code = psim_cli_usage("run", "expected one GRAPH");
-        goto out;
+    psim_cli_graph_options_add(ctx, &r->go, PSIM_CLI_GRAPH_ALL);
+    if (!psim_cli_parse(ctx, argc, argv, "run"))
+        return FALSE;
+    if (*argc != 2 && !(*argc == 1 && r->plan_path)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "run: expected one GRAPH (see 'placesim run --help')");
+        return FALSE;
     }
-    if (steps < 1 || steps > 1000000) {
-        code = psim_cli_usage("run", "--steps must be between 1 and 1000000");
-        goto out;
+    int64_t steps = 1;
+    r->rtol = 1e-3;
+    r->atol = 1e-7;
+    if (!psim_cli_flag_int("--steps", r->steps_text, 1, 1000000, &steps, error) ||
+        !psim_cli_flag_double("--rtol", r->rtol_text, 0, G_MAXDOUBLE, &r->rtol, error) ||
+        !psim_cli_flag_double("--atol", r->atol_text, 0, G_MAXDOUBLE, &r->atol, error))
+        return FALSE;
+    r->stall_s = PSIM_EXEC_STALL_TIMEOUT_S;
+    if (!psim_cli_flag_double("--stall-timeout", r->stall_text, 0, 1e6, &r->stall_s, error))
+        return FALSE;
+    r->steps = (int)steps;
+    if (!!r->placement_path + !!r->algo + !!r->plan_path > 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "run: give at most one of --placement, --plan and --algo");
+        return FALSE;
     }
-    if (!(rtol >= 0) || !(atol >= 0)) {
-        code = psim_cli_usage("run", "--rtol and --atol must be non-negative");
-        goto out;
+    if (r->plan_path && psim_cli_graph_options_given(&r->go)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "run: --batch, --shape and --cse apply to GRAPH, not to a --plan's graph");
+        return FALSE;
     }
-    if (!(stall_s >= 0 && stall_s <= 1e6)) {
-        code = psim_cli_usage("run", "--stall-timeout must be between 0 and 1e6 seconds");
-        goto out;
+    if (r->algo && !psim_placer_lookup(r->algo)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--algo: unknown algorithm '%s' (see 'placesim place --help')",
+                    r->algo);
+        return FALSE;
     }
-    for (char **p = plugins; p && *p; p++)
-        if (!psim_plugin_load(*p, &err)) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-    if (!!placement_path + !!algo + !!plan_path > 1) {
-        code = psim_cli_usage("run", "give at most one of --placement, --plan and --algo");
-        goto out;
-    }
-    if (plan_path) {
-        if (!(plan = psim_cli_load_plan(plan_path, argc == 2 ? argv[1] : NULL, FALSE, &err))) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        g = plan->graph; /* owned by the plan */
-    } else if (!(g = psim_cli_load_graph(argv[1], FALSE, &err))) {
-        code = psim_cli_fail(err);
-        goto out;
-    }
-    gboolean multi = placement_path || algo || plan_path;
-    c = psim_cluster_from_spec(cluster_spec ? cluster_spec : multi ? "local" : "local:1", &err);
-    if (!c) {
-        code = psim_cli_fail(err);
-        goto out;
-    }
+    r->multi = r->placement_path || r->algo || r->plan_path;
+    return psim_cli_graph_options_check(&r->go, error);
+}
 
-    /* Feeds: the files given, then arange(n)/n for the float inputs left. */
-    for (char **p = feed_args; p && *p; p++) {
+/* The graph (or the plan and its graph), the cluster, and the output files' temporary names
+ * (checked before anything runs: a missing folder fails in a second, not after the steps). */
+static gboolean run_load(Run *r, const char *graph_spec, GError **error)
+{
+    if (r->plan_path) {
+        if (!(r->plan = psim_cli_load_plan(r->plan_path, graph_spec, FALSE, error)))
+            return FALSE;
+        r->g = r->plan->graph;
+    } else if (!(r->g = psim_cli_graph_load(graph_spec, &r->go, error))) {
+        return FALSE;
+    }
+    r->c = psim_cli_cluster(r->cluster_spec ? r->cluster_spec : r->multi ? "local" : "local:1", r->g, error);
+    if (!r->c)
+        return FALSE;
+    /* The placer's device classes and the cost model see the DB's calibrated rates alike. */
+    if (r->db_path && (!(r->db = psim_cost_db_open_readonly(r->db_path, error)) ||
+                       (r->multi && !psim_cost_db_calibrate_cluster(r->db, r->c, NULL, error))))
+        return FALSE;
+    r->outs = psim_cli_outputs_new();
+    if (r->trace_path && !psim_cli_output(r->outs, r->trace_path, FALSE, error))
+        return FALSE;
+    return !r->save_dir || psim_cli_output_dir(r->outs, r->save_dir, error);
+}
+
+/* Feeds: the files given, then arange(n)/n for the float inputs left; fetches: the outputs. */
+static gboolean run_feeds(Run *r, GError **error)
+{
+    r->feed_names = g_ptr_array_new_with_free_func(g_free);
+    r->feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+    r->fetches = g_ptr_array_new_with_free_func(g_free);
+    r->ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
+    for (char **p = r->feed_args; p && *p; p++) {
         const char *eq = strchr(*p, '=');
         if (!eq || eq == *p || !eq[1]) {
-            code = psim_cli_usage("run", "--feed '%s': expected NAME=FILE.pb", *p);
-            goto out;
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--feed '%s': expected NAME=FILE.pb", *p);
+            return FALSE;
         }
-        PsimTensor *t = psim_tensor_load_pb(eq + 1, NULL, &err);
-        if (!t) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        g_ptr_array_add(feed_names, g_strndup(*p, (gsize)(eq - *p)));
-        g_ptr_array_add(feeds, t);
+        PsimTensor *t = psim_tensor_load_pb(eq + 1, NULL, error);
+        if (!t)
+            return FALSE;
+        g_ptr_array_add(r->feed_names, g_strndup(*p, (gsize)(eq - *p)));
+        g_ptr_array_add(r->feeds, t);
     }
-    if (!psim_cli_default_feeds(g, feed_names, feeds, &err)) {
-        code = psim_cli_fail(err);
-        goto out;
+    if (!psim_cli_default_feeds(r->g, r->feed_names, r->feeds, error))
+        return FALSE;
+    psim_cli_default_fetches(r->g, r->ports);
+    r->n_out = (int)r->ports->len;
+    if (r->n_out == 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "%s: the graph has no outputs to fetch",
+                    psim_graph_source(r->g) ? psim_graph_source(r->g) : psim_graph_name(r->g));
+        return FALSE;
     }
-    psim_cli_default_fetches(g, ports);
-    n_out = (int)ports->len;
-    if (n_out == 0) {
-        code = psim_cli_usage("run", "%s has no outputs to fetch",
-                              psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g));
-        goto out;
-    }
-    for (int32_t i = 0; i < n_out; i++)
-        g_ptr_array_add(fetches, psim_port_to_string(g, g_array_index(ports, PsimPort, i)));
+    for (int32_t i = 0; i < r->n_out; i++)
+        g_ptr_array_add(r->fetches, psim_port_to_string(r->g, g_array_index(r->ports, PsimPort, i)));
+    return TRUE;
+}
 
-    if (multi) {
-        /* Place (or read the placement), partition into a plan, one executor per device. */
+/* What runs the steps. A plan is instantiated as it is (a placement is partitioned into one
+ * first); --algo goes through a plan session and one device through a session, whose caches
+ * of pruned subgraphs the report counts. */
+static gboolean run_prepare(Run *r, GError **error)
+{
+    if (r->placement_path) {
         PsimPlaceOptions po;
         psim_place_options_init(&po);
-        po.placement_file = placement_path;
-        if (db_path && !(db = psim_cost_db_open(db_path, &err))) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        cm = psim_cost_model_new(c, db);
-        if ((!plan && (!(pctx = psim_place_ctx_new(g, cm, &po, &err)) ||
-                       !(placement = psim_place(pctx, placement_path ? "file" : algo, &err)) ||
-                       !(plan = psim_plan_build(pctx, placement, &err)))) ||
-            !(px = psim_plan_exec_new(plan, c, (const char *const *)feed_names->pdata,
-                                      (int32_t)feeds->len, (const char *const *)fetches->pdata,
-                                      n_out, FALSE, &err))) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        psim_plan_exec_set_stall_timeout(px, stall_s > 0 ? stall_s : -1);
-        device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
-                                      plan->algo ? plan->algo : "plan", plan->n_transfers);
-    } else {
-        s = psim_session_new(g, c, device, NULL, &err);
-        if (!s) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        device_name = g_strdup(psim_worker_name(psim_session_worker(s)));
+        po.placement_file = r->placement_path;
+        r->cm = psim_cost_model_new(r->c, r->db);
+        if (!(r->pctx = psim_place_ctx_new(r->g, r->cm, &po, error)) ||
+            !(r->placement = psim_place(r->pctx, "file", error)) ||
+            !(r->plan = psim_plan_build(r->pctx, r->placement, error)))
+            return FALSE;
     }
-    outputs = g_new0(PsimTensor *, n_out);
-    step_out = g_new0(PsimTensor *, n_out);
-    times = g_new0(double, steps);
-    for (int step = -1; step < steps; step++) {
-        gboolean ok = px ? psim_plan_exec_run(px, (PsimTensor *const *)feeds->pdata, step_out, &err)
-                         : psim_session_run(s, (int32_t)feeds->len,
-                                            (const char *const *)feed_names->pdata,
-                                            (PsimTensor *const *)feeds->pdata, n_out,
-                                            (const char *const *)fetches->pdata, step_out, &err);
-        if (!ok) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        for (int32_t i = 0; i < n_out; i++) {
-            psim_tensor_unref(outputs[i]);
-            outputs[i] = step_out[i];
+    if (r->plan) {
+        r->px = psim_plan_exec_new(r->plan, r->c, (const char *const *)r->feed_names->pdata,
+                                   (int32_t)r->feeds->len, (const char *const *)r->fetches->pdata, r->n_out,
+                                   FALSE, error);
+        if (r->px)
+            psim_plan_exec_set_stall_timeout(r->px, r->stall_s > 0 ? r->stall_s : -1);
+        return r->px != NULL;
+    }
+    if (r->multi) {
+        PsimPlaceOptions po;
+        psim_place_options_init(&po);
+        r->ps = psim_plan_session_new(r->g, r->c, r->db, r->algo, &po, FALSE, error);
+        return r->ps != NULL;
+    }
+    r->s = psim_session_new(r->g, r->c, r->device, NULL, error);
+    if (!r->s)
+        return FALSE;
+    r->device_name = g_strdup(psim_worker_name(psim_session_worker(r->s)));
+    return TRUE;
+}
+
+static PsimPlanExec *run_plan_exec(Run *r)
+{
+    return r->ps ? psim_plan_session_last_exec(r->ps) : r->px;
+}
+
+static gboolean run_step(Run *r, PsimTensor **out, GError **error)
+{
+    const char *const *names = (const char *const *)r->feed_names->pdata;
+    PsimTensor *const *feeds = (PsimTensor *const *)r->feeds->pdata;
+    const char *const *fetches = (const char *const *)r->fetches->pdata;
+    if (r->px)
+        return psim_plan_exec_run(r->px, feeds, out, error);
+    if (r->ps)
+        return psim_plan_session_run(r->ps, (int32_t)r->feeds->len, names, feeds, r->n_out, fetches, out, error);
+    return psim_session_run(r->s, (int32_t)r->feeds->len, names, feeds, r->n_out, fetches, out, error);
+}
+
+/* One warm-up step, then the measured ones; the last step's outputs are kept. */
+static gboolean run_execute(Run *r, GError **error)
+{
+    r->outputs = g_new0(PsimTensor *, r->n_out);
+    g_autofree PsimTensor **step_out = g_new0(PsimTensor *, r->n_out);
+    r->times = g_new0(double, r->steps);
+    for (int step = -1; step < r->steps; step++) {
+        if (!run_step(r, step_out, error))
+            return FALSE;
+        for (int32_t i = 0; i < r->n_out; i++) {
+            psim_tensor_unref(r->outputs[i]);
+            r->outputs[i] = step_out[i];
             step_out[i] = NULL;
         }
         if (step >= 0)
-            times[step] = px ? psim_plan_exec_step_us(px) : last_step_us(s);
+            r->times[step] = r->s ? last_step_us(r->s) : psim_plan_exec_step_us(run_plan_exec(r));
     }
-    PsimExecStats st;
-    run_stats(s, px, &st);
+    run_stats(r->s, run_plan_exec(r), &r->st);
+    qsort(r->times, (size_t)r->steps, sizeof(double), cmp_double);
+    int n = r->steps;
+    r->median = n % 2 ? r->times[n / 2] : (r->times[n / 2 - 1] + r->times[n / 2]) / 2;
+    if (r->s) {
+        PsimSessionStats ss;
+        psim_session_stats(r->s, &ss);
+        r->have_cache = TRUE;
+        r->cache_runs = ss.n_runs;
+        r->cache_hits = ss.n_cache_hits;
+        r->cache_built = ss.n_prunes;
+    } else if (r->ps) {
+        PsimPlanSessionStats ss;
+        psim_plan_session_stats(r->ps, &ss);
+        r->have_cache = TRUE;
+        r->cache_runs = ss.n_runs;
+        r->cache_hits = ss.n_cache_hits;
+        r->cache_built = ss.n_partitions;
+    }
+    if (!r->s) {
+        const PsimPlan *plan = r->ps ? psim_plan_session_last_plan(r->ps) : r->plan;
+        r->device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
+                                         plan->algo ? plan->algo : "plan", plan->n_transfers);
+    }
+    return TRUE;
+}
 
-    if (save_dir) {
-        if (g_mkdir_with_parents(save_dir, 0755) != 0) {
-            g_set_error(&err, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: cannot create the folder: %s",
-                        save_dir, g_strerror(errno));
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        for (int32_t i = 0; i < n_out; i++) {
-            PsimPort p = g_array_index(ports, PsimPort, i);
-            const PsimNode *n = psim_graph_node(g, p.node);
-            const char *name = n->outputs[p.index].name ? n->outputs[p.index].name : n->name;
-            g_autofree char *file = g_strdup_printf("output_%d.pb", i);
-            g_autofree char *path = g_build_filename(save_dir, file, NULL);
-            if (!psim_tensor_save_pb(outputs[i], name, path, &err)) {
-                code = psim_cli_fail(err);
-                goto out;
-            }
-        }
+/* --save-outputs and --trace, under their temporary names until run_commit. */
+static gboolean run_write(Run *r, GError **error)
+{
+    for (int32_t i = 0; r->save_dir && i < r->n_out; i++) {
+        PsimPort p = g_array_index(r->ports, PsimPort, i);
+        const PsimNode *n = psim_graph_node(r->g, p.node);
+        const char *name = n->outputs[p.index].name ? n->outputs[p.index].name : n->name;
+        g_autofree char *file = g_strdup_printf("output_%d.pb", i);
+        g_autofree char *path = g_build_filename(r->save_dir, file, NULL);
+        const char *tmp = psim_cli_output(r->outs, path, FALSE, error);
+        if (!tmp || !psim_tensor_save_pb(r->outputs[i], name, tmp, error))
+            return FALSE;
     }
-    if (trace_path) {
-        g_autoptr(PsimTimeline) tl = NULL;
-        if (px) {
-            tl = psim_timeline_new(psim_graph_name(g), "run", plan->n_devices,
-                                   (const char *const *)plan->devices);
-            psim_plan_exec_timeline_add(px, tl);
-        } else {
-            const PsimDevice *d = psim_worker_device(psim_session_worker(s));
-            const char *names[1] = {d ? d->name : device_name};
-            tl = psim_timeline_new(psim_graph_name(g), "run", 1, names);
-            psim_executor_timeline_add(psim_session_last_executor(s), tl, 0, 0);
-        }
-        if (!psim_timeline_save_chrome(tl, trace_path, &err)) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-    }
-    if (check_path) {
-        g_autoptr(PsimTensor) want = psim_tensor_load_pb(check_path, NULL, &err);
-        if (!want) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        check_compare(&chk, outputs[0], want, rtol, atol);
-    }
-
-    qsort(times, (size_t)steps, sizeof(double), cmp_double);
-    double median = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
-    const char *first = g_ptr_array_index(fetches, 0);
-    if (json) {
-        JsonBuilder *b = json_builder_new();
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "graph");
-        json_builder_add_string_value(b, psim_graph_name(g));
-        json_builder_set_member_name(b, "device");
-        json_builder_add_string_value(b, device_name);
-        json_builder_set_member_name(b, "steps");
-        json_builder_add_int_value(b, steps);
-        json_builder_set_member_name(b, "step_time_us");
-        json_builder_begin_object(b);
-        json_double(b, "median", median);
-        json_double(b, "min", times[0]);
-        json_double(b, "max", times[steps - 1]);
-        json_builder_end_object(b);
-        json_builder_set_member_name(b, "nodes_run");
-        json_builder_add_int_value(b, st.n_exec);
-        json_builder_set_member_name(b, "constant_nodes");
-        json_builder_add_int_value(b, st.n_const);
-        json_builder_set_member_name(b, "peak_bytes");
-        json_builder_add_int_value(b, (gint64)st.peak_bytes);
-        json_builder_set_member_name(b, "outputs");
-        json_builder_begin_array(b);
-        for (int32_t i = 0; i < n_out; i++) {
-            json_builder_begin_object(b);
-            json_builder_set_member_name(b, "name");
-            json_builder_add_string_value(b, g_ptr_array_index(fetches, i));
-            json_builder_set_member_name(b, "dtype");
-            json_builder_add_string_value(b, psim_dtype_name(outputs[i]->dtype));
-            json_builder_set_member_name(b, "shape");
-            json_builder_begin_array(b);
-            for (int32_t k = 0; k < outputs[i]->rank; k++)
-                json_builder_add_int_value(b, outputs[i]->dims[k]);
-            json_builder_end_array(b);
-            json_builder_end_object(b);
-        }
-        json_builder_end_array(b);
-        json_builder_set_member_name(b, "check");
-        if (chk.done) {
-            json_builder_begin_object(b);
-            json_builder_set_member_name(b, "ok");
-            json_builder_add_boolean_value(b, chk.ok);
-            json_double(b, "max_abs_err", chk.max_abs);
-            json_double(b, "max_rel_err", chk.max_rel);
-            json_builder_set_member_name(b, "n_bad");
-            json_builder_add_int_value(b, chk.n_bad);
-            json_double(b, "rtol", rtol);
-            json_double(b, "atol", atol);
-            json_builder_end_object(b);
-        } else {
-            json_builder_add_null_value(b);
-        }
-        json_builder_end_object(b);
-        psim_cli_print_json(b);
+    if (!r->trace_path)
+        return TRUE;
+    g_autoptr(PsimTimeline) tl = NULL;
+    PsimPlanExec *px = run_plan_exec(r);
+    if (px) {
+        const PsimPlan *plan = r->ps ? psim_plan_session_last_plan(r->ps) : r->plan;
+        tl = psim_timeline_new(psim_graph_name(r->g), "run", plan->n_devices, (const char *const *)plan->devices);
+        psim_plan_exec_timeline_add(px, tl);
     } else {
-        printf("graph      %s on %s\n", psim_graph_name(g), device_name);
-        printf("nodes      %d per step, %d constant (evaluated once)\n", st.n_exec, st.n_const);
-        printf("step time  median %.1f us, min %.1f, max %.1f (%d step%s after a warm-up)\n",
-               median, times[0], times[steps - 1], steps, steps > 1 ? "s" : "");
-        printf("peak       %.3f MB\n", st.peak_bytes / 1e6);
-        for (int32_t i = 0; i < n_out; i++) {
-            g_autoptr(GString) sh = g_string_new(NULL);
-            shape_append(sh, outputs[i]);
-            printf("output     %s %s %s\n", (char *)g_ptr_array_index(fetches, i),
-                   psim_dtype_name(outputs[i]->dtype), sh->str);
-        }
-        if (chk.done)
-            printf("check      %s: %s max_abs_err %.3g max_rel_err %.3g (rtol %g, atol %g)\n",
-                   first, chk.ok ? "ok" : "FAILED", chk.max_abs, chk.max_rel, rtol, atol);
+        const PsimDevice *d = psim_worker_device(psim_session_worker(r->s));
+        const char *names[1] = {d ? d->name : r->device_name};
+        tl = psim_timeline_new(psim_graph_name(r->g), "run", 1, names);
+        psim_executor_timeline_add(psim_session_last_executor(r->s), tl, 0, 0);
     }
-    code = 0;
-    if (chk.done && !chk.ok) {
-        if (chk.message)
-            fprintf(stderr, "placesim: %s: check failed for output %s: %s\n", check_path, first,
-                    chk.message);
-        else
-            fprintf(stderr,
-                    "placesim: %s: check failed for output %s: %" G_GINT64_FORMAT
-                    " element(s) outside atol %g + rtol %g; max_abs_err %.6g, max_rel_err %.6g\n",
-                    check_path, first, chk.n_bad, atol, rtol, chk.max_abs, chk.max_rel);
-        code = 1;
+    const char *tmp = psim_cli_output(r->outs, r->trace_path, FALSE, error);
+    return tmp && psim_timeline_save_chrome(tl, tmp, error);
+}
+
+static gboolean run_check(Run *r, GError **error)
+{
+    if (!r->check_path)
+        return TRUE;
+    g_autoptr(PsimTensor) want = psim_tensor_load_pb(r->check_path, NULL, error);
+    if (!want)
+        return FALSE;
+    check_compare(&r->chk, r->outputs[0], want, r->rtol, r->atol);
+    return TRUE;
+}
+
+static void run_print_json(const Run *r)
+{
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "graph");
+    json_builder_add_string_value(b, psim_graph_name(r->g));
+    json_builder_set_member_name(b, "device");
+    json_builder_add_string_value(b, r->device_name);
+    json_builder_set_member_name(b, "steps");
+    json_builder_add_int_value(b, r->steps);
+    json_builder_set_member_name(b, "step_time_us");
+    json_builder_begin_object(b);
+    json_double(b, "median", r->median);
+    json_double(b, "min", r->times[0]);
+    json_double(b, "max", r->times[r->steps - 1]);
+    json_builder_end_object(b);
+    json_builder_set_member_name(b, "nodes_run");
+    json_builder_add_int_value(b, r->st.n_exec);
+    json_builder_set_member_name(b, "constant_nodes");
+    json_builder_add_int_value(b, r->st.n_const);
+    json_builder_set_member_name(b, "peak_bytes");
+    json_builder_add_int_value(b, (gint64)r->st.peak_bytes);
+    json_builder_set_member_name(b, "outputs");
+    json_builder_begin_array(b);
+    for (int32_t i = 0; i < r->n_out; i++) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, g_ptr_array_index(r->fetches, i));
+        json_builder_set_member_name(b, "dtype");
+        json_builder_add_string_value(b, psim_dtype_name(r->outputs[i]->dtype));
+        json_builder_set_member_name(b, "shape");
+        json_builder_begin_array(b);
+        for (int32_t k = 0; k < r->outputs[i]->rank; k++)
+            json_builder_add_int_value(b, r->outputs[i]->dims[k]);
+        json_builder_end_array(b);
+        json_builder_end_object(b);
     }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "check");
+    if (r->chk.done) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "ok");
+        json_builder_add_boolean_value(b, r->chk.ok);
+        json_double(b, "max_abs_err", r->chk.max_abs);
+        json_double(b, "max_rel_err", r->chk.max_rel);
+        json_builder_set_member_name(b, "n_bad");
+        json_builder_add_int_value(b, r->chk.n_bad);
+        json_double(b, "rtol", r->rtol);
+        json_double(b, "atol", r->atol);
+        json_builder_end_object(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
+    /* The cache of pruned subgraphs (exec/): the first step of a signature misses and builds. */
+    json_builder_set_member_name(b, "cache");
+    if (r->have_cache) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "runs");
+        json_builder_add_int_value(b, (gint64)r->cache_runs);
+        json_builder_set_member_name(b, "hits");
+        json_builder_add_int_value(b, (gint64)r->cache_hits);
+        json_builder_set_member_name(b, "misses");
+        json_builder_add_int_value(b, (gint64)(r->cache_runs - r->cache_hits));
+        json_builder_set_member_name(b, "subgraphs_built");
+        json_builder_add_int_value(b, (gint64)r->cache_built);
+        json_builder_end_object(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
+    psim_cli_json_cse(b, &r->go);
+    json_builder_end_object(b);
+    psim_cli_print_json(b);
+}
+
+static void run_print_text(const Run *r)
+{
+    int steps = r->steps;
+    printf("graph      %s on %s\n", psim_graph_name(r->g), r->device_name);
+    printf("nodes      %d per step, %d constant (evaluated once)\n", r->st.n_exec, r->st.n_const);
+    printf("step time  median %.1f us, min %.1f, max %.1f (%d step%s after a warm-up)\n", r->median, r->times[0],
+           r->times[steps - 1], steps, steps > 1 ? "s" : "");
+    printf("peak       %.3f MB\n", r->st.peak_bytes / 1e6);
+    if (r->have_cache)
+        printf("cache      %" G_GUINT64_FORMAT " hits, %" G_GUINT64_FORMAT " misses, %" G_GUINT64_FORMAT
+               " subgraph%s built\n", r->cache_hits, r->cache_runs - r->cache_hits, r->cache_built,
+               r->cache_built == 1 ? "" : "s");
+    if (r->go.cse)
+        printf("cse        removed %d node%s\n", r->go.n_cse_removed, r->go.n_cse_removed == 1 ? "" : "s");
+    for (int32_t i = 0; i < r->n_out; i++) {
+        g_autoptr(GString) sh = g_string_new(NULL);
+        shape_append(sh, r->outputs[i]);
+        printf("output     %s %s %s\n", (char *)g_ptr_array_index(r->fetches, i), psim_dtype_name(r->outputs[i]->dtype),
+               sh->str);
+    }
+    if (r->chk.done)
+        printf("check      %s: %s max_abs_err %.3g max_rel_err %.3g (rtol %g, atol %g)\n",
+               (char *)g_ptr_array_index(r->fetches, 0), r->chk.ok ? "ok" : "FAILED", r->chk.max_abs, r->chk.max_rel,
+               r->rtol, r->atol);
+}
+
+/* A failed --check is a runtime failure (exit 1) whose message says by how much. */
+static gboolean run_check_verdict(const Run *r, GError **error)
+{
+    if (!r->chk.done || r->chk.ok)
+        return TRUE;
+    const char *first = g_ptr_array_index(r->fetches, 0);
+    if (r->chk.message)
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: check failed for output %s: %s", r->check_path,
+                    first, r->chk.message);
+    else
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "%s: check failed for output %s: %" G_GINT64_FORMAT
+                    " element(s) outside atol %g + rtol %g; max_abs_err %.6g, max_rel_err %.6g",
+                    r->check_path, first, r->chk.n_bad, r->atol, r->rtol, r->chk.max_abs, r->chk.max_rel);
+    return FALSE;
+}
+
+int psim_cmd_run(int argc, char **argv)
+{
+    Run r = {0};
+    GError *err = NULL;
+    int code = 0;
+    if (!run_parse(&r, &argc, &argv, &err)) {
+        code = err ? psim_cli_fail(err) : 2;
+        goto out;
+    }
+    if (!run_load(&r, argc > 1 ? argv[1] : NULL, &err) || !run_feeds(&r, &err) || !run_prepare(&r, &err) ||
+        !run_execute(&r, &err) || !run_write(&r, &err) || !run_check(&r, &err)) {
+        code = psim_cli_fail(err);
+        goto out;
+    }
+    /* The figures are printed whether the check passed or not; the files are kept only when
+     * the run succeeded. */
+    if (r.json)
+        run_print_json(&r);
+    else
+        run_print_text(&r);
+    if (!run_check_verdict(&r, &err) || !psim_cli_outputs_commit(r.outs, &err))
+        code = psim_cli_fail(err);
 out:
-    if (outputs)
-        for (int32_t i = 0; i < n_out; i++)
-            psim_tensor_unref(outputs[i]);
-    g_free(outputs);
-    g_free(step_out);
-    g_free(times);
-    g_free(chk.message);
-    psim_session_free(s);
-    psim_plan_exec_free(px);
-    if (plan_path && plan)
-        g = NULL; /* the plan's */
-    psim_plan_free(plan);
-    psim_placement_free(placement);
-    psim_place_ctx_free(pctx);
-    psim_cost_model_free(cm);
-    psim_cost_db_close(db);
-    g_free(db_path);
-    g_ptr_array_free(feeds, TRUE);
-    g_ptr_array_free(feed_names, TRUE);
-    g_ptr_array_free(fetches, TRUE);
-    g_array_free(ports, TRUE);
-    psim_cluster_free(c);
-    psim_graph_free(g);
-    g_free(cluster_spec);
-    g_free(device);
-    g_free(check_path);
-    g_free(save_dir);
-    g_free(trace_path);
-    g_free(placement_path);
-    g_free(algo);
-    g_free(plan_path);
-    g_strfreev(feed_args);
-    g_strfreev(plugins);
+    run_clear(&r);
     return code;
 }

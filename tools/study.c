@@ -2,11 +2,11 @@
  * simulate, run the same plan for real, and compare; writes a report with tables and plots. */
 #include <errno.h>
 #include <glib/gstdio.h>
-#include <sqlite3.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/sqlite-private.h"
 #include "placesim/exec.h"
 #include "placesim/placer.h"
 #include "placesim/profiler.h"
@@ -28,6 +28,7 @@ typedef struct {
     double place_ms, sim_ms;
     char *gantt;          /* file name of the side-by-side plot, or NULL */
     char *error;          /* why this row has no figures, or NULL */
+    PsimCliCostSources sources; /* where its simulation's node costs came from */
 } Row;
 
 static void row_free(Row *r)
@@ -138,6 +139,7 @@ static gboolean trial_simulate(Trial *t, PsimCostModel *m, PsimOrder order)
         return FALSE;
     }
     t->r->sim_us = t->sr.step_time_us;
+    psim_cli_cost_sources(m, t->plan, t->sim_tl, &t->r->sources);
     return TRUE;
 }
 
@@ -232,8 +234,10 @@ static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int ste
     return TRUE;
 }
 
-/* The row's figures from the measured steps, the comparison, traces and plot. */
-static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, const char *sqlite_path)
+/* The row's figures from the measured steps, the comparison, traces and plot (written through
+ * outs; sqlite_tmp is the results database being written). */
+static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, PsimCliOutputs *outs,
+                         const char *sqlite_tmp, gboolean gnuplot)
 {
     GError *err = NULL;
     Row *r = t->r;
@@ -252,16 +256,20 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, co
     g_autofree char *safe = safe_name(base);
     g_autofree char *sim_trace = g_strdup_printf("%s/%s.sim.json", out_dir, safe);
     g_autofree char *run_trace = g_strdup_printf("%s/%s.run.json", out_dir, safe);
-    if (!psim_timeline_save_chrome(t->sim_tl, sim_trace, &err) || !psim_timeline_save_chrome(run_tl, run_trace, &err) ||
-        psim_timeline_save_sqlite(t->sim_tl, sqlite_path, base, &err) < 0 ||
-        psim_timeline_save_sqlite(run_tl, sqlite_path, base, &err) < 0) {
+    const char *sim_tmp = NULL, *run_tmp = NULL;
+    if (!(sim_tmp = psim_cli_output(outs, sim_trace, FALSE, &err)) ||
+        !(run_tmp = psim_cli_output(outs, run_trace, FALSE, &err)) ||
+        !psim_timeline_save_chrome(t->sim_tl, sim_tmp, &err) || !psim_timeline_save_chrome(run_tl, run_tmp, &err) ||
+        psim_timeline_save_sqlite(t->sim_tl, sqlite_tmp, base, &err) < 0 ||
+        psim_timeline_save_sqlite(run_tl, sqlite_tmp, base, &err) < 0) {
         trial_fail(t, err);
         psim_compare_clear(&cmp);
         return;
     }
-    if (g_find_program_in_path("gnuplot")) {
+    if (gnuplot) {
         g_autofree char *png = g_strdup_printf("%s/%s.png", out_dir, safe);
-        if (psim_compare_plot(t->sim_tl, run_tl, &cmp, png, NULL))
+        const char *png_tmp = psim_cli_output(outs, png, FALSE, NULL);
+        if (png_tmp && psim_compare_plot(t->sim_tl, run_tl, &cmp, png_tmp, NULL))
             r->gantt = g_strdup_printf("%s.png", safe);
     }
     psim_compare_clear(&cmp);
@@ -281,16 +289,16 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     gboolean ok = FALSE;
-    if (sqlite3_open(path, &db) != SQLITE_OK)
-        goto out;
+    PSIM_SQLITE_CHECK(db, sqlite3_open(path, &db), path, "write results", error);
     sqlite3_busy_timeout(db, 10000);
-    if (sqlite3_exec(db, "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
-                         " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
-                         " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
-                         " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL) != SQLITE_OK)
-        goto out;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db,
+        "BEGIN; CREATE TABLE IF NOT EXISTS results (graph TEXT, algo TEXT, sim_us REAL,"
+        " measured_us REAL, error_pct REAL, measured_min_us REAL, measured_max_us REAL,"
+        " plan_us REAL, op_median_abs_error_pct REAL, transfers INTEGER, devices_used INTEGER,"
+        " place_ms REAL, error TEXT, placed_sim_us REAL, placed_error_pct REAL)", NULL, NULL, NULL),
+        path, "write results", error);
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                             -1, &st, NULL), path, "write results", error);
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         sqlite3_bind_text(st, 1, r->graph, -1, SQLITE_STATIC);
@@ -311,23 +319,20 @@ static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
             sqlite3_bind_text(st, 13, r->error, -1, SQLITE_STATIC);
         else
             sqlite3_bind_null(st, 13);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            goto out;
+        PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "write results", error);
         sqlite3_reset(st);
     }
-    ok = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), path, "write results", error);
+    ok = TRUE;
 out:
-    if (!ok)
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s: SQLite: %s", path,
-                    db ? sqlite3_errmsg(db) : "cannot open");
     sqlite3_finalize(st);
     sqlite3_close(db);
     return ok;
 }
 
-static gboolean write_results(GArray *rows, const char *dir, const char *cluster_desc, int steps,
-                              int rounds, gboolean refreshed, double med, double worst, double placed_med,
-                              double placed_worst, GError **error)
+static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *outs, gboolean gnuplot,
+                              const char *cluster_desc, int steps, int rounds, gboolean refreshed, double med,
+                              double worst, double placed_med, double placed_worst, GError **error)
 {
     /* results.csv */
     GString *csv = g_string_new("graph,algo,sim_us,measured_us,error_pct,measured_min_us,measured_max_us,"
@@ -343,15 +348,17 @@ static gboolean write_results(GArray *rows, const char *dir, const char *cluster
                                r->n_devices_used, r->place_ms, e, r->placed_sim_us, r->placed_error_pct);
     }
     g_autofree char *csv_path = g_build_filename(dir, "results.csv", NULL);
-    gboolean ok = g_file_set_contents(csv_path, csv->str, (gssize)csv->len, error);
+    const char *tmp = psim_cli_output(outs, csv_path, FALSE, error);
+    gboolean ok = tmp && g_file_set_contents(tmp, csv->str, (gssize)csv->len, error);
     g_string_free(csv, TRUE);
     if (!ok)
         return FALSE;
 
     /* The bar chart: predicted and measured step time per (graph, algo). */
-    gboolean plot = g_find_program_in_path("gnuplot") != NULL && rows->len > 0;
+    g_autofree char *png_path = g_build_filename(dir, "step-times.png", NULL);
+    const char *png = gnuplot && rows->len > 0 ? psim_cli_output(outs, png_path, FALSE, NULL) : NULL;
+    gboolean plot = png != NULL;
     if (plot) {
-        g_autofree char *png = g_build_filename(dir, "step-times.png", NULL);
         GString *s = g_string_new(NULL);
         g_string_append_printf(s, "set terminal pngcairo size %d,560 font ',9'\nset output '%s'\n",
                                MAX(700, 70 * (int)rows->len), png);
@@ -410,39 +417,94 @@ static gboolean write_results(GArray *rows, const char *dir, const char *cluster
             g_string_append_printf(md, "\n### %s / %s\n\n![%s %s](%s)\n", r->graph, r->algo, r->graph, r->algo, r->gantt);
     }
     g_autofree char *md_path = g_build_filename(dir, "report.md", NULL);
-    ok = g_file_set_contents(md_path, md->str, (gssize)md->len, error);
+    tmp = psim_cli_output(outs, md_path, FALSE, error);
+    ok = tmp && g_file_set_contents(tmp, md->str, (gssize)md->len, error);
     g_string_free(md, TRUE);
     return ok;
 }
 
-int psim_cmd_study(int argc, char **argv)
+/* A study from its flags to its report: the command is the list of steps in psim_cmd_study. */
+typedef struct {
+    /* Flags as given. */
+    char *cluster_spec, *algos, *db_path, *out_dir, *order_name, *profile_weights;
+    char *steps_text, *rounds_text, *profile_rounds_text, *budget_text;
+    gboolean json, no_profile, no_refresh;
+    PsimCliGraphOptions go;
+    /* Checked. */
+    int steps, rounds, profile_rounds;
+    double profile_budget;
+    PsimProfileWeights weights;
+    PsimOrder order;
+    char **algo_list;
+    int n_algos;
+    gboolean gnuplot;
+    /* Inputs and outputs. */
+    PsimCliOutputs *outs;
+    char *sqlite_path;
+    const char *sqlite_tmp; /* owned by outs */
+    GPtrArray *graphs;
+    PsimCluster *cluster;
+    PsimCostDb *db;
+    Progress prog;
+    PsimProfileOptions po;
+    /* Results: a Row per (graph, algorithm), and the summary over rows that did not fail. */
+    GArray *rows;
+    int n_ok;
+    double med, worst, placed_med, placed_worst;
+} Study;
+
+static void study_clear(Study *st)
 {
-    g_autofree char *cluster_spec = NULL, *algos = NULL, *db_path = NULL, *out_dir = NULL;
-    g_autofree char *order_name = NULL, *profile_weights = NULL;
-    gboolean json = FALSE, no_profile = FALSE, no_refresh = FALSE;
-    int steps = 10, rounds = -1, profile_rounds = 100;
-    double profile_budget = 300;
+    g_free(st->cluster_spec);
+    g_free(st->algos);
+    g_free(st->db_path);
+    g_free(st->out_dir);
+    g_free(st->order_name);
+    g_free(st->profile_weights);
+    g_free(st->steps_text);
+    g_free(st->rounds_text);
+    g_free(st->profile_rounds_text);
+    g_free(st->budget_text);
+    psim_cli_graph_options_clear(&st->go);
+    g_strfreev(st->algo_list);
+    psim_cli_outputs_free(st->outs);
+    g_free(st->sqlite_path);
+    if (st->graphs)
+        g_ptr_array_free(st->graphs, TRUE);
+    psim_cluster_free(st->cluster);
+    psim_cost_db_close(st->db);
+    for (guint i = 0; st->rows && i < st->rows->len; i++)
+        row_free(&g_array_index(st->rows, Row, i));
+    if (st->rows)
+        g_array_free(st->rows, TRUE);
+}
+
+/* The flags, checked: FALSE with a USAGE error, or FALSE and no error after a parse error
+ * (already reported). */
+static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
+{
     GOptionEntry entries[] = {
-        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
-        {"algos", 'a', 0, G_OPTION_ARG_STRING, &algos,
+        {"cluster", 'c', 0, G_OPTION_ARG_STRING, &st->cluster_spec, "Cluster: local (default), local:N, a cluster file, uniform:P", "SPEC"},
+        {"algos", 'a', 0, G_OPTION_ARG_STRING, &st->algos,
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
-        {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled", "DB"},
-        {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Measured steps per run (default 10)", "N"},
-        {"rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
+        {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per run, 1 to 100000 (default 10)", "N"},
+        {"rounds", 0, 0, G_OPTION_ARG_STRING, &st->rounds_text,
          "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 10, at most --steps)", "N"},
-        {"profile-rounds", 0, 0, G_OPTION_ARG_INT, &profile_rounds,
+        {"profile-rounds", 0, 0, G_OPTION_ARG_STRING, &st->profile_rounds_text,
          "Profile in N interleaved passes, samples pooled (default 100; see 'placesim profile')", "N"},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out_dir, "Output folder (default study-out)", "DIR"},
-        {"order", 0, 0, G_OPTION_ARG_STRING, &order_name, "static (default) or dynamic", "ORDER"},
-        {"no-profile", 0, 0, G_OPTION_ARG_NONE, &no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
-        {"no-refresh", 0, 0, G_OPTION_ARG_NONE, &no_refresh,
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &st->out_dir,
+         "Output folder (default study-out; created if missing, its parent must exist)", "DIR"},
+        {"order", 0, 0, G_OPTION_ARG_STRING, &st->order_name, "static (default) or dynamic", "ORDER"},
+        {"no-profile", 0, 0, G_OPTION_ARG_NONE, &st->no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
+        {"no-refresh", 0, 0, G_OPTION_ARG_NONE, &st->no_refresh,
          "Simulate with the rows profiled before the runs (by default each graph's kernels are profiled again in "
          "passes between its measured rounds, and its plans simulated again with those rows)", NULL},
-        {"profile-budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &profile_budget,
-         "Profiling time budget per kernel signature and device (default 300)", "MS"},
-        {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &profile_weights,
+        {"profile-budget-ms", 0, 0, G_OPTION_ARG_STRING, &st->budget_text,
+         "Profiling time budget per kernel signature and device, at most one day (default 300)", "MS"},
+        {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &st->profile_weights,
          "Profiling: CPU kernels' weights cold, warm or auto (default; see 'placesim profile --help')", "MODE"},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the rows", NULL},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &st->json, "Print one JSON object with the rows", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
     g_option_context_set_summary(ctx,
@@ -450,30 +512,42 @@ int psim_cmd_study(int argc, char **argv)
         "run the same plan for real, and compare. Writes OUT/report.md, OUT/results.csv,\n"
         "OUT/results.sqlite, Chrome traces and plots. Without GRAPH it studies the built-in models.");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    if (!psim_cli_parse(ctx, &argc, &argv, "study"))
-        return 2;
-    if (!(profile_budget > 0))
-        return psim_cli_usage("study", "--profile-budget-ms must be positive");
-    PsimProfileWeights weights = PSIM_PROFILE_WEIGHTS_AUTO;
-    if (profile_weights && !psim_profile_weights_from_name(profile_weights, &weights))
-        return psim_cli_usage("study", "--profile-weights must be auto, cold or warm, not '%s'", profile_weights);
-    if (steps < 1 || steps > 100000)
-        return psim_cli_usage("study", "--steps must be between 1 and 100000");
-    if (rounds == -1)
-        rounds = MIN(10, steps);
-    if (rounds < 1 || rounds > steps)
-        return psim_cli_usage("study", "--rounds must be between 1 and --steps");
-    if (profile_rounds < 1 || profile_rounds > 1000)
-        return psim_cli_usage("study", "--profile-rounds must be between 1 and 1000");
-    PsimOrder order = PSIM_ORDER_STATIC;
-    if (order_name && !psim_order_from_name(order_name, &order))
-        return psim_cli_usage("study", "--order must be static or dynamic, not '%s'", order_name);
-    g_auto(GStrv) algo_list = NULL;
-    if (!algos || strcmp(algos, "all")) {
-        algo_list = g_strsplit(algos ? algos : DEFAULT_ALGOS, ",", -1);
-        for (int i = 0; algo_list[i]; i++)
-            if (!psim_placer_lookup(algo_list[i]) || !strcmp(algo_list[i], "file"))
-                return psim_cli_usage("study", "unknown algorithm '%s' (see 'placesim place --help')", algo_list[i]);
+    psim_cli_graph_options_add(ctx, &st->go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
+    if (!psim_cli_parse(ctx, argc, argv, "study"))
+        return FALSE;
+    int64_t steps = 10, rounds = -1, profile_rounds = 100;
+    st->profile_budget = 300;
+    if (!psim_cli_flag_int("--steps", st->steps_text, 1, 100000, &steps, error) ||
+        !psim_cli_flag_int("--rounds", st->rounds_text, 1, steps, &rounds, error) ||
+        !psim_cli_flag_int("--profile-rounds", st->profile_rounds_text, 1, 1000, &profile_rounds, error) ||
+        !psim_cli_flag_double("--profile-budget-ms", st->budget_text, 0.001, PSIM_CLI_MAX_MS, &st->profile_budget,
+                              error))
+        return FALSE;
+    st->steps = (int)steps;
+    st->rounds = rounds < 0 ? MIN(10, st->steps) : (int)rounds;
+    st->profile_rounds = (int)profile_rounds;
+    st->weights = PSIM_PROFILE_WEIGHTS_AUTO;
+    if (st->profile_weights && !psim_profile_weights_from_name(st->profile_weights, &st->weights)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--profile-weights: expected auto, cold or warm, not '%s'",
+                    st->profile_weights);
+        return FALSE;
+    }
+    st->order = PSIM_ORDER_STATIC;
+    if (st->order_name && !psim_order_from_name(st->order_name, &st->order)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--order: expected static or dynamic, not '%s'",
+                    st->order_name);
+        return FALSE;
+    }
+    if (!st->algos || strcmp(st->algos, "all")) {
+        st->algo_list = g_strsplit(DEFAULT_ALGOS, ",", -1);
+        if (!psim_cli_flag_list("--algos", st->algos, &st->algo_list, error))
+            return FALSE;
+        for (int i = 0; st->algo_list[i]; i++)
+            if (!psim_placer_lookup(st->algo_list[i]) || !strcmp(st->algo_list[i], "file")) {
+                g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                            "--algos: unknown algorithm '%s' (see 'placesim place --help')", st->algo_list[i]);
+                return FALSE;
+            }
     } else {
         int32_t n = 0;
         const PsimPlacer *const *all = psim_placer_list(&n);
@@ -482,245 +556,320 @@ int psim_cmd_study(int argc, char **argv)
             if (strcmp(all[i]->name, "file"))
                 g_ptr_array_add(a, g_strdup(all[i]->name));
         g_ptr_array_add(a, NULL);
-        algo_list = (GStrv)g_ptr_array_free(a, FALSE);
+        st->algo_list = (GStrv)g_ptr_array_free(a, FALSE);
     }
-    if (!out_dir)
-        out_dir = g_strdup("study-out");
-    if (g_mkdir_with_parents(out_dir, 0755) != 0) {
-        fprintf(stderr, "placesim: %s: cannot create the output folder: %s\n", out_dir, g_strerror(errno));
-        return 1;
-    }
-    if (!db_path)
-        db_path = g_build_filename(out_dir, "costs.db", NULL);
-    g_autofree char *sqlite_path = g_build_filename(out_dir, "results.sqlite", NULL);
-    g_unlink(sqlite_path);
+    st->n_algos = (int)g_strv_length(st->algo_list);
+    return psim_cli_graph_options_check(&st->go, error);
+}
 
-    GError *err = NULL;
-    g_autoptr(GPtrArray) graphs = g_ptr_array_new_with_free_func((GDestroyNotify)psim_graph_free);
+/* The output folder and results database, the graphs, the cluster and the cost DB. */
+static gboolean study_open(Study *st, int argc, char **argv, GError **error)
+{
+    if (!st->out_dir)
+        st->out_dir = g_strdup("study-out");
+    st->outs = psim_cli_outputs_new();
+    if (!psim_cli_output_dir(st->outs, st->out_dir, error))
+        return FALSE;
+    gboolean db_given = st->db_path != NULL;
+    if (!st->db_path)
+        st->db_path = g_build_filename(st->out_dir, "costs.db", NULL);
+    /* A fresh results database each study, renamed over the old one at the end. */
+    st->sqlite_path = g_build_filename(st->out_dir, "results.sqlite", NULL);
+    if (!(st->sqlite_tmp = psim_cli_output(st->outs, st->sqlite_path, FALSE, error)))
+        return FALSE;
+    g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+    st->gnuplot = gnuplot != NULL;
+    st->graphs = g_ptr_array_new_with_free_func((GDestroyNotify)psim_graph_free);
     if (argc > 1) {
         for (int i = 1; i < argc; i++) {
-            PsimGraph *g = psim_cli_load_graph(argv[i], FALSE, &err);
+            PsimGraph *g = psim_cli_graph_load(argv[i], &st->go, error);
             if (!g)
-                return psim_cli_fail(err);
-            g_ptr_array_add(graphs, g);
+                return FALSE;
+            g_ptr_array_add(st->graphs, g);
         }
     } else {
         int32_t n = 0;
         const char *const *zoo = psim_zoo_list(&n);
         for (int32_t i = 0; i < n; i++) {
-            PsimGraph *g = psim_zoo_make(zoo[i], &err);
+            PsimGraph *g = psim_cli_graph_load(zoo[i], &st->go, error);
             if (!g)
-                return psim_cli_fail(err);
-            g_ptr_array_add(graphs, g);
+                return FALSE;
+            g_ptr_array_add(st->graphs, g);
         }
     }
-    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec ? cluster_spec : "local",
-                                                      graphs->len ? g_ptr_array_index(graphs, 0) : NULL, &err);
-    if (!cluster)
-        return psim_cli_fail(err);
-    g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
-    if (!db)
-        return psim_cli_fail(err);
+    st->cluster = psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
+                                   st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
+    if (!st->cluster)
+        return FALSE;
+    /* --no-profile only reads the DB: read-only, and no DB at all where the default one does
+     * not exist yet (estimates), so that a read-only DB serves it. */
+    GError *err = NULL;
+    if (!st->no_profile)
+        st->db = psim_cost_db_open(st->db_path, &err);
+    else if (db_given || g_file_test(st->db_path, G_FILE_TEST_EXISTS))
+        st->db = psim_cost_db_open_readonly(st->db_path, &err);
+    if (err) {
+        g_propagate_error(error, err);
+        return FALSE;
+    }
+    st->prog = (Progress){.tty = psim_cli_stderr_tty(),
+                          .total = (int32_t)st->graphs->len * (st->n_algos + (st->no_profile ? 0 : 1)),
+                          .t0 = g_get_monotonic_time()};
+    psim_profile_options_init(&st->po);
+    st->po.progress = profile_progress;
+    st->po.budget_ms = st->profile_budget;
+    st->po.rounds = st->profile_rounds;
+    st->po.weights = st->weights;
+    st->po.progress_user = &st->prog;
+    st->rows = g_array_new(FALSE, TRUE, sizeof(Row));
+    return TRUE;
+}
 
-    int n_algos = (int)g_strv_length(algo_list);
-    Progress prog = {.tty = psim_cli_stderr_tty(),
-                     .total = (int32_t)graphs->len * (n_algos + (no_profile ? 0 : 1)),
-                     .t0 = g_get_monotonic_time()};
-    PsimProfileOptions po;
-    psim_profile_options_init(&po);
-    po.progress = profile_progress;
-    po.budget_ms = profile_budget;
-    po.rounds = profile_rounds;
-    po.weights = weights;
-    po.progress_user = &prog;
-    GArray *rows = g_array_new(FALSE, TRUE, sizeof(Row));
-    /* Per graph: every algorithm is placed and simulated, then the plans run in `rounds`
-     * rounds, each algorithm's steps in turn within a round, so that a slow spell of a shared
-     * machine falls on all of them rather than on one (each row's figure is the median of all
-     * its steps); the last round also records each measured timeline. */
-    g_autofree Trial *trials = g_new0(Trial, n_algos + 1);
-    for (guint gi = 0; gi < graphs->len; gi++) {
-        PsimGraph *g = g_ptr_array_index(graphs, gi);
-        /* Each graph is profiled (what the DB lacks of it) right before its plans run, not all
-         * graphs first: the speed of a shared host drifts over minutes, and the simulated and
-         * the measured steps should see the same machine. Links and calibration once. */
-        g_autoptr(PsimProfiler) prof = NULL;
-        if (!no_profile) {
-            g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
-            progress(&prog, what);
-            po.links = po.calibrate = gi == 0;
-            prof = psim_profiler_new(cluster, db, &po, &err);
-            PsimProfileReport rep;
-            if (!prof || !psim_profiler_run(prof, &g, 1, &rep, &err))
-                return psim_cli_fail(err);
-            if (prog.tty)
-                fputc('\n', stderr);
-            prog.done++;
-            g_autofree char *msg = g_strdup_printf("%s: profiled: %d measured, %d already in the DB",
-                                                   psim_graph_name(g), rep.measured, rep.skipped);
-            progress(&prog, msg);
-        }
-        g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
-        guint first = rows->len;
-        for (int a = 0; algo_list[a]; a++) {
-            Row r = {.graph = g_strdup(psim_graph_name(g)), .algo = g_strdup(algo_list[a])};
-            g_array_append_val(rows, r);
-        }
-        for (int a = 0; a < n_algos; a++) {
-            trials[a] = (Trial){.r = &g_array_index(rows, Row, first + a), .g = g};
-            trial_prepare(&trials[a], model, order);
-        }
-        /* The refresh: the graph's kernels profiled again, in passes spread between the
-         * measured rounds (profile_rounds / rounds passes before each), and the plans simulated
-         * again with those rows. The host's speed drifts by 5-30% over a minute (the profiler's
-         * raw figures, docs/validation.md): a profile taken before placing, a minute before the
-         * steps, then shifted whole models' errors by up to 17%. */
-        g_autoptr(PsimProfileSession) session = NULL;
-        if (prof && !no_refresh) {
-            session = psim_profile_session_new(prof, g, &err);
-            if (!session) {
-                fprintf(stderr, "placesim: warning: %s; its plans are simulated with the rows profiled before the runs\n",
-                        err->message);
-                g_clear_error(&err);
-            }
-        }
-        g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, n_algos + 1);
-        for (int round = 0; round < rounds; round++) {
-            int k = steps / rounds + (round < steps % rounds ? 1 : 0);
-            if (session) {
-                g_autofree char *what = g_strdup_printf("%s: profile passes (round %d of %d)", psim_graph_name(g),
-                                                        round + 1, rounds);
-                progress(&prog, what);
-                psim_profile_session_passes(session, profile_rounds * (round + 1) / rounds -
-                                                         profile_rounds * round / rounds);
-            }
-            for (int a = 0; a < n_algos; a++) {
-                Trial *t = &trials[a];
-                if (t->r->error)
-                    continue;
-                g_autofree char *what = g_strdup_printf("%s / %s (round %d of %d)", t->r->graph, t->r->algo,
-                                                        round + 1, rounds);
-                progress(&prog, what);
-                trial_measure(t, cluster, order, k, round == rounds - 1 ? &run_tl[a] : NULL);
-            }
-        }
+/* Graph gi's kernels that the DB lacks. Each graph is profiled right before its plans run, not
+ * all graphs first: the speed of a shared host drifts over minutes, and the simulated and the
+ * measured steps should see the same machine. Links and calibration once. */
+static PsimProfiler *study_profile_graph(Study *st, guint gi, GError **error)
+{
+    PsimGraph *g = g_ptr_array_index(st->graphs, gi);
+    g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
+    progress(&st->prog, what);
+    st->po.links = st->po.calibrate = gi == 0;
+    g_autoptr(PsimProfiler) prof = psim_profiler_new(st->cluster, st->db, &st->po, error);
+    PsimProfileReport rep;
+    if (!prof || !psim_profiler_run(prof, &g, 1, &rep, error))
+        return NULL;
+    if (st->prog.tty)
+        fputc('\n', stderr);
+    st->prog.done++;
+    g_autofree char *msg = g_strdup_printf("%s: profiled: %d measured, %d already in the DB", psim_graph_name(g),
+                                           rep.measured, rep.skipped);
+    progress(&st->prog, msg);
+    return g_steal_pointer(&prof);
+}
+
+/* The measured rounds of one graph's trials. Every algorithm was placed and simulated; the
+ * plans run in `rounds` rounds, each algorithm's steps in turn within a round, so that a slow
+ * spell of a shared machine falls on all of them rather than on one (each row's figure is the
+ * median of all its steps); the last round also records each measured timeline. With a
+ * session, the graph's kernels are profiled again in passes spread between the rounds
+ * (profile_rounds / rounds passes before each). */
+static void study_measure(Study *st, Trial *trials, PsimProfileSession *session, PsimTimeline **run_tl)
+{
+    PsimGraph *g = trials[0].g;
+    for (int round = 0; round < st->rounds; round++) {
+        int k = st->steps / st->rounds + (round < st->steps % st->rounds ? 1 : 0);
         if (session) {
-            progress(&prog, "storing the refreshed profile");
-            PsimProfileSession *s = g_steal_pointer(&session);
-            if (!psim_profile_session_finish(s, NULL, &err))
-                return psim_cli_fail(err);
-            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(cluster, db);
-            for (int a = 0; a < n_algos; a++)
-                if (!trials[a].r->error)
-                    trial_simulate(&trials[a], fresh, order);
+            g_autofree char *what = g_strdup_printf("%s: profile passes (round %d of %d)", psim_graph_name(g),
+                                                    round + 1, st->rounds);
+            progress(&st->prog, what);
+            psim_profile_session_passes(session, st->profile_rounds * (round + 1) / st->rounds -
+                                                     st->profile_rounds * round / st->rounds);
         }
-        for (int a = 0; a < n_algos; a++) {
-            if (!trials[a].r->error)
-                trial_finish(&trials[a], run_tl[a], out_dir, sqlite_path);
-            psim_timeline_free(run_tl[a]);
-            trial_clear(&trials[a]);
-            prog.done++;
+        for (int a = 0; a < st->n_algos; a++) {
+            Trial *t = &trials[a];
+            if (t->r->error)
+                continue;
+            g_autofree char *what = g_strdup_printf("%s / %s (round %d of %d)", t->r->graph, t->r->algo,
+                                                    round + 1, st->rounds);
+            progress(&st->prog, what);
+            trial_measure(t, st->cluster, st->order, k, round == st->rounds - 1 ? &run_tl[a] : NULL);
         }
     }
-    progress(&prog, "done");
+}
 
+/* One graph: profile, place and simulate with every algorithm, measure, refresh, compare. */
+static gboolean study_graph(Study *st, guint gi, GError **error)
+{
+    PsimGraph *g = g_ptr_array_index(st->graphs, gi);
+    g_autoptr(PsimProfiler) prof = NULL;
+    if (!st->no_profile && !(prof = study_profile_graph(st, gi, error)))
+        return FALSE;
+    g_autoptr(PsimCostModel) model = psim_cost_model_new(st->cluster, st->db);
+    guint first = st->rows->len;
+    for (int a = 0; a < st->n_algos; a++) {
+        Row r = {.graph = g_strdup(psim_graph_name(g)), .algo = g_strdup(st->algo_list[a])};
+        g_array_append_val(st->rows, r);
+    }
+    g_autofree Trial *trials = g_new0(Trial, st->n_algos + 1);
+    for (int a = 0; a < st->n_algos; a++) {
+        trials[a] = (Trial){.r = &g_array_index(st->rows, Row, first + a), .g = g};
+        trial_prepare(&trials[a], model, st->order);
+    }
+    /* The refresh: the host's speed drifts by 5-30% over a minute (the profiler's raw figures,
+     * docs/validation.md): a profile taken before placing, a minute before the steps, then
+     * shifted whole models' errors by up to 17%. */
+    g_autoptr(PsimProfileSession) session = NULL;
+    if (prof && !st->no_refresh) {
+        GError *err = NULL;
+        session = psim_profile_session_new(prof, g, &err);
+        if (!session) {
+            fprintf(stderr, "placesim: warning: %s; its plans are simulated with the rows profiled before the runs\n",
+                    err->message);
+            g_clear_error(&err);
+        }
+    }
+    g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
+    study_measure(st, trials, session, run_tl);
+    gboolean ok = TRUE;
+    if (session) {
+        progress(&st->prog, "storing the refreshed profile");
+        ok = psim_profile_session_finish(g_steal_pointer(&session), NULL, error);
+        if (ok) {
+            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
+            for (int a = 0; a < st->n_algos; a++)
+                if (!trials[a].r->error)
+                    trial_simulate(&trials[a], fresh, st->order);
+        }
+    }
+    for (int a = 0; a < st->n_algos; a++) {
+        if (ok && !trials[a].r->error)
+            trial_finish(&trials[a], run_tl[a], st->out_dir, st->outs, st->sqlite_tmp, st->gnuplot);
+        psim_timeline_free(run_tl[a]);
+        trial_clear(&trials[a]);
+        st->prog.done++;
+    }
+    return ok;
+}
+
+/* Median and worst |error| over the rows that did not fail. */
+static void study_summarize(Study *st)
+{
+    GArray *rows = st->rows;
     g_autofree double *abs_err = g_new(double, rows->len + 1);
     g_autofree double *placed_err = g_new(double, rows->len + 1);
-    int n_ok = 0;
-    double worst = 0, placed_worst = 0;
+    st->n_ok = 0;
     for (guint i = 0; i < rows->len; i++) {
         Row *r = &g_array_index(rows, Row, i);
         if (r->error)
             continue;
-        placed_err[n_ok] = fabs(r->placed_error_pct);
-        abs_err[n_ok++] = fabs(r->error_pct);
-        worst = MAX(worst, fabs(r->error_pct));
-        placed_worst = MAX(placed_worst, fabs(r->placed_error_pct));
+        placed_err[st->n_ok] = fabs(r->placed_error_pct);
+        abs_err[st->n_ok++] = fabs(r->error_pct);
+        st->worst = MAX(st->worst, fabs(r->error_pct));
+        st->placed_worst = MAX(st->placed_worst, fabs(r->placed_error_pct));
     }
-    double med = median_of(abs_err, n_ok), placed_med = median_of(placed_err, n_ok);
-    gboolean refreshed = !no_profile && !no_refresh;
-    int32_t nd = psim_cluster_n_devices(cluster);
-    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", cluster_spec ? cluster_spec : "local", nd, nd == 1 ? "" : "s");
-    if (!write_results(rows, out_dir, cdesc, steps, rounds, refreshed, med, worst, placed_med, placed_worst, &err)) {
-        for (guint i = 0; i < rows->len; i++)
-            row_free(&g_array_index(rows, Row, i));
-        g_array_free(rows, TRUE);
-        return psim_cli_fail(err);
-    }
-    /* The results table into the same SQLite file as the timelines. */
-    if (!write_sqlite(rows, sqlite_path, &err)) {
-        for (guint i = 0; i < rows->len; i++)
-            row_free(&g_array_index(rows, Row, i));
-        g_array_free(rows, TRUE);
-        return psim_cli_fail(err);
-    }
-    if (json) {
-        JsonBuilder *b = json_builder_new();
+    st->med = median_of(abs_err, st->n_ok);
+    st->placed_med = median_of(placed_err, st->n_ok);
+}
+
+/* report.md, results.csv, the plot and the results table, then every output renamed in place. */
+static gboolean study_write(Study *st, GError **error)
+{
+    gboolean refreshed = !st->no_profile && !st->no_refresh;
+    int32_t nd = psim_cluster_n_devices(st->cluster);
+    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", st->cluster_spec ? st->cluster_spec : "local", nd,
+                                             nd == 1 ? "" : "s");
+    return write_results(st->rows, st->out_dir, st->outs, st->gnuplot, cdesc, st->steps, st->rounds, refreshed,
+                         st->med, st->worst, st->placed_med, st->placed_worst, error) &&
+           write_sqlite(st->rows, st->sqlite_tmp, error) && psim_cli_outputs_commit(st->outs, error);
+}
+
+static void study_print_json(const Study *st)
+{
+    JsonBuilder *b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "rows");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < st->rows->len; i++) {
+        Row *r = &g_array_index(st->rows, Row, i);
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "rows");
-        json_builder_begin_array(b);
-        for (guint i = 0; i < rows->len; i++) {
-            Row *r = &g_array_index(rows, Row, i);
-            json_builder_begin_object(b);
-            json_builder_set_member_name(b, "graph");
-            json_builder_add_string_value(b, r->graph);
-            json_builder_set_member_name(b, "algo");
-            json_builder_add_string_value(b, r->algo);
-            if (r->error) {
-                json_builder_set_member_name(b, "error");
-                json_builder_add_string_value(b, r->error);
-            } else {
-                json_builder_set_member_name(b, "sim_us");
-                json_builder_add_double_value(b, r->sim_us);
-                json_builder_set_member_name(b, "measured_us");
-                json_builder_add_double_value(b, r->measured_us);
-                json_builder_set_member_name(b, "error_pct");
-                json_builder_add_double_value(b, r->error_pct);
-                json_builder_set_member_name(b, "placed_sim_us");
-                json_builder_add_double_value(b, r->placed_sim_us);
-                json_builder_set_member_name(b, "placed_error_pct");
-                json_builder_add_double_value(b, r->placed_error_pct);
-                json_builder_set_member_name(b, "plan_us");
-                json_builder_add_double_value(b, r->plan_us);
-                json_builder_set_member_name(b, "op_median_abs_error_pct");
-                json_builder_add_double_value(b, r->op_error_pct);
-                json_builder_set_member_name(b, "transfers");
-                json_builder_add_int_value(b, r->n_transfers);
-            }
-            json_builder_end_object(b);
+        json_builder_set_member_name(b, "graph");
+        json_builder_add_string_value(b, r->graph);
+        json_builder_set_member_name(b, "algo");
+        json_builder_add_string_value(b, r->algo);
+        if (r->error) {
+            json_builder_set_member_name(b, "error");
+            json_builder_add_string_value(b, r->error);
+        } else {
+            json_builder_set_member_name(b, "sim_us");
+            json_builder_add_double_value(b, r->sim_us);
+            json_builder_set_member_name(b, "measured_us");
+            json_builder_add_double_value(b, r->measured_us);
+            json_builder_set_member_name(b, "error_pct");
+            json_builder_add_double_value(b, r->error_pct);
+            json_builder_set_member_name(b, "placed_sim_us");
+            json_builder_add_double_value(b, r->placed_sim_us);
+            json_builder_set_member_name(b, "placed_error_pct");
+            json_builder_add_double_value(b, r->placed_error_pct);
+            json_builder_set_member_name(b, "plan_us");
+            json_builder_add_double_value(b, r->plan_us);
+            json_builder_set_member_name(b, "op_median_abs_error_pct");
+            json_builder_add_double_value(b, r->op_error_pct);
+            json_builder_set_member_name(b, "transfers");
+            json_builder_add_int_value(b, r->n_transfers);
+            psim_cli_cost_sources_json(b, &r->sources);
         }
-        json_builder_end_array(b);
-        json_builder_set_member_name(b, "median_abs_error_pct");
-        json_builder_add_double_value(b, n_ok ? med : 0);
-        json_builder_set_member_name(b, "max_abs_error_pct");
-        json_builder_add_double_value(b, worst);
-        json_builder_set_member_name(b, "placed_median_abs_error_pct");
-        json_builder_add_double_value(b, n_ok ? placed_med : 0);
-        json_builder_set_member_name(b, "placed_max_abs_error_pct");
-        json_builder_add_double_value(b, placed_worst);
-        json_builder_set_member_name(b, "out");
-        json_builder_add_string_value(b, out_dir);
         json_builder_end_object(b);
-        psim_cli_print_json(b);
-    } else {
-        printf("%-18s %-12s %12s %12s %9s %8s\n", "graph", "algo", "sim us", "measured us", "error", "xfers");
-        for (guint i = 0; i < rows->len; i++) {
-            Row *r = &g_array_index(rows, Row, i);
-            if (r->error)
-                printf("%-18.18s %-12s failed: %s\n", r->graph, r->algo, r->error);
-            else
-                printf("%-18.18s %-12s %12.1f %12.1f %+8.2f%% %8d\n", r->graph, r->algo, r->sim_us,
-                       r->measured_us, r->error_pct, r->n_transfers);
-        }
-        printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", n_ok ? med : 0,
-               worst, n_ok, out_dir);
-        if (refreshed)
-            printf("(simulated with the profile refreshed between the measured rounds; at placement: median "
-                   "|error| %.2f%%, worst %.2f%%)\n", n_ok ? placed_med : 0, placed_worst);
     }
-    int code = n_ok == (int)rows->len ? 0 : 1;
-    for (guint i = 0; i < rows->len; i++)
-        row_free(&g_array_index(rows, Row, i));
-    g_array_free(rows, TRUE);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "median_abs_error_pct");
+    json_builder_add_double_value(b, st->n_ok ? st->med : 0);
+    json_builder_set_member_name(b, "max_abs_error_pct");
+    json_builder_add_double_value(b, st->worst);
+    json_builder_set_member_name(b, "placed_median_abs_error_pct");
+    json_builder_add_double_value(b, st->n_ok ? st->placed_med : 0);
+    json_builder_set_member_name(b, "placed_max_abs_error_pct");
+    json_builder_add_double_value(b, st->placed_worst);
+    json_builder_set_member_name(b, "out");
+    json_builder_add_string_value(b, st->out_dir);
+    json_builder_end_object(b);
+    psim_cli_print_json(b);
+}
+
+static void study_print_text(const Study *st)
+{
+    printf("%-18s %-12s %12s %12s %9s %8s\n", "graph", "algo", "sim us", "measured us", "error", "xfers");
+    for (guint i = 0; i < st->rows->len; i++) {
+        Row *r = &g_array_index(st->rows, Row, i);
+        if (r->error)
+            printf("%-18.18s %-12s failed: %s\n", r->graph, r->algo, r->error);
+        else
+            printf("%-18.18s %-12s %12.1f %12.1f %+8.2f%% %8d\n", r->graph, r->algo, r->sim_us, r->measured_us,
+                   r->error_pct, r->n_transfers);
+    }
+    /* Where the simulations' costs came from, over every plan that ran. */
+    PsimCliCostSources all = {0};
+    for (guint i = 0; i < st->rows->len; i++) {
+        const Row *r = &g_array_index(st->rows, Row, i);
+        for (int k = 0; k < (int)G_N_ELEMENTS(all.n); k++)
+            all.n[k] += r->error ? 0 : r->sources.n[k];
+    }
+    g_autofree char *costs = psim_cli_cost_sources_line(&all);
+    printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", st->n_ok ? st->med : 0,
+           st->worst, st->n_ok, st->out_dir);
+    printf("costs: %s, over the %d plans\n", costs, st->n_ok);
+    if (!st->no_profile && !st->no_refresh)
+        printf("(simulated with the profile refreshed between the measured rounds; at placement: median "
+               "|error| %.2f%%, worst %.2f%%)\n", st->n_ok ? st->placed_med : 0, st->placed_worst);
+}
+
+/* A study writes its report when some rows failed (they say why in it) and exits 1 then; it
+ * writes nothing when a step before the report fails. */
+int psim_cmd_study(int argc, char **argv)
+{
+    Study st = {0};
+    GError *err = NULL;
+    int code = 0;
+    if (!study_parse(&st, &argc, &argv, &err) || !study_open(&st, argc, argv, &err)) {
+        code = err ? psim_cli_fail(err) : 2;
+        goto out;
+    }
+    for (guint gi = 0; gi < st.graphs->len; gi++)
+        if (!study_graph(&st, gi, &err)) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+    progress(&st.prog, "done");
+    study_summarize(&st);
+    if (!study_write(&st, &err)) {
+        code = psim_cli_fail(err);
+        goto out;
+    }
+    if (st.json)
+        study_print_json(&st);
+    else
+        study_print_text(&st);
+    code = st.n_ok == (int)st.rows->len ? 0 : 1;
+out:
+    study_clear(&st);
     return code;
 }

@@ -139,7 +139,14 @@ char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len)
         jnum(s, o->end - o->start);
         g_string_append(s, ", \"args\": {\"op\": ");
         jstr(s, o->op);
-        g_string_append_printf(s, ", \"node\": %d}}", o->node);
+        g_string_append_printf(s, ", \"node\": %d", o->node);
+        if (o->cost_source) {
+            g_string_append(s, ", \"cost_source\": ");
+            jstr(s, o->cost_source);
+        }
+        if (o->db_row >= 0)
+            g_string_append_printf(s, ", \"db_row\": %" G_GINT64_FORMAT, o->db_row);
+        g_string_append(s, "}}");
     }
     for (guint i = 0; i < t->xfers->len; i++) {
         const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
@@ -189,119 +196,136 @@ gboolean psim_timeline_save_chrome(const PsimTimeline *t, const char *path, GErr
 
 static gboolean fail(GError **error, const char *path, const char *msg)
 {
-    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path, msg);
-    return FALSE;
+    return psim_json_fail(&(PsimJsonAt){path, NULL}, error, "%s", msg);
 }
 
-PsimTimeline *psim_timeline_parse_chrome(const char *path, const char *data, gsize len,
-                                         GError **error)
+/* One op or transfer event; other events (metadata, flows, other tools' kinds) are skipped. */
+static gboolean read_event(PsimTimeline *t, JsonObject *e, guint i, const char *path, GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new_immutable();
-    g_autoptr(GError) perr = NULL;
-    if (!json_parser_load_from_data(parser, data, (gssize)len, &perr)) {
-        g_autofree char *m = g_strdup_printf("not valid JSON: %s", perr->message);
-        fail(error, path, m);
-        return NULL;
+    g_autofree char *where = g_strdup_printf("traceEvents[%u]", i);
+    PsimJsonAt at = {path, where};
+    const char *ph = "", *cat = "";
+    if (!psim_json_get_string(&at, e, "ph", &ph, error) ||
+        !psim_json_get_string(&at, e, "cat", &cat, error))
+        return FALSE;
+    if (strcmp(ph, "X") || (strcmp(cat, "op") && strcmp(cat, "transfer")))
+        return TRUE;
+    const char *name = NULL;
+    JsonObject *args = NULL;
+    int64_t pid = -1, tid = 0;
+    double ts = NAN, dur = NAN;
+    int32_t nd = t->n_devices;
+    if (!psim_json_get_string(&at, e, "name", &name, error) ||
+        !psim_json_get_object(&at, e, "args", &args, error) ||
+        !psim_json_get_int(&at, e, "pid", 0, nd - 1, &pid, error) ||
+        !psim_json_get_int(&at, e, "tid", 0, INT32_MAX, &tid, error) ||
+        !psim_json_get_number(&at, e, "ts", -1e18, 1e18, &ts, error) ||
+        !psim_json_get_number(&at, e, "dur", 0, PSIM_MAX_US * 1e3, &dur, error))
+        return FALSE;
+    if (!name || !args || pid < 0 || isnan(ts) || isnan(dur))
+        return psim_json_fail(&at, error, "an %s event needs name, pid (a device), ts, dur and args", cat);
+    g_autofree char *awhere = g_strdup_printf("traceEvents[%u].args", i);
+    PsimJsonAt aat = {path, awhere};
+    if (!strcmp(cat, "op")) {
+        const char *op = "";
+        int64_t node = -1;
+        if (!psim_json_get_string(&aat, args, "op", &op, error) ||
+            !psim_json_get_int(&aat, args, "node", -1, INT32_MAX, &node, error))
+            return FALSE;
+        psim_timeline_op_add(t, name, op, (int32_t)node, (int32_t)pid, (int32_t)tid, ts, ts + dur);
+        return TRUE;
     }
-    JsonNode *root = json_parser_get_root(parser);
-    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+    const char *key = "";
+    int64_t src = -1, dst = -1, xfer = -1, bytes = 0;
+    if (!psim_json_get_string(&aat, args, "key", &key, error) ||
+        !psim_json_get_int(&aat, args, "src", 0, nd - 1, &src, error) ||
+        !psim_json_get_int(&aat, args, "dst", 0, nd - 1, &dst, error) ||
+        !psim_json_get_int(&aat, args, "transfer", -1, INT32_MAX, &xfer, error) ||
+        !psim_json_get_int(&aat, args, "bytes", 0, PSIM_MAX_BYTES, &bytes, error))
+        return FALSE;
+    if (src < 0 || dst < 0)
+        return psim_json_fail(&at, error, "transfer '%s' has no valid src/dst", name);
+    psim_timeline_xfer_add(t, name, key, (int32_t)xfer, (int32_t)src, (int32_t)dst, ts, ts + dur,
+                           (uint64_t)bytes);
+    return TRUE;
+}
+
+static PsimTimeline *timeline_from_root(const char *path, JsonNode *root, GError **error)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
         fail(error, path, "a Chrome trace must be a JSON object with traceEvents");
         return NULL;
     }
     JsonObject *o = json_node_get_object(root);
-    JsonNode *evn = json_object_get_member(o, "traceEvents");
-    if (!evn || !JSON_NODE_HOLDS_ARRAY(evn)) {
+    JsonArray *ev = NULL;
+    JsonObject *od = NULL, *ps = NULL;
+    PsimJsonAt at = {path, NULL};
+    if (!psim_json_get_array(&at, o, "traceEvents", &ev, error) ||
+        !psim_json_get_object(&at, o, "otherData", &od, error) ||
+        (od && !psim_json_get_object(&at, od, "placesim", &ps, error)))
+        return NULL;
+    if (!ev) {
         fail(error, path, "field 'traceEvents' is missing or not a list");
         return NULL;
-    }
-    JsonObject *ps = NULL;
-    JsonNode *od = json_object_get_member(o, "otherData");
-    if (od && JSON_NODE_HOLDS_OBJECT(od)) {
-        JsonNode *pn = json_object_get_member(json_node_get_object(od), "placesim");
-        if (pn && JSON_NODE_HOLDS_OBJECT(pn))
-            ps = json_node_get_object(pn);
     }
     if (!ps) {
         fail(error, path, "not a placesim trace (otherData.placesim is missing)");
         return NULL;
     }
-    JsonNode *devn = json_object_get_member(ps, "devices");
-    if (!devn || !JSON_NODE_HOLDS_ARRAY(devn)) {
+    PsimJsonAt pat = {path, "otherData.placesim"};
+    JsonArray *da = NULL, *pm = NULL;
+    const char *graph = "graph", *kind = "sim";
+    double step = 0, crit = 0;
+    if (!psim_json_get_array(&pat, ps, "devices", &da, error) ||
+        !psim_json_get_array(&pat, ps, "peak_memory_bytes", &pm, error) ||
+        !psim_json_get_string(&pat, ps, "graph", &graph, error) ||
+        !psim_json_get_string(&pat, ps, "kind", &kind, error) ||
+        !psim_json_get_number(&pat, ps, "step_time_us", 0, PSIM_MAX_US * 1e3, &step, error) ||
+        !psim_json_get_number(&pat, ps, "critical_path_us", 0, PSIM_MAX_US * 1e3, &crit, error))
+        return NULL;
+    if (!da) {
         fail(error, path, "otherData.placesim.devices is missing");
         return NULL;
     }
-    JsonArray *da = json_node_get_array(devn);
-    int32_t nd = (int32_t)json_array_get_length(da);
+    int32_t nd = (int32_t)MIN(json_array_get_length(da), 1u << 20);
     g_autofree const char **names = g_new0(const char *, nd + 1);
     for (int32_t d = 0; d < nd; d++) {
-        names[d] = json_array_get_string_element(da, (guint)d);
+        names[d] = psim_json_node_string(json_array_get_element(da, (guint)d));
         if (!names[d]) {
             fail(error, path, "otherData.placesim.devices must hold strings");
             return NULL;
         }
     }
-    g_autoptr(PsimTimeline) t = psim_timeline_new(json_object_get_string_member_with_default(ps, "graph", "graph"),
-                                                  json_object_get_string_member_with_default(ps, "kind", "sim"),
-                                                  nd, names);
-    t->step_time_us = json_object_get_double_member_with_default(ps, "step_time_us", 0);
-    t->critical_path_us = json_object_get_double_member_with_default(ps, "critical_path_us", 0);
-    JsonNode *pm = json_object_get_member(ps, "peak_memory_bytes");
-    if (pm && JSON_NODE_HOLDS_ARRAY(pm)) {
-        JsonArray *a = json_node_get_array(pm);
-        for (int32_t d = 0; d < nd && d < (int32_t)json_array_get_length(a); d++)
-            t->peak_memory[d] = (uint64_t)json_array_get_int_element(a, (guint)d);
-    }
-    JsonArray *ev = json_node_get_array(evn);
-    for (guint i = 0; i < json_array_get_length(ev); i++) {
-        JsonNode *en = json_array_get_element(ev, i);
-        if (!JSON_NODE_HOLDS_OBJECT(en))
-            continue;
-        JsonObject *e = json_node_get_object(en);
-        const char *ph = json_object_get_string_member_with_default(e, "ph", "");
-        const char *cat = json_object_get_string_member_with_default(e, "cat", "");
-        if (strcmp(ph, "X") || (strcmp(cat, "op") && strcmp(cat, "transfer")))
-            continue;
-        const char *name = json_object_get_string_member_with_default(e, "name", NULL);
-        JsonNode *an = json_object_get_member(e, "args");
-        JsonObject *args = an && JSON_NODE_HOLDS_OBJECT(an) ? json_node_get_object(an) : NULL;
-        gint64 pid = json_object_get_int_member_with_default(e, "pid", -1);
-        double ts = json_object_get_double_member_with_default(e, "ts", NAN);
-        double dur = json_object_get_double_member_with_default(e, "dur", NAN);
-        if (!name || !args || pid < 0 || pid >= nd || !isfinite(ts) || !isfinite(dur) || dur < 0) {
-            g_autofree char *m = g_strdup_printf("traceEvents[%u]: an %s event needs name, pid (a device), ts, dur and args", i, cat);
-            fail(error, path, m);
+    g_autoptr(PsimTimeline) t = psim_timeline_new(graph, kind, nd, names);
+    t->step_time_us = step;
+    t->critical_path_us = crit;
+    for (int32_t d = 0; pm && d < nd && d < (int32_t)json_array_get_length(pm); d++) {
+        int64_t b;
+        if (!psim_json_node_int(json_array_get_element(pm, (guint)d), &b) || b < 0 ||
+            b > PSIM_MAX_BYTES) {
+            fail(error, path, "otherData.placesim.peak_memory_bytes must hold byte counts");
             return NULL;
         }
-        if (!strcmp(cat, "op")) {
-            psim_timeline_op_add(t, name, json_object_get_string_member_with_default(args, "op", ""),
-                                 (int32_t)json_object_get_int_member_with_default(args, "node", -1),
-                                 (int32_t)pid, (int32_t)json_object_get_int_member_with_default(e, "tid", 0),
-                                 ts, ts + dur);
-        } else {
-            gint64 src = json_object_get_int_member_with_default(args, "src", -1);
-            gint64 dst = json_object_get_int_member_with_default(args, "dst", -1);
-            if (src < 0 || src >= nd || dst < 0 || dst >= nd) {
-                g_autofree char *m = g_strdup_printf("traceEvents[%u]: transfer '%s' has no valid src/dst", i, name);
-                fail(error, path, m);
-                return NULL;
-            }
-            psim_timeline_xfer_add(t, name, json_object_get_string_member_with_default(args, "key", ""),
-                                   (int32_t)json_object_get_int_member_with_default(args, "transfer", -1),
-                                   (int32_t)src, (int32_t)dst, ts, ts + dur,
-                                   (uint64_t)json_object_get_int_member_with_default(args, "bytes", 0));
-        }
+        t->peak_memory[d] = (uint64_t)b;
+    }
+    for (guint i = 0; i < json_array_get_length(ev); i++) {
+        JsonNode *en = json_array_get_element(ev, i);
+        if (JSON_NODE_HOLDS_OBJECT(en) &&
+            !read_event(t, json_node_get_object(en), i, path, error))
+            return NULL;
     }
     return g_steal_pointer(&t);
 }
 
+PsimTimeline *psim_timeline_parse_chrome(const char *path, const char *data, gsize len,
+                                         GError **error)
+{
+    g_autoptr(JsonNode) root = psim_json_parse(path, data, len, error);
+    return root ? timeline_from_root(path, root, error) : NULL;
+}
+
 PsimTimeline *psim_timeline_load_chrome(const char *path, GError **error)
 {
-    g_autofree char *data = NULL;
-    gsize len = 0;
-    g_autoptr(GError) err = NULL;
-    if (!g_file_get_contents(path, &data, &len, &err)) {
-        fail(error, path, err->message);
-        return NULL;
-    }
-    return psim_timeline_parse_chrome(path, data, len, error);
+    g_autoptr(JsonNode) root = psim_json_load(path, error);
+    return root ? timeline_from_root(path, root, error) : NULL;
 }

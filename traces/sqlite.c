@@ -1,8 +1,7 @@
 /* Timelines into SQLite, one row per node and per transfer, so studies can be queried. */
-#include <sqlite3.h>
 #include <string.h>
 
-#include "placesim/graph.h"
+#include "graph/sqlite-private.h"
 #include "placesim/timeline.h"
 
 static const char schema[] =
@@ -17,46 +16,47 @@ static const char schema[] =
     "CREATE INDEX IF NOT EXISTS ops_run ON ops(run, node);"
     "CREATE INDEX IF NOT EXISTS transfers_run ON transfers(run);";
 
-#define CHECK(expr)                                                                              \
-    do {                                                                                         \
-        if ((rc = (expr)) != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)                 \
-            goto fail;                                                                           \
-    } while (0)
-
 int64_t psim_timeline_save_sqlite(const PsimTimeline *t, const char *path, const char *label,
                                   GError **error)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
-    int rc;
     int64_t run = -1;
-    CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL));
+    gboolean open = FALSE, ok = FALSE;
+    PSIM_SQLITE_CHECK(db, sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+        path, "save timeline", error);
     sqlite3_busy_timeout(db, 10000);
-    CHECK(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL));
-    CHECK(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL));
-    CHECK(sqlite3_exec(db, schema, NULL, NULL, NULL));
-    CHECK(sqlite3_prepare_v2(db, "INSERT INTO runs (label, graph, kind, step_time_us, critical_path_us) VALUES (?,?,?,?,?)", -1, &st, NULL));
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL),
+        path, "save timeline", error);
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+        path, "save timeline", error);
+    open = TRUE;
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, schema, NULL, NULL, NULL), path, "save timeline", error);
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO runs (label, graph, kind, step_time_us, critical_path_us) VALUES (?,?,?,?,?)", -1, &st, NULL),
+        path, "save timeline", error);
     sqlite3_bind_text(st, 1, label ? label : t->graph, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, t->graph, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, t->kind, -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(st, 4, t->step_time_us);
     sqlite3_bind_double(st, 5, t->critical_path_us);
-    CHECK(sqlite3_step(st));
+    PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "save timeline", error);
     sqlite3_finalize(st);
     st = NULL;
     run = sqlite3_last_insert_rowid(db);
-    CHECK(sqlite3_prepare_v2(db, "INSERT INTO run_devices VALUES (?,?,?,?)", -1, &st, NULL));
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO run_devices VALUES (?,?,?,?)", -1, &st, NULL),
+        path, "save timeline", error);
     for (int32_t d = 0; d < t->n_devices; d++) {
         sqlite3_bind_int64(st, 1, run);
         sqlite3_bind_int(st, 2, d);
         sqlite3_bind_text(st, 3, t->devices[d], -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, (sqlite3_int64)t->peak_memory[d]);
-        CHECK(sqlite3_step(st));
+        PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "save timeline", error);
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
     st = NULL;
-    CHECK(sqlite3_prepare_v2(db, "INSERT INTO ops VALUES (?,?,?,?,?,?,?,?)", -1, &st, NULL));
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO ops VALUES (?,?,?,?,?,?,?,?)", -1, &st, NULL),
+        path, "save timeline", error);
     for (guint i = 0; i < t->ops->len; i++) {
         const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
         sqlite3_bind_int64(st, 1, run);
@@ -67,12 +67,13 @@ int64_t psim_timeline_save_sqlite(const PsimTimeline *t, const char *path, const
         sqlite3_bind_int(st, 6, o->stream);
         sqlite3_bind_double(st, 7, o->start);
         sqlite3_bind_double(st, 8, o->end);
-        CHECK(sqlite3_step(st));
+        PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "save timeline", error);
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
     st = NULL;
-    CHECK(sqlite3_prepare_v2(db, "INSERT INTO transfers VALUES (?,?,?,?,?,?,?,?,?)", -1, &st, NULL));
+    PSIM_SQLITE_CHECK(db, sqlite3_prepare_v2(db, "INSERT INTO transfers VALUES (?,?,?,?,?,?,?,?,?)", -1, &st, NULL),
+        path, "save timeline", error);
     for (guint i = 0; i < t->xfers->len; i++) {
         const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
         sqlite3_bind_int64(st, 1, run);
@@ -84,22 +85,19 @@ int64_t psim_timeline_save_sqlite(const PsimTimeline *t, const char *path, const
         sqlite3_bind_double(st, 7, x->start);
         sqlite3_bind_double(st, 8, x->end);
         sqlite3_bind_int64(st, 9, (sqlite3_int64)x->bytes);
-        CHECK(sqlite3_step(st));
+        PSIM_SQLITE_CHECK(db, sqlite3_step(st), path, "save timeline", error);
         sqlite3_reset(st);
     }
     sqlite3_finalize(st);
     st = NULL;
-    CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL));
-    sqlite3_close(db);
-    return run;
-fail:
-    g_set_error(error, PSIM_ERROR, rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT ? PSIM_ERROR_INPUT : PSIM_ERROR_RUNTIME,
-                "%s: SQLite: %s", path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-    if (st)
-        sqlite3_finalize(st);
-    if (db) {
+    PSIM_SQLITE_CHECK(db, sqlite3_exec(db, "COMMIT", NULL, NULL, NULL),
+        path, "save timeline", error);
+    open = FALSE;
+    ok = TRUE;
+out:
+    sqlite3_finalize(st);
+    if (open)
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        sqlite3_close(db);
-    }
-    return -1;
+    sqlite3_close(db);
+    return ok ? run : -1;
 }

@@ -40,8 +40,17 @@ void psim_timeline_op_add(PsimTimeline *t, const char *name, const char *op, int
     /* Node names are unique: copy without the dedup hash; op names repeat: intern them. */
     PsimTimelineOp o = {.name = g_string_chunk_insert(t->strings, name ? name : ""),
                         .op = g_string_chunk_insert_const(t->strings, op ? op : ""),
-                        .node = node, .device = device, .stream = stream, .start = start, .end = end};
+                        .node = node, .device = device, .stream = stream, .start = start, .end = end,
+                        .db_row = -1};
     g_array_append_val(t->ops, o);
+}
+
+void psim_timeline_op_set_cost(PsimTimeline *t, guint i, const char *source, int64_t db_row)
+{
+    g_return_if_fail(i < t->ops->len);
+    PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+    o->cost_source = source ? g_string_chunk_insert_const(t->strings, source) : NULL;
+    o->db_row = db_row;
 }
 
 void psim_timeline_xfer_add(PsimTimeline *t, const char *name, const char *key, int32_t transfer,

@@ -18,6 +18,7 @@ typedef enum {
     PSIM_COST_SOURCE_FREE,       /* no work (sources, Identity, Send): zero */
 } PsimCostSource;
 
+/* "none", "annotated", "measured", "estimated", "free": the words reports and traces use. */
 const char *psim_cost_source_name(PsimCostSource s);
 
 typedef struct PsimCostDb PsimCostDb;
@@ -64,6 +65,11 @@ double psim_cost_bound(double us);
  * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. */
 double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src);
+/* The same, also giving the kernels-table row id of the measured row that answered (*db_row;
+ * -1 unless *src is MEASURED), for reports that show where each cost came from. src and db_row
+ * may be NULL. */
+double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                          PsimCostSource *src, int64_t *db_row);
 /* Microseconds for `bytes` from device a to device b (0 when a == b). */
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b);
 /* The same with its source: MEASURED (latency and bandwidth fitted to the DB's link rows of the
@@ -131,10 +137,18 @@ typedef struct {
 /* Computes the statistics of n samples (sorts them in place). */
 void psim_timing_stats(double *samples, int64_t n, PsimTimingStats *out);
 
-/* Opens or creates a cost DB (WAL mode, busy timeout, migrations to the current schema).
- * PSIM_ERROR_INPUT (exit 2) for a file that is not SQLite, a corrupt database, an SQLite file
- * that is not a cost DB, or one written by a newer schema. Free with psim_cost_db_close. */
+/* Opens or creates a cost DB for writing (WAL mode, busy timeout, migrations to the current
+ * schema). PSIM_ERROR_INPUT (exit 2) for a file that is not SQLite, a corrupt or truncated
+ * database, an SQLite file that is not a cost DB, a schema version this build does not know
+ * (negative, or newer), a table or column of its schema missing, or a file that cannot be
+ * written (mode or folder). Free with psim_cost_db_close. */
 PsimCostDb *psim_cost_db_open(const char *path, GError **error);
+/* Opens an existing cost DB only to read it (SQLITE_OPEN_READONLY): no migration, no switch to
+ * WAL, nothing written, so that a read-only file or folder serves the commands that only read
+ * (place, sim, run, cluster, study --no-profile). A DB of an older schema is read as it is. The
+ * same errors as psim_cost_db_open, and also for a missing or empty file; every write through
+ * the handle fails with PSIM_ERROR_INPUT. Free with psim_cost_db_close. */
+PsimCostDb *psim_cost_db_open_readonly(const char *path, GError **error);
 void psim_cost_db_close(PsimCostDb *db);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCostDb, psim_cost_db_close)
 const char *psim_cost_db_path(const PsimCostDb *db);
@@ -168,6 +182,12 @@ gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char
 gboolean psim_cost_db_kernel_get_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                      PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
                                      gboolean *other_fingerprint, GError **error);
+/* The same, with the row's id in the kernels table (its SQLite rowid: `SELECT rowid, * FROM
+ * kernels`) in *row_id, -1 when not found; reports use it to say which row answered. Any out but
+ * s may be NULL. */
+gboolean psim_cost_db_kernel_get_row(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     PsimTimingStats *s, PsimSpeedRef *ref, double *mem_weight,
+                                     int64_t *row_id, gboolean *other_fingerprint, GError **error);
 /* TRUE if a row exists for (signature, d with its current fingerprint) (the profiler's skip). */
 gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  GError **error);
@@ -202,6 +222,30 @@ gboolean psim_cost_db_calibration_put(PsimCostDb *db, const PsimDevice *d, const
 /* TRUE with *value when d (current fingerprint) has a calibration of `kind`. */
 gboolean psim_cost_db_calibration_get(PsimCostDb *db, const PsimDevice *d, const char *kind,
                                       double *value, GError **error);
+/* Which of a device's rates came from calibration rows (psim_cost_db_calibrate_cluster). */
+typedef enum {
+    PSIM_CALIBRATED_PEAK = 1 << 0,   /* peak_gflops from "gemm_gflops" */
+    PSIM_CALIBRATED_MEM_BW = 1 << 1, /* mem_bw_GBps from "copy_GBps" */
+    PSIM_CALIBRATED_LAUNCH = 1 << 2, /* launch_us from "launch_us" */
+} PsimCalibrated;
+/* Replaces each device's peak_gflops, mem_bw_GBps and launch_us in c by the DB's calibration of
+ * that device (current fingerprint; psim_cost_db_calibration_get) where it has one, as the cost
+ * model's estimates use them. which (may be NULL) gets n_devices PsimCalibrated flags. FALSE
+ * with *error on a DB error (c may then be partly updated). Reads only. */
+gboolean psim_cost_db_calibrate_cluster(PsimCostDb *db, PsimCluster *c, guint *which, GError **error);
+/* One kernel row as psim_cost_db_kernel_foreach gives it (strings valid during the call only). */
+typedef struct {
+    int64_t id;              /* rowid in the kernels table (the db_row of traces) */
+    const char *device;      /* the device's full name */
+    const char *fingerprint; /* its fingerprint digest */
+    const char *signature;
+    const char *op;
+    PsimTimingStats stats;
+} PsimCostDbKernelRow;
+typedef void (*PsimCostDbKernelFunc)(const PsimCostDbKernelRow *row, void *user);
+/* Calls fn for every kernel row of the DB, whatever its fingerprint, in rowid order. FALSE with
+ * *error on a DB error (fn may have been called for some rows). */
+gboolean psim_cost_db_kernel_foreach(PsimCostDb *db, PsimCostDbKernelFunc fn, void *user, GError **error);
 /* Row count of a table of the DB ("kernels", "links", "devices", "calibration"); -1 on error. */
 int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error);
 

@@ -21,8 +21,22 @@ typedef enum {
     PSIM_FORMAT_GRAPHML,
 } PsimFormat;
 
+/* A shape given for a graph input (by node name or tensor name), e.g. from --shape. */
+typedef struct {
+    const char *name;
+    int32_t rank;
+    const int64_t *dims; /* rank entries, all > 0 */
+} PsimInputShape;
+
 typedef struct {
     gboolean training; /* PipeDream: add backward nodes */
+    /* Applied to the graph's inputs before constant folding and shape inference, so that FLOPs
+     * and bytes follow: each of `shapes` fills its input's unknown dims (a known dim that
+     * differs, a rank that differs, or a name that is no graph input is an INPUT error); then,
+     * when batch > 0, every input whose leading dim is still unknown gets batch there. */
+    int64_t batch;
+    int32_t n_shapes;
+    const PsimInputShape *shapes;
 } PsimImportOptions;
 
 const char *psim_format_name(PsimFormat f);

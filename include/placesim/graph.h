@@ -404,6 +404,70 @@ typedef struct {
 void psim_graph_stats(const PsimGraph *g, PsimGraphStats *out);
 
 
+/* ---------------------------------------------------------------------------------------- */
+/* Input files: every file placesim reads goes through one bounded reader, and every JSON file
+ * through one depth-limited parser (graph/io.c, graph/json-read.c). */
+
+/* The largest input file: models with their weights, and plans that embed them. */
+#define PSIM_INPUT_MAX_BYTES (G_GUINT64_CONSTANT(4) << 30)
+/* How many of the first bytes a PsimInputSniff sees (all of a shorter file). */
+#define PSIM_INPUT_HEAD 4096
+/* Returns NULL when the first bytes may open a file of the expected kind, else the reason
+ * (static text) they cannot. Lets a stream of the wrong kind (/dev/zero) stop at once. */
+typedef const char *(*PsimInputSniff)(const char *path, const guint8 *head, gsize len);
+/* Reads a whole input file: "-" is stdin; regular files are mapped, others (pipes, devices,
+ * stdin) read in chunks. Directories, files larger than max_bytes and files whose first bytes
+ * sniff (may be NULL) rejects are a PSIM_ERROR_INPUT error naming path. The data is not
+ * NUL-terminated. Free with g_bytes_unref. */
+GBytes *psim_input_read(const char *path, guint64 max_bytes, PsimInputSniff sniff,
+                        GError **error);
+
+/* JSON nested deeper than this is refused before json-glib (which recurses) parses it. */
+#define PSIM_JSON_MAX_DEPTH 512
+/* json-glib's types (C11 allows this repeat of its typedefs). */
+typedef struct _JsonNode JsonNode;
+typedef struct _JsonObject JsonObject;
+typedef struct _JsonArray JsonArray;
+/* Parses JSON text: nesting is checked first, by an iterative scan; errors are one line naming
+ * path. Returns the root (never NULL on success); free with json_node_unref. */
+JsonNode *psim_json_parse(const char *path, const char *data, gsize len, GError **error);
+/* psim_input_read (first bytes must open a JSON object or list) + psim_json_parse. */
+JsonNode *psim_json_load(const char *path, GError **error);
+
+/* Typed access to members of a JSON object. Errors read "PATH: WHERE: field 'KEY' ...", WHERE
+ * being the node, device or list entry ("node 'fc1'", "transfers[3]"; NULL: top level). An
+ * absent member (or JSON null) leaves *out unchanged and is not an error; a member of another
+ * type, or a number that is not finite or outside [lo, hi], is a PSIM_ERROR_INPUT error. */
+typedef struct {
+    const char *path;
+    const char *where;
+} PsimJsonAt;
+gboolean psim_json_fail(const PsimJsonAt *at, GError **error, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+gboolean psim_json_get_string(const PsimJsonAt *at, JsonObject *o, const char *key,
+                              const char **out, GError **error);
+gboolean psim_json_get_number(const PsimJsonAt *at, JsonObject *o, const char *key, double lo,
+                              double hi, double *out, GError **error);
+gboolean psim_json_get_int(const PsimJsonAt *at, JsonObject *o, const char *key, int64_t lo,
+                           int64_t hi, int64_t *out, GError **error);
+gboolean psim_json_get_bool(const PsimJsonAt *at, JsonObject *o, const char *key, gboolean *out,
+                            GError **error);
+gboolean psim_json_get_array(const PsimJsonAt *at, JsonObject *o, const char *key,
+                             JsonArray **out, GError **error);
+gboolean psim_json_get_object(const PsimJsonAt *at, JsonObject *o, const char *key,
+                              JsonObject **out, GError **error);
+/* A value node's string (NULL when n is not a string), number (int or double) or integer. */
+const char *psim_json_node_string(JsonNode *n);
+gboolean psim_json_node_number(JsonNode *n, double *out);
+gboolean psim_json_node_int(JsonNode *n, int64_t *out);
+
+/* Sane ranges of the numbers files give, checked at load so that absurd values (a cost of
+ * 1e308) never reach the placer or the simulator: costs, latencies and overheads in
+ * microseconds; rates in GB/s or GFLOP/s; sizes in bytes. */
+#define PSIM_MAX_US 1e9
+#define PSIM_MAX_RATE 1e6
+#define PSIM_MAX_BYTES (INT64_C(1) << 62)
+
 /* Built-in models (the zoo), made in code so that a fresh clone can run without files. */
 const char *const *psim_zoo_list(int32_t *n);
 /* A graph of a built-in model (NULL with an error naming the known models); the graph is

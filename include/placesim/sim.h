@@ -40,8 +40,11 @@ typedef struct {
 
 typedef struct {
     double step_time_us;
-    double critical_path_us;  /* length of the schedule's critical path (= step time) */
-    double lower_bound_us;    /* the graph's critical path with costs and transfer times */
+    /* The graph's critical path: its longest chain of node costs and transfer times, devices
+     * and links never busy; a lower bound of the step time. The same figure as the trace's
+     * and the SQLite run's critical_path_us and inspect's (docs/sim.md). */
+    double critical_path_us;
+    double lower_bound_us;    /* = critical_path_us (kept for its readers) */
     int64_t events;           /* events processed */
     int32_t n_devices;
     uint64_t *peak_memory;    /* per plan device, bytes */
@@ -50,8 +53,9 @@ typedef struct {
     int32_t over_node;
     double over_time_us;
     uint64_t over_bytes;
-    /* The schedule's critical path: node ids of the plan graph, first to last (Recv nodes
-     * stand for their transfers). */
+    /* The schedule's binding chain: the nodes, each waited on by the next, that set the step
+     * time (its length is step_time_us, not critical_path_us); node ids of the plan graph,
+     * first to last (Recv nodes stand for their transfers). */
     int32_t n_critical;
     int32_t *critical;
 } PsimSimResult;

@@ -16,6 +16,8 @@ typedef struct {
     int32_t device;
     int32_t stream;
     double start, end;
+    const char *cost_source; /* where a simulated op's time came from (psim_cost_source_name), or NULL */
+    int64_t db_row;          /* the cost DB's kernels rowid when measured, else -1 */
 } PsimTimelineOp;
 
 typedef struct {
@@ -47,6 +49,9 @@ void psim_timeline_free(PsimTimeline *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimTimeline, psim_timeline_free)
 void psim_timeline_op_add(PsimTimeline *t, const char *name, const char *op, int32_t node,
                           int32_t device, int32_t stream, double start, double end);
+/* Records where op i's time came from ("measured", "estimated"...: psim_cost_source_name) and the
+ * cost DB row that gave it (-1: none); the Chrome trace shows both in the op's args. */
+void psim_timeline_op_set_cost(PsimTimeline *t, guint i, const char *source, int64_t db_row);
 void psim_timeline_xfer_add(PsimTimeline *t, const char *name, const char *key, int32_t transfer,
                             int32_t src, int32_t dst, double start, double end, uint64_t bytes);
 

@@ -5,9 +5,15 @@
 #include "placesim/cluster.h"
 #include "placesim/graph.h"
 
+/* Everything is linear in devices plus links: names are hashed, and only the links set for a
+ * pair are stored (a dense n x n matrix of 65536 devices is 34 GB). */
 struct PsimCluster {
     GPtrArray *devices;  /* PsimDevice* */
+    GHashTable *by_name; /* full name -> index + 1 */
+    GHashTable *by_short; /* short name -> index + 1 of its first device */
+    GHashTable *n_short;  /* short name -> devices of that short name */
     GHashTable *links;   /* (src << 32 | dst) -> PsimLink* */
+    GArray *n_from;      /* per device: links set from it */
     PsimLink default_link;
     uint64_t version;
 };
@@ -27,7 +33,11 @@ PsimCluster *psim_cluster_new(void)
 {
     PsimCluster *c = g_new0(PsimCluster, 1);
     c->devices = g_ptr_array_new_with_free_func((GDestroyNotify)device_free);
+    c->by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    c->by_short = g_hash_table_new(g_str_hash, g_str_equal);
+    c->n_short = g_hash_table_new(g_str_hash, g_str_equal);
     c->links = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    c->n_from = g_array_new(FALSE, TRUE, sizeof(int32_t));
     c->default_link = (PsimLink){.bandwidth_GBps = 8, .latency_us = 2};
     c->version = 1;
     return c;
@@ -37,8 +47,12 @@ void psim_cluster_free(PsimCluster *c)
 {
     if (!c)
         return;
+    g_hash_table_destroy(c->by_name);
+    g_hash_table_destroy(c->by_short);
+    g_hash_table_destroy(c->n_short);
     g_ptr_array_free(c->devices, TRUE);
     g_hash_table_destroy(c->links);
+    g_array_free(c->n_from, TRUE);
     g_free(c);
 }
 
@@ -148,32 +162,42 @@ int32_t psim_cluster_device_add(PsimCluster *c, const char *name, const char *ty
     d->peak_gflops = d->kind == PSIM_DEVICE_TYPE_GPU ? 10000 : 50;
     d->mem_bw_GBps = d->kind == PSIM_DEVICE_TYPE_GPU ? 1000 : 20;
     d->launch_us = d->kind == PSIM_DEVICE_TYPE_GPU ? 5 : d->kind == PSIM_DEVICE_TYPE_CPU ? 0.5 : 0;
-    for (guint i = 0; i < c->devices->len; i++) {
-        PsimDevice *o = g_ptr_array_index(c->devices, i);
-        if (!strcmp(o->name, d->name)) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device '%s': listed twice", d->name);
-            device_free(d);
-            return -1;
-        }
+    if (g_hash_table_contains(c->by_name, d->name)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device '%s': listed twice", d->name);
+        device_free(d);
+        return -1;
     }
     g_ptr_array_add(c->devices, d);
+    g_hash_table_insert(c->by_name, d->name, GINT_TO_POINTER(c->devices->len));
+    if (!g_hash_table_contains(c->by_short, d->short_name))
+        g_hash_table_insert(c->by_short, d->short_name, GINT_TO_POINTER(c->devices->len));
+    int n_short = GPOINTER_TO_INT(g_hash_table_lookup(c->n_short, d->short_name));
+    g_hash_table_insert(c->n_short, d->short_name, GINT_TO_POINTER(n_short + 1));
     c->version++;
     return (int32_t)c->devices->len - 1;
 }
 
 int32_t psim_cluster_device_find(const PsimCluster *c, const char *name)
 {
-    for (guint i = 0; i < c->devices->len; i++) {
-        PsimDevice *d = g_ptr_array_index(c->devices, i);
-        if (!strcmp(d->name, name) || !strcmp(d->short_name, name))
-            return (int32_t)i;
-    }
+    int i = GPOINTER_TO_INT(g_hash_table_lookup(c->by_name, name));
+    if (!i)
+        i = GPOINTER_TO_INT(g_hash_table_lookup(c->by_short, name));
+    if (i)
+        return i - 1;
     g_autofree char *full = psim_device_name_full(name);
     if (full)
-        for (guint i = 0; i < c->devices->len; i++)
-            if (!strcmp(((PsimDevice *)g_ptr_array_index(c->devices, i))->name, full))
-                return (int32_t)i;
-    return -1;
+        i = GPOINTER_TO_INT(g_hash_table_lookup(c->by_name, full));
+    return i - 1;
+}
+
+int32_t psim_cluster_links_from(const PsimCluster *c, int32_t src)
+{
+    return src >= 0 && (guint)src < c->n_from->len ? g_array_index(c->n_from, int32_t, src) : 0;
+}
+
+int32_t psim_cluster_short_name_count(const PsimCluster *c, const char *short_name)
+{
+    return GPOINTER_TO_INT(g_hash_table_lookup(c->n_short, short_name));
 }
 
 gboolean psim_device_matches(const PsimDevice *d, const char *request)
@@ -211,6 +235,11 @@ void psim_cluster_link_set(PsimCluster *c, int32_t src, int32_t dst, PsimLink li
 {
     gint64 *k = g_new(gint64, 1);
     *k = (gint64)(((guint64)(guint32)src << 32) | (guint32)dst);
+    if (src >= 0 && !g_hash_table_contains(c->links, k)) {
+        if ((guint)src >= c->n_from->len)
+            g_array_set_size(c->n_from, (guint)src + 1);
+        g_array_index(c->n_from, int32_t, src)++;
+    }
     g_hash_table_replace(c->links, k, g_memdup2(&link, sizeof link));
     c->version++;
 }
@@ -227,6 +256,30 @@ gboolean psim_cluster_link_is_set(const PsimCluster *c, int32_t src, int32_t dst
 {
     gint64 k = (gint64)(((guint64)(guint32)src << 32) | (guint32)dst);
     return g_hash_table_contains(c->links, &k);
+}
+
+static int cmp_ends(const void *a, const void *b)
+{
+    const PsimLinkEnds *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->dst < y->dst ? -1 : x->dst > y->dst;
+}
+
+PsimLinkEnds *psim_cluster_links_set(const PsimCluster *c, int32_t *n)
+{
+    PsimLinkEnds *e = g_new(PsimLinkEnds, g_hash_table_size(c->links) + 1);
+    int32_t k = 0;
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, c->links);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+        guint64 v = *(const guint64 *)key;
+        e[k++] = (PsimLinkEnds){(int32_t)(v >> 32), (int32_t)(guint32)v};
+    }
+    qsort(e, (size_t)k, sizeof *e, cmp_ends);
+    *n = k;
+    return e;
 }
 
 PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst)

@@ -275,10 +275,7 @@ static gboolean link_equal(PsimLink a, PsimLink b)
 static const char *link_end_name(const PsimCluster *c, int32_t i)
 {
     const PsimDevice *d = psim_cluster_device(c, i);
-    for (int32_t j = 0; j < psim_cluster_n_devices(c); j++)
-        if (j != i && !strcmp(psim_cluster_device(c, j)->short_name, d->short_name))
-            return d->name;
-    return d->short_name;
+    return psim_cluster_short_name_count(c, d->short_name) > 1 ? d->name : d->short_name;
 }
 
 char *psim_cluster_to_json(const PsimCluster *c)
@@ -337,21 +334,21 @@ char *psim_cluster_to_json(const PsimCluster *c)
     PsimLink dflt = psim_cluster_default_link(c);
     json_builder_set_member_name(b, "links");
     json_builder_begin_array(b);
-    for (int32_t s = 0; s < n; s++)
-        for (int32_t t = 0; t < n; t++) {
-            if (s == t)
-                continue;
-            PsimLink l = psim_cluster_link(c, s, t);
-            if (!psim_cluster_link_is_set(c, s, t) || link_equal(l, dflt))
-                continue;
-            json_builder_begin_object(b);
-            json_builder_set_member_name(b, "src");
-            json_builder_add_string_value(b, link_end_name(c, s));
-            json_builder_set_member_name(b, "dst");
-            json_builder_add_string_value(b, link_end_name(c, t));
-            add_link(b, l);
-            json_builder_end_object(b);
-        }
+    int32_t n_links;
+    g_autofree PsimLinkEnds *ends = psim_cluster_links_set(c, &n_links);
+    for (int32_t i = 0; i < n_links; i++) {
+        int32_t s = ends[i].src, t = ends[i].dst;
+        PsimLink l = psim_cluster_link(c, s, t);
+        if (s == t || link_equal(l, dflt))
+            continue;
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "src");
+        json_builder_add_string_value(b, link_end_name(c, s));
+        json_builder_set_member_name(b, "dst");
+        json_builder_add_string_value(b, link_end_name(c, t));
+        add_link(b, l);
+        json_builder_end_object(b);
+    }
     json_builder_end_array(b);
     json_builder_set_member_name(b, "default_link");
     json_builder_begin_object(b);

@@ -11,6 +11,7 @@
 
 typedef struct {
     gboolean loaded, calibrated, warned;
+    int8_t link_own; /* psim_cost_link_from_own: 0 not asked yet, 1 no, 2 yes */
     double peak_gflops, mem_bw_GBps, launch_us;
     PsimSpeedRef now; /* psim_cost_model_set_speed_ref; zero: none */
 } DeviceRates;
@@ -46,7 +47,7 @@ struct PsimCostModel {
     GMutex lock;
     int32_t n_dev;
     DeviceRates *rates;   /* n_dev */
-    LinkFit *links;       /* n_dev x n_dev */
+    GHashTable *links;    /* (a << 32 | b) -> LinkFit*, for the pairs asked (not n_dev^2) */
     GHashTable *measured; /* "device\nsignature" -> Measured*, or NULL: no row */
     GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
     gboolean db_error_warned;
@@ -71,6 +72,7 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     g_mutex_init(&m->lock);
     m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     m->constant = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)const_mask_free);
+    m->links = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     return m;
 }
 
@@ -81,7 +83,7 @@ void psim_cost_model_free(PsimCostModel *m)
     g_hash_table_destroy(m->measured);
     g_hash_table_destroy(m->constant);
     g_free(m->rates);
-    g_free(m->links);
+    g_hash_table_destroy(m->links);
     g_mutex_clear(&m->lock);
     g_free(m);
 }
@@ -96,9 +98,8 @@ static void ensure_size(PsimCostModel *m)
     if (n == m->n_dev)
         return;
     g_free(m->rates);
-    g_free(m->links);
+    g_hash_table_remove_all(m->links);
     m->rates = g_new0(DeviceRates, n ? n : 1);
-    m->links = g_new0(LinkFit, (gsize)(n ? n : 1) * (gsize)(n ? n : 1));
     m->n_dev = n;
     g_hash_table_remove_all(m->measured);
 }
@@ -254,7 +255,26 @@ static gboolean is_constant(PsimCostModel *m, const PsimGraph *g, const PsimNode
     return yes;
 }
 
-double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+double psim_cost_bound(double us)
+{
+    if (isnan(us))
+        return PSIM_COST_MAX_US;
+    if (isinf(us))
+        return us > 0 ? us : 0;
+    return CLAMP(us, 0, PSIM_COST_MAX_US);
+}
+
+/* A link whose latency and transfer of any 64-bit size stay within PSIM_COST_MAX_US each. */
+static PsimLink link_bound(PsimLink l)
+{
+    const double min_bw = (double)UINT64_MAX / (PSIM_COST_MAX_US * 1e3);
+    l.latency_us = MIN(psim_cost_bound(l.latency_us), PSIM_COST_MAX_US);
+    if (l.bandwidth_GBps > 0 && l.bandwidth_GBps < min_bw)
+        l.bandwidth_GBps = min_bw;
+    return l;
+}
+
+static double node_cost(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src)
 {
     return psim_cost_node_row(m, g, n, device, src, NULL);
@@ -306,6 +326,34 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
     return MAX(flop_us, byte_us) + r.launch_us;
 }
 
+double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                      PsimCostSource *src)
+{
+    return psim_cost_bound(node_cost(m, g, n, device, src));
+}
+
+gboolean psim_cost_link_from_own(PsimCostModel *m, int32_t a)
+{
+    if (psim_cluster_links_from(m->cluster, a) > 0)
+        return TRUE;
+    if (!m->db)
+        return FALSE;
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    DeviceRates *r = &m->rates[a];
+    if (!r->link_own) {
+        GError *err = NULL;
+        r->link_own = psim_cost_db_link_from(m->db, psim_cluster_device(m->cluster, a), &err) ? 2 : 1;
+        if (err) {
+            warn_db_error(m, err);
+            r->link_own = 2; /* psim_cost_link asks, and warns, pair by pair */
+        }
+    }
+    gboolean own = r->link_own == 2;
+    g_mutex_unlock(&m->lock);
+    return own;
+}
+
 PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src)
 {
     PsimCostSource dummy;
@@ -320,7 +368,12 @@ PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *
     if (m->db) {
         g_mutex_lock(&m->lock);
         ensure_size(m);
-        LinkFit *f = &m->links[(size_t)a * m->n_dev + b];
+        gint64 key = (gint64)(((guint64)(guint32)a << 32) | (guint32)b);
+        LinkFit *f = g_hash_table_lookup(m->links, &key);
+        if (!f) {
+            f = g_new0(LinkFit, 1);
+            g_hash_table_insert(m->links, g_memdup2(&key, sizeof key), f);
+        }
         if (!f->loaded) {
             GError *err = NULL;
             f->measured = psim_cost_db_link_fit(m->db, psim_cluster_device(m->cluster, a),
@@ -338,7 +391,7 @@ PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *
             l.bandwidth_GBps = fit.link.bandwidth_GBps;
         }
     }
-    return l;
+    return link_bound(l);
 }
 
 double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,

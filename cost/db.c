@@ -855,6 +855,27 @@ out:
     return fitted;
 }
 
+gboolean psim_cost_db_link_from(PsimCostDb *db, const PsimDevice *src, GError **error)
+{
+    g_autoptr(PsimFingerprint) fs = psim_fingerprint_new(src);
+    gboolean any = FALSE;
+    sqlite3_stmt *st = NULL;
+    g_mutex_lock(&db->lock);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+        "SELECT 1 FROM links l JOIN devices s ON s.id = l.src_id"
+        " WHERE s.name = ?1 AND s.fingerprint = ?2 LIMIT 1", -1, &st, NULL),
+            db->path, "read link timings", error);
+    sqlite3_bind_text(st, 1, src->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, fs->digest, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read link timings", error);
+    any = rc == SQLITE_ROW;
+out:
+    sqlite3_finalize(st);
+    g_mutex_unlock(&db->lock);
+    return any;
+}
+
 gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                    const PsimLink *fit, int n_sizes, double rms_rel, GError **error)
 {

@@ -28,6 +28,12 @@ gboolean psim__worker_device_memory(const PsimWorker *w);
 PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t rank,
                                       const int64_t *dims, gboolean zero, GError **error);
 
+/* Progress of a step on all the devices that share a rendezvous: each executor counts its
+ * completed nodes there, and a device waiting on Recvs fails the step when the count stays
+ * still for its stall timeout (a deadlock: every device waits on another). */
+void psim__rendezvous_progress_add(PsimRendezvous *r);
+uint64_t psim__rendezvous_progress(PsimRendezvous *r);
+
 /* Transfers of a Plan between devices of one process. A Send leaves its tensor in the rendezvous
  * as it is (psim__transport_send, the executor's send hook); the destination's executor copies
  * it on its own thread between kernels (psim__transport_copy and psim__transport_not_before, its

@@ -12,6 +12,11 @@
 
 #include "exec-private.h"
 
+enum { RECV_ASKED = 1, RECV_ARRIVED };
+
+/* A device waiting on Recvs looks at the step's progress at least this often (microseconds). */
+#define STALL_CHECK_US 100000.0
+
 enum {
     KIND_NONE = 0, /* not needed by the fetches */
     KIND_EXEC,     /* runs at every step */
@@ -102,6 +107,9 @@ struct PsimExecutor {
     int32_t *eager;
     int32_t n_eager;
     uint8_t *sent;
+    /* Per exec node, this step: RECV_ASKED once a Recv asked the rendezvous, RECV_ARRIVED once
+     * its tensor came (the deadlock detector names the Recvs still waiting). */
+    uint8_t *recv_state;
 
     /* Stats. */
     int32_t n_run;
@@ -436,6 +444,7 @@ static gboolean build(PsimExecutor *e, GError **error)
     e->held = g_new0(InboxEntry, nx);
     e->eager = g_new0(int32_t, nx);
     e->sent = g_new0(uint8_t, nx);
+    e->recv_state = g_new0(uint8_t, nx);
     e->kdef = g_new0(const PsimKernelDef *, nx);
     e->kstate = g_new0(void *, nx);
     e->prepared = g_new0(gboolean, nx);
@@ -785,6 +794,7 @@ void psim_executor_free(PsimExecutor *e)
     g_free(e->held);
     g_free(e->eager);
     g_free(e->sent);
+    g_free(e->recv_state);
     g_free(e->device_of);
     pthread_mutex_destroy(&e->inbox_lock);
     pthread_cond_destroy(&e->inbox_cond);
@@ -956,16 +966,18 @@ static struct timespec abs_time(double us)
     return ts;
 }
 
-/* Returns once a Recv has arrived or the deadline (psim_exec_now_us clock; 0: none) is past.
- * It polls first, then sleeps; before a deadline it wakes early and polls the rest of the way. */
-static void inbox_wait(PsimExecutor *e, double deadline)
+/* Returns once a Recv has arrived, the deadline (psim_exec_now_us clock; 0: none) is past, or
+ * the limit is (0: none; the deadlock detector's next look). It polls first, then sleeps; before
+ * a deadline it wakes early and polls the rest of the way; at a limit it returns without
+ * polling. */
+static void inbox_wait(PsimExecutor *e, double deadline, double limit)
 {
     double spin_end = psim_exec_now_us() + RECV_SPIN_US;
     for (;;) {
         if (atomic_load(&e->inbox_n) > 0)
             return;
         double now = psim_exec_now_us();
-        if (deadline > 0 && now >= deadline)
+        if ((deadline > 0 && now >= deadline) || (limit > 0 && now >= limit))
             return;
         if (now < spin_end) {
             sched_yield();
@@ -976,6 +988,10 @@ static void inbox_wait(PsimExecutor *e, double deadline)
             spin_end = deadline;
             continue;
         }
+        gboolean to_limit = limit > 0 && (wake <= 0 || limit < wake);
+        if (to_limit)
+            wake = limit;
+        gboolean timed_out = FALSE;
         pthread_mutex_lock(&e->inbox_lock);
         while (atomic_load(&e->inbox_n) == 0) {
             if (wake <= 0) {
@@ -983,18 +999,83 @@ static void inbox_wait(PsimExecutor *e, double deadline)
                 continue;
             }
             struct timespec ts = abs_time(wake);
-            if (pthread_cond_timedwait(&e->inbox_cond, &e->inbox_lock, &ts) == ETIMEDOUT)
+            if (pthread_cond_timedwait(&e->inbox_cond, &e->inbox_lock, &ts) == ETIMEDOUT) {
+                timed_out = TRUE;
                 break;
+            }
         }
         pthread_mutex_unlock(&e->inbox_lock);
+        if (timed_out && to_limit)
+            return;
         spin_end = deadline > 0 ? deadline : psim_exec_now_us() + RECV_SPIN_US;
     }
+}
+
+/* The deadlock detector's view of a step: the rendezvous' progress count last seen, and since
+ * when it has stood still. */
+typedef struct {
+    uint64_t seen;
+    double since;
+} Stall;
+
+static void stall_begin(PsimExecutor *e, Stall *st)
+{
+    st->seen = e->rdv ? psim__rendezvous_progress(e->rdv) : 0;
+    st->since = psim_exec_now_us();
+}
+
+/* The deadlock: names (up to 4 of) the Recvs of this device still waiting for their Send. */
+static void stall_error(PsimExecutor *e, double waited_s, GError **error)
+{
+    g_autoptr(GString) names = g_string_new(NULL);
+    int32_t n_waiting = 0;
+    for (int32_t i = 0; i < e->n_exec; i++)
+        if (e->recv_state[i] == RECV_ASKED && n_waiting++ < 4)
+            g_string_append_printf(names, "%s'%s'", n_waiting > 1 ? ", " : "",
+                                   psim_graph_node(e->g, e->exec_node[i])->name);
+    if (n_waiting > 4)
+        g_string_append_printf(names, " and %d more", n_waiting - 4);
+    psim__exec_error(error, PSIM_ERROR_RUNTIME, e->g, NULL,
+                     "deadlock: no device completed a node for %.1f s while %s %s on device '%s' "
+                     "(the orders of the plan wait on each other)",
+                     waited_s, names->str, n_waiting == 1 ? "waits" : "wait",
+                     psim_worker_name(e->w));
+}
+
+/* Waits for a Recv (until `deadline` when one is held back until then, as inbox_wait), and fails
+ * the step when, all that time, no device sharing the rendezvous completes a node for the stall
+ * timeout: progress is counted in nodes, so that a deadlock is found however long the kernels
+ * of a healthy step take (the timeout must only exceed the longest one). */
+static gboolean recv_wait(PsimExecutor *e, Stall *st, double deadline, GError **error)
+{
+    double timeout_us = e->opts.stall_timeout_s == 0 ? PSIM_EXEC_STALL_TIMEOUT_S * 1e6
+                                                      : e->opts.stall_timeout_s * 1e6;
+    if (!e->rdv || !(timeout_us > 0)) {
+        inbox_wait(e, deadline, 0);
+        return TRUE;
+    }
+    uint64_t p = psim__rendezvous_progress(e->rdv);
+    double now = psim_exec_now_us();
+    if (p != st->seen) {
+        st->seen = p;
+        st->since = now;
+    } else if (now - st->since >= timeout_us) {
+        stall_error(e, (now - st->since) * 1e-6, error);
+        return FALSE;
+    }
+    inbox_wait(e, deadline, MIN(now + STALL_CHECK_US, st->since + timeout_us));
+    return TRUE;
 }
 
 void psim_executor_set_step(PsimExecutor *e, uint64_t step)
 {
     e->step_id = step;
     e->step_set = TRUE;
+}
+
+void psim_executor_set_stall_timeout(PsimExecutor *e, double seconds)
+{
+    e->opts.stall_timeout_s = seconds;
 }
 
 /* The ready queue of one step: a ring (FIFO), a heap (PRIORITY) or a cursor over the static
@@ -1039,6 +1120,8 @@ static inline int32_t ready_pop(PsimExecutor *e, Ready *q)
 static gboolean node_finish(PsimExecutor *e, Ready *q, int32_t i, GError **error)
 {
     const PsimKernelCtx *c = &e->ctx[i];
+    if (e->rdv)
+        psim__rendezvous_progress_add(e->rdv);
     const int32_t base = (int32_t)(c->outputs - e->slots);
     for (int32_t k = 0; k < c->n_outputs; k++) {
         int32_t s = base + k;
@@ -1139,6 +1222,7 @@ static gboolean recvs_finish(PsimExecutor *e, Ready *q, int n, int32_t *outstand
     double now = psim_exec_now_us() - t0;
     for (int k = 0; k < n; k++) {
         InboxEntry *en = &e->inbox_work[k];
+        e->recv_state[en->i] = RECV_ARRIVED;
         (*outstanding)--;
         const PsimKernelCtx *c = &e->ctx[en->i];
         if (!ok || !en->ok) {
@@ -1166,8 +1250,10 @@ static gboolean recvs_copy(PsimExecutor *e, Ready *q, int32_t *outstanding, int3
     void *user = e->opts.recv_user;
     for (;;) {
         int n = atomic_load(&e->inbox_n) > 0 ? inbox_take(e, FALSE) : 0;
-        for (int k = 0; k < n; k++)
+        for (int k = 0; k < n; k++) {
+            e->recv_state[e->inbox_work[k].i] = RECV_ARRIVED;
             e->held[e->n_held++] = e->inbox_work[k];
+        }
         double now = psim_exec_now_us(), next = 0, best_pr = 0;
         int32_t best = -1;
         for (int32_t k = 0; k < e->n_held; k++) {
@@ -1249,6 +1335,10 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
     e->n_eager = 0;
     if (e->opts.recv_copier)
         memset(e->sent, 0, (size_t)e->n_exec);
+    if (e->rdv)
+        memset(e->recv_state, 0, (size_t)e->n_exec);
+    Stall stall;
+    stall_begin(e, &stall);
     if (e->opts.recv_copier) {
         /* Every Recv asks at once, whatever its place in the order: a transfer goes as soon as
          * its Send is done (and its earliest start has passed), as the simulator has it. */
@@ -1256,6 +1346,7 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         for (int32_t i = 0; i < e->n_exec; i++)
             if (e->kdef[i] == &builtin_recv) {
                 e->recv_start[i] = now;
+                e->recv_state[i] = RECV_ASKED;
                 outstanding++;
                 psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done,
                                            &e->recv_ctx[i]);
@@ -1293,12 +1384,12 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
                 goto fail;
             }
             /* Everything left waits on a Recv: wait until one arrives (or, with a copier, until
-             * the next held one may be copied). */
-            if (e->opts.recv_copier) {
-                inbox_wait(e, next_at);
+             * the next held one may be copied), failing if the step has stalled. */
+            if (!recv_wait(e, &stall, e->opts.recv_copier ? next_at : 0, error))
+                goto fail;
+            if (e->opts.recv_copier)
                 continue;
-            }
-            int n = inbox_take(e, TRUE);
+            int n = inbox_take(e, FALSE);
             done += n;
             if (!recvs_finish(e, &q, n, &outstanding, t0, error))
                 goto fail;
@@ -1311,6 +1402,7 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             if (e->opts.recv_copier)
                 continue; /* asked for at the start of the step */
             e->recv_start[i] = psim_exec_now_us() - t0;
+            e->recv_state[i] = RECV_ASKED;
             outstanding++;
             psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done, &e->recv_ctx[i]);
             continue;

@@ -46,6 +46,10 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
                                  const char *const *fetches, int32_t n_fetches, gboolean dynamic,
                                  GError **error)
 {
+    /* The simulator's check: a plan that would deadlock or cross devices without a transfer is
+     * refused here rather than found hanging in the middle of a step. */
+    if (!psim_plan_check(p, error))
+        return NULL;
     PsimPlanExec *x = g_new0(PsimPlanExec, 1);
     x->plan = p;
     x->n_devices = p->n_devices;
@@ -232,6 +236,12 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
         *slot = NULL;
     }
     return TRUE;
+}
+
+void psim_plan_exec_set_stall_timeout(PsimPlanExec *x, double seconds)
+{
+    for (int32_t d = 0; d < x->n_devices; d++)
+        psim_executor_set_stall_timeout(x->execs[d], seconds);
 }
 
 double psim_plan_exec_step_us(const PsimPlanExec *x) { return x->step_us; }

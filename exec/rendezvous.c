@@ -4,6 +4,7 @@
  * tensor off (a new reference). An abort wakes every waiting and future Recv with an error, so
  * that a step failing on one device never leaves the others waiting. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "exec-private.h"
@@ -19,6 +20,9 @@ struct PsimRendezvous {
     pthread_mutex_t lock;
     GHashTable *slots; /* "key;step" -> Slot* */
     gboolean aborted;
+    /* Nodes completed by every device that shares the table (the executor's deadlock detector
+     * watches it): relaxed, only ever compared for change. */
+    atomic_uint_fast64_t progress;
 };
 
 static void slot_free(gpointer p)
@@ -142,4 +146,14 @@ gboolean psim_rendezvous_aborted(PsimRendezvous *r)
     gboolean a = r->aborted;
     pthread_mutex_unlock(&r->lock);
     return a;
+}
+
+void psim__rendezvous_progress_add(PsimRendezvous *r)
+{
+    atomic_fetch_add_explicit(&r->progress, 1, memory_order_relaxed);
+}
+
+uint64_t psim__rendezvous_progress(PsimRendezvous *r)
+{
+    return (uint64_t)atomic_load_explicit(&r->progress, memory_order_relaxed);
 }

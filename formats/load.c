@@ -179,6 +179,13 @@ PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *da
     }
     if (!g)
         return NULL;
+    /* Every format can describe a graph of nothing (an empty "nodes" list, a GraphDef of no
+     * NodeDef, an STG of 0 tasks); there is nothing to place, simulate or run in it. */
+    if (psim_graph_n_nodes(g) == 0) {
+        psim__error_file(error, path, "graph has no nodes");
+        psim_graph_free(g);
+        return NULL;
+    }
     if (!psim_graph_source(g))
         psim_graph_set_source(g, path);
     if (opts && !apply_input_shapes(g, path, opts, error)) {

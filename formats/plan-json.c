@@ -314,6 +314,9 @@ static PsimPlan *plan_from_root(const char *path, JsonNode *root, GError **error
             FAIL("transfers[%u]: 'earliest_start' and 'priority' must be numbers", i);
         t->key = psim_graph_intern(p->graph, key ? key : "");
     }
+    /* What the simulator and the executor would refuse is refused as the file is read. */
+    if (!psim_plan_check(p, error))
+        goto fail;
     g_strfreev(devs);
     return p;
 fail:

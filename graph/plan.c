@@ -1,4 +1,5 @@
 /* The Plan container (made by placer/, run by sim/ and exec/). */
+#include <stdarg.h>
 #include <string.h>
 
 #include "placesim/plan.h"
@@ -76,4 +77,254 @@ uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r)
     if ((y & 0x7F800000u) == 0x7F800000u)
         y = (bits & 0x80000000u) | 0x7F7F0000u;
     return y;
+}
+
+/* ---- validation: the one check of a plan, made by everything that accepts one ---- */
+
+static void plan_error(GError **error, const PsimPlan *p, int32_t v, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static void plan_error(GError **error, const PsimPlan *p, int32_t v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    const char *src = psim_graph_source(p->graph);
+    if (!src)
+        src = psim_graph_name(p->graph);
+    if (v >= 0)
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s", src,
+                    psim_graph_node(p->graph, v)->name, msg);
+    else
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", src, msg);
+}
+
+static gboolean is_op(const PsimNode *n, const char *op) { return !strcmp(n->op, op); }
+
+static gboolean check_transfers(const PsimPlan *p, GError **error)
+{
+    int32_t n = psim_graph_n_nodes(p->graph), nd = p->n_devices;
+    g_autofree int32_t *send_of = g_new(int32_t, n + 1);
+    for (int32_t v = 0; v < n; v++)
+        send_of[v] = -1;
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *t = &p->transfers[x];
+        if (t->send < 0 || t->send >= n || t->recv < 0 || t->recv >= n || t->src < 0 ||
+            t->src >= nd || t->dst < 0 || t->dst >= nd || t->port.node < 0 || t->port.node >= n) {
+            plan_error(error, p, -1, "transfer %d: a node or device out of range", x);
+            return FALSE;
+        }
+        const PsimNode *s = psim_graph_node(p->graph, t->send), *r = psim_graph_node(p->graph, t->recv);
+        if (!is_op(s, "Send") || !is_op(r, "Recv") || send_of[t->send] >= 0 ||
+            p->transfer_of_recv[t->recv] != x) {
+            plan_error(error, p, t->recv, "transfer %d must join one Send to one Recv", x);
+            return FALSE;
+        }
+        send_of[t->send] = x;
+        if (p->device_of[t->send] != t->src || p->device_of[t->recv] != t->dst || t->src == t->dst) {
+            plan_error(error, p, t->recv, "transfer %d must go from its Send's device to its Recv's, another one", x);
+            return FALSE;
+        }
+        const PsimNode *u = psim_graph_node(p->graph, t->port.node);
+        if (p->device_of[t->port.node] != t->src ||
+            (!t->control && (t->port.index < 0 || t->port.index >= u->n_outputs))) {
+            plan_error(error, p, t->send, "transfer %d sends no tensor of its device", x);
+            return FALSE;
+        }
+    }
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nv = psim_graph_node(p->graph, v);
+        if ((is_op(nv, "Send") && send_of[v] < 0) ||
+            (is_op(nv, "Recv") && p->transfer_of_recv[v] < 0)) {
+            plan_error(error, p, v, "a %s that belongs to no transfer", nv->op);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Data and control edges stay on one device, except a Recv's control edge from its Send. */
+static gboolean check_edges(const PsimPlan *p, GError **error)
+{
+    int32_t n = psim_graph_n_nodes(p->graph);
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nv = psim_graph_node(p->graph, v);
+        int32_t x = p->transfer_of_recv[v];
+        for (int32_t k = 0; k < nv->n_inputs + nv->n_controls; k++) {
+            int32_t u = k < nv->n_inputs ? nv->inputs[k].node : nv->controls[k - nv->n_inputs];
+            if (u < 0 || p->device_of[u] == p->device_of[v] || (x >= 0 && p->transfers[x].send == u))
+                continue;
+            plan_error(error, p, v, "its input '%s' is on another device and comes through no Send/Recv",
+                       psim_graph_node(p->graph, u)->name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean check_orders(const PsimPlan *p, GError **error)
+{
+    int32_t n = psim_graph_n_nodes(p->graph);
+    g_autofree uint8_t *seen = g_new0(uint8_t, n + 1);
+    for (int32_t d = 0; d < p->n_devices; d++) {
+        if (p->n_order[d] < 0 || (p->n_order[d] > 0 && !p->order[d])) {
+            plan_error(error, p, -1, "the order of device '%s' is malformed", p->devices[d]);
+            return FALSE;
+        }
+        for (int32_t i = 0; i < p->n_order[d]; i++) {
+            int32_t v = p->order[d][i];
+            if (v < 0 || v >= n) {
+                plan_error(error, p, -1, "the order of device '%s' names no node at position %d",
+                           p->devices[d], i);
+                return FALSE;
+            }
+            if (p->device_of[v] != d || seen[v]) {
+                plan_error(error, p, v, "in the order of device '%s' but placed on another or listed twice",
+                           p->devices[d]);
+                return FALSE;
+            }
+            seen[v] = 1;
+        }
+    }
+    for (int32_t v = 0; v < n; v++)
+        if (!seen[v]) {
+            plan_error(error, p, v, "missing from the order of device '%s'", p->devices[p->device_of[v]]);
+            return FALSE;
+        }
+    return TRUE;
+}
+
+/* The waits of a step in static order, as the executor runs it: a node waits for its inputs
+ * (a Recv for its Send, by its control edge); a device runs its compute nodes in their order,
+ * a Send as soon as its input is done and a Recv when its transfer arrives, wherever they stand
+ * in the order, but it gets past a Send only once the Send has run. So a compute node also waits
+ * for the compute node before it in the order and for the Sends between them. A cycle of waits
+ * is a deadlock. */
+static gboolean check_deadlock(const PsimPlan *p, GError **error)
+{
+    const PsimGraph *g = p->graph;
+    int32_t n = psim_graph_n_nodes(g);
+    const int32_t *so, *su;
+    psim_graph_succ(g, &so, &su);
+    g_autofree int32_t *deg = g_new0(int32_t, n + 1), *next = g_new(int32_t, n + 1),
+                       *queue = g_new(int32_t, n + 1), *chain_from = g_new(int32_t, n + 1),
+                       *recv_of = g_new(int32_t, n + 1);
+    for (int32_t v = 0; v < n; v++) {
+        next[v] = recv_of[v] = -1;
+        for (int32_t i = so[v]; i < so[v + 1]; i++)
+            deg[su[i]]++;
+    }
+    /* A Recv waits for its Send whether or not the graph has the control edge between them. */
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        recv_of[p->transfers[x].send] = p->transfers[x].recv;
+        deg[p->transfers[x].recv]++;
+    }
+    /* next[u]: the compute node that waits for u by the order (one per u, so the waits by order
+     * are a forest of chains: linear). */
+    for (int32_t d = 0; d < p->n_devices; d++) {
+        int32_t n_from = 0;
+        for (int32_t i = 0; i < p->n_order[d]; i++) {
+            int32_t v = p->order[d][i];
+            const PsimNode *nv = psim_graph_node(g, v);
+            if (is_op(nv, "Recv"))
+                continue;
+            if (is_op(nv, "Send")) {
+                chain_from[n_from++] = v;
+                continue;
+            }
+            for (int32_t k = 0; k < n_from; k++) {
+                next[chain_from[k]] = v;
+                deg[v]++;
+            }
+            chain_from[0] = v;
+            n_from = 1;
+        }
+    }
+    int32_t head = 0, tail = 0;
+    for (int32_t v = 0; v < n; v++)
+        if (!deg[v])
+            queue[tail++] = v;
+    while (head < tail) {
+        int32_t u = queue[head++];
+        for (int32_t i = so[u]; i < so[u + 1]; i++)
+            if (--deg[su[i]] == 0)
+                queue[tail++] = su[i];
+        if (next[u] >= 0 && --deg[next[u]] == 0)
+            queue[tail++] = next[u];
+        if (recv_of[u] >= 0 && --deg[recv_of[u]] == 0)
+            queue[tail++] = recv_of[u];
+    }
+    if (tail == n)
+        return TRUE;
+    /* Name a node that waits on the cycle: the first left in an order. */
+    for (int32_t d = 0; d < p->n_devices; d++)
+        for (int32_t i = 0; i < p->n_order[d]; i++) {
+            int32_t v = p->order[d][i];
+            if (deg[v] > 0) {
+                plan_error(error, p, v,
+                           "the plan deadlocks: its place in the order of device '%s' waits, through "
+                           "Send/Recv, for a node that comes after it",
+                           p->devices[d]);
+                return FALSE;
+            }
+        }
+    plan_error(error, p, -1, "the plan deadlocks (a cycle of edges)");
+    return FALSE;
+}
+
+gboolean psim_plan_check(const PsimPlan *p, GError **error)
+{
+    g_return_val_if_fail(p && p->graph, FALSE);
+    int32_t n = psim_graph_n_nodes(p->graph);
+    if (p->n_devices < 1) {
+        plan_error(error, p, -1, "the plan has no devices");
+        return FALSE;
+    }
+    for (int32_t d = 0; d < p->n_devices; d++)
+        if (!p->devices[d] || !*p->devices[d]) {
+            plan_error(error, p, -1, "device %d has no name", d);
+            return FALSE;
+        }
+    for (int32_t v = 0; v < n; v++)
+        if (p->device_of[v] < 0 || p->device_of[v] >= p->n_devices) {
+            plan_error(error, p, v, "not placed on a device of the plan");
+            return FALSE;
+        }
+    for (int32_t v = 0; v < n; v++)
+        if (p->transfer_of_recv[v] < -1 || p->transfer_of_recv[v] >= p->n_transfers) {
+            plan_error(error, p, v, "its transfer is out of range");
+            return FALSE;
+        }
+    return check_transfers(p, error) && check_edges(p, error) && check_orders(p, error) &&
+           check_deadlock(p, error);
+}
+
+gboolean psim_plan_check_graph(const PsimPlan *p, const char *plan_path, const PsimGraph *g,
+                               const char *graph_path, GError **error)
+{
+    const PsimGraph *pg = p->graph;
+    const char *gsrc = graph_path            ? graph_path
+                       : psim_graph_source(g) ? psim_graph_source(g)
+                                              : psim_graph_name(g);
+    g_autofree char *why = NULL;
+    int32_t n = psim_graph_n_nodes(g), n_plan = 0;
+    if (strcmp(psim_graph_name(g), psim_graph_name(pg)))
+        why = g_strdup_printf("the plan's graph is '%s', not '%s'", psim_graph_name(pg), psim_graph_name(g));
+    for (int32_t v = 0; v < n && !why; v++) {
+        const PsimNode *a = psim_graph_node(g, v), *b = psim_graph_node_find(pg, a->name);
+        if (!b || strcmp(a->op, b->op))
+            why = g_strdup_printf("node '%s' (%s) is not in the plan", a->name, a->op);
+    }
+    for (int32_t v = 0; v < psim_graph_n_nodes(pg) && !why; v++) {
+        const PsimNode *b = psim_graph_node(pg, v);
+        if (!is_op(b, "Send") && !is_op(b, "Recv"))
+            n_plan++;
+    }
+    if (!why && n_plan != n)
+        why = g_strdup_printf("the plan has %d nodes besides Send/Recv, the graph %d", n_plan, n);
+    if (!why)
+        return TRUE;
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: graph: not a plan of %s (%s)",
+                plan_path ? plan_path : "plan", gsrc, why);
+    return FALSE;
 }

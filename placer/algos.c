@@ -44,7 +44,7 @@ static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
                 continue;
             double s;
             double f = psim_sim_engine_probe(e, v, d, &s);
-            if (f < best_f) {
+            if (best < 0 || f < best_f) {
                 best_f = f;
                 best_s = s;
                 best = d;
@@ -95,7 +95,7 @@ static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
                 continue;
             double s = MAX(free_at[d], arr[d]);
             double f = s + psim__cost(c, v, d);
-            if (f < best_f) {
+            if (best < 0 || f < best_f) {
                 best_f = f;
                 best_s = s;
                 best = d;
@@ -179,7 +179,9 @@ static gboolean etf_common(PsimPlaceCtx *c, PsimPlacement *p, gboolean mem, gboo
         int32_t bi = -1, bd = -1;
         double bs = INFINITY;
         for (int pass = 0; pass < 2 && bi < 0; pass++) {
-            /* Pass 1 drops the memory rule when nothing fits (the final check reports it). */
+            /* Pass 1 drops the memory rule when nothing fits (the final check reports it). The
+             * first candidate is taken whatever its start, so that one is chosen even when
+             * starts are as large as the +inf that bs starts at. */
             for (int32_t i = 0; i < n_ready; i++) {
                 int32_t v = ready[i], only = psim__group_device(c, gdev, v);
                 uint64_t need = c->param_bytes[v] + c->out_bytes_total[v];
@@ -191,7 +193,7 @@ static gboolean etf_common(PsimPlaceCtx *c, PsimPlacement *p, gboolean mem, gboo
                     if (reserved[d] >= 0 && reserved[d] != v && only < 0)
                         continue;
                     double s = MAX(free_at[d], psim__arrival(c, v, d, dev, finish));
-                    if (s < bs || (s == bs && (bl[v] > bl[ready[bi]] ||
+                    if (bi < 0 || s < bs || (s == bs && (bl[v] > bl[ready[bi]] ||
                                                (bl[v] == bl[ready[bi]] && c->topo_pos[v] < c->topo_pos[ready[bi]])))) {
                         bs = s;
                         bi = i;
@@ -305,11 +307,15 @@ static gboolean place_single(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     (void)error;
     int32_t n = c->n, nd = c->nd, best = 0;
     double best_t = INFINITY;
+    /* Each node's cheapest device once (per device and node, it made this nd^2 n). */
+    g_autofree int32_t *cheap = g_new(int32_t, n + 1);
+    for (int32_t v = 0; v < n; v++)
+        cheap[v] = cheapest(c, v);
     for (int32_t d = 0; d < nd; d++) {
         double t = 0;
         for (int32_t v = 0; v < n; v++)
             t += psim__feasible(c, v, d) && (c->fixed[v] < 0 || c->fixed[v] == d)
-                     ? psim__cost(c, v, d) : psim__cost(c, v, cheapest(c, v)) + 1e9;
+                     ? psim__cost(c, v, d) : psim__cost(c, v, cheap[v]) + 1e9;
         if (t < best_t) {
             best_t = t;
             best = d;
@@ -319,7 +325,7 @@ static gboolean place_single(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     for (int32_t i = 0; i < n; i++) {
         int32_t v = c->topo[i], d = psim__group_device(c, gdev, v);
         if (d < 0)
-            d = psim__feasible(c, v, best) ? best : cheapest(c, v);
+            d = psim__feasible(c, v, best) ? best : cheap[v];
         p->device_of[v] = d;
         if (c->group[v] >= 0)
             gdev[c->group[v]] = d;

@@ -191,38 +191,66 @@ static gboolean build_topo(PsimPlaceCtx *c, GError **error)
     return TRUE;
 }
 
+static void link_fill(PsimPlaceCtx *c, size_t row, PsimLink l)
+{
+    c->lat[row] = l.latency_us > 0 ? l.latency_us : 0;
+    c->inv_bw[row] = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps) ? 1.0 / (l.bandwidth_GBps * 1e3) : 0;
+}
+
+/* Shared links and copies made by the destination device are the simulator's model. */
+static gboolean link_sim_only(const PsimPlaceCtx *c, size_t k, PsimLink l)
+{
+    return (!l.independent && (c->lat[k] > 0 || c->inv_bw[k] > 0)) || l.by_destination;
+}
+
 static void build_links(PsimPlaceCtx *c)
 {
-    int32_t nd = c->nd;
-    c->lat = g_new0(double, (size_t)nd * nd);
-    c->inv_bw = g_new0(double, (size_t)nd * nd);
-    double sl = 0, sb = 0;
+    int32_t nd = c->nd, n_rows = 1;
+    c->link_row = g_new0(int32_t, nd + 1);
     for (int32_t a = 0; a < nd; a++)
-        for (int32_t b = 0; b < nd; b++) {
-            if (a == b)
-                continue;
-            PsimLink l = psim_cost_link(c->model, a, b, NULL);
-            size_t k = (size_t)a * nd + b;
-            c->lat[k] = l.latency_us > 0 ? l.latency_us : 0;
-            c->inv_bw[k] = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps) ? 1.0 / (l.bandwidth_GBps * 1e3) : 0;
-            sl += c->lat[k];
-            sb += c->inv_bw[k];
+        if (psim_cost_link_from_own(c->model, a))
+            c->link_row[a] = n_rows++;
+    c->lat = g_new0(double, (size_t)n_rows * nd + 1);
+    c->inv_bw = g_new0(double, (size_t)n_rows * nd + 1);
+    /* Row 0 as the model gives it (bounded) for a pair of devices with no links of their own. */
+    PsimLink dflt = psim_cluster_default_link(c->cluster);
+    for (int32_t a = 0; a < nd && nd > 1; a++)
+        if (!c->link_row[a]) {
+            PsimLink l = psim_cost_link(c->model, a, a ? 0 : 1, NULL);
+            dflt.latency_us = l.latency_us;
+            dflt.bandwidth_GBps = l.bandwidth_GBps;
+            break;
         }
+    for (int32_t b = 0; b < nd; b++)
+        link_fill(c, (size_t)b, dflt);
+    int32_t n_default = 0;
     for (int32_t a = 0; a < nd; a++) {
         if (psim_cluster_device(c->cluster, a)->n_streams > 1)
             c->sim_model_differs = TRUE;
-        for (int32_t b = 0; b < nd && !c->sim_model_differs; b++) {
-            size_t k = (size_t)a * nd + b;
-            PsimLink l = psim_cluster_link(c->cluster, a, b);
-            /* Shared links and copies made by the destination device are the simulator's. */
-            if (a != b && ((!l.independent && (c->lat[k] > 0 || c->inv_bw[k] > 0)) ||
-                           l.by_destination))
+        if (!c->link_row[a]) {
+            n_default++;
+            continue;
+        }
+        for (int32_t b = 0; b < nd; b++) {
+            size_t k = (size_t)c->link_row[a] * nd + b;
+            if (a == b)
+                continue;
+            link_fill(c, k, psim_cost_link(c->model, a, b, NULL));
+            c->mean_lat += c->lat[k];
+            c->mean_inv_bw += c->inv_bw[k];
+            if (link_sim_only(c, k, psim_cluster_link(c->cluster, a, b)))
                 c->sim_model_differs = TRUE;
         }
     }
+    if (n_default > 0 && nd > 1) {
+        c->mean_lat += c->lat[0] * n_default * (nd - 1.0);
+        c->mean_inv_bw += c->inv_bw[0] * n_default * (nd - 1.0);
+        if (link_sim_only(c, 0, dflt))
+            c->sim_model_differs = TRUE;
+    }
     if (nd > 1) {
-        c->mean_lat = sl / ((double)nd * (nd - 1));
-        c->mean_inv_bw = sb / ((double)nd * (nd - 1));
+        c->mean_lat /= (double)nd * (nd - 1);
+        c->mean_inv_bw /= (double)nd * (nd - 1);
     }
 }
 
@@ -581,6 +609,7 @@ PsimPlaceCtx *psim__coarsen(const PsimPlaceCtx *f, int32_t **coarse_of)
     c->nd = f->nd;
     c->n_cls = f->n_cls;
     c->cls_of = f->cls_of;
+    c->link_row = f->link_row;
     c->lat = f->lat;
     c->inv_bw = f->inv_bw;
     c->mean_lat = f->mean_lat;
@@ -659,6 +688,7 @@ void psim_place_ctx_free(PsimPlaceCtx *c)
         return;
     if (!c->shared) {
         g_free(c->cls_of);
+        g_free(c->link_row);
         g_free(c->lat);
         g_free(c->inv_bw);
         g_free(c->masks);

@@ -353,7 +353,7 @@ void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int3
             double w = psim__cost(c, v, d);
             double s = slot_find(&sl, d, arr[d], w);
             double f = s + w;
-            if (f < best_f) {
+            if (best_d < 0 || f < best_f) {
                 best_f = f;
                 best_s = s;
                 best_d = d;

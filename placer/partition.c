@@ -305,7 +305,8 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
     PsimPlan *plan = psim_plan_new(pg, nd, (const char *const *)names);
     plan->algo = g_strdup(p->algo);
     int32_t N = psim_graph_n_nodes(pg);
-    memcpy(plan->device_of, pt.src_dev->data, sizeof(int32_t) * N);
+    if (N > 0) /* an empty GArray has no data: memcpy from NULL is undefined even for 0 bytes */
+        memcpy(plan->device_of, pt.src_dev->data, sizeof(int32_t) * N);
     g_array_free(pt.src_dev, TRUE);
     plan->n_transfers = (int32_t)pt.xfers->len;
     plan->transfers = (PsimTransfer *)g_array_free(pt.xfers, FALSE);

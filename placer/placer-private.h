@@ -27,7 +27,11 @@ struct PsimPlaceCtx {
     int32_t *out_off, *out_dst;
     uint64_t *out_bytes;
     int32_t *topo, *topo_pos;
-    /* Links: time(a, b, bytes) = lat + bytes * inv_bw; zero on a device itself. */
+    /* Links: time(a, b, bytes) = lat + bytes * inv_bw, from row link_row[a] of lat and inv_bw
+     * (nd entries each); zero on a device itself. Row 0 is the default link's, shared by every
+     * device none of whose links differ from it (psim_cost_link_from_own), so that a cluster
+     * of many devices and few links costs nd per row, not nd^2. */
+    int32_t *link_row;
     double *lat, *inv_bw;
     double mean_lat, mean_inv_bw; /* over distinct ordered pairs */
     /* Feasibility: feas[v] < 0: every device; else masks[feas[v] * nd + d]. */
@@ -70,7 +74,7 @@ static inline double psim__xfer(const PsimPlaceCtx *c, int32_t a, int32_t b, uin
 {
     if (a == b)
         return 0;
-    size_t k = (size_t)a * c->nd + b;
+    size_t k = (size_t)c->link_row[a] * c->nd + b;
     return c->lat[k] + (double)bytes * c->inv_bw[k];
 }
 
@@ -104,12 +108,16 @@ static inline void psim__arrival_all(const PsimPlaceCtx *c, int32_t v, const int
         arr[d] = 0;
     for (int32_t i = c->in_off[v]; i < c->in_off[v + 1]; i++) {
         int32_t u = c->in_src[i];
-        const double *L = c->lat + (size_t)dev[u] * nd, *B = c->inv_bw + (size_t)dev[u] * nd;
-        double f = finish[u], b = (double)c->in_bytes[i];
+        size_t row = (size_t)c->link_row[dev[u]] * nd;
+        const double *L = c->lat + row, *B = c->inv_bw + row;
+        double f = finish[u], b = (double)c->in_bytes[i], here = arr[dev[u]];
         for (int32_t d = 0; d < nd; d++) {
             double a = f + L[d] + b * B[d];
             arr[d] = a > arr[d] ? a : arr[d];
         }
+        /* The shared row holds the default link on the diagonal too: on its own device the
+         * input arrives when it is made. */
+        arr[dev[u]] = here > f ? here : f;
     }
 }
 

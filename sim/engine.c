@@ -17,7 +17,8 @@ struct PsimSimEngine {
     int32_t *device;
     double *stream_free; /* nd x max_streams */
     int32_t max_streams;
-    double *link_free;   /* nd x nd */
+    GHashTable *link_free; /* (src << 32 | dst) -> double*: when the link is next free; only
+                            * the pairs used (nd x nd would not fit for thousands of devices) */
     GHashTable *arrival; /* (node, index, dst) -> double* arrival time */
     double makespan;
 };
@@ -46,7 +47,7 @@ PsimSimEngine *psim_sim_engine_new(const PsimGraph *g, PsimCostModel *m, const d
         for (int32_t k = ns; k < e->max_streams; k++)
             e->stream_free[(size_t)d * e->max_streams + k] = INFINITY;
     }
-    e->link_free = g_new0(double, (size_t)e->nd * e->nd + 1);
+    e->link_free = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     e->arrival = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     return e;
 }
@@ -58,15 +59,15 @@ void psim_sim_engine_free(PsimSimEngine *e)
     g_free(e->finish);
     g_free(e->device);
     g_free(e->stream_free);
-    g_free(e->link_free);
+    g_hash_table_destroy(e->link_free);
     g_hash_table_destroy(e->arrival);
     g_free(e);
 }
 
 static double node_cost(PsimSimEngine *e, int32_t v, int32_t d)
 {
-    if (e->cost)
-        return e->cost[(size_t)v * e->nd + d];
+    if (e->cost) /* the caller's table: bounded as the model's answers are */
+        return psim_cost_bound(e->cost[(size_t)v * e->nd + d]);
     return psim_cost_node(e->m, e->g, psim_graph_node(e->g, v), d, NULL);
 }
 
@@ -136,14 +137,19 @@ static double place(PsimSimEngine *e, int32_t v, int32_t d, gboolean commit, dou
         double occ = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps)
                          ? (double)ins[i].bytes / (l.bandwidth_GBps * 1e3) : 0;
         double t0 = e->finish[ins[i].node];
-        double *lf = &e->link_free[(size_t)src * e->nd + d];
         if (!l.independent) {
+            gint64 lk = (gint64)(((guint64)(guint32)src << 32) | (guint32)d);
+            double *lf = g_hash_table_lookup(e->link_free, &lk);
+            if (!lf && commit) {
+                lf = g_new0(double, 1);
+                g_hash_table_insert(e->link_free, g_memdup2(&lk, sizeof lk), lf);
+            }
             /* Probes must not change link state: a probe tracks its own use of links locally. */
             int32_t slot = -1;
             for (int32_t q = 0; q < n_local; q++)
                 if (local_src[q] == src)
                     slot = q;
-            t0 = MAX(t0, slot >= 0 ? local_link[slot] : *lf);
+            t0 = MAX(t0, slot >= 0 ? local_link[slot] : lf ? *lf : 0);
             if (commit)
                 *lf = t0 + occ;
             if (slot < 0 && n_local < 16)

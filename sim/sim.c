@@ -170,7 +170,9 @@ typedef struct {
     double *xfer_start;
     double *xfer_request;
     Dev *dev;
-    Link *link;
+    Link *link;          /* one per ordered pair of devices that some transfer uses */
+    int32_t n_links;
+    int32_t *xfer_link;  /* per transfer: its link */
     Heap heap;
     int32_t *dirty;       /* devices with new ready nodes, dispatched once per time step */
     uint8_t *is_dirty;
@@ -281,7 +283,7 @@ static void mark_dirty(Sim *s, int32_t d, int32_t cause)
 static void xfer_request(Sim *s, int32_t x)
 {
     const PsimTransfer *t = &s->p->transfers[x];
-    int32_t li = t->src * s->nd + t->dst;
+    int32_t li = s->xfer_link[x];
     Link *l = &s->link[li];
     if (l->by_dst) {
         /* The destination copies it when it is between nodes, lowest priority first. */
@@ -364,7 +366,7 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
 static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
 {
     const PsimTransfer *t = &s->p->transfers[x];
-    const Link *l = &s->link[(size_t)t->src * s->nd + t->dst];
+    const Link *l = &s->link[s->xfer_link[x]];
     stream_take(s, t->recv, d);
     /* Waiting for the device since it was requested: what freed the device bound the copy. */
     s->binding[t->recv] = s->now > s->xfer_request[x] && cause >= 0 ? cause : t->send;
@@ -456,11 +458,6 @@ static gboolean setup(Sim *s)
                  (nv->op[0] == 'C' && nv->n_inputs == 0 &&
                   (!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant"))))
             s->kind[v] = KIND_PARAM;
-        if (p->device_of[v] < 0 || p->device_of[v] >= nd) {
-            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': not placed on a device",
-                        psim_graph_name(g), nv->name);
-            return FALSE;
-        }
         s->out_total[v] = outputs_bytes(nv);
     }
     s->out_off[n] = n_out;
@@ -491,16 +488,8 @@ static gboolean setup(Sim *s)
         if (o.node >= 0)
             s->remaining[s->out_off[o.node] + o.index]++; /* fetched: never freed */
     }
-    for (int32_t x = 0; x < p->n_transfers; x++) {
-        const PsimTransfer *t = &p->transfers[x];
-        if (t->send < 0 || t->send >= n || t->recv < 0 || t->recv >= n || t->src < 0 ||
-            t->src >= nd || t->dst < 0 || t->dst >= nd) {
-            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: transfer %d is malformed",
-                        psim_graph_name(g), x);
-            return FALSE;
-        }
-        s->send_xfer[t->send] = x;
-    }
+    for (int32_t x = 0; x < p->n_transfers; x++)
+        s->send_xfer[p->transfers[x].send] = x;
     s->so = NULL;
     psim_graph_succ(g, &s->so, &s->s);
     const int32_t *po, *pr;
@@ -511,7 +500,6 @@ static gboolean setup(Sim *s)
     s->dirty = g_new(int32_t, nd + 1);
     s->is_dirty = g_new0(uint8_t, nd + 1);
     s->dirty_cause = g_new(int32_t, nd + 1);
-    s->link = g_new0(Link, (size_t)nd * nd + 1);
     for (int32_t d = 0; d < nd; d++) {
         int32_t cd = psim_cluster_device_find(s->c, p->devices[d]);
         if (cd < 0) {
@@ -542,38 +530,30 @@ static gboolean setup(Sim *s)
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         s->dev[d].capacity = dv->memory_bytes;
-        for (int32_t e = 0; e < nd; e++) {
-            PsimLink l = psim_cost_link(s->m, s->cluster_dev[d], s->cluster_dev[e], NULL);
-            Link *L = &s->link[(size_t)d * nd + e];
-            L->independent = l.independent || d == e;
-            L->by_dst = l.by_destination && d != e;
-            L->bytes_per_us = l.bandwidth_GBps > 0 ? l.bandwidth_GBps * 1e3 : INFINITY;
-            L->latency = d == e ? 0 : l.latency_us;
-            L->current = -1;
-        }
     }
-    if (s->order == PSIM_ORDER_STATIC) {
-        /* Every computing node must be in its device's order exactly once. */
-        g_autofree uint8_t *seen = g_new0(uint8_t, n + 1);
-        for (int32_t d = 0; d < nd; d++)
-            for (int32_t i = 0; i < p->n_order[d]; i++) {
-                int32_t v = p->order[d][i];
-                if (v < 0 || v >= n || p->device_of[v] != d || seen[v]) {
-                    g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                                "%s: the plan's order on device '%s' is inconsistent at position %d",
-                                psim_graph_name(g), p->devices[d], i);
-                    return FALSE;
-                }
-                seen[v] = 1;
-            }
-        for (int32_t v = 0; v < n; v++)
-            if (!seen[v] && s->kind[v] != KIND_SEND && s->kind[v] != KIND_RECV) {
-                g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                            "%s: node '%s' is missing from the order of device '%s'",
-                            psim_graph_name(g), psim_graph_node(g, v)->name,
-                            p->devices[p->device_of[v]]);
-                return FALSE;
-            }
+    /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
+     * pairs in use than nd^2. */
+    s->link = g_new0(Link, p->n_transfers + 1);
+    s->xfer_link = g_new(int32_t, p->n_transfers + 1);
+    g_autoptr(GHashTable) pair_link = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *t = &p->transfers[x];
+        gint64 key = (gint64)(((guint64)(guint32)t->src << 32) | (guint32)t->dst);
+        gpointer found;
+        if (g_hash_table_lookup_extended(pair_link, &key, NULL, &found)) {
+            s->xfer_link[x] = GPOINTER_TO_INT(found);
+            continue;
+        }
+        int32_t d = t->src, e = t->dst;
+        PsimLink l = psim_cost_link(s->m, s->cluster_dev[d], s->cluster_dev[e], NULL);
+        Link *L = &s->link[s->n_links];
+        L->independent = l.independent || d == e;
+        L->by_dst = l.by_destination && d != e;
+        L->bytes_per_us = l.bandwidth_GBps > 0 ? l.bandwidth_GBps * 1e3 : INFINITY;
+        L->latency = d == e ? 0 : l.latency_us;
+        L->current = -1;
+        g_hash_table_insert(pair_link, g_memdup2(&key, sizeof key), GINT_TO_POINTER(s->n_links));
+        s->xfer_link[x] = s->n_links++;
     }
     /* Parameters are resident from the start. */
     for (int32_t v = 0; v < n; v++)
@@ -614,10 +594,10 @@ static void sim_free(Sim *s)
     g_free(s->dirty);
     g_free(s->is_dirty);
     g_free(s->dirty_cause);
-    if (s->link)
-        for (size_t i = 0; i < (size_t)s->nd * s->nd; i++)
-            g_free(s->link[i].waiting.a);
+    for (int32_t i = 0; s->link && i < s->n_links; i++)
+        g_free(s->link[i].waiting.a);
     g_free(s->link);
+    g_free(s->xfer_link);
     g_free(s->heap.a);
 }
 
@@ -656,7 +636,7 @@ static double lower_bound(Sim *s)
         int32_t x = s->kind[v] == KIND_RECV ? s->p->transfer_of_recv[v] : -1;
         if (x >= 0) {
             const PsimTransfer *t = &s->p->transfers[x];
-            const Link *l = &s->link[(size_t)t->src * s->nd + t->dst];
+            const Link *l = &s->link[s->xfer_link[x]];
             double occ = isfinite(l->bytes_per_us) ? (double)t->bytes / l->bytes_per_us : 0;
             st = MAX(st, fin[t->send] + occ + l->latency);
             fin[v] = st;
@@ -686,6 +666,8 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     s->nd = plan->n_devices;
     s->res = res;
     s->error = error;
+    if (!psim_plan_check(plan, error))
+        return FALSE;
     if (!setup(s)) {
         sim_free(s);
         return FALSE;

@@ -31,6 +31,13 @@ grep -q '"compressed": true, "rounding": "truncate"' "$tmp/t.json" || fail "trun
 grep -q '"compressed": true, "rounding": "rne"' "$tmp/r.json" || fail "rne not recorded"
 grep -q '"rounding": "truncate"' "$tmp/r.json" && fail "rne plan has truncated transfers"
 "$PSIM" place "$ex" --cluster uniform:3 --compress-rounding up >/dev/null 2>&1; [ $? = 2 ] || fail "bad rounding"
+# A graph with no nodes is bad input (it once placed nothing and exited 0, UBSan reporting a null
+# pointer in partition.c): exit 2, one line naming the file.
+echo '{"format": "placesim.graph/1", "name": "empty", "nodes": []}' > "$tmp/empty.json"
+err=$("$PSIM" place "$tmp/empty.json" --cluster uniform:2 --algo all 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] || fail "empty graph exit $rc"
+[ "$err" = "placesim: $tmp/empty.json: graph has no nodes" ] || fail "empty graph message: $err"
+"$PSIM" sim "$tmp/empty.json" --cluster uniform:2 --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "sim of an empty graph"
 
 # Where costs come from (issue 20 item 21): the HEFT example is all annotations; a built-in model
 # without a DB is all estimates (and its sources, parameters, free); with a DB, measured rows.

@@ -106,4 +106,30 @@ if [ -f "$DATA/onnx-light/inception_v1.onnx" ]; then
     expect 2 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --feed "data_0=$tmp/out23/output_0.pb"
     grep -q "shape \[2,3\]" "$tmp/err.txt"
 fi
+
+# A plan edited so that its orders deadlock (b0 before a0 on CPU:0, b1 before a1 on CPU:1, each
+# waiting for the other device) hung 'run --plan' while 'sim' refused it: the plan check that sim
+# makes is made as the plan is loaded, and run exits 2 at once. GRAPH given beside --plan must be
+# the plan's graph (it was silently ignored): exit 2 naming both files.
+cat > "$tmp/crossed.json" <<'EOF'
+{"format": "placesim.graph/1", "name": "crossed", "inputs": ["x"], "outputs": ["out:0"],
+ "nodes": [
+  {"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": [4]}], "device": "CPU:0"},
+  {"name": "a0", "op": "Relu", "inputs": ["x:0"], "device": "CPU:0"},
+  {"name": "a1", "op": "Relu", "inputs": ["x:0"], "device": "CPU:1"},
+  {"name": "b0", "op": "Relu", "inputs": ["a1:0"], "device": "CPU:0"},
+  {"name": "b1", "op": "Relu", "inputs": ["a0:0"], "device": "CPU:1"},
+  {"name": "out", "op": "Add", "inputs": ["b0:0", "b1:0"], "device": "CPU:0"}]}
+EOF
+expect 0 "$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json"
+expect 0 timeout 60 "$PSIM" run "$tmp/crossed.json" --plan "$tmp/cplan.json" --cluster local:2
+sed -e 's/\["x", "a0", /["x", "b0", "a0", /' -e 's|"b1/_recv_0_on_CPU_0", "b0", "out"\]|"b1/_recv_0_on_CPU_0", "out"]|' \
+    -e 's/"a1", "b1", /"b1", "a1", /' "$tmp/cplan.json" > "$tmp/deadlock.json"
+grep -q '\["x", "b0", "a0", ' "$tmp/deadlock.json" && grep -q '"b1", "a1", ' "$tmp/deadlock.json" \
+    || { echo "FAIL: the plan's order is not as expected"; grep -A2 '"order"' "$tmp/cplan.json"; exit 1; }
+expect 2 timeout 60 "$PSIM" run --plan "$tmp/deadlock.json" --cluster local:2
+grep -q "deadlock.json: node 'b0': the plan deadlocks" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
+expect 2 "$PSIM" sim --plan "$tmp/deadlock.json" --cluster local:2
+expect 2 "$PSIM" run "$tmp/g23.json" --plan "$tmp/cplan.json" --cluster local:2
+grep -q "cplan.json: .*g23.json" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
 echo ok

@@ -50,6 +50,31 @@ echo '{"format": "placesim.plan/1", "nodes": 3}' >"$tmp/bad.json"
 expect2 "$PSIM" sim "$heft" --cluster uniform:3 --plan "$tmp/bad.json"
 expect2 "$PSIM" compare "$tmp/bad.json" "$tmp/t.json"
 
+# GRAPH given beside --plan must be the plan's graph (it was silently ignored): exit 2 naming both.
+echo '{"format": "placesim.graph/1", "name": "other", "nodes": [{"name": "t", "op": "Task", "cost_us": {"P": 1}}]}' >"$tmp/other.json"
+expect2 "$PSIM" sim "$tmp/other.json" --cluster uniform:3:0.001:0 --plan "$tmp/plan.json"
+grep -q "plan.json: .*other.json" "$tmp/e" || fail "GRAPH mismatch message: $(cat "$tmp/e")"
+
+# One plan check for sim and run (graph/plan.c): a plan whose order puts a Send before the node
+# it sends was simulated (the simulator sends eagerly) but hung the executor; both refuse it now,
+# with the same message, as they refuse crossed orders that deadlock (cli-run.sh).
+cat >"$tmp/crossed.json" <<'EOF'
+{"format": "placesim.graph/1", "name": "crossed", "inputs": ["x"], "outputs": ["out:0"],
+ "nodes": [
+  {"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": [4]}], "device": "CPU:0"},
+  {"name": "a0", "op": "Relu", "inputs": ["x:0"], "device": "CPU:0"},
+  {"name": "a1", "op": "Relu", "inputs": ["x:0"], "device": "CPU:1"},
+  {"name": "b0", "op": "Relu", "inputs": ["a1:0"], "device": "CPU:0"},
+  {"name": "b1", "op": "Relu", "inputs": ["a0:0"], "device": "CPU:1"},
+  {"name": "out", "op": "Add", "inputs": ["b0:0", "b1:0"], "device": "CPU:0"}]}
+EOF
+"$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json" >/dev/null || fail "place crossed"
+"$PSIM" sim --cluster local:2 --plan "$tmp/cplan.json" >/dev/null || fail "sim of the crossed plan as placed"
+sed 's|\["x", "a0", "x/_send_0_to_CPU_1", "a0/_send_0_to_CPU_1", |["x", "a0/_send_0_to_CPU_1", "a0", "x/_send_0_to_CPU_1", |' \
+    "$tmp/cplan.json" >"$tmp/early-send.json"
+cmp -s "$tmp/cplan.json" "$tmp/early-send.json" && fail "the plan's order is not as expected: $(grep -A2 '"order"' "$tmp/cplan.json")"
+expect2 "$PSIM" sim --cluster local:2 --plan "$tmp/early-send.json"
+grep -q "node 'a0/_send_0_to_CPU_1'.*deadlocks" "$tmp/e" || fail "early Send message: $(cat "$tmp/e")"
 # Cost sources (issue 20 item 21): counted in --json, summarised on the terminal, tagged on each
 # op of the trace with the DB row that gave a measured cost.
 out=$("$PSIM" sim "$heft" --cluster uniform:3:0.001:0 --algo heft --json) || fail "sim heft json"

@@ -1,5 +1,6 @@
 /* Tests of cluster files (round trip, errors naming the file and the device or field), local:N
  * and GPU detection. */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -218,6 +219,89 @@ static void test_detect_gpus(void)
     }
 }
 
+/* Resident memory of this process in bytes (Linux). */
+static uint64_t rss_bytes(void)
+{
+    g_autofree char *statm = NULL;
+    if (!g_file_get_contents("/proc/self/statm", &statm, NULL, NULL))
+        return 0;
+    unsigned long size = 0, resident = 0;
+    if (sscanf(statm, "%lu %lu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* 65536 identical devices (--cluster uniform:65536) in well under a second and a few MB: the
+ * links are stored for the pairs set only (a dense 65536^2 table is 34 GB), names are hashed
+ * (adding a device checked every other one: quadratic), and the accessors still answer for
+ * every pair. */
+static void test_sparse_uniform(void)
+{
+    uint64_t rss0 = rss_bytes();
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(PsimCluster) c = psim_cluster_new();
+    for (int32_t i = 0; i < 65536; i++) {
+        char name[32];
+        g_snprintf(name, sizeof name, "P:%d", i);
+        g_assert_cmpint(psim_cluster_device_add(c, name, "P", NULL), ==, i);
+    }
+    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = 10, .latency_us = 1, .independent = TRUE});
+    psim_cluster_link_set(c, 7, 65535, (PsimLink){.bandwidth_GBps = 1, .latency_us = 9});
+    double secs = (double)(g_get_monotonic_time() - t0) * 1e-6;
+    uint64_t grown = rss_bytes() - rss0;
+    g_test_message("uniform:65536 built in %.3f s, %.1f MB", secs, grown / 1e6);
+    g_assert_cmpfloat(secs, <, 2.0); /* 0.3 s here; ASan builds are slower */
+    g_assert_cmpuint(grown, <, 128u << 20); /* 27 MB here, 71 MB under ASan */
+    g_assert_cmpint(psim_cluster_device_find(c, "P:65535"), ==, 65535);
+    g_assert_cmpint(psim_cluster_device_find(c, "/job:localhost/replica:0/task:0/device:P:40000"), ==, 40000);
+    g_assert_cmpint(psim_cluster_device_find(c, "P:65536"), ==, -1);
+    g_assert_cmpint(psim_cluster_device_add(c, "P:3", "P", NULL), ==, -1); /* listed twice */
+    g_assert_cmpfloat(psim_cluster_link(c, 65535, 7).latency_us, ==, 1);
+    g_assert_cmpfloat(psim_cluster_link(c, 7, 65535).latency_us, ==, 9);
+    g_assert_true(psim_cluster_link_is_set(c, 7, 65535));
+    g_assert_cmpint(psim_cluster_links_from(c, 7), ==, 1);
+    g_assert_cmpint(psim_cluster_links_from(c, 8), ==, 0);
+    int32_t n_links;
+    g_autofree PsimLinkEnds *ends = psim_cluster_links_set(c, &n_links);
+    g_assert_cmpint(n_links, ==, 1);
+    g_assert_cmpint(ends[0].src, ==, 7);
+    g_assert_cmpint(ends[0].dst, ==, 65535);
+}
+
+/* A cluster file of 20000 devices and 20000 links loads in linear time: each device name was
+ * compared with every other one and each link end searched linearly (some 1e9 string
+ * comparisons here); now both are hashed. Its JSON export lists the links set, not every pair
+ * (it took 40 s here, loading included). */
+static void test_sparse_json(void)
+{
+    const int n = 20000;
+    GString *s = g_string_new("{\"format\": \"placesim.cluster/1\", \"devices\": [");
+    for (int i = 0; i < n; i++)
+        g_string_append_printf(s, "%s{\"name\": \"/job:w/replica:0/task:%d/device:CPU:0\"}", i ? ", " : "", i);
+    g_string_append(s, "], \"links\": [");
+    for (int i = 0; i < n; i++)
+        g_string_append_printf(s, "%s{\"src\": \"/job:w/replica:0/task:%d/device:CPU:0\", "
+                                  "\"dst\": \"/job:w/replica:0/task:%d/device:CPU:0\", \"latency_us\": 3}",
+                               i ? ", " : "", i, (i + 1) % n);
+    g_string_append(s, "]}");
+    g_autoptr(GError) err = NULL;
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(PsimCluster) c = psim_cluster_parse("many.json", s->str, s->len, &err);
+    double secs = (double)(g_get_monotonic_time() - t0) * 1e-6;
+    g_string_free(s, TRUE);
+    g_assert_no_error(err);
+    g_test_message("%d devices and links loaded in %.3f s", n, secs);
+    g_assert_cmpfloat(secs, <, 4.0);
+    g_assert_cmpint(psim_cluster_n_devices(c), ==, n);
+    g_assert_cmpfloat(psim_cluster_link(c, n - 1, 0).latency_us, ==, 3);
+    g_assert_false(psim_cluster_link_is_set(c, 0, n - 1));
+    t0 = g_get_monotonic_time();
+    g_autofree char *json = psim_cluster_to_json(c);
+    g_assert_cmpfloat((double)(g_get_monotonic_time() - t0) * 1e-6, <, 4.0);
+    g_assert_nonnull(strstr(json, "\"/job:w/replica:0/task:19999/device:CPU:0\""));
+    g_assert_nonnull(strstr(json, "\"src\""));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -226,5 +310,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cluster/json/ranges", test_ranges);
     g_test_add_func("/cluster/local", test_local);
     g_test_add_func("/cluster/detect-gpus", test_detect_gpus);
+    g_test_add_func("/cluster/sparse/uniform-65536", test_sparse_uniform);
+    g_test_add_func("/cluster/sparse/json-many", test_sparse_json);
     return g_test_run();
 }

@@ -3,6 +3,7 @@
  * here are tiny test ones registered by this file (X* ops), so that these tests do not depend on
  * the real kernels. */
 #include <string.h>
+#include <unistd.h>
 
 #include "placesim/exec.h"
 #include "placesim/placer.h"
@@ -576,6 +577,104 @@ static void test_plan_two_devices(void)
     }
 }
 
+/* Orders that deadlock, run through the executor API directly (psim_plan_exec_new would refuse
+ * the plan: psim_plan_check): on CPU:0 b0 comes before a0, on CPU:1 b1 before a1, and each b
+ * waits for the other device's a. Every device then waits on its Recvs for ever; the deadlock
+ * detector fails the step once no device has completed a node for the stall timeout, with a
+ * RUNTIME error naming the waiting Recvs. */
+static void test_plan_deadlock(void)
+{
+    static const char *const lines[] = {"x=Placeholder()", "a0=XScale(x)", "a1=XScale(x)",
+                                        "b0=XScale(a1)",   "b1=XScale(a0)", "out=XAdd(b0,b1)",
+                                        NULL};
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = build(lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, NULL, &err);
+    g_assert_no_error(err);
+    int32_t n = psim_graph_n_nodes(g);
+    g_autoptr(PsimPlacement) pl = psim_placement_new(n, 2, "test");
+    for (int32_t v = 0; v < n; v++) {
+        const char *name = psim_graph_node(g, v)->name;
+        pl->device_of[v] = !strcmp(name, "a1") || !strcmp(name, "b1");
+        pl->seq[v] = v;
+    }
+    g_autoptr(PsimPlan) plan = psim_plan_build(ctx, pl, &err);
+    g_assert_no_error(err);
+    g_assert_true(psim_plan_check(plan, &err));
+    /* Each device: its Recvs first (all asked at once), its compute nodes with b before a, its
+     * Sends last. */
+    for (int32_t d = 0; d < 2; d++) {
+        int32_t k = 0, *ord = plan->order[d];
+        for (int pass = 0; pass < 3; pass++)
+            for (int32_t v = 0; v < psim_graph_n_nodes(plan->graph); v++) {
+                const char *op = psim_graph_node(plan->graph, v)->op;
+                int kind = !strcmp(op, "Recv") ? 0 : !strcmp(op, "Send") ? 2 : 1;
+                if (plan->device_of[v] == d && kind == pass)
+                    ord[k++] = v;
+            }
+        g_assert_cmpint(k, ==, plan->n_order[d]);
+        int32_t a = psim_graph_node_find(plan->graph, d ? "a1" : "a0")->id;
+        int32_t b = psim_graph_node_find(plan->graph, d ? "b1" : "b0")->id;
+        for (int32_t i = 0; i < k; i++)
+            ord[i] = ord[i] == a ? b : ord[i] == b ? a : ord[i];
+    }
+    g_assert_false(psim_plan_check(plan, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_assert_nonnull(strstr(err->message, "deadlocks"));
+    g_clear_error(&err);
+
+    g_autoptr(PsimRendezvous) rdv = psim_rendezvous_new();
+    PsimWorker *w[2];
+    PsimExecutor *e[2];
+    const char *feeds[] = {"x"}, *fetches[] = {"out:0"};
+    for (int d = 0; d < 2; d++) {
+        w[d] = psim_worker_new(psim_cluster_device(c, d), &err);
+        g_assert_no_error(err);
+        PsimExecOptions opts = {.order = PSIM_EXEC_ORDER_STATIC, .static_order = plan->order[d],
+                                .n_static_order = plan->n_order[d], .device_of = plan->device_of,
+                                .device = d, .rendezvous = rdv, .stall_timeout_s = 0.3};
+        e[d] = psim_executor_new(plan->graph, w[d], feeds, d == 0, fetches, d == 0, &opts, &err);
+        g_assert_no_error(err);
+    }
+    g_autoptr(PsimTensor) x = vec(1);
+    PsimTensor *got = NULL;
+    DevRun runs[2] = {{e[0], &x, &got}, {e[1], NULL, NULL}};
+    alarm(60); /* a hang is a failure, not a stuck test */
+    double t0 = psim_exec_now_us();
+    for (int d = 0; d < 2; d++) {
+        psim_executor_set_step(e[d], 0);
+        psim_worker_post(w[d], dev_run, &runs[d]);
+    }
+    int n_deadlock = 0;
+    for (int d = 0; d < 2; d++) {
+        GError *derr = NULL;
+        g_assert_false(psim_worker_wait(w[d], &derr));
+        g_assert_nonnull(derr);
+        g_assert_cmpint(derr->code, ==, PSIM_ERROR_RUNTIME);
+        g_test_message("device %d: %s", d, derr->message);
+        if (strstr(derr->message, "deadlock")) {
+            n_deadlock++;
+            g_assert_nonnull(strstr(derr->message, "_recv_"));
+        } else {
+            g_assert_nonnull(strstr(derr->message, "aborted"));
+        }
+        g_error_free(derr);
+    }
+    double waited_s = (psim_exec_now_us() - t0) * 1e-6;
+    alarm(0);
+    g_assert_cmpint(n_deadlock, >=, 1);
+    g_assert_cmpfloat(waited_s, >=, 0.3);
+    g_assert_cmpfloat(waited_s, <, 10);
+    g_assert_null(got);
+    for (int d = 0; d < 2; d++) {
+        psim_executor_free(e[d]);
+        psim_worker_free(w[d]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -589,5 +688,6 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/worker", test_worker);
     g_test_add_func("/exec/session", test_session);
     g_test_add_func("/exec/plan/two-devices", test_plan_two_devices);
+    g_test_add_func("/exec/plan/deadlock", test_plan_deadlock);
     return g_test_run();
 }

@@ -2,6 +2,7 @@
  * static order equals its own estimate on STG graphs, search (never worse, deterministic,
  * reaches known optima), constraints (requests, kernels, colocation, memory), placement files. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -409,6 +410,168 @@ static void test_coarsen(void)
     }
 }
 
+/* Costs and overheads of 1e308 (finite, but two of them sum to +inf): every algorithm still
+ * places every node on a device, plans, simulates and gives a finite makespan. Before the cost
+ * model bounded times, an argmin whose sentinel (+inf) equalled every candidate chose none and
+ * indexed -1 (ETF), wrote free_at[-1] (greedy) or failed an assertion (HEFT's insertion). */
+static void test_huge_costs(void)
+{
+    PsimGraph *g = psim_graph_new("huge");
+    static const char *const names[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) {
+        PsimNode *n = psim_graph_node_add(g, names[i], "Task", NULL);
+        psim_graph_node_outputs_set(g, n, 1);
+        n->outputs[0].bytes = UINT64_MAX / 2;
+        psim_graph_node_cost_set(g, n, "P", i == 3 ? G_MAXDOUBLE : 1e308);
+    }
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "b"), "a");
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "c"), "a");
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "d"), "b");
+    psim_graph_node_input_add_ref(g, psim_graph_node_find(g, "d"), "c");
+    g_assert_true(psim_graph_finalize(g, NULL));
+    for (int k = 0; k < 3; k++) {
+        /* Huge latency; a bandwidth that makes any transfer huge; a shared link (simulator). */
+        g_autoptr(PsimCluster) c = uniform(3, k == 1 ? 1e-300 : 0, k == 1 ? 0 : 1e308);
+        if (k == 2)
+            psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = 1e-308, .latency_us = 1e308});
+        for (int32_t d = 0; d < 3; d++)
+            psim_cluster_device(c, d)->launch_us = 1e308;
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+        g_autoptr(GError) err = NULL;
+        PsimPlaceOptions o;
+        psim_place_options_init(&o);
+        o.budget_ms = 20;
+        g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+        g_assert_no_error(err);
+        int32_t n_algos;
+        const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+        for (int32_t i = 0; i < n_algos; i++) {
+            if (!strcmp(algos[i]->name, "file"))
+                continue;
+            g_autoptr(PsimPlacement) p = psim_place(ctx, algos[i]->name, &err);
+            g_assert_no_error(err);
+            g_assert_nonnull(p);
+            for (int32_t v = 0; v < 4; v++)
+                g_assert_cmpint(p->device_of[v], >=, 0);
+            g_assert_true(isfinite(p->makespan_us));
+            g_assert_cmpfloat(p->makespan_us, >=, 1e289);
+            g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+            g_assert_no_error(err);
+            g_assert_true(isfinite(sim_static(plan, m)));
+        }
+        /* The simulator's incremental engine with a caller's table of such costs. */
+        double table[4 * 3];
+        for (int i = 0; i < 12; i++)
+            table[i] = i % 2 ? G_MAXDOUBLE : 1e308;
+        g_autoptr(PsimSimEngine) e = psim_sim_engine_new(g, m, table);
+        for (int32_t v = 0; v < 4; v++) {
+            double s, f = psim_sim_engine_probe(e, v, v % 3, &s);
+            g_assert_true(isfinite(f) && f >= s);
+            psim_sim_engine_commit(e, v, v % 3);
+        }
+    }
+    psim_graph_free(g);
+}
+
+/* A graph of no nodes through the API (the loaders refuse it as a file): every algorithm, the
+ * partition and the simulator give an empty plan and a zero step without undefined behaviour
+ * (UBSan found memcpy from NULL in partition.c; run under -DPSIM_SANITIZE=address,undefined). */
+static void test_empty_graph(void)
+{
+    g_autoptr(PsimGraph) g = psim_graph_new("empty");
+    g_assert_true(psim_graph_finalize(g, NULL));
+    g_autoptr(PsimCluster) c = uniform(2, 1, 1);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    g_autoptr(GError) err = NULL;
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    o.budget_ms = 20;
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(psim_place_ctx_lower_bound(ctx), ==, 0);
+    int32_t n_algos;
+    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+    for (int32_t i = 0; i < n_algos; i++) {
+        if (!strcmp(algos[i]->name, "file"))
+            continue;
+        g_autoptr(PsimPlacement) p = psim_place(ctx, algos[i]->name, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(p->makespan_us, ==, 0);
+        g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+        g_assert_no_error(err);
+        g_assert_cmpint(psim_graph_n_nodes(plan->graph), ==, 0);
+        g_assert_cmpint(plan->n_transfers, ==, 0);
+        g_assert_cmpfloat(sim_static(plan, m), ==, 0);
+        PsimSimOptions so = {.order = PSIM_ORDER_DYNAMIC};
+        PsimSimResult r = {0};
+        g_autoptr(PsimTimeline) tl = NULL;
+        g_assert_true(psim_sim_run(plan, m, &so, &r, &tl, &err));
+        g_assert_no_error(err);
+        g_assert_cmpfloat(r.step_time_us, ==, 0);
+        psim_sim_result_clear(&r);
+    }
+}
+
+static uint64_t rss_bytes(void)
+{
+    g_autofree char *statm = NULL;
+    unsigned long size = 0, resident = 0;
+    if (!g_file_get_contents("/proc/self/statm", &statm, NULL, NULL) ||
+        sscanf(statm, "%lu %lu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The link matrix users with 65536 devices (--cluster uniform:65536): the cost model's link
+ * cache, the placers' link rows, the simulator's links and its engine's link use keep only what
+ * they use (one shared row for all the devices without links of their own), so a small graph
+ * places, partitions and simulates in a few tens of MB where n x n tables took 34 GB each. */
+static void test_many_devices(void)
+{
+    g_autofree char *path = src_path("tests/data/heft-example.json");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    g_assert_no_error(err);
+    uint64_t rss0 = rss_bytes();
+    g_autoptr(PsimCluster) c = uniform(65536, 0.001, 0);
+    /* A link of its own for one device, and a shared (simulator-only) one for another. */
+    psim_cluster_link_set(c, 1, 2, (PsimLink){.bandwidth_GBps = 0.002, .latency_us = 0, .independent = TRUE});
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlacement) p = psim_place(ctx, "heft", &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(sim_static(plan, m), ==, plan->makespan_us);
+    uint64_t grown = rss_bytes() - rss0;
+    g_test_message("65536 devices: makespan %.1f us, %.1f MB", p->makespan_us, grown / 1e6);
+    g_assert_cmpuint(grown, <, 256u << 20);
+    g_assert_cmpfloat(p->makespan_us, <=, 80); /* never worse than on 3 of these devices */
+    g_assert_cmpfloat(psim_cost_transfer(m, 1000, 1, 2), ==, 500);
+    g_assert_cmpfloat(psim_cost_transfer(m, 1000, 2, 1), ==, 1000);
+    /* Every algorithm, linear in devices (single looked for each node's cheapest device once
+     * per device: 100 s here). The graph's costs name P:0..P:2 only: the rest are infeasible. */
+    gint64 t0 = g_get_monotonic_time();
+    o.budget_ms = 50;
+    g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    int32_t n_algos;
+    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+    for (int32_t i = 0; i < n_algos; i++) {
+        if (!strcmp(algos[i]->name, "file"))
+            continue;
+        g_autoptr(PsimPlacement) q = psim_place(ctx2, algos[i]->name, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(q->makespan_us, >=, 1);
+    }
+    double secs = (double)(g_get_monotonic_time() - t0) * 1e-6;
+    g_test_message("every algorithm on 65536 devices: %.1f s", secs);
+    g_assert_cmpfloat(secs, <, 30);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -421,5 +584,8 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/file/round-trip", test_file);
     g_test_add_func("/placer/greedy/one-engine", test_greedy_one_engine);
     g_test_add_func("/placer/coarsen/chains", test_coarsen);
+    g_test_add_func("/placer/robust/huge-costs", test_huge_costs);
+    g_test_add_func("/placer/robust/empty-graph", test_empty_graph);
+    g_test_add_func("/placer/robust/many-devices", test_many_devices);
     return g_test_run();
 }

@@ -33,6 +33,10 @@ gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char
 /* Loads a graph file, or a built-in model written "zoo:NAME" or a bare zoo name when no file of
  * that name exists. */
 PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **error);
+/* Loads plan file plan_path; with graph_spec (the GRAPH argument given beside --plan; NULL: none)
+ * also that graph, which must be the plan's (an INPUT error naming both otherwise). */
+PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboolean training,
+                             GError **error);
 /* The same with import options (NULL: defaults); --batch and --shape (opts->batch, shapes) are
  * a USAGE error for built-in models, whose shapes are fixed. */
 PsimGraph *psim_cli_load_graph_with(const char *spec, const PsimImportOptions *opts, GError **error);

@@ -83,10 +83,12 @@ int psim_cmd_cluster(int argc, char **argv)
     }
     printf("links:\n");
     print_link("default", "", psim_cluster_default_link(c));
-    for (int32_t s = 0; s < n; s++)
-        for (int32_t t = 0; t < n; t++)
-            if (s != t && psim_cluster_link_is_set(c, s, t))
-                print_link(psim_cluster_device(c, s)->short_name, psim_cluster_device(c, t)->short_name,
-                           psim_cluster_link(c, s, t));
+    int32_t n_links;
+    g_autofree PsimLinkEnds *ends = psim_cluster_links_set(c, &n_links);
+    for (int32_t i = 0; i < n_links; i++)
+        if (ends[i].src != ends[i].dst)
+            print_link(psim_cluster_device(c, ends[i].src)->short_name,
+                       psim_cluster_device(c, ends[i].dst)->short_name,
+                       psim_cluster_link(c, ends[i].src, ends[i].dst));
     return 0;
 }

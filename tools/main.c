@@ -125,6 +125,18 @@ PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **err
     return psim_cli_load_graph_with(spec, &opts, error);
 }
 
+PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboolean training,
+                             GError **error)
+{
+    g_autoptr(PsimPlan) plan = psim_plan_load(plan_path, error);
+    if (!plan || !graph_spec)
+        return g_steal_pointer(&plan);
+    g_autoptr(PsimGraph) g = psim_cli_load_graph(graph_spec, training, error);
+    if (!g || !psim_plan_check_graph(plan, plan_path, g, graph_spec, error))
+        return NULL;
+    return g_steal_pointer(&plan);
+}
+
 void psim_cli_print_json(JsonBuilder *b)
 {
     g_autoptr(JsonGenerator) gen = json_generator_new();

@@ -112,12 +112,12 @@ typedef struct {
     /* Flags as given. */
     gboolean json;
     char *cluster_spec, *device, *check_path, *save_dir, *trace_path, *placement_path, *algo;
-    char *plan_path, *db_path, *steps_text, *rtol_text, *atol_text;
+    char *plan_path, *db_path, *steps_text, *rtol_text, *atol_text, *stall_text;
     char **feed_args;
     PsimCliGraphOptions go;
     /* Checked. */
     int steps;
-    double rtol, atol;
+    double rtol, atol, stall_s;
     gboolean multi; /* on several devices: --placement, --algo or --plan */
     /* Inputs: the graph (the plan's with --plan), the cluster, feeds and fetches. */
     PsimGraph *g;
@@ -189,6 +189,7 @@ static void run_clear(Run *r)
     g_free(r->steps_text);
     g_free(r->rtol_text);
     g_free(r->atol_text);
+    g_free(r->stall_text);
     g_strfreev(r->feed_args);
 }
 
@@ -209,13 +210,16 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
          "compare the first output with this TensorProto file", "FILE.pb"},
         {"rtol", 0, 0, G_OPTION_ARG_STRING, &r->rtol_text, "relative tolerance of --check (1e-3)", "R"},
         {"atol", 0, 0, G_OPTION_ARG_STRING, &r->atol_text, "absolute tolerance of --check (1e-7)", "A"},
+        {"stall-timeout", 0, 0, G_OPTION_ARG_STRING, &r->stall_text,
+         "on several devices: fail a step (exit 1) when no device completes a node for this long "
+         "while Recvs wait, a deadlock (5; 0: wait forever)", "SECONDS"},
         {"save-outputs", 0, 0, G_OPTION_ARG_FILENAME, &r->save_dir,
          "write each output as DIR/output_K.pb (DIR is created if missing; its parent must exist)", "DIR"},
         {"placement", 0, 0, G_OPTION_ARG_FILENAME, &r->placement_path,
          "run on several devices as this placement JSON says (partitioned with Send/Recv)",
          "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &r->plan_path,
-         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out)",
+         "run this plan (from 'placesim place --plan'; it carries its graph: GRAPH may be left out, and when given must be the plan's)",
          "PLAN.json"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &r->db_path,
          "with --algo: place with the measured kernel and link times and calibrated rates of this cost DB (read only)", "DB"},
@@ -246,6 +250,9 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
         !psim_cli_flag_double("--rtol", r->rtol_text, 0, G_MAXDOUBLE, &r->rtol, error) ||
         !psim_cli_flag_double("--atol", r->atol_text, 0, G_MAXDOUBLE, &r->atol, error))
         return FALSE;
+    r->stall_s = PSIM_EXEC_STALL_TIMEOUT_S;
+    if (!psim_cli_flag_double("--stall-timeout", r->stall_text, 0, 1e6, &r->stall_s, error))
+        return FALSE;
     r->steps = (int)steps;
     if (!!r->placement_path + !!r->algo + !!r->plan_path > 1) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "run: give at most one of --placement, --plan and --algo");
@@ -270,7 +277,7 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
 static gboolean run_load(Run *r, const char *graph_spec, GError **error)
 {
     if (r->plan_path) {
-        if (!(r->plan = psim_plan_load(r->plan_path, error)))
+        if (!(r->plan = psim_cli_load_plan(r->plan_path, graph_spec, FALSE, error)))
             return FALSE;
         r->g = r->plan->graph;
     } else if (!(r->g = psim_cli_graph_load(graph_spec, &r->go, error))) {
@@ -341,6 +348,8 @@ static gboolean run_prepare(Run *r, GError **error)
         r->px = psim_plan_exec_new(r->plan, r->c, (const char *const *)r->feed_names->pdata,
                                    (int32_t)r->feeds->len, (const char *const *)r->fetches->pdata, r->n_out,
                                    FALSE, error);
+        if (r->px)
+            psim_plan_exec_set_stall_timeout(r->px, r->stall_s > 0 ? r->stall_s : -1);
         return r->px != NULL;
     }
     if (r->multi) {

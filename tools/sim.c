@@ -22,7 +22,7 @@ int psim_cmd_sim(int argc, char **argv)
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec,
          "Cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] or stg:P (default local)", "SPEC"},
         {"placement", 'p', 0, G_OPTION_ARG_FILENAME, &placement, "Placement JSON to simulate", "P.json"},
-        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan')", "PLAN.json"},
+        {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan'; it carries its graph: GRAPH may be left out, and when given must be the plan's)", "PLAN.json"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Place with this algorithm first (see 'place --help')", "NAME"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "Cost DB with measured kernel and link times and calibrated rates (read only)", "DB"},
         {"order", 0, 0, G_OPTION_ARG_STRING, &order_name,
@@ -61,7 +61,7 @@ int psim_cmd_sim(int argc, char **argv)
     g_autoptr(PsimPlan) plan = NULL;
     gint64 t0 = g_get_monotonic_time();
     if (plan_path) {
-        if (!(plan = psim_plan_load(plan_path, &err)))
+        if (!(plan = psim_cli_load_plan(plan_path, argc == 2 ? argv[1] : NULL, training, &err)))
             return psim_cli_fail(err);
     } else if (!(g = psim_cli_graph_load(argv[1], &go, &err))) {
         return psim_cli_fail(err);

@@ -40,6 +40,12 @@ static void jnum(GString *s, double v)
 /* Link tracks are numbered after the streams: 1000 + peer device. */
 #define LINK_TID 1000
 
+static gint cmp_pair(gconstpointer a, gconstpointer b)
+{
+    gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
+    return x < y ? -1 : x > y;
+}
+
 char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len)
 {
     GString *s = g_string_sized_new(256 + 160 * (t->ops->len + 2 * t->xfers->len));
@@ -70,12 +76,25 @@ char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len)
         if (o->device >= 0 && o->device < t->n_devices && o->stream >= 0 && o->stream < 32)
             streams[o->device] |= 1u << o->stream;
     }
-    g_autofree uint8_t *links = g_new0(uint8_t, (size_t)t->n_devices * t->n_devices + 1);
+    /* The pairs that carry transfers, once each, sorted by (src, dst) and by (dst, src): not an
+     * nd x nd table, which thousands of devices would not fit. */
+    g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    g_autoptr(GArray) out = g_array_new(FALSE, FALSE, sizeof(gint64));
+    g_autoptr(GArray) in = g_array_new(FALSE, FALSE, sizeof(gint64));
     for (guint i = 0; i < t->xfers->len; i++) {
         const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
-        if (x->src >= 0 && x->dst >= 0 && x->src < t->n_devices && x->dst < t->n_devices)
-            links[(size_t)x->src * t->n_devices + x->dst] = 1;
+        if (x->src < 0 || x->dst < 0 || x->src >= t->n_devices || x->dst >= t->n_devices)
+            continue;
+        gint64 k = ((gint64)x->src << 32) | x->dst, r = ((gint64)x->dst << 32) | x->src;
+        if (g_hash_table_contains(seen, &k))
+            continue;
+        g_hash_table_add(seen, g_memdup2(&k, sizeof k));
+        g_array_append_val(out, k);
+        g_array_append_val(in, r);
     }
+    g_array_sort(out, cmp_pair);
+    g_array_sort(in, cmp_pair);
+    guint io = 0, ii = 0;
     for (int32_t d = 0; d < t->n_devices; d++) {
         g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": ", SEP(), d);
         jstr(s, t->devices[d]);
@@ -84,14 +103,25 @@ char *psim_timeline_to_chrome(const PsimTimeline *t, gsize *len)
         for (int k = 0; k < 32; k++)
             if (streams[d] >> k & 1u)
                 g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"stream %d\"}}", SEP(), d, k, k);
-        for (int32_t e = 0; e < t->n_devices; e++) {
-            if (links[(size_t)d * t->n_devices + e]) {
+        /* Peers in increasing order, "to" before "from" for each. */
+        for (;;) {
+            gint64 ko = io < out->len ? g_array_index(out, gint64, io) : -1;
+            gint64 ki = ii < in->len ? g_array_index(in, gint64, ii) : -1;
+            gboolean to = ko >= 0 && (ko >> 32) == d, from = ki >= 0 && (ki >> 32) == d;
+            if (!to && !from)
+                break;
+            int32_t eo = to ? (int32_t)(ko & 0xffffffff) : INT32_MAX;
+            int32_t ei = from ? (int32_t)(ki & 0xffffffff) : INT32_MAX;
+            int32_t e = MIN(eo, ei);
+            if (eo == e) {
+                io++;
                 g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", SEP(), d, LINK_TID + e);
                 g_autofree char *nm = g_strdup_printf("to %s", t->devices[e]);
                 jstr(s, nm);
                 g_string_append(s, "}}");
             }
-            if (links[(size_t)e * t->n_devices + d]) {
+            if (ei == e) {
+                ii++;
                 g_string_append_printf(s, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ", SEP(), d, LINK_TID + t->n_devices + e);
                 g_autofree char *nm = g_strdup_printf("from %s", t->devices[e]);
                 jstr(s, nm);

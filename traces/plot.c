@@ -68,9 +68,8 @@ static int32_t gantt_commands(GString *s, const PsimTimeline *t, const char *tit
         if (o->device >= 0 && o->device < nd)
             streams[o->device] |= 1u << MIN(MAX(o->stream, 0), 31);
     }
-    g_autofree int32_t *link_row = g_new(int32_t, (size_t)nd * nd + 1);
-    for (size_t i = 0; i < (size_t)nd * nd; i++)
-        link_row[i] = -1;
+    /* (src << 32 | dst) -> row + 1, for the pairs that carry transfers (not nd^2). */
+    g_autoptr(GHashTable) link_row = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     g_autofree int32_t *stream_row = g_new(int32_t, (size_t)nd * 32 + 1);
     GString *tics = g_string_new("set ytics (");
     int32_t rows = 0;
@@ -92,10 +91,11 @@ static int32_t gantt_commands(GString *s, const PsimTimeline *t, const char *tit
     }
     for (guint i = 0; i < t->xfers->len; i++) {
         const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
-        size_t li = (size_t)x->src * nd + x->dst;
-        if (x->src < 0 || x->dst < 0 || x->src >= nd || x->dst >= nd || link_row[li] >= 0)
+        gint64 li = (gint64)(((guint64)(guint32)x->src << 32) | (guint32)x->dst);
+        if (x->src < 0 || x->dst < 0 || x->src >= nd || x->dst >= nd ||
+            g_hash_table_contains(link_row, &li))
             continue;
-        link_row[li] = rows;
+        g_hash_table_insert(link_row, g_memdup2(&li, sizeof li), GINT_TO_POINTER(rows + 1));
         const char *a = strstr(t->devices[x->src], "device:"), *b = strstr(t->devices[x->dst], "device:");
         g_string_append_printf(tics, "%s\"%s→%s\" %d", rows ? ", " : "", a ? a + 7 : t->devices[x->src],
                                b ? b + 7 : t->devices[x->dst], rows);
@@ -147,7 +147,8 @@ static int32_t gantt_commands(GString *s, const PsimTimeline *t, const char *tit
         const PsimTimelineXfer *x = &g_array_index(t->xfers, PsimTimelineXfer, i);
         if (x->src < 0 || x->dst < 0 || x->src >= nd || x->dst >= nd)
             continue;
-        int32_t r = link_row[(size_t)x->src * nd + x->dst];
+        gint64 li = (gint64)(((guint64)(guint32)x->src << 32) | (guint32)x->dst);
+        int32_t r = GPOINTER_TO_INT(g_hash_table_lookup(link_row, &li)) - 1;
         g_string_append_printf(s, "%.6g %d %.6g %.6g %.2f %.2f %u\n", (x->start + x->end) / 2, r,
                                x->start, x->end, r - 0.3, r + 0.3, 0x888888u);
     }

@@ -75,6 +75,17 @@ void psim_cluster_default_link_set(PsimCluster *c, PsimLink link);
 PsimLink psim_cluster_default_link(const PsimCluster *c);
 /* TRUE if a link was set for the ordered pair (src, dst) (else the default applies). */
 gboolean psim_cluster_link_is_set(const PsimCluster *c, int32_t src, int32_t dst);
+/* The ordered pairs that have a link set (psim_cluster_link_set), sorted by src then dst, in a
+ * new array of *n entries (g_free): the links are stored only for these, so that a cluster is
+ * linear in its devices and links. */
+typedef struct {
+    int32_t src, dst;
+} PsimLinkEnds;
+PsimLinkEnds *psim_cluster_links_set(const PsimCluster *c, int32_t *n);
+/* How many links are set from device src (to devices other than the default's). */
+int32_t psim_cluster_links_from(const PsimCluster *c, int32_t src);
+/* How many devices have this short name ("TYPE:N": several only across jobs or tasks). */
+int32_t psim_cluster_short_name_count(const PsimCluster *c, const char *short_name);
 /* The link from src to dst: the one set for the pair, else the default. src == dst is free. */
 PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst);
 /* Time in microseconds for `bytes` from src to dst by the link model (latency + size/bw). */

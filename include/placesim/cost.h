@@ -54,6 +54,13 @@ const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m);
  * answers for the host as fast as it is now, not as it was while profiling. */
 void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimSpeedRef *now);
 
+/* The longest time the model answers, in microseconds. Finite costs and link times beyond it (a
+ * graph's or a cluster's 1e308) are taken as this, so that the sums a schedule makes of them stay
+ * finite (2^32 of them stay under 1e300) and its argmins and orders stay meaningful. */
+#define PSIM_COST_MAX_US 1e290
+/* us bounded to [0, PSIM_COST_MAX_US] (NaN: the bound); +inf ("cannot run") is kept. */
+double psim_cost_bound(double us);
+
 /* Microseconds for node n of g on device `device` (cluster index); +inf when it cannot run there
  * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. */
 double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
@@ -72,9 +79,13 @@ double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32
 /* The link from device a to device b as the model sees it: the cluster's link (its contention
  * and copy flags) with latency and bandwidth replaced by the DB's fit of the pair when it has one
  * (*src MEASURED), else as the cluster gives them (ESTIMATE); FREE with infinite bandwidth when
- * a == b. The simulator and the placers read links through this, so that they and
+ * a == b. Latency and the time of any size are bounded by PSIM_COST_MAX_US. The simulator and the placers read links through this, so that they and
  * psim_cost_transfer agree. src may be NULL. */
 PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src);
+/* TRUE if some link from device a may differ from the cluster's (a link set from a in the
+ * cluster, or the DB's timings from a): else psim_cost_link(m, a, b) is the cluster's default
+ * link for every b != a, and callers keep one row for all such devices. */
+gboolean psim_cost_link_from_own(PsimCostModel *m, int32_t a);
 /* The rates the analytic estimate uses for a device: calibrated rows of the DB when present for
  * the device's fingerprint (*calibrated TRUE), else the cluster's figures. Any out may be NULL. */
 void psim_cost_model_device_rates(PsimCostModel *m, int32_t device, double *peak_gflops,
@@ -195,6 +206,9 @@ gboolean psim_cost_db_link_put(PsimCostDb *db, const PsimDevice *src, const Psim
  * NULL. Reads only. */
 gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                PsimLink *out, double *rms_rel, int *n_sizes, GError **error);
+/* TRUE if the DB holds link timings from src (to any device): a placer asks the DB for the
+ * pairs of such devices only, so that a cluster of many devices is not asked n^2 times. */
+gboolean psim_cost_db_link_from(PsimCostDb *db, const PsimDevice *src, GError **error);
 /* Records a fit in the link_fits table (for sqlite3 users; the model refits from the rows). */
 gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                    const PsimLink *fit, int n_sizes, double rms_rel,

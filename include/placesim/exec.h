@@ -172,7 +172,14 @@ typedef struct {
     /* When set, Recvs are copied by this device's thread as PsimRecvCopier says. */
     const PsimRecvCopier *recv_copier;
     void *recv_user;
+    /* With a rendezvous: a device waiting on its Recvs fails the step (a RUNTIME error naming
+     * the Recvs it waits for) when no device sharing the rendezvous has completed a node for this
+     * long, in seconds: orders that deadlock never end otherwise. 0: PSIM_EXEC_STALL_TIMEOUT_S;
+     * negative: wait forever. It must exceed the longest kernel of the step. */
+    double stall_timeout_s;
 } PsimExecOptions;
+
+#define PSIM_EXEC_STALL_TIMEOUT_S 5.0
 
 typedef struct PsimExecutor PsimExecutor;
 
@@ -211,6 +218,8 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
 /* The step number used in rendezvous keys (all devices of a step use the same); by default it
  * counts the executor's steps. */
 void psim_executor_set_step(PsimExecutor *e, uint64_t step);
+/* PsimExecOptions.stall_timeout_s, changed after the executor was made. */
+void psim_executor_set_stall_timeout(PsimExecutor *e, double seconds);
 
 typedef struct {
     int32_t n_run;        /* nodes run by the last step */
@@ -258,6 +267,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlanExec, psim_plan_exec_free)
  * aborts the others; the error is the first device's own (not an "aborted" one). */
 gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTensor **outputs,
                             GError **error);
+/* How long a step may stand still (no device completing a node) while Recvs wait before it
+ * fails as deadlocked, in seconds (PsimExecOptions.stall_timeout_s; by default
+ * PSIM_EXEC_STALL_TIMEOUT_S). */
+void psim_plan_exec_set_stall_timeout(PsimPlanExec *x, double seconds);
 /* The last step: from the first device's start to the last device's end, microseconds. */
 double psim_plan_exec_step_us(const PsimPlanExec *x);
 int32_t psim_plan_exec_n_devices(const PsimPlanExec *x);

@@ -69,6 +69,23 @@ PsimPlan *psim_plan_new(PsimGraph *graph, int32_t n_devices, const char *const *
 void psim_plan_free(PsimPlan *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlan, psim_plan_free)
 
+/* The one check of a plan, made by everything that accepts one (the plan loader, the simulator,
+ * the executor's psim_plan_exec_new), so that a plan one of them takes the others take too:
+ * every node on a device of the plan; each transfer joins one Send on its src to one Recv on its
+ * dst, and every Send and Recv belongs to one; no other edge crosses devices; each device's
+ * order lists exactly its nodes, once; and the orders cannot deadlock when run as the executor
+ * runs them (compute nodes in their order; a Send as soon as its input is done, but the order
+ * gets past it only once it has run; a Recv when its transfer arrives). FALSE with an INPUT
+ * error naming the node at fault. */
+gboolean psim_plan_check(const PsimPlan *p, GError **error);
+
+/* TRUE if g (a graph given beside a plan) is the graph the plan was made from: the same name,
+ * and the same nodes by name and op, the plan adding only Send and Recv nodes (a plan stores no
+ * hash of its graph). Else an INPUT error naming both: plan_path, and graph_path (NULL: g's
+ * source, else its name). */
+gboolean psim_plan_check_graph(const PsimPlan *p, const char *plan_path, const PsimGraph *g,
+                               const char *graph_path, GError **error);
+
 G_END_DECLS
 
 #endif

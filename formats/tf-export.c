@@ -215,8 +215,11 @@ static gboolean tensor_matches(const PsimTensor *t, const PsimAttr *a)
         return FALSE;
     const int64_t *v = a->type == PSIM_ATTR_INT ? &a->v.i : a->type == PSIM_ATTR_INTS ? a->v.ints : NULL;
     int32_t n = a->type == PSIM_ATTR_INT ? 1 : a->n;
-    /* A scalar and a one-element vector both give one axis. */
-    if (!v || t->n_elems != n)
+    /* A scalar and a one-element vector both give one axis; no axes (an INTS attr of length 0
+     * has no array) match an empty tensor. */
+    if (a->type != PSIM_ATTR_INT && a->type != PSIM_ATTR_INTS)
+        return FALSE;
+    if ((!v && n > 0) || t->n_elems != n)
         return FALSE;
     for (int32_t i = 0; i < n; i++)
         if (psim_tensor_get_i64(t, i) != v[i])

@@ -432,6 +432,7 @@ static void test_compression_rne(void)
     g_autoptr(PsimTensor) x = input();
     PsimTensor *out[4] = {0};
     g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 1);
+    g_assert_nonnull(t);
     const uint32_t *a = x->data;
     int n_up = 0;
     for (int k = 0; k < 4; k++) {

@@ -886,6 +886,26 @@ static void test_dim_without_size(void)
     }
 }
 
+/* A reduction over no axes (an empty axis Const) exports with that Const as its axis input,
+ * not with a second one beside it: the export reads back with the same nodes. */
+static void test_empty_axes_roundtrip(void)
+{
+    const char *text = "node { name: 'x' op: 'Placeholder' attr { key: 'dtype' value { type: DT_FLOAT } }"
+                       " attr { key: 'shape' value { shape { dim { size: 2 } } } } }\n"
+                       "node { name: 'ax' op: 'Const' attr { key: 'dtype' value { type: DT_INT32 } }"
+                       " attr { key: 'value' value { tensor { dtype: DT_INT32 tensor_shape { dim { size: 0 } } } } } }\n"
+                       "node { name: 'm' op: 'Mean' input: 'x' input: 'ax' }\n";
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = load_text(text, &err);
+    g_assert_no_error(err);
+    g_autofree char *out = psim_export_pbtxt(g, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimGraph) h = load_text(out, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_graph_n_nodes(h), ==, psim_graph_n_nodes(g));
+    g_assert_cmpint(psim_graph_n_edges(h), ==, psim_graph_n_edges(g));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -902,5 +922,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/tf/bad-text", test_bad_text);
     g_test_add_func("/graph/tf/bad-binary", test_bad_binary);
     g_test_add_func("/graph/tf/dim-without-size", test_dim_without_size);
+    g_test_add_func("/graph/tf/empty-axes-roundtrip", test_empty_axes_roundtrip);
     return g_test_run();
 }

@@ -86,6 +86,19 @@ void psim__error_file(GError **error, const char *path, const char *fmt, ...)
     g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", path ? path : "input", msg);
 }
 
+void psim_graph_node_error(GError **error, const PsimGraph *g, int32_t v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    const char *src = psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g);
+    if (v >= 0 && v < psim_graph_n_nodes(g))
+        psim__error_file(error, src, "node '%s': %s", psim_graph_node(g, v)->name, msg);
+    else
+        psim__error_file(error, src, "%s", msg);
+}
+
 PsimGraph *psim_graph_new(const char *name)
 {
     PsimGraph *g = g_new0(PsimGraph, 1);

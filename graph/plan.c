@@ -81,24 +81,6 @@ uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r)
 
 /* ---- validation: the one check of a plan, made by everything that accepts one ---- */
 
-static void plan_error(GError **error, const PsimPlan *p, int32_t v, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-static void plan_error(GError **error, const PsimPlan *p, int32_t v, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    const char *src = psim_graph_source(p->graph);
-    if (!src)
-        src = psim_graph_name(p->graph);
-    if (v >= 0)
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s", src,
-                    psim_graph_node(p->graph, v)->name, msg);
-    else
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", src, msg);
-}
-
 static gboolean is_op(const PsimNode *n, const char *op) { return !strcmp(n->op, op); }
 
 static gboolean check_transfers(const PsimPlan *p, GError **error)
@@ -111,24 +93,24 @@ static gboolean check_transfers(const PsimPlan *p, GError **error)
         const PsimTransfer *t = &p->transfers[x];
         if (t->send < 0 || t->send >= n || t->recv < 0 || t->recv >= n || t->src < 0 ||
             t->src >= nd || t->dst < 0 || t->dst >= nd || t->port.node < 0 || t->port.node >= n) {
-            plan_error(error, p, -1, "transfer %d: a node or device out of range", x);
+            psim_graph_node_error(error, p->graph, -1, "transfer %d: a node or device out of range", x);
             return FALSE;
         }
         const PsimNode *s = psim_graph_node(p->graph, t->send), *r = psim_graph_node(p->graph, t->recv);
         if (!is_op(s, "Send") || !is_op(r, "Recv") || send_of[t->send] >= 0 ||
             p->transfer_of_recv[t->recv] != x) {
-            plan_error(error, p, t->recv, "transfer %d must join one Send to one Recv", x);
+            psim_graph_node_error(error, p->graph, t->recv, "transfer %d must join one Send to one Recv", x);
             return FALSE;
         }
         send_of[t->send] = x;
         if (p->device_of[t->send] != t->src || p->device_of[t->recv] != t->dst || t->src == t->dst) {
-            plan_error(error, p, t->recv, "transfer %d must go from its Send's device to its Recv's, another one", x);
+            psim_graph_node_error(error, p->graph, t->recv, "transfer %d must go from its Send's device to its Recv's, another one", x);
             return FALSE;
         }
         const PsimNode *u = psim_graph_node(p->graph, t->port.node);
         if (p->device_of[t->port.node] != t->src ||
             (!t->control && (t->port.index < 0 || t->port.index >= u->n_outputs))) {
-            plan_error(error, p, t->send, "transfer %d sends no tensor of its device", x);
+            psim_graph_node_error(error, p->graph, t->send, "transfer %d sends no tensor of its device", x);
             return FALSE;
         }
     }
@@ -136,7 +118,7 @@ static gboolean check_transfers(const PsimPlan *p, GError **error)
         const PsimNode *nv = psim_graph_node(p->graph, v);
         if ((is_op(nv, "Send") && send_of[v] < 0) ||
             (is_op(nv, "Recv") && p->transfer_of_recv[v] < 0)) {
-            plan_error(error, p, v, "a %s that belongs to no transfer", nv->op);
+            psim_graph_node_error(error, p->graph, v, "a %s that belongs to no transfer", nv->op);
             return FALSE;
         }
     }
@@ -154,7 +136,7 @@ static gboolean check_edges(const PsimPlan *p, GError **error)
             int32_t u = k < nv->n_inputs ? nv->inputs[k].node : nv->controls[k - nv->n_inputs];
             if (u < 0 || p->device_of[u] == p->device_of[v] || (x >= 0 && p->transfers[x].send == u))
                 continue;
-            plan_error(error, p, v, "its input '%s' is on another device and comes through no Send/Recv",
+            psim_graph_node_error(error, p->graph, v, "its input '%s' is on another device and comes through no Send/Recv",
                        psim_graph_node(p->graph, u)->name);
             return FALSE;
         }
@@ -168,18 +150,18 @@ static gboolean check_orders(const PsimPlan *p, GError **error)
     g_autofree uint8_t *seen = g_new0(uint8_t, n + 1);
     for (int32_t d = 0; d < p->n_devices; d++) {
         if (p->n_order[d] < 0 || (p->n_order[d] > 0 && !p->order[d])) {
-            plan_error(error, p, -1, "the order of device '%s' is malformed", p->devices[d]);
+            psim_graph_node_error(error, p->graph, -1, "the order of device '%s' is malformed", p->devices[d]);
             return FALSE;
         }
         for (int32_t i = 0; i < p->n_order[d]; i++) {
             int32_t v = p->order[d][i];
             if (v < 0 || v >= n) {
-                plan_error(error, p, -1, "the order of device '%s' names no node at position %d",
+                psim_graph_node_error(error, p->graph, -1, "the order of device '%s' names no node at position %d",
                            p->devices[d], i);
                 return FALSE;
             }
             if (p->device_of[v] != d || seen[v]) {
-                plan_error(error, p, v, "in the order of device '%s' but placed on another or listed twice",
+                psim_graph_node_error(error, p->graph, v, "in the order of device '%s' but placed on another or listed twice",
                            p->devices[d]);
                 return FALSE;
             }
@@ -188,7 +170,7 @@ static gboolean check_orders(const PsimPlan *p, GError **error)
     }
     for (int32_t v = 0; v < n; v++)
         if (!seen[v]) {
-            plan_error(error, p, v, "missing from the order of device '%s'", p->devices[p->device_of[v]]);
+            psim_graph_node_error(error, p->graph, v, "missing from the order of device '%s'", p->devices[p->device_of[v]]);
             return FALSE;
         }
     return TRUE;
@@ -261,14 +243,14 @@ static gboolean check_deadlock(const PsimPlan *p, GError **error)
         for (int32_t i = 0; i < p->n_order[d]; i++) {
             int32_t v = p->order[d][i];
             if (deg[v] > 0) {
-                plan_error(error, p, v,
+                psim_graph_node_error(error, p->graph, v,
                            "the plan deadlocks: its place in the order of device '%s' waits, through "
                            "Send/Recv, for a node that comes after it",
                            p->devices[d]);
                 return FALSE;
             }
         }
-    plan_error(error, p, -1, "the plan deadlocks (a cycle of edges)");
+    psim_graph_node_error(error, p->graph, -1, "the plan deadlocks (a cycle of edges)");
     return FALSE;
 }
 
@@ -277,22 +259,22 @@ gboolean psim_plan_check(const PsimPlan *p, GError **error)
     g_return_val_if_fail(p && p->graph, FALSE);
     int32_t n = psim_graph_n_nodes(p->graph);
     if (p->n_devices < 1) {
-        plan_error(error, p, -1, "the plan has no devices");
+        psim_graph_node_error(error, p->graph, -1, "the plan has no devices");
         return FALSE;
     }
     for (int32_t d = 0; d < p->n_devices; d++)
         if (!p->devices[d] || !*p->devices[d]) {
-            plan_error(error, p, -1, "device %d has no name", d);
+            psim_graph_node_error(error, p->graph, -1, "device %d has no name", d);
             return FALSE;
         }
     for (int32_t v = 0; v < n; v++)
         if (p->device_of[v] < 0 || p->device_of[v] >= p->n_devices) {
-            plan_error(error, p, v, "not placed on a device of the plan");
+            psim_graph_node_error(error, p->graph, v, "not placed on a device of the plan");
             return FALSE;
         }
     for (int32_t v = 0; v < n; v++)
         if (p->transfer_of_recv[v] < -1 || p->transfer_of_recv[v] >= p->n_transfers) {
-            plan_error(error, p, v, "its transfer is out of range");
+            psim_graph_node_error(error, p->graph, v, "its transfer is out of range");
             return FALSE;
         }
     return check_transfers(p, error) && check_edges(p, error) && check_orders(p, error) &&

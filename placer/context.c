@@ -14,19 +14,6 @@ void psim_place_options_init(PsimPlaceOptions *o)
     o->recv_margin_us = -1;
 }
 
-static void node_error(GError **error, const PsimGraph *g, int32_t v, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-static void node_error(GError **error, const PsimGraph *g, int32_t v, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    const char *src = psim_graph_source(g);
-    g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: node '%s': %s",
-                src ? src : psim_graph_name(g), psim_graph_node(g, v)->name, msg);
-}
-
 /* The cluster's device types, "CPU, GPU", for messages (g_free). */
 static char *device_types(const PsimCluster *cl)
 {
@@ -182,7 +169,7 @@ static gboolean build_topo(PsimPlaceCtx *c, GError **error)
     if (tail != n) {
         for (int32_t v = 0; v < n; v++)
             if (deg[v]) {
-                node_error(error, c->g, v, "is on a cycle");
+                psim_graph_node_error(error, c->g, v, "is on a cycle");
                 return FALSE;
             }
     }
@@ -333,7 +320,7 @@ static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
         if (node->assigned_device) {
             c->fixed[v] = psim_cluster_device_find(c->cluster, node->assigned_device);
             if (c->fixed[v] < 0) {
-                node_error(error, g, v, "assigned device '%s' is not in the cluster",
+                psim_graph_node_error(error, g, v, "assigned device '%s' is not in the cluster",
                            node->assigned_device);
                 ok = FALSE;
                 break;
@@ -359,21 +346,21 @@ static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
         }
         if (!n_ok) {
             if (c->fixed[v] >= 0)
-                node_error(error, g, v, "op '%s' cannot run on its assigned device '%s'",
+                psim_graph_node_error(error, g, v, "op '%s' cannot run on its assigned device '%s'",
                            node->op, node->assigned_device);
             else if (!n_match)
-                node_error(error, g, v, "no device in the cluster matches requested device '%s'",
+                psim_graph_node_error(error, g, v, "no device in the cluster matches requested device '%s'",
                            node->device);
             else {
                 /* Say how to fix it: a kernel comes from a plug-in, a cost from an annotation. */
                 g_autofree char *types = device_types(c->cluster);
                 if (node->device)
-                    node_error(error, g, v,
+                    psim_graph_node_error(error, g, v,
                                "op '%s' has no kernel or cost on requested device '%s' (device types %s); "
                                "load a plug-in with one with --plugin PATH.so, see docs/ops.md",
                                node->op, node->device, types);
                 else
-                    node_error(error, g, v,
+                    psim_graph_node_error(error, g, v,
                                "op '%s' has no kernel or cost on any device of the cluster (device types %s); "
                                "load a plug-in with one with --plugin PATH.so, see docs/ops.md",
                                node->op, types);
@@ -457,7 +444,7 @@ static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
         if (!any) {
             g_autofree char *why = why_not(c, v, lost >= 0 ? lost : 0);
             const PsimNode *node = psim_graph_node(g, v);
-            node_error(error, g, v,
+            psim_graph_node_error(error, g, v,
                        "cannot be colocated with '%s': no device suits the whole group (%s, device '%s' "
                        "refused)",
                        psim_graph_node(g, gfirst[k])->name, why,

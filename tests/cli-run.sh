@@ -111,16 +111,7 @@ fi
 # waiting for the other device) hung 'run --plan' while 'sim' refused it: the plan check that sim
 # makes is made as the plan is loaded, and run exits 2 at once. GRAPH given beside --plan must be
 # the plan's graph (it was silently ignored): exit 2 naming both files.
-cat > "$tmp/crossed.json" <<'EOF'
-{"format": "placesim.graph/1", "name": "crossed", "inputs": ["x"], "outputs": ["out:0"],
- "nodes": [
-  {"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": [4]}], "device": "CPU:0"},
-  {"name": "a0", "op": "Relu", "inputs": ["x:0"], "device": "CPU:0"},
-  {"name": "a1", "op": "Relu", "inputs": ["x:0"], "device": "CPU:1"},
-  {"name": "b0", "op": "Relu", "inputs": ["a1:0"], "device": "CPU:0"},
-  {"name": "b1", "op": "Relu", "inputs": ["a0:0"], "device": "CPU:1"},
-  {"name": "out", "op": "Add", "inputs": ["b0:0", "b1:0"], "device": "CPU:0"}]}
-EOF
+cp "$PSIM_SRC/tests/data/crossed.json" "$tmp/crossed.json"
 expect 0 "$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json"
 expect 0 timeout 60 "$PSIM" run "$tmp/crossed.json" --plan "$tmp/cplan.json" --cluster local:2
 sed -e 's/\["x", "a0", /["x", "b0", "a0", /' -e 's|"b1/_recv_0_on_CPU_0", "b0", "out"\]|"b1/_recv_0_on_CPU_0", "out"]|' \

@@ -58,16 +58,7 @@ grep -q "plan.json: .*other.json" "$tmp/e" || fail "GRAPH mismatch message: $(ca
 # One plan check for sim and run (graph/plan.c): a plan whose order puts a Send before the node
 # it sends was simulated (the simulator sends eagerly) but hung the executor; both refuse it now,
 # with the same message, as they refuse crossed orders that deadlock (cli-run.sh).
-cat >"$tmp/crossed.json" <<'EOF'
-{"format": "placesim.graph/1", "name": "crossed", "inputs": ["x"], "outputs": ["out:0"],
- "nodes": [
-  {"name": "x", "op": "Placeholder", "outputs": [{"dtype": "float32", "shape": [4]}], "device": "CPU:0"},
-  {"name": "a0", "op": "Relu", "inputs": ["x:0"], "device": "CPU:0"},
-  {"name": "a1", "op": "Relu", "inputs": ["x:0"], "device": "CPU:1"},
-  {"name": "b0", "op": "Relu", "inputs": ["a1:0"], "device": "CPU:0"},
-  {"name": "b1", "op": "Relu", "inputs": ["a0:0"], "device": "CPU:1"},
-  {"name": "out", "op": "Add", "inputs": ["b0:0", "b1:0"], "device": "CPU:0"}]}
-EOF
+cp "$PSIM_SRC/tests/data/crossed.json" "$tmp/crossed.json"
 "$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json" >/dev/null || fail "place crossed"
 "$PSIM" sim --cluster local:2 --plan "$tmp/cplan.json" >/dev/null || fail "sim of the crossed plan as placed"
 sed 's|\["x", "a0", "x/_send_0_to_CPU_1", "a0/_send_0_to_CPU_1", |["x", "a0/_send_0_to_CPU_1", "a0", "x/_send_0_to_CPU_1", |' \

@@ -414,6 +414,25 @@ static void test_coarsen(void)
  * places every node on a device, plans, simulates and gives a finite makespan. Before the cost
  * model bounded times, an argmin whose sentinel (+inf) equalled every candidate chose none and
  * indexed -1 (ETF), wrote free_at[-1] (greedy) or failed an assertion (HEFT's insertion). */
+/* Places with every algorithm but "file" (which needs a file); each placement must succeed.
+ * Returns the placements, in the registry's order (g_ptr_array_unref frees them). */
+static GPtrArray *place_all(PsimPlaceCtx *ctx)
+{
+    GPtrArray *all = g_ptr_array_new_with_free_func((GDestroyNotify)psim_placement_free);
+    int32_t n_algos;
+    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+    for (int32_t i = 0; i < n_algos; i++) {
+        if (!strcmp(algos[i]->name, "file"))
+            continue;
+        g_autoptr(GError) err = NULL;
+        PsimPlacement *p = psim_place(ctx, algos[i]->name, &err);
+        g_assert_no_error(err);
+        g_assert_nonnull(p);
+        g_ptr_array_add(all, p);
+    }
+    return all;
+}
+
 static void test_huge_costs(void)
 {
     PsimGraph *g = psim_graph_new("huge");
@@ -443,14 +462,9 @@ static void test_huge_costs(void)
         o.budget_ms = 20;
         g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
         g_assert_no_error(err);
-        int32_t n_algos;
-        const PsimPlacer *const *algos = psim_placer_list(&n_algos);
-        for (int32_t i = 0; i < n_algos; i++) {
-            if (!strcmp(algos[i]->name, "file"))
-                continue;
-            g_autoptr(PsimPlacement) p = psim_place(ctx, algos[i]->name, &err);
-            g_assert_no_error(err);
-            g_assert_nonnull(p);
+        g_autoptr(GPtrArray) all = place_all(ctx);
+        for (guint i = 0; i < all->len; i++) {
+            const PsimPlacement *p = all->pdata[i];
             for (int32_t v = 0; v < 4; v++)
                 g_assert_cmpint(p->device_of[v], >=, 0);
             g_assert_true(isfinite(p->makespan_us));
@@ -489,13 +503,9 @@ static void test_empty_graph(void)
     g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
     g_assert_no_error(err);
     g_assert_cmpfloat(psim_place_ctx_lower_bound(ctx), ==, 0);
-    int32_t n_algos;
-    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
-    for (int32_t i = 0; i < n_algos; i++) {
-        if (!strcmp(algos[i]->name, "file"))
-            continue;
-        g_autoptr(PsimPlacement) p = psim_place(ctx, algos[i]->name, &err);
-        g_assert_no_error(err);
+    g_autoptr(GPtrArray) all = place_all(ctx);
+    for (guint i = 0; i < all->len; i++) {
+        const PsimPlacement *p = all->pdata[i];
         g_assert_cmpfloat(p->makespan_us, ==, 0);
         g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
         g_assert_no_error(err);
@@ -558,15 +568,9 @@ static void test_many_devices(void)
     o.budget_ms = 50;
     g_autoptr(PsimPlaceCtx) ctx2 = psim_place_ctx_new(g, m, &o, &err);
     g_assert_no_error(err);
-    int32_t n_algos;
-    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
-    for (int32_t i = 0; i < n_algos; i++) {
-        if (!strcmp(algos[i]->name, "file"))
-            continue;
-        g_autoptr(PsimPlacement) q = psim_place(ctx2, algos[i]->name, &err);
-        g_assert_no_error(err);
-        g_assert_cmpfloat(q->makespan_us, >=, 1);
-    }
+    g_autoptr(GPtrArray) all = place_all(ctx2);
+    for (guint i = 0; i < all->len; i++)
+        g_assert_cmpfloat(((const PsimPlacement *)all->pdata[i])->makespan_us, >=, 1);
     double secs = (double)(g_get_monotonic_time() - t0) * 1e-6;
     g_test_message("every algorithm on 65536 devices: %.1f s", secs);
     g_assert_cmpfloat(secs, <, 30);

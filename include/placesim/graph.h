@@ -201,6 +201,10 @@ void psim_graph_set_name(PsimGraph *g, const char *name);
 /* The file the graph came from (for error messages); may be NULL. */
 const char *psim_graph_source(const PsimGraph *g);
 void psim_graph_set_source(PsimGraph *g, const char *path);
+/* Sets an INPUT error "SOURCE: node 'NAME': MESSAGE" on one line (SOURCE: the graph's file, else
+ * its name; without "node" when v < 0). */
+void psim_graph_node_error(GError **error, const PsimGraph *g, int32_t v, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
 /* A counter bumped on every structural change; caches compare it. */
 uint64_t psim_graph_version(const PsimGraph *g);
 /* The ONNX opset version of the default domain the graph was written for, 0 when unknown (files

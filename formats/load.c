@@ -210,6 +210,40 @@ static const char *sniff_graph(const char *path, const guint8 *head, gsize len)
     return NULL;
 }
 
+gboolean psim_graph_name_is_generic(const char *name)
+{
+    /* What exporters write when the model has no name of its own: PyTorch's ONNX exporter
+     * (torch_jit, torch-jit-export), tf2onnx and Keras (main_graph, model, tf2onnx), others. */
+    static const char *const generic[] = {"torch_jit", "torch-jit-export", "main_graph", "model",
+                                          "graph", "Graph", "tf2onnx", "onnx", "network"};
+    if (!name || !*name)
+        return TRUE;
+    for (guint i = 0; i < G_N_ELEMENTS(generic); i++)
+        if (!g_ascii_strcasecmp(name, generic[i]))
+            return TRUE;
+    return FALSE;
+}
+
+char *psim_graph_name_from_path(const char *path)
+{
+    g_autofree char *base = g_path_get_basename(path);
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base)
+        *dot = '\0';
+    return g_utf8_make_valid(base, -1);
+}
+
+/* A graph's display name is its file's stem where the model's own name says nothing, so that
+ * rows, traces and plots of different models do not share a name. */
+static PsimGraph *named(PsimGraph *g, const char *path)
+{
+    if (g && strcmp(path, "-") && psim_graph_name_is_generic(psim_graph_name(g))) {
+        g_autofree char *stem = psim_graph_name_from_path(path);
+        psim_graph_set_name(g, stem);
+    }
+    return g;
+}
+
 PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error)
 {
     g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_graph, error);
@@ -223,11 +257,11 @@ PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GErr
     PsimFormat f = psim_format_detect(path, data, len);
     /* Text importers need a terminating NUL: copy text files; binary stays mapped. */
     if (f == PSIM_FORMAT_ONNX || f == PSIM_FORMAT_TF_PB)
-        return psim_graph_load_data(path, f, data, len, opts, error);
+        return named(psim_graph_load_data(path, f, data, len, opts, error), path);
     g_autofree guint8 *copy = g_malloc(len + 1);
     memcpy(copy, data, len);
     copy[len] = 0;
-    return psim_graph_load_data(path, f, copy, len, opts, error);
+    return named(psim_graph_load_data(path, f, copy, len, opts, error), path);
 }
 
 gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error)

@@ -30,6 +30,25 @@ ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") ==
 tags = sorted(e["args"].get("cost_source", "") for e in ops if "_send_" not in e["name"] and "_recv_" not in e["name"])
 assert tags == ["estimated"] * 7 + ["free"] * 7, tags' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
 
+# Names (issue 14): graphs whose models share a name get rows and files of their own. Two
+# exports named "torch_jit" take their files' stems; two files both named net.json, whose model
+# is "net", become net and net-2.
+"$PSIM" export zoo:mlp --format json --out "$tmp/m.json" || fail "export mlp"
+mkdir -p "$tmp/a" "$tmp/b"
+sed 's/"name": "mlp"/"name": "torch_jit"/' "$tmp/m.json" >"$tmp/resnet_x.json"
+sed 's/"name": "mlp"/"name": "torch_jit"/' "$tmp/m.json" >"$tmp/vgg_x.json"
+sed 's/"name": "mlp"/"name": "net"/' "$tmp/m.json" >"$tmp/a/net.json"
+sed 's/"name": "mlp"/"name": "net"/' "$tmp/m.json" >"$tmp/b/net.json"
+grep -q '"name": "torch_jit"' "$tmp/resnet_x.json" || fail "the fixture did not rename the model"
+"$PSIM" inspect "$tmp/resnet_x.json" | grep -q '^graph *resnet_x$' || fail "a generic name is not the file's stem"
+"$PSIM" study "$tmp/resnet_x.json" "$tmp/vgg_x.json" "$tmp/a/net.json" "$tmp/b/net.json" --cluster local:1 \
+    --algos single --steps 1 --no-profile --out "$tmp/n" >/dev/null 2>&1 || fail "study of same-named graphs"
+for g in resnet_x vgg_x net net-2; do
+    grep -q "^$g,single," "$tmp/n/results.csv" || fail "no row for $g: $(cat "$tmp/n/results.csv")"
+    [ -s "$tmp/n/$g-single.sim.json" ] || fail "no trace of its own for $g"
+done
+[ "$(wc -l <"$tmp/n/results.csv")" = 5 ] || fail "results.csv should have a header and 4 rows"
+
 expect2() {
     "$@" >"$tmp/o" 2>"$tmp/e"; rc=$?
     [ $rc = 2 ] || fail "exit $rc (expected 2): $*"

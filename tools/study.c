@@ -547,6 +547,37 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
     return psim_cli_graph_options_check(&st->go, error);
 }
 
+/* Every graph of a study gets a name of its own, so that its rows, traces and plots are its
+ * own: graphs that share a model name take their file's stem, and any still shared a suffix
+ * ("-2", "-3"...). specs: the graphs' command-line specs (NULL for the built-in models). */
+static void study_unique_names(GPtrArray *graphs, char **specs)
+{
+    g_autoptr(GHashTable) count = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < graphs->len; i++) {
+        const char *n = psim_graph_name(g_ptr_array_index(graphs, i));
+        g_hash_table_insert(count, (gpointer)n, GINT_TO_POINTER(GPOINTER_TO_INT(g_hash_table_lookup(count, n)) + 1));
+    }
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < graphs->len; i++) {
+        PsimGraph *g = g_ptr_array_index(graphs, i);
+        const char *n = psim_graph_name(g);
+        gboolean shared = GPOINTER_TO_INT(g_hash_table_lookup(count, n)) > 1;
+        g_ptr_array_add(names, shared && specs && !g_str_has_prefix(specs[i], "zoo:")
+                                   ? psim_graph_name_from_path(specs[i]) : g_strdup(n));
+    }
+    g_autoptr(GHashTable) taken = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (guint i = 0; i < graphs->len; i++) {
+        const char *base = g_ptr_array_index(names, i);
+        g_autofree char *name = g_strdup(base);
+        for (int k = 2; g_hash_table_contains(taken, name); k++) {
+            g_free(name);
+            name = g_strdup_printf("%s-%d", base, k);
+        }
+        psim_graph_set_name(g_ptr_array_index(graphs, i), name);
+        g_hash_table_add(taken, g_steal_pointer(&name));
+    }
+}
+
 /* The output folder and results database, the graphs, the cluster and the cost DB. */
 static gboolean study_open(Study *st, int argc, char **argv, GError **error)
 {
@@ -582,6 +613,7 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
             g_ptr_array_add(st->graphs, g);
         }
     }
+    study_unique_names(st->graphs, argc > 1 ? argv + 1 : NULL);
     st->cluster = psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
                                    st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
     if (!st->cluster)

@@ -44,7 +44,13 @@ PsimFormat psim_format_from_name(const char *name);
 /* Sniffs content (magic bytes, JSON format key), then the file name. */
 PsimFormat psim_format_detect(const char *path, const guint8 *data, gsize len);
 
-/* Loads any supported file; opts may be NULL. The graph is finalized and shapes are inferred.
+/* TRUE for names that say nothing of the model (empty, "torch_jit", "main_graph", "model"...). */
+gboolean psim_graph_name_is_generic(const char *name);
+/* A file's stem ("a/b/resnet18.onnx" -> "resnet18"), valid UTF-8; g_free. */
+char *psim_graph_name_from_path(const char *path);
+
+/* Loads any supported file; opts may be NULL. The graph is finalized and shapes are inferred;
+ * one whose own name is generic (psim_graph_name_is_generic) is named after its file's stem.
  * Errors name the file and the node or field. Free with psim_graph_free. */
 PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error);
 /* Parses an in-memory buffer of a known format (fuzzers use this). */

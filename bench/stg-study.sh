@@ -60,7 +60,7 @@ bad = 0
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     b, p, _ = os.path.basename(f).rsplit(".", 2)
     lo, hi = opt[(b, int(p))]
-    for r in json.load(open(f)):
+    for r in json.load(open(f))["results"]:
         if "error" in r:
             continue
         rows.append((b, int(p), lo, hi, r))

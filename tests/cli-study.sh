@@ -30,6 +30,40 @@ ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") ==
 tags = sorted(e["args"].get("cost_source", "") for e in ops if "_send_" not in e["name"] and "_recv_" not in e["name"])
 assert tags == ["estimated"] * 7 + ["free"] * 7, tags' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
 
+# Decision quality (issue 14): per graph the plan chosen from the simulations alone (lowest
+# simulated step; within 3% of it, fewer devices then fewer transfers), its measured step, the
+# best measured one and the regret, in --json, the text and report.md.
+out=$("$PSIM" study zoo:mlp zoo:cnn --cluster local:2 --algos single,round-robin,heft --steps 2 --no-profile \
+      --out "$tmp/c" --json) || fail "study for choices exited $?"
+echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rows, ch = d["rows"], d["choices"]
+assert [c["graph"] for c in ch] == ["mlp", "cnn"], ch
+for c in ch:
+    rs = [r for r in rows if r["graph"] == c["graph"] and "error" not in r]
+    fast = min(r["sim_us"] for r in rs)
+    tied = [r for r in rs if r["sim_us"] <= fast * 1.03]
+    pick = [r for r in rs if r["algo"] == c["chosen"]][0]
+    assert pick in tied, (c, tied)
+    assert c["simpler"] == (pick["sim_us"] != fast), c
+    best = min(rs, key=lambda r: r["measured_us"])
+    assert c["best_measured_us"] == best["measured_us"], c
+    assert c["chosen_measured_us"] == pick["measured_us"], c
+    assert abs(c["regret_pct"] - 100 * (pick["measured_us"] / best["measured_us"] - 1)) < 1e-9, c
+    assert c["single_measured_us"] == [r for r in rs if r["algo"] == "single"][0]["measured_us"]
+assert d["max_regret_pct"] == max(c["regret_pct"] for c in ch)
+' || fail "choices: $out"
+grep -q "^## Choices" "$tmp/c/report.md" || fail "report.md has no choices"
+"$PSIM" place zoo:cnn --cluster local:2 --algo all --budget-ms 20 --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+ok = [r for r in d["results"] if "error" not in r]
+fast = min(r["makespan_us"] for r in ok)
+pick = [r for r in ok if r["algo"] == d["chosen"]][0]
+assert pick["makespan_us"] <= fast * 1.03, d
+assert d["simpler"] == (pick["makespan_us"] != fast), d' || fail "place --algo all choice"
+
 # Names (issue 14): graphs whose models share a name get rows and files of their own. Two
 # exports named "torch_jit" take their files' stems; two files both named net.json, whose model
 # is "net", become net and net-2.

@@ -134,6 +134,20 @@ void psim_cli_cost_sources_json(JsonBuilder *b, const PsimCliCostSources *s);
 /* "312 measured, 4 estimated, 0 annotated, 20 free (no work)". g_free. */
 char *psim_cli_cost_sources_line(const PsimCliCostSources *s);
 
+/* A plan to choose between (tools/choose.c): its simulated step, devices it uses, transfers. */
+typedef struct {
+    double sim_us;
+    int32_t devices;
+    int32_t transfers;
+} PsimCliCandidate;
+/* The simulator's own error bound, in percent, below which two plans' predictions are a tie:
+ * the median |error| the simulator is held to (docs/validation.md). */
+#define PSIM_CLI_TIE_PCT 3.0
+/* The index of the plan to choose: the lowest simulated step, except that among the plans within
+ * tie_pct of it the one on fewest devices, then with fewest transfers, wins (*simpler: TRUE
+ * when that rule changed the choice). -1 when no candidate has a finite step. */
+int psim_cli_choose(const PsimCliCandidate *c, int n, double tie_pct, gboolean *simpler);
+
 int psim_cmd_inspect(int argc, char **argv);
 int psim_cmd_export(int argc, char **argv);
 int psim_cmd_compare(int argc, char **argv);

@@ -146,9 +146,16 @@ int psim_cmd_place(int argc, char **argv)
     if (go.cse && !json)
         psim_cli_print_cse(&go, stdout);
     JsonBuilder *b = json ? json_builder_new() : NULL;
-    if (all && b)
+    if (all && b) {
+        /* One object: the results per algorithm, then the choice among them. */
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "results");
         json_builder_begin_array(b);
+    }
     int n_ok = 0, n_fail = 0;
+    /* With all: every plan's prediction, for the choice at the end. */
+    g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(PsimCliCandidate));
+    g_autoptr(GPtrArray) cand_names = g_ptr_array_new();
     for (const PsimPlacer *const *pl = psim_placer_list(NULL); *pl; pl++) {
         if (all ? !strcmp((*pl)->name, "file") : strcmp((*pl)->name, name))
             continue;
@@ -194,6 +201,11 @@ int psim_cmd_place(int argc, char **argv)
             return psim_cli_fail(err);
         }
         n_ok++;
+        PsimCliCandidate cand = {.sim_us = plan->makespan_us, .transfers = plan->n_transfers};
+        for (int32_t d = 0; d < plan->n_devices; d++)
+            cand.devices += plan->n_order[d] > 0;
+        g_array_append_val(cands, cand);
+        g_ptr_array_add(cand_names, (gpointer)(*pl)->name);
         /* Per placement: a node's cost source depends on the device it was placed on. */
         PsimCliCostSources sources;
         psim_cli_cost_sources(model, plan, NULL, &sources);
@@ -211,10 +223,33 @@ int psim_cmd_place(int argc, char **argv)
             g_object_unref(b);
         return psim_cli_fail(err);
     }
+    gboolean simpler = FALSE;
+    int pick = all ? psim_cli_choose((const PsimCliCandidate *)cands->data, (int)cands->len,
+                                     PSIM_CLI_TIE_PCT, &simpler)
+                   : -1;
     if (b) {
-        if (all)
+        if (all) {
             json_builder_end_array(b);
+            json_builder_set_member_name(b, "chosen");
+            if (pick >= 0)
+                json_builder_add_string_value(b, g_ptr_array_index(cand_names, pick));
+            else
+                json_builder_add_null_value(b);
+            json_builder_set_member_name(b, "chosen_makespan_us");
+            json_builder_add_double_value(b, pick >= 0 ? g_array_index(cands, PsimCliCandidate, pick).sim_us : 0);
+            json_builder_set_member_name(b, "simpler");
+            json_builder_add_boolean_value(b, simpler);
+            json_builder_set_member_name(b, "tie_pct");
+            json_builder_add_double_value(b, PSIM_CLI_TIE_PCT);
+            json_builder_end_object(b);
+        }
         psim_cli_print_json(b);
+    } else if (pick >= 0) {
+        const PsimCliCandidate *c = &g_array_index(cands, PsimCliCandidate, pick);
+        printf("chosen       %s (makespan %.3f us, %d device%s, %d transfers)%s\n",
+               (const char *)g_ptr_array_index(cand_names, pick), c->sim_us, c->devices,
+               c->devices == 1 ? "" : "s", c->transfers,
+               simpler ? ": the simplest plan within the simulator's error bound (3%) of the fastest" : "");
     }
     return n_ok || !n_fail ? 0 : 1;
 }

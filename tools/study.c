@@ -317,7 +317,8 @@ out:
 
 static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *outs, gboolean gnuplot,
                               const char *cluster_desc, int steps, int rounds, gboolean refreshed, double med,
-                              double worst, double placed_med, double placed_worst, GError **error)
+                              double worst, double placed_med, double placed_worst, const char *choices_md,
+                              GError **error)
 {
     /* results.csv */
     GString *csv = g_string_new("graph,algo,sim_us,measured_us,error_pct,measured_min_us,measured_max_us,"
@@ -391,6 +392,8 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                r->measured_max_us, r->error_pct, r->placed_sim_us, r->placed_error_pct, r->plan_us,
                                r->op_error_pct, r->n_transfers, r->n_devices_used);
     }
+    if (choices_md)
+        g_string_append(md, choices_md);
     if (plot)
         g_string_append(md, "\n![step times](step-times.png)\n");
     g_string_append(md, "\n## Timelines\n\nSimulated (left) and measured (right) Gantt charts on one time scale, "
@@ -407,6 +410,15 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
     g_string_free(md, TRUE);
     return ok;
 }
+
+/* The plan a study would choose for one graph (lowest simulated step, ties within the
+ * simulator's error bound to the simpler plan: psim_cli_choose), measured against the fastest
+ * plan as measured. Row indices into the study's rows; single: the "single" row or -1. */
+typedef struct {
+    int chosen, best, single;
+    gboolean simpler;
+    double regret_pct; /* chosen measured / best measured - 1, in percent */
+} Choice;
 
 /* A study from its flags to its report: the command is the list of steps in psim_cmd_study. */
 typedef struct {
@@ -436,6 +448,9 @@ typedef struct {
     GArray *rows;
     int n_ok;
     double med, worst, placed_med, placed_worst;
+    /* Per graph, the plan the study would choose from its simulations, and what that cost. */
+    GArray *choices; /* Choice */
+    double regret_med, regret_worst;
 } Study;
 
 static void study_clear(Study *st)
@@ -462,6 +477,8 @@ static void study_clear(Study *st)
         row_free(&g_array_index(st->rows, Row, i));
     if (st->rows)
         g_array_free(st->rows, TRUE);
+    if (st->choices)
+        g_array_free(st->choices, TRUE);
 }
 
 /* The flags, checked: FALSE with a USAGE error, or FALSE and no error after a parse error
@@ -749,6 +766,46 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
 }
 
 /* Median and worst |error| over the rows that did not fail. */
+/* Per graph (its rows are consecutive): the choice from the simulations alone, then its
+ * regret from the measurements. */
+static void study_choose(Study *st)
+{
+    GArray *rows = st->rows;
+    st->choices = g_array_new(FALSE, FALSE, sizeof(Choice));
+    g_autofree double *regrets = g_new(double, rows->len + 1);
+    int n_regrets = 0;
+    for (guint i0 = 0; i0 < rows->len;) {
+        guint i1 = i0;
+        const char *graph = g_array_index(rows, Row, i0).graph;
+        while (i1 < rows->len && !strcmp(g_array_index(rows, Row, i1).graph, graph))
+            i1++;
+        g_autofree PsimCliCandidate *c = g_new0(PsimCliCandidate, i1 - i0);
+        Choice ch = {.chosen = -1, .best = -1, .single = -1};
+        for (guint i = i0; i < i1; i++) {
+            const Row *r = &g_array_index(rows, Row, i);
+            c[i - i0] = (PsimCliCandidate){.sim_us = r->error ? INFINITY : r->sim_us,
+                                           .devices = r->n_devices_used, .transfers = r->n_transfers};
+            if (r->error)
+                continue;
+            if (ch.best < 0 || r->measured_us < g_array_index(rows, Row, ch.best).measured_us)
+                ch.best = (int)i;
+            if (!strcmp(r->algo, "single"))
+                ch.single = (int)i;
+        }
+        int pick = psim_cli_choose(c, (int)(i1 - i0), PSIM_CLI_TIE_PCT, &ch.simpler);
+        if (pick >= 0 && ch.best >= 0) {
+            ch.chosen = (int)i0 + pick;
+            ch.regret_pct = 100 * (g_array_index(rows, Row, ch.chosen).measured_us /
+                                   g_array_index(rows, Row, ch.best).measured_us - 1);
+            regrets[n_regrets++] = ch.regret_pct;
+            st->regret_worst = MAX(st->regret_worst, ch.regret_pct);
+            g_array_append_val(st->choices, ch);
+        }
+        i0 = i1;
+    }
+    st->regret_med = psim_stats_median(regrets, n_regrets);
+}
+
 static void study_summarize(Study *st)
 {
     GArray *rows = st->rows;
@@ -766,6 +823,32 @@ static void study_summarize(Study *st)
     }
     st->med = psim_stats_median(abs_err, st->n_ok);
     st->placed_med = psim_stats_median(placed_err, st->n_ok);
+    study_choose(st);
+}
+
+/* report.md's section on the choices (g_free). */
+static char *choices_markdown(const Study *st)
+{
+    GString *md = g_string_new("\n## Choices\n\nThe plan the study would choose for each graph from its "
+                               "simulations alone (lowest simulated step; plans within 3% of it, the "
+                               "simulator's error bound, are a tie that goes to the plan on fewer devices, then "
+                               "with fewer transfers), its measured step, the fastest plan as measured, and the "
+                               "regret (chosen measured / best measured - 1).\n\n"
+                               "| graph | chosen | measured µs | best | measured µs | regret | single measured µs |\n"
+                               "|---|---|---|---|---|---|---|\n");
+    for (guint i = 0; st->choices && i < st->choices->len; i++) {
+        const Choice *c = &g_array_index(st->choices, Choice, i);
+        const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
+        g_string_append_printf(md, "| %s | %s%s | %.1f | %s | %.1f | %.2f%% | ", ch->graph, ch->algo,
+                               c->simpler ? " (simpler)" : "", ch->measured_us, best->algo, best->measured_us,
+                               c->regret_pct);
+        if (c->single >= 0)
+            g_string_append_printf(md, "%.1f |\n", g_array_index(st->rows, Row, c->single).measured_us);
+        else
+            g_string_append(md, "|\n");
+    }
+    g_string_append_printf(md, "\n**Regret: median %.2f%%, worst %.2f%%.**\n", st->regret_med, st->regret_worst);
+    return g_string_free(md, FALSE);
 }
 
 /* report.md, results.csv, the plot and the results table, then every output renamed in place. */
@@ -775,8 +858,9 @@ static gboolean study_write(Study *st, GError **error)
     int32_t nd = psim_cluster_n_devices(st->cluster);
     g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", st->cluster_spec ? st->cluster_spec : "local", nd,
                                              nd == 1 ? "" : "s");
+    g_autofree char *choices_md = choices_markdown(st);
     return write_results(st->rows, st->out_dir, st->outs, st->gnuplot, cdesc, st->steps, st->rounds, refreshed,
-                         st->med, st->worst, st->placed_med, st->placed_worst, error) &&
+                         st->med, st->worst, st->placed_med, st->placed_worst, choices_md, error) &&
            write_sqlite(st->rows, st->sqlite_tmp, error) && psim_cli_outputs_commit(st->outs, error);
 }
 
@@ -818,6 +902,40 @@ static void study_print_json(const Study *st)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+    json_builder_set_member_name(b, "choices");
+    json_builder_begin_array(b);
+    for (guint i = 0; st->choices && i < st->choices->len; i++) {
+        const Choice *c = &g_array_index(st->choices, Choice, i);
+        const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "graph");
+        json_builder_add_string_value(b, ch->graph);
+        json_builder_set_member_name(b, "chosen");
+        json_builder_add_string_value(b, ch->algo);
+        json_builder_set_member_name(b, "chosen_sim_us");
+        json_builder_add_double_value(b, ch->sim_us);
+        json_builder_set_member_name(b, "chosen_measured_us");
+        json_builder_add_double_value(b, ch->measured_us);
+        json_builder_set_member_name(b, "simpler");
+        json_builder_add_boolean_value(b, c->simpler);
+        json_builder_set_member_name(b, "best");
+        json_builder_add_string_value(b, best->algo);
+        json_builder_set_member_name(b, "best_measured_us");
+        json_builder_add_double_value(b, best->measured_us);
+        json_builder_set_member_name(b, "regret_pct");
+        json_builder_add_double_value(b, c->regret_pct);
+        json_builder_set_member_name(b, "single_measured_us");
+        if (c->single >= 0)
+            json_builder_add_double_value(b, g_array_index(st->rows, Row, c->single).measured_us);
+        else
+            json_builder_add_null_value(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "median_regret_pct");
+    json_builder_add_double_value(b, st->regret_med);
+    json_builder_set_member_name(b, "max_regret_pct");
+    json_builder_add_double_value(b, st->regret_worst);
     json_builder_set_member_name(b, "median_abs_error_pct");
     json_builder_add_double_value(b, st->n_ok ? st->med : 0);
     json_builder_set_member_name(b, "max_abs_error_pct");
@@ -849,6 +967,17 @@ static void study_print_text(const Study *st)
         const Row *r = &g_array_index(st->rows, Row, i);
         for (int k = 0; k < (int)G_N_ELEMENTS(all.n); k++)
             all.n[k] += r->error ? 0 : r->sources.n[k];
+    }
+    if (st->choices && st->choices->len) {
+        printf("\n%-18s %-12s %12s %-12s %12s %8s\n", "graph", "chosen", "measured us", "best", "measured us",
+               "regret");
+        for (guint i = 0; i < st->choices->len; i++) {
+            const Choice *c = &g_array_index(st->choices, Choice, i);
+            const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
+            printf("%-18.18s %-12s %12.1f %-12s %12.1f %7.2f%%%s\n", ch->graph, ch->algo, ch->measured_us, best->algo,
+                   best->measured_us, c->regret_pct, c->simpler ? "  (simpler plan within 3% of the fastest)" : "");
+        }
+        printf("regret of the choices: median %.2f%%, worst %.2f%%\n", st->regret_med, st->regret_worst);
     }
     g_autofree char *costs = psim_cli_cost_sources_line(&all);
     printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", st->n_ok ? st->med : 0,

@@ -67,7 +67,7 @@ static PsimPlan *make_plan(int32_t n, int32_t nd, PsimCluster **out_cluster)
                 dev[sid + 1] = dev[i];
                 PsimTransfer t = {.send = sid, .recv = sid + 1, .src = dev[src], .dst = dev[i],
                                   .port = {src, 0}, .bytes = rv->outputs[0].bytes,
-                                  .raw_bytes = rv->outputs[0].bytes, .key = ""};
+                                  .raw_bytes = rv->outputs[0].bytes, .after = -1, .key = ""};
                 g_array_append_val(xf, t);
                 r = GINT_TO_POINTER(sid + 1 + 1);
                 g_hash_table_insert(recv_of, &keys[n_keys++], r);

@@ -36,8 +36,8 @@ uint64_t psim__rendezvous_progress(PsimRendezvous *r);
 
 /* Transfers of a Plan between devices of one process. A Send leaves its tensor in the rendezvous
  * as it is (psim__transport_send, the executor's send hook); the destination's executor copies
- * it on its own thread between kernels (psim__transport_copy and psim__transport_not_before, its
- * PsimRecvCopier), lowest plan priority first and not before the transfer's earliest start,
+ * it on its own thread between kernels (psim__transport_copy and psim__transport_after, its
+ * PsimRecvCopier), lowest plan priority first and not before the node it is held after has run,
  * into a buffer of the destination worker (float32 cut to its high 16 bits when the plan
  * compresses it). */
 typedef struct PsimTransport PsimTransport;
@@ -46,7 +46,7 @@ typedef struct PsimTransport PsimTransport;
 PsimTransport *psim__transport_new(const PsimPlan *p, PsimWorker *const *workers,
                                    PsimRendezvous *rdv, GError **error);
 void psim__transport_free(PsimTransport *tp);
-/* A new step: forgets the last step's records; earliest starts count from origin_us (the
+/* A new step: forgets the last step's records; the step's timeline counts from origin_us (the
  * psim_exec_now_us clock) once it is set with psim__transport_origin. */
 void psim__transport_step_begin(PsimTransport *tp);
 /* Lowers the step's origin to t_us if it is earlier (each device calls it as it starts). */
@@ -54,8 +54,8 @@ void psim__transport_origin(PsimTransport *tp, double t_us);
 double psim__transport_origin_get(PsimTransport *tp);
 /* The executor's send hook (PsimExecOptions.send_hook): user is the transport. */
 void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t);
-/* PsimRecvCopier.not_before and .copy for the Recv `node`: user is the transport. */
-double psim__transport_not_before(void *user, int32_t node, double *priority);
+/* PsimRecvCopier.after and .copy for the Recv `node`: user is the transport. */
+int32_t psim__transport_after(void *user, int32_t node, double *priority);
 PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GError **error);
 /* The last step's transfer x: FALSE if it did not happen; else start and end on the
  * psim_exec_now_us clock and the bytes carried. */

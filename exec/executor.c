@@ -107,6 +107,7 @@ struct PsimExecutor {
     int32_t *eager;
     int32_t n_eager;
     uint8_t *sent;
+    uint8_t *finished;      /* per exec node: has run this step (releases Recvs held after it) */
     /* Per exec node, this step: RECV_ASKED once a Recv asked the rendezvous, RECV_ARRIVED once
      * its tensor came (the deadlock detector names the Recvs still waiting). */
     uint8_t *recv_state;
@@ -444,6 +445,7 @@ static gboolean build(PsimExecutor *e, GError **error)
     e->held = g_new0(InboxEntry, nx);
     e->eager = g_new0(int32_t, nx);
     e->sent = g_new0(uint8_t, nx);
+    e->finished = g_new0(uint8_t, nx);
     e->recv_state = g_new0(uint8_t, nx);
     e->kdef = g_new0(const PsimKernelDef *, nx);
     e->kstate = g_new0(void *, nx);
@@ -794,6 +796,7 @@ void psim_executor_free(PsimExecutor *e)
     g_free(e->held);
     g_free(e->eager);
     g_free(e->sent);
+    g_free(e->finished);
     g_free(e->recv_state);
     g_free(e->device_of);
     pthread_mutex_destroy(&e->inbox_lock);
@@ -966,48 +969,38 @@ static struct timespec abs_time(double us)
     return ts;
 }
 
-/* Returns once a Recv has arrived, the deadline (psim_exec_now_us clock; 0: none) is past, or
- * the limit is (0: none; the deadlock detector's next look). It polls first, then sleeps; before
- * a deadline it wakes early and polls the rest of the way; at a limit it returns without
- * polling. */
-static void inbox_wait(PsimExecutor *e, double deadline, double limit)
+/* Returns once a Recv has arrived or the limit (psim_exec_now_us clock; 0: none; the deadlock
+ * detector's next look) is past. It polls first, then sleeps. */
+static void inbox_wait(PsimExecutor *e, double limit)
 {
     double spin_end = psim_exec_now_us() + RECV_SPIN_US;
     for (;;) {
         if (atomic_load(&e->inbox_n) > 0)
             return;
         double now = psim_exec_now_us();
-        if ((deadline > 0 && now >= deadline) || (limit > 0 && now >= limit))
+        if (limit > 0 && now >= limit)
             return;
         if (now < spin_end) {
             sched_yield();
             continue;
         }
-        double wake = deadline > 0 ? deadline - RECV_SPIN_US : 0;
-        if (deadline > 0 && wake <= now) {
-            spin_end = deadline;
-            continue;
-        }
-        gboolean to_limit = limit > 0 && (wake <= 0 || limit < wake);
-        if (to_limit)
-            wake = limit;
         gboolean timed_out = FALSE;
         pthread_mutex_lock(&e->inbox_lock);
         while (atomic_load(&e->inbox_n) == 0) {
-            if (wake <= 0) {
+            if (limit <= 0) {
                 pthread_cond_wait(&e->inbox_cond, &e->inbox_lock);
                 continue;
             }
-            struct timespec ts = abs_time(wake);
+            struct timespec ts = abs_time(limit);
             if (pthread_cond_timedwait(&e->inbox_cond, &e->inbox_lock, &ts) == ETIMEDOUT) {
                 timed_out = TRUE;
                 break;
             }
         }
         pthread_mutex_unlock(&e->inbox_lock);
-        if (timed_out && to_limit)
+        if (timed_out)
             return;
-        spin_end = deadline > 0 ? deadline : psim_exec_now_us() + RECV_SPIN_US;
+        spin_end = psim_exec_now_us() + RECV_SPIN_US;
     }
 }
 
@@ -1042,16 +1035,16 @@ static void stall_error(PsimExecutor *e, double waited_s, GError **error)
                      psim_worker_name(e->w));
 }
 
-/* Waits for a Recv (until `deadline` when one is held back until then, as inbox_wait), and fails
- * the step when, all that time, no device sharing the rendezvous completes a node for the stall
- * timeout: progress is counted in nodes, so that a deadlock is found however long the kernels
- * of a healthy step take (the timeout must only exceed the longest one). */
-static gboolean recv_wait(PsimExecutor *e, Stall *st, double deadline, GError **error)
+/* Waits for a Recv, and fails the step when, all that time, no device sharing the rendezvous
+ * completes a node for the stall timeout: progress is counted in nodes, so that a deadlock is
+ * found however long the kernels of a healthy step take (the timeout must only exceed the
+ * longest one). */
+static gboolean recv_wait(PsimExecutor *e, Stall *st, GError **error)
 {
     double timeout_us = e->opts.stall_timeout_s == 0 ? PSIM_EXEC_STALL_TIMEOUT_S * 1e6
                                                       : e->opts.stall_timeout_s * 1e6;
     if (!e->rdv || !(timeout_us > 0)) {
-        inbox_wait(e, deadline, 0);
+        inbox_wait(e, 0);
         return TRUE;
     }
     uint64_t p = psim__rendezvous_progress(e->rdv);
@@ -1063,7 +1056,7 @@ static gboolean recv_wait(PsimExecutor *e, Stall *st, double deadline, GError **
         stall_error(e, (now - st->since) * 1e-6, error);
         return FALSE;
     }
-    inbox_wait(e, deadline, MIN(now + STALL_CHECK_US, st->since + timeout_us));
+    inbox_wait(e, MIN(now + STALL_CHECK_US, st->since + timeout_us));
     return TRUE;
 }
 
@@ -1178,6 +1171,7 @@ static gboolean run_node(PsimExecutor *e, Ready *q, int32_t i, double t0, GError
         kernel_error(error, err, e->g, c->node, kd);
         return FALSE;
     }
+    e->finished[i] = 1;
     return node_finish(e, q, i, error);
 }
 
@@ -1240,11 +1234,11 @@ static gboolean recvs_finish(PsimExecutor *e, Ready *q, int n, int32_t *outstand
 }
 
 /* Recvs copied by this thread (recv_copier): takes what arrived, then copies and completes,
- * one at a time and lowest priority first, every arrived Recv whose earliest start has passed,
- * taking new arrivals after each copy. *next_at: the earliest start of the first Recv still
- * held back (0: none). Counts completed Recvs in *done. */
+ * one at a time and lowest priority first, every arrived Recv not held after a node of this
+ * device that has yet to run, taking new arrivals after each copy. Counts completed Recvs in
+ * *done. No Recv waits for a time: a step ahead of its plan stays ahead. */
 static gboolean recvs_copy(PsimExecutor *e, Ready *q, int32_t *outstanding, int32_t *done,
-                           double t0, double *next_at, GError **error)
+                           double t0, GError **error)
 {
     const PsimRecvCopier *rc = e->opts.recv_copier;
     void *user = e->opts.recv_user;
@@ -1254,7 +1248,7 @@ static gboolean recvs_copy(PsimExecutor *e, Ready *q, int32_t *outstanding, int3
             e->recv_state[e->inbox_work[k].i] = RECV_ARRIVED;
             e->held[e->n_held++] = e->inbox_work[k];
         }
-        double now = psim_exec_now_us(), next = 0, best_pr = 0;
+        double best_pr = 0;
         int32_t best = -1;
         for (int32_t k = 0; k < e->n_held; k++) {
             const InboxEntry *h = &e->held[k];
@@ -1263,21 +1257,19 @@ static gboolean recvs_copy(PsimExecutor *e, Ready *q, int32_t *outstanding, int3
                 break;
             }
             double pr;
-            double nb = rc->not_before(user, e->exec_node[h->i], &pr);
-            if (nb > now) {
-                if (next == 0 || nb < next)
-                    next = nb;
+            int32_t after = rc->after(user, e->exec_node[h->i], &pr);
+            /* Held until that node has run here; a node this executor does not run (folded
+             * away) holds nothing. */
+            int32_t a = after >= 0 && after < e->n_nodes ? e->local[after] : -1;
+            if (a >= 0 && !e->finished[a])
                 continue;
-            }
             if (best < 0 || pr < best_pr || (pr == best_pr && h->i < e->held[best].i)) {
                 best = k;
                 best_pr = pr;
             }
         }
-        if (best < 0) {
-            *next_at = next;
+        if (best < 0)
             return TRUE;
-        }
         InboxEntry h = e->held[best];
         e->held[best] = e->held[--e->n_held];
         (*outstanding)--;
@@ -1333,15 +1325,17 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
     int32_t done = 0, outstanding = 0;
     e->n_held = 0;
     e->n_eager = 0;
-    if (e->opts.recv_copier)
+    if (e->opts.recv_copier) {
         memset(e->sent, 0, (size_t)e->n_exec);
+        memset(e->finished, 0, (size_t)e->n_exec);
+    }
     if (e->rdv)
         memset(e->recv_state, 0, (size_t)e->n_exec);
     Stall stall;
     stall_begin(e, &stall);
     if (e->opts.recv_copier) {
         /* Every Recv asks at once, whatever its place in the order: a transfer goes as soon as
-         * its Send is done (and its earliest start has passed), as the simulator has it. */
+         * its Send is done (and the node it is held after has run), as the simulator has it. */
         double now = psim_exec_now_us() - t0;
         for (int32_t i = 0; i < e->n_exec; i++)
             if (e->kdef[i] == &builtin_recv) {
@@ -1353,10 +1347,9 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             }
     }
     while (done < e->n_exec) {
-        double next_at = 0;
         if (e->opts.recv_copier) {
             if (outstanding > 0 && (atomic_load(&e->inbox_n) > 0 || e->n_held > 0) &&
-                !recvs_copy(e, &q, &outstanding, &done, t0, &next_at, error))
+                !recvs_copy(e, &q, &outstanding, &done, t0, error))
                 goto fail;
             if (!sends_run(e, &q, t0, &done, error))
                 goto fail;
@@ -1383,9 +1376,9 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
                                      e->n_exec);
                 goto fail;
             }
-            /* Everything left waits on a Recv: wait until one arrives (or, with a copier, until
-             * the next held one may be copied), failing if the step has stalled. */
-            if (!recv_wait(e, &stall, e->opts.recv_copier ? next_at : 0, error))
+            /* Everything left waits on a Recv: wait until one arrives, failing if the step has
+             * stalled. */
+            if (!recv_wait(e, &stall, error))
                 goto fail;
             if (e->opts.recv_copier)
                 continue;

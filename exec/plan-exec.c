@@ -30,7 +30,7 @@ struct PsimPlanExec {
 };
 
 static const PsimRecvCopier copier = {.copy = psim__transport_copy,
-                                       .not_before = psim__transport_not_before};
+                                       .after = psim__transport_after};
 
 static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
 {

@@ -1,7 +1,7 @@
 /* Transfers between devices of one process. A Send leaves its tensor in the rendezvous as it
  * is; the destination device's own thread makes the copy, between its kernels, before it runs
  * the next one: the executor hands each arrived Recv to psim__transport_copy, lowest plan
- * priority first, once the transfer's earliest start has passed. So a copy never preempts a
+ * priority first, once the node it is held after (if any) has run there. So a copy never preempts a
  * kernel and no thread is woken to make it; the simulator models the same rule (a link
  * "by_destination" occupies the destination device for the copy). The copy lands in a buffer of
  * the destination worker, first touched by the destination's core. */
@@ -144,20 +144,16 @@ static int32_t recv_xfer(PsimTransport *tp, int32_t node)
     return x >= 0 && tp->p->transfers[x].recv == node ? x : -1;
 }
 
-double psim__transport_not_before(void *user, int32_t node, double *priority)
+int32_t psim__transport_after(void *user, int32_t node, double *priority)
 {
     PsimTransport *tp = user;
     int32_t x = recv_xfer(tp, node);
     if (x < 0) {
         *priority = 0;
-        return 0;
+        return -1;
     }
-    const PsimTransfer *tr = &tp->p->transfers[x];
-    *priority = tr->priority;
-    if (tr->earliest_start <= 0)
-        return 0;
-    int64_t origin = atomic_load(&tp->origin_ns);
-    return origin == INT64_MAX ? 0 : (double)origin * 1e-3 + tr->earliest_start;
+    *priority = tp->p->transfers[x].priority;
+    return tp->p->transfers[x].after;
 }
 
 PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GError **error)

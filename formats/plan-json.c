@@ -72,6 +72,10 @@ char *psim_plan_to_json(const PsimPlan *p, gsize *len)
                                t->compressed ? "true" : "false");
         if (t->compressed)
             g_string_append_printf(s, ", \"rounding\": \"%s\"", psim_rounding_name(t->rounding));
+        if (t->after >= 0) {
+            g_string_append(s, ", \"after\": ");
+            psim__json_string(s, psim_graph_node(g, t->after)->name);
+        }
         g_string_append(s, ", \"earliest_start\": ");
         psim__json_double(s, t->earliest_start, FALSE);
         g_string_append(s, ", \"priority\": ");
@@ -313,6 +317,15 @@ static PsimPlan *plan_from_root(const char *path, JsonNode *root, GError **error
             !get_num(json_object_get_member(to, "priority"), &t->priority))
             FAIL("transfers[%u]: 'earliest_start' and 'priority' must be numbers", i);
         t->key = psim_graph_intern(p->graph, key ? key : "");
+        /* The node the Recv waits for; plans from before gates existed have none (their
+         * earliest_start, a clock time, is not waited for). */
+        const char *after = NULL;
+        if (!psim_json_get_string(&tat, to, "after", &after, error))
+            goto fail;
+        const PsimNode *av = after ? psim_graph_node_find(p->graph, after) : NULL;
+        if (after && !av)
+            FAIL("transfers[%u]: field 'after' names no node of the graph", i);
+        t->after = av ? av->id : -1;
     }
     /* What the simulator and the executor would refuse is refused as the file is read. */
     if (!psim_plan_check(p, error))

@@ -102,6 +102,13 @@ static gboolean check_transfers(const PsimPlan *p, GError **error)
             psim_graph_node_error(error, p->graph, t->recv, "transfer %d must join one Send to one Recv", x);
             return FALSE;
         }
+        if (t->after >= n || (t->after >= 0 && (p->device_of[t->after] != t->dst ||
+                                                  is_op(psim_graph_node(p->graph, t->after), "Send") ||
+                                                  is_op(psim_graph_node(p->graph, t->after), "Recv")))) {
+            psim_graph_node_error(error, p->graph, t->recv,
+                                  "transfer %d must wait for a compute node of its Recv's device", x);
+            return FALSE;
+        }
         send_of[t->send] = x;
         if (p->device_of[t->send] != t->src || p->device_of[t->recv] != t->dst || t->src == t->dst) {
             psim_graph_node_error(error, p->graph, t->recv, "transfer %d must go from its Send's device to its Recv's, another one", x);
@@ -196,10 +203,20 @@ static gboolean check_deadlock(const PsimPlan *p, GError **error)
         for (int32_t i = so[v]; i < so[v + 1]; i++)
             deg[su[i]]++;
     }
-    /* A Recv waits for its Send whether or not the graph has the control edge between them. */
+    /* A Recv waits for its Send whether or not the graph has the control edge between them, and
+     * for the node it is held after (gated[]: per node, a list of the transfers it releases). */
+    g_autofree int32_t *gated = g_new(int32_t, n + 1), *gated_next = g_new(int32_t, p->n_transfers + 1);
+    for (int32_t v = 0; v < n; v++)
+        gated[v] = -1;
     for (int32_t x = 0; x < p->n_transfers; x++) {
-        recv_of[p->transfers[x].send] = p->transfers[x].recv;
-        deg[p->transfers[x].recv]++;
+        const PsimTransfer *t = &p->transfers[x];
+        recv_of[t->send] = t->recv;
+        deg[t->recv]++;
+        if (t->after >= 0) {
+            gated_next[x] = gated[t->after];
+            gated[t->after] = x;
+            deg[t->recv]++;
+        }
     }
     /* next[u]: the compute node that waits for u by the order (one per u, so the waits by order
      * are a forest of chains: linear). */
@@ -235,6 +252,9 @@ static gboolean check_deadlock(const PsimPlan *p, GError **error)
             queue[tail++] = next[u];
         if (recv_of[u] >= 0 && --deg[recv_of[u]] == 0)
             queue[tail++] = recv_of[u];
+        for (int32_t x = gated[u]; x >= 0; x = gated_next[x])
+            if (--deg[p->transfers[x].recv] == 0)
+                queue[tail++] = p->transfers[x].recv;
     }
     if (tail == n)
         return TRUE;

@@ -100,6 +100,7 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     int32_t s = pt->p->device_of[u];
     const char *sname = psim_cluster_device(cl, s)->name, *dname = psim_cluster_device(cl, d)->name;
     PsimTransfer t = {0};
+    t.after = -1;
     t.src = s;
     t.dst = d;
     t.control = k < 0;
@@ -226,6 +227,50 @@ static void plan_backward(PlanSim *ps, double m, double *late_start)
         if (ps->chain_next[v] >= 0)
             lf = MIN(lf, late_start[ps->chain_next[v]]);
         late_start[v] = lf - ps->dur[v];
+    }
+}
+
+/* Turns each held Recv's planned release time into a dependency: the Recv may start once the
+ * compute node of its device that, in the held schedule (start, finish), finishes last by that
+ * time has finished (t->after). Such a node never depends on the Recv (it finishes before the
+ * Recv starts, and has work: zero-duration nodes are passed over, so that a descendant cannot
+ * tie), and gates never wait on each other in a cycle; it comes before the Recv's consumers in
+ * the device's order. So a run ahead of the plan stays ahead: no Recv waits for a clock. */
+static void choose_gates(const PlanSim *ps, PsimPlan *plan, const PsimPlacement *p, int32_t nd,
+                         const double *start, const double *finish)
+{
+    int32_t n = p->n_nodes; /* the placed graph's nodes come first in plan->graph */
+    /* Each device's compute nodes in placement order: one chain, finishes non-decreasing. */
+    g_autofree int32_t *count = g_new0(int32_t, nd + 1), *off = g_new0(int32_t, nd + 1);
+    g_autofree int32_t *chain = g_new(int32_t, (size_t)n + 1);
+    for (int32_t i = 0; i < n; i++)
+        count[p->device_of[p->seq[i]]]++;
+    for (int32_t d = 0; d < nd; d++)
+        off[d + 1] = off[d] + count[d];
+    memset(count, 0, sizeof(int32_t) * (size_t)nd);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = p->seq[i], d = p->device_of[v];
+        chain[off[d] + count[d]++] = v;
+    }
+    for (int32_t i = 0; i < plan->n_transfers; i++) {
+        PsimTransfer *t = &plan->transfers[i];
+        t->after = -1;
+        if (t->earliest_start <= 0)
+            continue;
+        const int32_t *c = chain + off[t->dst];
+        int32_t lo = 0, hi = count[t->dst]; /* first index whose finish is past the release */
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (finish[c[mid]] <= t->earliest_start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (int32_t k = lo - 1; k >= 0; k--)
+            if (ps->dur[c[k]] > 0 && finish[c[k]] <= start[t->recv]) {
+                t->after = c[k];
+                break;
+            }
     }
 }
 
@@ -368,6 +413,7 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
     double m2 = plan_forward(&ps, earliest, start, finish);
     g_assert(m2 >= 0 && m2 <= m * (1 + 1e-12) + 1e-9);
     plan->makespan_us = m2;
+    choose_gates(&ps, plan, p, nd, start, finish);
     memcpy(plan->planned_start, start, sizeof(double) * N);
     /* Per-device order: by planned start, compute nodes keeping the placement's order. */
     {

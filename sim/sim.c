@@ -6,7 +6,7 @@
 
 #include "placesim/sim.h"
 
-enum { EV_NODE_END, EV_XFER_READY, EV_LINK_FREE, EV_XFER_ARRIVE, EV_COPY_END };
+enum { EV_NODE_END, EV_LINK_FREE, EV_XFER_ARRIVE, EV_COPY_END };
 
 typedef struct {
     double t;
@@ -164,6 +164,7 @@ typedef struct {
     uint64_t *slot_bytes;   /* per output slot */
     int32_t *slot_dev;
     int32_t *send_xfer;      /* per node: transfer index if Send, else -1 */
+    int32_t *gated, *gated_next; /* per node, the transfers held until it finishes (a list) */
     int32_t *cluster_dev;    /* plan device -> cluster device */
     int32_t *done_order;
     int32_t n_done;
@@ -186,6 +187,7 @@ typedef struct {
 } Sim;
 
 static void node_ready(Sim *s, int32_t v, int32_t cause);
+static void xfer_request(Sim *s, int32_t x);
 static void dispatch(Sim *s, int32_t d, int32_t cause);
 
 static void mem_add(Sim *s, int32_t d, uint64_t bytes, int32_t node)
@@ -252,6 +254,10 @@ static void node_done(Sim *s, int32_t v)
         if (--s->pending[u] == 0)
             node_ready(s, u, v);
     }
+    /* Transfers held until v: those whose Send is done go now. */
+    for (int32_t x = s->gated[v]; x >= 0; x = s->gated_next[x])
+        if (s->done[s->p->transfers[x].send])
+            xfer_request(s, x);
 }
 
 static void link_start(Sim *s, int32_t li, int32_t x)
@@ -307,9 +313,8 @@ static void node_ready(Sim *s, int32_t v, int32_t cause)
         if (x >= 0) {
             const PsimTransfer *t = &s->p->transfers[x];
             s->xfer_request[x] = s->now;
-            if (t->earliest_start > s->now)
-                heap_push(&s->heap, t->earliest_start, x, EV_XFER_READY);
-            else
+            /* A held transfer goes when the node it waits for has finished (node_done). */
+            if (t->after < 0 || s->done[t->after])
                 xfer_request(s, x);
         }
         return;
@@ -488,8 +493,18 @@ static gboolean setup(Sim *s)
         if (o.node >= 0)
             s->remaining[s->out_off[o.node] + o.index]++; /* fetched: never freed */
     }
-    for (int32_t x = 0; x < p->n_transfers; x++)
-        s->send_xfer[p->transfers[x].send] = x;
+    s->gated = g_new(int32_t, n + 1);
+    s->gated_next = g_new(int32_t, p->n_transfers + 1);
+    for (int32_t v = 0; v < n; v++)
+        s->gated[v] = -1;
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *t = &p->transfers[x];
+        s->send_xfer[t->send] = x;
+        if (t->after >= 0) {
+            s->gated_next[x] = s->gated[t->after];
+            s->gated[t->after] = x;
+        }
+    }
     s->so = NULL;
     psim_graph_succ(g, &s->so, &s->s);
     const int32_t *po, *pr;
@@ -581,6 +596,8 @@ static void sim_free(Sim *s)
     g_free(s->slot_bytes);
     g_free(s->slot_dev);
     g_free(s->send_xfer);
+    g_free(s->gated);
+    g_free(s->gated_next);
     g_free(s->done_order);
     g_free(s->cluster_dev);
     g_free(s->xfer_start);
@@ -702,7 +719,6 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
             mark_dirty(s, t->dst, t->recv);
             break;
         }
-        case EV_XFER_READY: xfer_request(s, e.id); break;
         case EV_LINK_FREE: {
             Link *l = &s->link[e.id];
             int32_t prev = l->current;

@@ -1,5 +1,5 @@
 /* Transfers of a plan between CPU devices of one process (copies into the destination's memory,
- * earliest starts, priorities on a busy link, compression), measured timelines with transfers
+ * Recvs held after a node, priorities on a busy link, compression), measured timelines with transfers
  * instead of Send/Recv ops, and sessions that cache pruned, placed and partitioned plans. */
 #include <math.h>
 #include <string.h>
@@ -177,58 +177,84 @@ static void test_timeline(void)
     }
 }
 
-/* Earliest starts hold every transfer back until then; once they are all waiting, the
- * destination copies them one at a time, lowest priority first. */
-static void test_earliest_priority(void)
+/* Four tensors to CPU:1 as in fan_lines, plus y7 (made from all four on CPU:0, after their
+ * Sends) whose consumer z7 on CPU:1 the four transfers are held after. */
+static const char *gate_lines[] = {"x=Placeholder()@CPU:0", "y1=Neg(x)@CPU:0",
+                                   "y2=Neg(x)@CPU:0",       "y3=Neg(x)@CPU:0",
+                                   "y4=Neg(x)@CPU:0",       "y5=Add(y1,y2)@CPU:0",
+                                   "y6=Add(y5,y3)@CPU:0",   "y7=Add(y6,y4)@CPU:0",
+                                   "z1=Neg(y1)@CPU:1",      "z2=Neg(y2)@CPU:1",
+                                   "z3=Neg(y3)@CPU:1",      "z4=Neg(y4)@CPU:1",
+                                   "z7=Neg(y7)@CPU:1",      NULL};
+
+/* Transfers held after a node of their device wait for it, not for a time; once they are all
+ * waiting, the destination copies them one at a time, lowest priority first. Nothing here
+ * depends on how fast the machine is: z7 cannot finish before the four Sends are done. */
+static void test_after_priority(void)
 {
     g_autoptr(GError) err = NULL;
-    g_autoptr(PsimGraph) g = build(fan_lines);
+    g_autoptr(PsimGraph) g = build(gate_lines);
     g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
     g_assert_no_error(err);
     g_autoptr(PsimPlan) plan = plan_for(g, c, FALSE);
-    g_assert_cmpint(plan->n_transfers, ==, 4);
-    g_autoptr(PsimTensor) x = input();
-    PsimTensor *out[4] = {0};
-    /* T: well after every Send of a step (they follow CPU:0's four ops), however slow this
-     * machine (or a sanitizer) makes them. */
-    double dev0_end = 0;
-    {
-        g_autoptr(PsimTimeline) t0 = run_plan(plan, c, x, out, 4, 2);
-        for (guint k = 0; k < t0->ops->len; k++) {
-            const PsimTimelineOp *o = &g_array_index(t0->ops, PsimTimelineOp, k);
-            if (o->device == 0 && o->end > dev0_end)
-                dev0_end = o->end;
-        }
-        for (int i = 0; i < 4; i++)
-            g_clear_pointer(&out[i], psim_tensor_unref);
-    }
-    const double T = MAX(60000, 5 * dev0_end);
+    g_assert_cmpint(plan->n_transfers, ==, 5);
+    const PsimNode *z7 = psim_graph_node_find(plan->graph, "z7");
     const double prio[4] = {3, 1, 4, 2};
-    for (int32_t i = 0; i < 4; i++) {
-        plan->transfers[i].earliest_start = T;
-        plan->transfers[i].priority = prio[i];
+    int32_t held[4] = {-1, -1, -1, -1};
+    for (int32_t i = 0; i < plan->n_transfers; i++) {
+        const char *src = psim_graph_node(plan->graph, plan->transfers[i].port.node)->name;
+        if (src[0] == 'y' && src[1] >= '1' && src[1] <= '4') {
+            int k = src[1] - '1';
+            held[k] = i;
+            plan->transfers[i].after = z7->id;
+            plan->transfers[i].priority = prio[k];
+            /* A planned time far away is not waited for: only z7 is. */
+            plan->transfers[i].earliest_start = 1e12;
+        }
     }
-    g_autoptr(PsimTimeline) t = run_plan(plan, c, x, out, 4, 2);
-    for (int i = 0; i < 4; i++) {
+    for (int k = 0; k < 4; k++)
+        g_assert_cmpint(held[k], >=, 0);
+    /* z7 first in CPU:1's order, before the nodes that wait for the held Recvs (else the plan
+     * deadlocks, as psim_plan_check says). */
+    int32_t d = plan->device_of[z7->id], *o = plan->order[d], at = -1;
+    for (int32_t i = 0; i < plan->n_order[d]; i++)
+        if (o[i] == z7->id)
+            at = i;
+    for (; at > 0; at--)
+        o[at] = o[at - 1];
+    o[0] = z7->id;
+    psim_plan_check(plan, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"x:0"}, *fetches[] = {"z1:0", "z2:0", "z3:0", "z4:0", "z7:0"};
+    g_autoptr(PsimPlanExec) px = psim_plan_exec_new(plan, c, feeds, 1, fetches, 5, FALSE, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimTensor) x = input();
+    PsimTensor *out[5] = {0};
+    for (int step = 0; step < 2; step++) {
+        for (int i = 0; i < 5; i++)
+            g_clear_pointer(&out[i], psim_tensor_unref);
+        g_assert_true(psim_plan_exec_run(px, &x, out, &err));
+        g_assert_no_error(err);
+    }
+    for (int i = 0; i < 4; i++)
         g_assert_cmpmem(out[i]->data, out[i]->nbytes, x->data, x->nbytes);
+    for (int i = 0; i < 5; i++)
         psim_tensor_unref(out[i]);
-    }
-    /* Every Send ended before T, so all four were waiting when the link could take them. */
-    for (guint k = 0; k < t->ops->len; k++) {
-        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, k);
-        if (o->device == 0)
-            g_assert_cmpfloat(o->end, <, T);
-    }
+    g_autoptr(PsimTimeline) t = psim_timeline_new("xfer", "run", plan->n_devices,
+                                                  (const char *const *)plan->devices);
+    psim_plan_exec_timeline_add(px, t);
+    const PsimTimelineOp *gate = op_named(t, "z7");
+    g_assert_nonnull(gate);
     const PsimTimelineXfer *by_prio[4];
-    for (int32_t i = 0; i < 4; i++) {
-        const PsimTimelineXfer *r = xfer_of(t, i);
+    for (int k = 0; k < 4; k++) {
+        const PsimTimelineXfer *r = xfer_of(t, held[k]);
         g_assert_nonnull(r);
-        g_assert_cmpfloat(r->start, >=, T);
-        by_prio[(int)prio[i] - 1] = r;
+        g_assert_cmpfloat(r->start, >=, gate->end);
+        by_prio[(int)prio[k] - 1] = r;
     }
     for (int k = 0; k + 1 < 4; k++)
         g_assert_cmpfloat(by_prio[k + 1]->start, >=, by_prio[k]->end);
-    g_assert_cmpfloat(t->step_time_us, >=, T);
+    g_assert_cmpfloat(t->step_time_us, <, 1e6); /* the planned 1e12 us was not waited for */
 }
 
 /* A Send runs as soon as its input is ready, whatever its place in the device's order (the
@@ -628,7 +654,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/exec/transfer/timeline", test_timeline);
-    g_test_add_func("/exec/transfer/earliest-priority", test_earliest_priority);
+    g_test_add_func("/exec/transfer/after-priority", test_after_priority);
     g_test_add_func("/exec/transfer/compression", test_compression);
     g_test_add_func("/exec/transfer/rounding-bounds", test_rounding_bounds);
     g_test_add_func("/exec/transfer/compression-rne", test_compression_rne);

@@ -236,10 +236,13 @@ static void test_recv_schedule(void)
             g_assert_cmpfloat(t.plan->planned_start[x->recv], ==, x->earliest_start);
             /* ALAP: join starts at 1 + 3 + 100 = 104; the transfer takes 3 us; margin 3 us. */
             g_assert_cmpfloat(x->earliest_start, ==, 104 - 3 - 3);
+            /* No node of P:1 finishes by 98 (long runs until 104): nothing to wait for. */
+            g_assert_cmpint(x->after, ==, -1);
         } else {
             crit_prio = x->priority;
             /* No slack: not held to its planned start (1), it goes as soon as s is done. */
             g_assert_cmpfloat(x->earliest_start, ==, 0);
+            g_assert_cmpint(x->after, ==, -1);
             g_assert_cmpfloat(t.plan->planned_start[x->recv], ==, 1);
         }
     }
@@ -250,6 +253,55 @@ static void test_recv_schedule(void)
     PsimSimResult r = {0};
     g_assert_true(psim_sim_run(t.plan, t.m, &so, &r, NULL, NULL));
     g_assert_cmpfloat(r.step_time_us, ==, 105);
+    psim_sim_result_clear(&r);
+    t_free(&t);
+}
+
+/* A held Recv waits for a node of its device: the one that, in the held schedule, finishes last
+ * by the planned release time. Here P:1 runs `pre` (0..40) then `long` (from s's arrival) and
+ * `join`; side -> join is released at about 136, when only `pre` has finished: it waits for
+ * `pre`, and the simulator starts it when `pre` ends, not at its planned time. */
+static void test_recv_after(void)
+{
+    T t = {0};
+    PsimGraph *g = psim_graph_new("after");
+    node(g, "s", 1, 1000, "P:0");
+    node(g, "pre", 40, 10, "P:1");
+    PsimNode *longp = node(g, "long", 100, 1000, "P:1");
+    psim_graph_node_input_add_ref(g, longp, "s");
+    psim_graph_node_input_add_ref(g, longp, "^pre");
+    PsimNode *side = node(g, "side", 1, 1000, "P:0");
+    psim_graph_node_input_add_ref(g, side, "s");
+    PsimNode *join = node(g, "join", 1, 10, "P:1");
+    psim_graph_node_input_add_ref(g, join, "long");
+    psim_graph_node_input_add_ref(g, join, "side");
+    t_run(&t, g, 2, FALSE);
+    const PsimNode *nside = pnode(&t, "side"), *npre = pnode(&t, "pre");
+    const PsimTransfer *held = NULL;
+    for (int32_t k = 0; k < t.plan->n_transfers; k++)
+        if (t.plan->transfers[k].port.node == nside->id)
+            held = &t.plan->transfers[k];
+    g_assert_nonnull(held);
+    g_assert_cmpfloat(held->earliest_start, >, 100);
+    g_assert_cmpint(held->after, ==, npre->id);
+    PsimSimOptions so = {.order = PSIM_ORDER_STATIC};
+    PsimSimResult r = {0};
+    g_autoptr(PsimTimeline) tl = NULL;
+    g_assert_true(psim_sim_run(t.plan, t.m, &so, &r, &tl, NULL));
+    double pre_end = -1, xfer_start = -1;
+    for (guint k = 0; k < tl->ops->len; k++) {
+        const PsimTimelineOp *o = &g_array_index(tl->ops, PsimTimelineOp, k);
+        if (!strcmp(o->name, "pre"))
+            pre_end = o->end;
+    }
+    for (guint k = 0; k < tl->xfers->len; k++) {
+        const PsimTimelineXfer *x = &g_array_index(tl->xfers, PsimTimelineXfer, k);
+        if (x->transfer == (int32_t)(held - t.plan->transfers))
+            xfer_start = x->start;
+    }
+    g_assert_cmpfloat(pre_end, ==, 40);
+    g_assert_cmpfloat(xfer_start, ==, pre_end);
+    g_assert_cmpfloat(r.step_time_us, ==, t.plan->makespan_us);
     psim_sim_result_clear(&r);
     t_free(&t);
 }
@@ -280,6 +332,7 @@ static void test_json_round_trip(void)
         g_assert_cmpint(q->transfers[k].recv, ==, t.plan->transfers[k].recv);
         g_assert_cmpstr(q->transfers[k].key, ==, t.plan->transfers[k].key);
         g_assert_cmpfloat(q->transfers[k].earliest_start, ==, t.plan->transfers[k].earliest_start);
+        g_assert_cmpint(q->transfers[k].after, ==, t.plan->transfers[k].after);
     }
     /* Damaged files are errors, not crashes. */
     g_autofree char *bad = g_strdup(j1);
@@ -362,6 +415,7 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/partition/colocation-refused", test_colocation_refused);
     g_test_add_func("/placer/partition/compression", test_compression);
     g_test_add_func("/placer/partition/recv-schedule", test_recv_schedule);
+    g_test_add_func("/placer/partition/recv-after", test_recv_after);
     g_test_add_func("/placer/partition/json-round-trip", test_json_round_trip);
     g_test_add_func("/placer/partition/json-typed", test_json_typed);
     g_test_add_func("/placer/partition/sources-follow", test_sources_follow);

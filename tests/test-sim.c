@@ -1,5 +1,5 @@
 /* Simulator tests on hand-built plans whose timelines were computed by hand: shared links,
- * latency, recv earliest starts, memory peaks, capacity, static vs dynamic order, the engine. */
+ * latency, Recvs held after a node, memory peaks, capacity, static vs dynamic order, the engine. */
 #include <math.h>
 #include <string.h>
 
@@ -50,8 +50,9 @@ static PsimNode *b_node(B *b, const char *name, double us, uint64_t bytes, int32
     return n;
 }
 
-/* A Send of `src`'s output 0 from its device to dst, and the Recv on dst named recv_name. */
-static void b_xfer(B *b, const char *src, int32_t dst, const char *recv_name, double earliest,
+/* A Send of `src`'s output 0 from its device to dst, and the Recv on dst named recv_name, held
+ * until node `after` (on dst) has finished when it is not NULL. */
+static void b_xfer(B *b, const char *src, int32_t dst, const char *recv_name, const char *after,
                    double priority)
 {
     PsimNode *p = psim_graph_node_find(b->g, src);
@@ -65,7 +66,8 @@ static void b_xfer(B *b, const char *src, int32_t dst, const char *recv_name, do
     b->dev[r->id] = dst;
     PsimTransfer t = {.send = s->id, .recv = r->id, .src = b->dev[p->id], .dst = dst,
                       .port = {p->id, 0}, .bytes = p->outputs[0].bytes,
-                      .raw_bytes = p->outputs[0].bytes, .earliest_start = earliest,
+                      .raw_bytes = p->outputs[0].bytes,
+                      .after = after ? psim_graph_node_find(b->g, after)->id : -1,
                       .priority = priority, .key = recv_name};
     g_array_append_val(b->xfers, t);
 }
@@ -108,16 +110,19 @@ static void b_free(B *b)
     g_free(b->dev);
 }
 
-static double op_start(const PsimTimeline *t, const char *name)
+static const PsimTimelineOp *op(const PsimTimeline *t, const char *name)
 {
     for (guint i = 0; i < t->ops->len; i++) {
         PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
         if (!strcmp(o->name, name))
-            return o->start;
+            return o;
     }
     g_error("no op %s", name);
-    return -1;
+    return NULL;
 }
+
+static double op_start(const PsimTimeline *t, const char *name) { return op(t, name)->start; }
+static double op_end(const PsimTimeline *t, const char *name) { return op(t, name)->end; }
 
 static const PsimTimelineXfer *xfer(const PsimTimeline *t, const char *name)
 {
@@ -151,8 +156,8 @@ static void test_shared_link(void)
     b_init(&b, 2, 0.001, 5, FALSE);
     b_node(&b, "A", 10, 100, 0, NULL, NULL);
     b_node(&b, "A2", 0, 100, 0, "A:0", NULL);
-    b_xfer(&b, "A", 1, "rA", 0, 1);
-    b_xfer(&b, "A2", 1, "rA2", 0, 2);
+    b_xfer(&b, "A", 1, "rA", NULL, 1);
+    b_xfer(&b, "A2", 1, "rA2", NULL, 2);
     b_node(&b, "B", 3, 4, 1, "rA:0", NULL);
     b_node(&b, "C", 3, 4, 1, "rA2:0", NULL);
     g_autoptr(PsimPlan) p = b_plan(&b);
@@ -178,8 +183,8 @@ static void test_independent_and_priority(void)
         b_init(&b, 2, 0.001, 5, mode == 0);
         b_node(&b, "A", 10, 100, 0, NULL, NULL);
         b_node(&b, "A2", 0, 100, 0, "A:0", NULL);
-        b_xfer(&b, "A", 1, "rA", 0, 2);
-        b_xfer(&b, "A2", 1, "rA2", 0, 1);
+        b_xfer(&b, "A", 1, "rA", NULL, 2);
+        b_xfer(&b, "A2", 1, "rA2", NULL, 1);
         b_node(&b, "B", 3, 4, 1, "rA:0", NULL);
         g_autoptr(PsimPlan) p = b_plan(&b);
         PsimSimResult r;
@@ -202,9 +207,9 @@ static void test_independent_and_priority(void)
     b_node(&b, "A", 10, 100, 0, NULL, NULL);
     b_node(&b, "X", 0, 10, 0, "A:0", NULL);
     b_node(&b, "Y", 0, 10, 0, "A:0", NULL);
-    b_xfer(&b, "A", 1, "rA", 0, 0);
-    b_xfer(&b, "X", 1, "rX", 0, 9);
-    b_xfer(&b, "Y", 1, "rY", 0, 1);
+    b_xfer(&b, "A", 1, "rA", NULL, 0);
+    b_xfer(&b, "X", 1, "rX", NULL, 9);
+    b_xfer(&b, "Y", 1, "rY", NULL, 1);
     g_autoptr(PsimPlan) p = b_plan(&b);
     PsimSimResult r;
     g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
@@ -232,8 +237,8 @@ static void test_by_destination(void)
         b_node(&b, "C", 100, 4, 1, NULL, NULL);
         b_node(&b, "A", 10, 100, 0, NULL, NULL);
         b_node(&b, "A2", 0, 50, 0, "A:0", NULL);
-        b_xfer(&b, "A", 1, "rA", 0, 2);
-        b_xfer(&b, "A2", 1, "rA2", 0, 1);
+        b_xfer(&b, "A", 1, "rA", NULL, 2);
+        b_xfer(&b, "A2", 1, "rA2", NULL, 1);
         b_node(&b, "B", 3, 4, 1, "rA:0", "rA2:0");
         g_autoptr(PsimPlan) p = b_plan(&b);
         for (int order = 0; order < 2; order++) {
@@ -265,8 +270,8 @@ static void test_latency_once(void)
     b_init(&b, 2, 0.001, 5, FALSE);
     b_node(&b, "A", 10, 100, 0, NULL, NULL);
     b_node(&b, "Z", 1, 0, 0, NULL, NULL);
-    b_xfer(&b, "A", 1, "rA", 0, 0);
-    b_xfer(&b, "Z", 1, "rZ", 0, 0);
+    b_xfer(&b, "A", 1, "rA", NULL, 0);
+    b_xfer(&b, "Z", 1, "rZ", NULL, 0);
     g_autoptr(PsimPlan) p = b_plan(&b);
     PsimSimResult r;
     g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
@@ -279,17 +284,20 @@ static void test_latency_once(void)
     b_free(&b);
 }
 
-/* A Recv whose earliest start is 50 does not start at 10 when its tensor is ready. */
-static void test_earliest_start(void)
+/* A Recv held after H (its device's node, finishing at 50) does not start at 10 when its
+ * tensor is ready: it waits for H, not for a time. */
+static void test_recv_after(void)
 {
     B b;
     b_init(&b, 2, 0.001, 5, FALSE);
     b_node(&b, "A", 10, 20, 0, NULL, NULL);
-    b_xfer(&b, "A", 1, "rA", 50, 0);
+    b_node(&b, "H", 50, 4, 1, NULL, NULL);
+    b_xfer(&b, "A", 1, "rA", "H", 0);
     b_node(&b, "B", 1, 4, 1, "rA:0", NULL);
     g_autoptr(PsimPlan) p = b_plan(&b);
     PsimSimResult r;
     g_autoptr(PsimTimeline) t = run(p, b.c, PSIM_ORDER_STATIC, &r);
+    g_assert_cmpfloat(op_end(t, "H"), ==, 50);
     g_assert_cmpfloat(xfer(t, "rA")->start, ==, 50);
     g_assert_cmpfloat(xfer(t, "rA")->end, ==, 75);
     g_assert_cmpfloat(op_start(t, "B"), ==, 75);
@@ -507,7 +515,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);
     g_test_add_func("/sim/by-destination", test_by_destination);
-    g_test_add_func("/sim/earliest-start", test_earliest_start);
+    g_test_add_func("/sim/recv-after", test_recv_after);
     g_test_add_func("/sim/memory-overlap", test_memory_overlap);
     g_test_add_func("/sim/static-dynamic", test_static_dynamic);
     g_test_add_func("/sim/deterministic", test_deterministic);

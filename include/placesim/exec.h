@@ -138,11 +138,12 @@ typedef void (*PsimSendHook)(void *user, int32_t node, uint64_t step, PsimTensor
  * brings from the rendezvous (as its Send left it) is copied on the device's own thread, between
  * kernels and before the next one, by `copy` (which returns the device's tensor, or NULL with an
  * error naming the node; NULL without error for a control transfer). Among arrived Recvs the
- * lowest priority goes first, and none before the time not_before returns (psim_exec_now_us
- * clock; 0 for at once). node is the Recv's id in the graph. */
+ * lowest priority goes first, and none before the node `after` returns (a node of this device
+ * in the graph; -1: none) has run in this step: Recvs wait for nodes, never for a clock. node
+ * is the Recv's id in the graph. */
 typedef struct {
     PsimTensor *(*copy)(void *user, int32_t node, PsimTensor *src, GError **error);
-    double (*not_before)(void *user, int32_t node, double *priority);
+    int32_t (*after)(void *user, int32_t node, double *priority);
 } PsimRecvCopier;
 
 typedef enum {

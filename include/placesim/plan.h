@@ -42,7 +42,14 @@ typedef struct {
     gboolean control;      /* a control edge: zero bytes */
     gboolean compressed;   /* float32 sent as 16 bits */
     PsimRounding rounding; /* how, when compressed */
-    double earliest_start; /* recv may not start before this (ALAP - margin), microseconds */
+    /* Recv scheduling. A held Recv waits for a node of its own device, never for a clock: it
+     * starts once node `after` (a compute node on dst, in plan->graph; -1: none, the Recv goes
+     * as soon as its Send is done) has finished, as TensorFlow delays a Recv with control
+     * dependencies. earliest_start (ALAP - margin, microseconds) is the planned release time
+     * that chose `after`: the latest-finishing node of dst planned to finish by then. Nothing
+     * at run time or in the simulator reads it. */
+    int32_t after;
+    double earliest_start;
     double priority;       /* slack: lower goes first */
     const char *key;       /* rendezvous key "src;dst;tensor" (the step is appended at run) */
 } PsimTransfer;

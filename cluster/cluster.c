@@ -95,8 +95,10 @@ static gboolean parse_name(const char *name, char **job, int32_t *replica, int32
     g_auto(GStrv) parts = g_strsplit(name + 1, "/", -1);
     for (int i = 0; parts[i]; i++) {
         const char *p = parts[i];
-        if (g_str_has_prefix(p, "job:"))
+        if (g_str_has_prefix(p, "job:")) {
+            g_free(*job); /* a name may repeat a part: the last one counts */
             *job = g_strdup(p + 4);
+        }
         else if (g_str_has_prefix(p, "replica:"))
             *replica = (int32_t)atoi(p + 8);
         else if (g_str_has_prefix(p, "task:"))

@@ -233,11 +233,11 @@ static void plan_backward(PlanSim *ps, double m, double *late_start)
 /* Turns each held Recv's planned release time into a dependency: the Recv may start once the
  * compute node of its device that, in the held schedule (start, finish), finishes last by that
  * time has finished (t->after). Such a node never depends on the Recv (it finishes before the
- * Recv starts, and has work: zero-duration nodes are passed over, so that a descendant cannot
- * tie), and gates never wait on each other in a cycle; it comes before the Recv's consumers in
+ * Recv starts, and takes time: nodes whose finish is their start are passed over, so that a
+ * descendant cannot tie), and gates never wait on each other in a cycle; it comes before the Recv's consumers in
  * the device's order. So a run ahead of the plan stays ahead: no Recv waits for a clock. */
-static void choose_gates(const PlanSim *ps, PsimPlan *plan, const PsimPlacement *p, int32_t nd,
-                         const double *start, const double *finish)
+static void choose_gates(PsimPlan *plan, const PsimPlacement *p, int32_t nd, const double *start,
+                         const double *finish)
 {
     int32_t n = p->n_nodes; /* the placed graph's nodes come first in plan->graph */
     /* Each device's compute nodes in placement order: one chain, finishes non-decreasing. */
@@ -267,7 +267,7 @@ static void choose_gates(const PlanSim *ps, PsimPlan *plan, const PsimPlacement 
                 hi = mid;
         }
         for (int32_t k = lo - 1; k >= 0; k--)
-            if (ps->dur[c[k]] > 0 && finish[c[k]] <= start[t->recv]) {
+            if (finish[c[k]] > start[c[k]] && finish[c[k]] <= start[t->recv]) {
                 t->after = c[k];
                 break;
             }
@@ -413,7 +413,7 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
     double m2 = plan_forward(&ps, earliest, start, finish);
     g_assert(m2 >= 0 && m2 <= m * (1 + 1e-12) + 1e-9);
     plan->makespan_us = m2;
-    choose_gates(&ps, plan, p, nd, start, finish);
+    choose_gates(plan, p, nd, start, finish);
     memcpy(plan->planned_start, start, sizeof(double) * N);
     /* Per-device order: by planned start, compute nodes keeping the placement's order. */
     {

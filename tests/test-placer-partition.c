@@ -208,22 +208,33 @@ static void test_compression(void)
     }
 }
 
+/* s (P:0) feeds long (P:1, 100 us) and side (P:0); join (P:1) waits for both, so side -> join
+ * has slack. With `pre`, P:1 first runs a 40 us node that long waits for. */
+static PsimGraph *slack_graph(gboolean pre)
+{
+    PsimGraph *g = psim_graph_new(pre ? "after" : "slack");
+    node(g, "s", 1, 1000, "P:0");
+    if (pre)
+        node(g, "pre", 40, 10, "P:1");
+    PsimNode *longp = node(g, "long", 100, 1000, "P:1");
+    psim_graph_node_input_add_ref(g, longp, "s");
+    if (pre)
+        psim_graph_node_input_add_ref(g, longp, "^pre");
+    PsimNode *side = node(g, "side", 1, 1000, "P:0");
+    psim_graph_node_input_add_ref(g, side, "s");
+    PsimNode *join = node(g, "join", 1, 10, "P:1");
+    psim_graph_node_input_add_ref(g, join, "long");
+    psim_graph_node_input_add_ref(g, join, "side");
+    return g;
+}
+
 /* Recv scheduling: a transfer off the critical path is held back (earliest start after its
  * producer's end, priority = its slack > 0), one on it is not held at all, and the makespan
  * does not change. */
 static void test_recv_schedule(void)
 {
     T t = {0};
-    PsimGraph *g = psim_graph_new("slack");
-    node(g, "s", 1, 1000, "P:0");
-    PsimNode *longp = node(g, "long", 100, 1000, "P:1");
-    psim_graph_node_input_add_ref(g, longp, "s");
-    PsimNode *side = node(g, "side", 1, 1000, "P:0");
-    psim_graph_node_input_add_ref(g, side, "s");
-    PsimNode *join = node(g, "join", 1, 10, "P:1");
-    psim_graph_node_input_add_ref(g, join, "long");
-    psim_graph_node_input_add_ref(g, join, "side");
-    t_run(&t, g, 2, FALSE);
+    t_run(&t, slack_graph(FALSE), 2, FALSE);
     /* s -> long crosses (critical), side -> join crosses (slack ~ 97 us). */
     g_assert_cmpint(t.plan->n_transfers, ==, 2);
     const PsimNode *nside = pnode(&t, "side");
@@ -264,18 +275,7 @@ static void test_recv_schedule(void)
 static void test_recv_after(void)
 {
     T t = {0};
-    PsimGraph *g = psim_graph_new("after");
-    node(g, "s", 1, 1000, "P:0");
-    node(g, "pre", 40, 10, "P:1");
-    PsimNode *longp = node(g, "long", 100, 1000, "P:1");
-    psim_graph_node_input_add_ref(g, longp, "s");
-    psim_graph_node_input_add_ref(g, longp, "^pre");
-    PsimNode *side = node(g, "side", 1, 1000, "P:0");
-    psim_graph_node_input_add_ref(g, side, "s");
-    PsimNode *join = node(g, "join", 1, 10, "P:1");
-    psim_graph_node_input_add_ref(g, join, "long");
-    psim_graph_node_input_add_ref(g, join, "side");
-    t_run(&t, g, 2, FALSE);
+    t_run(&t, slack_graph(TRUE), 2, FALSE);
     const PsimNode *nside = pnode(&t, "side"), *npre = pnode(&t, "pre");
     const PsimTransfer *held = NULL;
     for (int32_t k = 0; k < t.plan->n_transfers; k++)

@@ -44,7 +44,17 @@ void psim__sqlite_error_input(sqlite3 *sql, int rc, const char *path, const char
     if (!error || *error)
         return;
     psim__sqlite_error(sql, rc, path, what, error);
-    /* Busy, out of memory, a failing disk: still the run's, not the file's. */
-    if ((rc & 0xff) == SQLITE_ERROR)
+    /* While a file is being validated, SQLite's plain error, "out of memory" and "too big" come
+     * from what the file claims (a damaged record header asks for a huge buffer: a 7.7 KB file
+     * found by fuzz-costdb fails quick_check with SQLITE_NOMEM): the file's fault. Busy and a
+     * failing disk stay the run's. */
+    int code = rc & 0xff;
+    if (code == SQLITE_ERROR)
         (*error)->code = PSIM_ERROR_INPUT;
+    if (code == SQLITE_NOMEM || code == SQLITE_TOOBIG) {
+        g_clear_error(error);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: corrupt SQLite database (%s: %s, asked for by a damaged record)", path, what,
+                    sqlite3_errstr(rc));
+    }
 }

@@ -31,6 +31,25 @@ static PsimTimingStats stats(double median)
                              .min_us = median * 0.98, .median_us = median};
 }
 
+/* A cost DB at path with n kernel rows of op `op` (distinct signatures), closed; returns its
+ * bytes (g_free) and their count in *len. */
+static char *filled_db(const char *path, int n, const char *op, gsize *len)
+{
+    GError *err = NULL;
+    PsimCostDb *db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    PsimTimingStats s = stats(10);
+    for (int i = 0; i < n; i++) {
+        g_autofree char *sig = g_strdup_printf("%s(float32[%dx512])", op, i);
+        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, op, "monotonic", &s, &err));
+    }
+    psim_cost_db_close(db);
+    char *data = NULL;
+    g_assert_true(g_file_get_contents(path, &data, len, NULL));
+    return data;
+}
+
 static char *raw_query(const char *path, const char *sql)
 {
     sqlite3 *db;
@@ -282,17 +301,8 @@ static void test_bad_files(void)
 
     /* A DB with several pages, then garbage over its second page onwards. */
     g_autofree char *corrupt = tmp_path("corrupt.db");
-    PsimCostDb *db = psim_cost_db_open(corrupt, &err);
-    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
-    PsimTimingStats s = stats(10);
-    for (int i = 0; i < 200; i++) {
-        g_autofree char *sig = g_strdup_printf("Conv(float32[1x64x56x56],%d)", i);
-        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, "Conv", "monotonic", &s, &err));
-    }
-    psim_cost_db_close(db);
-    g_autofree char *data = NULL;
     gsize len;
-    g_assert_true(g_file_get_contents(corrupt, &data, &len, NULL));
+    g_autofree char *data = filled_db(corrupt, 200, "Conv", &len);
     g_assert_cmpuint(len, >, 3 * 4096);
     for (gsize i = 4096; i < len; i++)
         data[i] = (char)(0xa5 ^ (i * 7));
@@ -354,17 +364,8 @@ static void test_truncated(void)
 {
     g_autofree char *path = tmp_path("truncated.db");
     GError *err = NULL;
-    PsimCostDb *db = psim_cost_db_open(path, &err);
-    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
-    PsimTimingStats s = stats(10);
-    for (int i = 0; i < 300; i++) {
-        g_autofree char *sig = g_strdup_printf("MatMul(float32[%dx512])", i);
-        g_assert_true(psim_cost_db_kernel_put(db, psim_cluster_device(c, 0), sig, "MatMul", "monotonic", &s, &err));
-    }
-    psim_cost_db_close(db);
-    g_autofree char *data = NULL;
     gsize len;
-    g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+    g_autofree char *data = filled_db(path, 300, "MatMul", &len);
     g_assert_cmpuint(len, >, 8 * 4096);
     const gsize cuts[] = {100, 4096 + 1000, len / 2, len - 4096};
     for (size_t i = 0; i < G_N_ELEMENTS(cuts); i++) {

@@ -562,7 +562,9 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
     PsimPlacement *p = psim_placement_new(c->n, c->nd, pl->name);
     double t0 = psim__now_ms(), c0 = psim__cpu_ms();
     gboolean placed;
-    if (c->opt.coarsen && pl != &psim__placer_file) {
+    /* greedy asks the simulator's incremental engine, which reads the graph: it places the
+     * fine problem. */
+    if (c->opt.coarsen && pl != &psim__placer_file && pl != &psim__placer_greedy) {
         /* Place the chains, then refine per node: each node on its chain's device, ordered
          * by HEFT's rank with insertion. */
         if (!c->coarse)

@@ -68,6 +68,8 @@ static void start_from_heuristics(Search *s)
     for (size_t i = 0; i < G_N_ELEMENTS(starts); i++) {
         if (i >= 4 && c->n > 20000) /* the ETF family is quadratic in the ready set */
             break;
+        if (!c->g && !strcmp(starts[i], "greedy")) /* a coarse problem: greedy reads the graph */
+            continue;
         g_autoptr(PsimPlacement) p = psim_placement_new(c->n, c->nd, starts[i]);
         if (!psim_placer_lookup(starts[i])->place(c, p, NULL))
             continue;

@@ -786,6 +786,10 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     for (int32_t v = last, i = c; v >= 0 && i > 0; v = s->binding[v])
         res->critical[--i] = v;
     res->events = s->events;
+    if (opts->node_start)
+        memcpy(opts->node_start, s->start, sizeof(double) * (size_t)s->n);
+    if (opts->node_end)
+        memcpy(opts->node_end, s->end, sizeof(double) * (size_t)s->n);
     if (timeline) {
         PsimTimeline *t = psim_timeline_new(psim_graph_name(s->g), "sim", s->nd,
                                             (const char *const *)plan->devices);

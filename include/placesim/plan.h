@@ -46,8 +46,8 @@ typedef struct {
      * starts once node `after` (a compute node on dst, in plan->graph; -1: none, the Recv goes
      * as soon as its Send is done) has finished, as TensorFlow delays a Recv with control
      * dependencies. earliest_start (ALAP - margin, microseconds) is the planned release time
-     * that chose `after`: the latest-finishing node of dst planned to finish by then. Nothing
-     * at run time or in the simulator reads it. */
+     * that chose `after`: the latest-finishing node of dst to finish by then in the ALAP
+     * schedule. Nothing at run time or in the simulator reads it. */
     int32_t after;
     double earliest_start;
     double priority;       /* slack: lower goes first */
@@ -62,12 +62,12 @@ typedef struct PsimPlan {
     int32_t *device_of;    /* per node of graph */
     int32_t *n_order;      /* per device: node count */
     int32_t **order;       /* per device: node ids in execution order */
-    double *planned_start; /* per node, microseconds (the placer's estimate) */
+    double *planned_start; /* per node, microseconds: the simulator's start in the plan's step */
     double *priority;      /* per node: lower first (dynamic order) */
     int32_t n_transfers;
     PsimTransfer *transfers;
     int32_t *transfer_of_recv; /* per node: transfer index if the node is a Recv, else -1 */
-    double makespan_us;    /* the placer's own estimate */
+    double makespan_us;    /* the simulator's step time of this plan (static order) */
 } PsimPlan;
 
 /* An empty plan over `graph` (taken) and n_devices named devices; arrays sized and zeroed,

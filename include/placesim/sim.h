@@ -36,6 +36,10 @@ typedef struct {
     PsimOrder order;
     int32_t gpu_streams;   /* compute streams per GPU device (0: the cluster's n_streams) */
     gboolean no_timeline;  /* skip recording (faster; result figures still computed) */
+    /* Optional, n_nodes of the plan graph each: every node's start and end (a Recv's: its
+     * transfer's start and arrival; a Send's: when its input was done), for callers that
+     * schedule around the simulated step (the partitioner's ALAP pass). */
+    double *node_start, *node_end;
 } PsimSimOptions;
 
 typedef struct {

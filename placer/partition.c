@@ -79,14 +79,6 @@ typedef struct {
     GArray *src_dev;   /* device of every plan node, grown as nodes are added */
 } Part;
 
-static gboolean compress_output(const PsimPlaceCtx *c, const PsimNode *u, int32_t k)
-{
-    if (u->outputs[k].dtype != PSIM_DTYPE_FLOAT32)
-        return FALSE;
-    const PsimAttr *a = psim_node_attr(u, "_compress");
-    return c->opt.compress || (a && a->type == PSIM_ATTR_BOOL && a->v.b);
-}
-
 /* The transfer of output k of u (k < 0: a control edge) to device d, made on first use. */
 static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **error)
 {
@@ -108,7 +100,7 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     t.port = (PsimPort){u, k < 0 ? 0 : k};
     if (k >= 0) {
         t.raw_bytes = un->outputs[k].bytes;
-        t.compressed = compress_output(pt->c, un, k);
+        t.compressed = psim_plan_output_compressed(un, k, pt->c->opt.compress);
         t.rounding = t.compressed ? pt->c->opt.compress_rounding : PSIM_ROUNDING_TRUNCATE;
         t.bytes = t.compressed ? t.raw_bytes / 2 : t.raw_bytes;
     }

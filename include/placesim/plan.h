@@ -30,6 +30,9 @@ const char *psim_rounding_name(PsimRounding r);
 gboolean psim_rounding_from_name(const char *name, PsimRounding *out);
 /* The float32 bits that arrive for `bits` sent compressed with rounding r. */
 uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r);
+/* TRUE when output k of u crosses devices as 16 bits: a float32 tensor, with compression asked
+ * for every transfer (--compress) or by the producer's `_compress: true` attribute. */
+gboolean psim_plan_output_compressed(const PsimNode *u, int32_t k, gboolean compress_all);
 
 /* One Send/Recv pair: tensor `port` of the partitioned graph crosses from device src to dst. */
 typedef struct {

@@ -72,6 +72,26 @@ void psim_sim_result_clear(PsimSimResult *r);
 gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptions *opts,
                       PsimSimResult *res, PsimTimeline **timeline, GError **error);
 
+/* A placement to simulate as its plan would run, without building the plan: the graph's nodes
+ * on cluster devices device_of[v], each device running them in seq order (all n nodes; each
+ * device's in its order), cost[v] the node's time on its device. Cross-device inputs become
+ * one transfer per (tensor, destination device), in the order psim_plan_build makes them, so
+ * the step is the one psim_sim_run gives for the plan with no held Recvs and equal transfer
+ * priorities: the placers judge candidates with it. start and finish (optional, n each) get the
+ * nodes' times. */
+typedef struct {
+    const int32_t *device_of;
+    const int32_t *seq;
+    const double *cost;
+    gboolean compress;     /* float32 tensors travel as 16 bits (psim_plan_output_compressed) */
+    double *start, *finish;
+} PsimSimPlacement;
+
+/* The step time of placement pl of g (static order), or -1 with an error when it deadlocks or a
+ * cost is not finite. */
+double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimSimPlacement *pl,
+                               GError **error);
+
 /* ---- Incremental engine for list-scheduling placers (greedy) ----
  * Nodes of a graph (no Send/Recv yet) are committed one at a time, each after its
  * predecessors, appending to its device's stream; probe asks when a node would finish on a

@@ -850,10 +850,16 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     if (timeline) {
         PsimTimeline *t = psim_timeline_new(psim_graph_name(s->g), "sim", s->nd,
                                             (const char *const *)plan->devices);
+        /* The executor evaluates constant nodes once before any step and takes graph inputs as
+         * fed: they are not part of its step, nor of the predicted one (so that `compare`
+         * matches every op). They cost nothing here either. */
+        g_autofree gboolean *folded = psim_cost_constant_nodes(s->g);
         for (int32_t v = 0; v < s->n; v++) {
-            if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV)
+            if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV || (folded && folded[v]))
                 continue;
             const PsimNode *nv = psim_graph_node(s->g, v);
+            if ((nv->flags & PSIM_NODE_FED) || !strcmp(nv->op, "Placeholder"))
+                continue;
             psim_timeline_op_add(t, nv->name, nv->op, v, plan->device_of[v], s->stream[v],
                                  s->start[v], s->end[v]);
         }

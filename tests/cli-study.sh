@@ -28,7 +28,7 @@ python3 -c '
 import json, sys
 ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "op"]
 tags = sorted(e["args"].get("cost_source", "") for e in ops if "_send_" not in e["name"] and "_recv_" not in e["name"])
-assert tags == ["estimated"] * 7 + ["free"] * 7, tags' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
+assert tags == ["estimated"] * 7, tags  # the free ones (weights, input) are not in the step' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
 
 # Decision quality (issue 14): per graph the plan chosen from the simulations alone (lowest
 # simulated step; within 3% of it, fewer devices then fewer transfers), its measured step, the

@@ -95,7 +95,7 @@ double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error);
 
 /* Which nodes are evaluated once before any step, as the executor does: nodes whose outputs
  * are all known values, and nodes all of whose inputs (data and control) come from such nodes;
- * never Placeholders, fed nodes, stateful or abstract ops. The cost model counts them as free and
+ * never Placeholders, fed nodes, Send/Recv, stateful or abstract ops. The cost model counts them as free and
  * the profiler skips them. Returns n_nodes flags (g_free), NULL on a cycle. */
 gboolean *psim_cost_constant_nodes(const PsimGraph *g);
 /* TRUE for ops that do no work at run time (Const, Placeholder, NoOp, Identity, Send...). */

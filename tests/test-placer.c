@@ -48,6 +48,18 @@ static double sim_static(const PsimPlan *plan, PsimCostModel *m)
     return t;
 }
 
+/* A placement context for g on m with search's budget; fails the test on error. */
+static PsimPlaceCtx *ctx_budget(const PsimGraph *g, PsimCostModel *m, double budget_ms)
+{
+    PsimPlaceOptions o;
+    psim_place_options_init(&o);
+    o.budget_ms = budget_ms;
+    g_autoptr(GError) err = NULL;
+    PsimPlaceCtx *ctx = psim_place_ctx_new(g, m, &o, &err);
+    g_assert_no_error(err);
+    return ctx;
+}
+
 static void test_heft_paper(void)
 {
     g_autofree char *path = src_path("tests/data/heft-example.json");
@@ -106,12 +118,8 @@ static void test_stg_sim_equality(void)
     for (size_t k = 0; k < G_N_ELEMENTS(procs); k++) {
         g_autoptr(PsimCluster) c = uniform(procs[k], 0, 0);
         g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
-        PsimPlaceOptions o;
-        psim_place_options_init(&o);
-        o.budget_ms = 100;
+        g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 100);
         g_autoptr(GError) err = NULL;
-        g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
-        g_assert_no_error(err);
         for (const PsimPlacer *const *pl = psim_placer_list(NULL); *pl; pl++) {
             if (!strcmp((*pl)->name, "file"))
                 continue;
@@ -373,12 +381,8 @@ static void test_evaluator_place_equals_sim(void)
         for (int32_t rep = 0; rep < 2; rep++) {
             g_autoptr(PsimCluster) c = random_cluster(r, g_rand_int_range(r, 2, 5));
             g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
-            PsimPlaceOptions o;
-            psim_place_options_init(&o);
-            o.budget_ms = 5;
+            g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 5);
             g_autoptr(GError) err = NULL;
-            g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
-            g_assert_no_error(err);
             for (int32_t k = 0; k < n_algos; k++) {
                 if (!strcmp(algos[k]->name, "file"))
                     continue;
@@ -507,11 +511,7 @@ static void test_huge_costs(void)
             psim_cluster_device(c, d)->launch_us = 1e308;
         g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
         g_autoptr(GError) err = NULL;
-        PsimPlaceOptions o;
-        psim_place_options_init(&o);
-        o.budget_ms = 20;
-        g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
-        g_assert_no_error(err);
+        g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 20);
         g_autoptr(GPtrArray) all = place_all(ctx);
         for (guint i = 0; i < all->len; i++) {
             const PsimPlacement *p = all->pdata[i];
@@ -547,11 +547,7 @@ static void test_empty_graph(void)
     g_autoptr(PsimCluster) c = uniform(2, 1, 1);
     g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
     g_autoptr(GError) err = NULL;
-    PsimPlaceOptions o;
-    psim_place_options_init(&o);
-    o.budget_ms = 20;
-    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, m, &o, &err);
-    g_assert_no_error(err);
+    g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 20);
     g_assert_cmpfloat(psim_place_ctx_lower_bound(ctx), ==, 0);
     g_autoptr(GPtrArray) all = place_all(ctx);
     for (guint i = 0; i < all->len; i++) {

@@ -53,8 +53,25 @@ for c in ch:
     assert abs(c["regret_pct"] - 100 * (pick["measured_us"] / best["measured_us"] - 1)) < 1e-9, c
     assert c["single_measured_us"] == [r for r in rs if r["algo"] == "single"][0]["measured_us"]
 assert d["max_regret_pct"] == max(c["regret_pct"] for c in ch)
+# Against single: chosen measured / single measured - 1, the worst, and the count over 2%.
+for c in ch:
+    assert abs(c["vs_single_pct"] - 100 * (c["chosen_measured_us"] / c["single_measured_us"] - 1)) < 1e-9, c
+assert d["max_vs_single_pct"] == max(0, max(c["vs_single_pct"] for c in ch)), d
+assert d["choices_slower_than_single"] == sum(c["vs_single_pct"] > 2 for c in ch), d
+# Error per algorithm (mean signed too), and on one device apart from several devices.
+ok = [r for r in rows if "error" not in r]
+by = {e.get("algo", e.get("devices")): e for e in d["errors"]}
+assert set(by) == {"single", "round-robin", "heft", "one", "several"}, by
+for a in ("single", "round-robin", "heft"):
+    rs = [r["error_pct"] for r in ok if r["algo"] == a]
+    assert by[a]["runs"] == len(rs) and abs(by[a]["mean_signed_error_pct"] - sum(rs) / len(rs)) < 1e-9, by[a]
+    assert by[a]["max_abs_error_pct"] == max(abs(x) for x in rs), by[a]
+assert by["one"]["runs"] + by["several"]["runs"] == len(ok), by
+assert by["one"]["runs"] >= 2, by  # single on each graph at least
 ' || fail "choices: $out"
 grep -q "^## Choices" "$tmp/c/report.md" || fail "report.md has no choices"
+grep -q "^## Error by algorithm and by devices used" "$tmp/c/report.md" || fail "report.md has no error groups"
+if command -v gnuplot >/dev/null; then [ -s "$tmp/c/accuracy.png" ] || fail "no accuracy.png"; fi
 "$PSIM" place zoo:cnn --cluster local:2 --algo all --budget-ms 20 --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)

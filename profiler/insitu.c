@@ -13,8 +13,8 @@ void psim_insitu_options_init(PsimInsituOptions *o)
     *o = (PsimInsituOptions){.steps = 20, .warmup = 3, .busy = TRUE};
 }
 
-/* The samples of one device's run: per node of the graph, its durations (NULL: did not run);
- * the gaps between consecutive ops; the steps' times. */
+/* The samples of one device's run, step by step: per node of the graph, its durations (NULL:
+ * did not run); per step, the sum and count of the gaps between consecutive ops, and its time. */
 typedef struct {
     PsimExecutor *e;
     PsimTensor *const *feeds;
@@ -24,7 +24,7 @@ typedef struct {
     int32_t n_devices;   /* busy runs: keep stepping until all n_devices are done */
     int32_t n_nodes;
     GArray **per_node;   /* double */
-    GArray *gaps, *step_us;
+    GArray *gap_sum, *gap_n, *step_us; /* double, one per recorded step */
     GError *error;
 } Run;
 
@@ -35,8 +35,10 @@ static void run_clear(Run *r)
         if (r->per_node[i])
             g_array_free(r->per_node[i], TRUE);
     g_free(r->per_node);
-    if (r->gaps)
-        g_array_free(r->gaps, TRUE);
+    if (r->gap_sum)
+        g_array_free(r->gap_sum, TRUE);
+    if (r->gap_n)
+        g_array_free(r->gap_n, TRUE);
     if (r->step_us)
         g_array_free(r->step_us, TRUE);
     g_clear_error(&r->error);
@@ -47,6 +49,7 @@ static void run_record(Run *r)
 {
     PsimExecStats st;
     psim_executor_stats(r->e, &st);
+    double gap_sum = 0, gap_n = 0;
     for (int32_t k = 0; k < st.n_run; k++) {
         int32_t v = st.nodes[k];
         if (v < 0 || v >= r->n_nodes)
@@ -58,10 +61,12 @@ static void run_record(Run *r)
         /* A single-device step has nothing to wait for: the next op was ready when this one
          * ended, and the time until it starts is the executor's own. */
         if (k + 1 < st.n_run) {
-            double gap = MAX(0.0, st.start[k + 1] - st.end[k]);
-            g_array_append_val(r->gaps, gap);
+            gap_sum += MAX(0.0, st.start[k + 1] - st.end[k]);
+            gap_n++;
         }
     }
+    g_array_append_val(r->gap_sum, gap_sum);
+    g_array_append_val(r->gap_n, gap_n);
     g_array_append_val(r->step_us, st.step_us);
 }
 
@@ -97,7 +102,8 @@ static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t
 {
     r->n_nodes = psim_graph_n_nodes(g);
     r->per_node = g_new0(GArray *, r->n_nodes + 1);
-    r->gaps = g_array_new(FALSE, FALSE, sizeof(double));
+    r->gap_sum = g_array_new(FALSE, FALSE, sizeof(double));
+    r->gap_n = g_array_new(FALSE, FALSE, sizeof(double));
     r->step_us = g_array_new(FALSE, FALSE, sizeof(double));
     r->feeds = feeds;
     r->n_fetches = n_fetches;
@@ -108,24 +114,37 @@ static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t
     return r->e != NULL;
 }
 
-/* Per node that does measured work, its median in-situ time (NAN where it did not run). */
-static double *node_medians(const PsimGraph *g, const Run *r, const gboolean *constant)
+/* Per node that does measured work, its in-situ time: the median over the steps (NAN where it
+ * did not run). Medians, not means: on a shared host a third of the steps can be preempted for
+ * milliseconds (docs/validation.md), and a mean over them is the host's, not the op's. */
+static double *node_times(const PsimGraph *g, const Run *r, const gboolean *constant)
 {
-    double *med = g_new(double, r->n_nodes + 1);
+    double *t = g_new(double, r->n_nodes + 1);
     for (int32_t v = 0; v < r->n_nodes; v++) {
         const PsimNode *n = psim_graph_node(g, v);
         GArray *a = r->per_node[v];
-        med[v] = NAN;
+        t[v] = NAN;
         if (a && a->len && psim_profiler_node_measurable(g, n, constant)) {
             g_autofree double *tmp = g_memdup2(a->data, sizeof(double) * a->len);
-            med[v] = psim_stats_median(tmp, a->len);
+            t[v] = psim_stats_median(tmp, a->len);
         }
     }
-    return med;
+    return t;
 }
 
-/* Stores one row per signature on device d: the median of its nodes' medians; n, mean, stddev
- * and min over all their samples. */
+/* The median over the steps of each step's mean gap between two ops (NAN without gaps). */
+static double median_gap(const Run *r)
+{
+    g_autofree double *per_step = g_new(double, r->gap_sum->len + 1);
+    int64_t n = 0;
+    for (guint s = 0; s < r->gap_sum->len; s++)
+        if (g_array_index(r->gap_n, double, s) > 0)
+            per_step[n++] = g_array_index(r->gap_sum, double, s) / g_array_index(r->gap_n, double, s);
+    return psim_stats_median(per_step, n);
+}
+
+/* Stores one row per signature on device d: the median of its nodes' times (node_times); n,
+ * mean, stddev and min over all their samples. */
 static gboolean store_rows(PsimProfiler *p, const PsimGraph *g, const Run *r, const double *med,
                            const PsimDevice *d, PsimInsituReport *report, GError **error)
 {
@@ -262,18 +281,22 @@ gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *c
         ok = run_prepare(p, &r, g, d, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error) &&
              run_all(p, &r, &d, 1, error);
         if (ok) {
-            alone[d] = node_medians(g, &r, constant);
+            alone[d] = node_times(g, &r, constant);
             ok = store_rows(p, g, &r, alone[d], dev, report, error);
-            double gap = psim_stats_median((double *)r.gaps->data, r.gaps->len);
+            double gap = median_gap(&r);
             if (ok && !isnan(gap)) {
-                g_autofree char *detail = g_strdup_printf("in-situ: median gap between ops, %u gaps of %d steps of %s",
-                                                          r.gaps->len, o.steps, psim_graph_name(g));
+                g_autofree char *detail = g_strdup_printf(
+                    "in-situ: median over %d steps of %s of the step's mean gap between ops", o.steps,
+                    psim_graph_name(g));
                 ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
                 report->calibrations += ok;
             }
             if (report->n_runs == 0) {
                 report->dispatch_us = isnan(gap) ? 0 : gap;
-                report->step_us = psim_stats_median((double *)r.step_us->data, r.step_us->len);
+                g_autofree double *steps = g_memdup2(r.step_us->data, sizeof(double) * r.step_us->len);
+                report->step_us = psim_stats_median(steps, r.step_us->len);
+                double n_gaps = r.gap_n->len ? g_array_index(r.gap_n, double, 0) : 0;
+                report->ops_us = sum_finite(alone[d], r.n_nodes, NULL) + report->dispatch_us * n_gaps;
                 for (int32_t v = 0; v < r.n_nodes; v++)
                     report->n_nodes += !isnan(alone[d][v]);
             }
@@ -292,7 +315,7 @@ gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *c
             ok = run_all(p, rs, cpus, n_cpus, error);
         for (int32_t k = 0; ok && k < n_cpus; k++) {
             int32_t d = cpus[k];
-            g_autofree double *busy = node_medians(g, &rs[k], constant);
+            g_autofree double *busy = node_times(g, &rs[k], constant);
             double *ref = alone[first_of[d]];
             double a = sum_finite(ref, rs[k].n_nodes, busy), b = sum_finite(busy, rs[k].n_nodes, ref);
             if (!(a > 0 && b > 0))

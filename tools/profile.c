@@ -114,6 +114,8 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
             json_builder_add_int_value(b, rep[i].calibrations);
             json_builder_set_member_name(b, "step_us");
             json_builder_add_double_value(b, rep[i].step_us);
+            json_builder_set_member_name(b, "ops_us");
+            json_builder_add_double_value(b, rep[i].ops_us);
             json_builder_set_member_name(b, "dispatch_us");
             json_builder_add_double_value(b, rep[i].dispatch_us);
             json_builder_set_member_name(b, "busy_factor");
@@ -314,9 +316,10 @@ int psim_cmd_profile(int argc, char **argv)
                llc / 1048576.0);
     for (guint i = 0; in_situ && i < graphs->len; i++)
         if (insitu_ok[i])
-            printf("in-situ      %s: %d rows, %d ops a step, step %.1f us, dispatch %.2f us/op, busy x%.3f\n",
-                   psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows, insitu[i].n_nodes,
-                   insitu[i].step_us, insitu[i].dispatch_us, insitu[i].busy_factor);
+            printf("in-situ      %s: %d rows, %d ops a step, step %.1f us (rows + gaps: %.1f us), dispatch "
+                   "%.2f us/op, busy x%.3f\n", psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows,
+                   insitu[i].n_nodes, insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us,
+                   insitu[i].busy_factor);
         else
             printf("in-situ      %s: cannot run whole; kernels timed alone\n",
                    psim_graph_name(g_ptr_array_index(graphs, i)));

@@ -176,11 +176,11 @@ gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GEr
  * (one device per fingerprint: identical hardware shares rows) as a single-device executor, for
  * `warmup` discarded steps and then `steps` measured ones; each op's time comes from the
  * executor's own per-op clock. Stored in the cost DB: per kernel signature a method 'insitu' row
- * (the median over the nodes sharing the signature of each node's median over the steps; n, mean,
- * stddev and min over all their samples), which the cost model prefers to kernel-alone rows; per
- * device a "dispatch_us" calibration (the median gap between one op's end and the next op's start
- * on the device's thread: the executor's dispatch, which the cost model adds to every measured
- * op); and with `busy` on a cluster of several CPU devices, "busy_factor" and "busy_devices"
+ * (median_us: the median over the nodes sharing the signature of each node's median over the
+ * steps; n, mean, stddev and min over all their samples), which the cost model prefers to
+ * kernel-alone rows; per device a "dispatch_us" calibration (the median over the steps of the
+ * mean gap between one op's end and the next op's start on the device's thread: the executor's
+ * dispatch, which the cost model adds to every measured op); and with `busy` on a cluster of several CPU devices, "busy_factor" and "busy_devices"
  * calibrations (every CPU device runs the graph at once: the sum of a device's op medians then
  * over the sum alone; psim_cost_model_set_busy). GPU devices are not run (their executor times
  * are launches, not kernels). */
@@ -198,7 +198,8 @@ typedef struct {
     int32_t rows;         /* (signature, device) in-situ rows stored */
     int32_t calibrations; /* calibration rows stored */
     double step_us;       /* the first device's median step, alone */
-    double dispatch_us;   /* its median op-to-op gap */
+    double ops_us;        /* the step its rows predict: their sum over the nodes, plus the gaps */
+    double dispatch_us;   /* its op-to-op gap (dispatch_us) */
     double busy_factor;   /* its factor with every device busy (1: not measured) */
     double elapsed_ms;
 } PsimInsituReport;

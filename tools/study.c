@@ -373,8 +373,11 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
-        g_string_append_printf(md, "Each graph was profiled (what the cost DB lacked), placed and simulated; then its "
-                                   "kernels were profiled again in passes between its measured rounds, and each plan "
+        g_string_append_printf(md, "Each graph was profiled (in situ where it runs whole on a device: the whole graph "
+                                   "run in runs of its own, each op timed by the executor; kernels timed alone for what "
+                                   "the cost DB still lacked), placed and simulated; then profiled again (in situ after "
+                                   "its measured rounds; otherwise its kernels profiled again in passes between its "
+                                   "measured rounds), and each plan "
                                    "simulated again with those rows (the placement unchanged): the simulated and the "
                                    "measured steps saw the same minutes of the host. \"At placement\" is the first "
                                    "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", placed_med, placed_worst);

@@ -74,6 +74,16 @@ if command -v sqlite3 > /dev/null; then
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" = 1 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'busy_factor' AND value > 0")" = 2 ]
 fi
+# The simulator reaches those rows through the cost model: the single plan of mlp is all
+# measured, and its step is the rows' sum plus the gaps that profile --in-situ reported.
+"$PSIM" sim zoo:mlp --cluster local:2 --algo single --db "$tmp/i.db" --json > "$tmp/sim.json" 2>/dev/null
+python3 - "$tmp/insitu.json" "$tmp/sim.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["in_situ"][0]
+r = json.load(open(sys.argv[2]))
+assert r["cost_sources"]["measured"] == s["ops"] and r["cost_sources"]["estimated"] == 0, r
+assert abs(r["step_time_us"] - s["ops_us"]) <= 0.01 * s["ops_us"] + 1, (r["step_time_us"], s)
+PY
 "$PSIM" profile "$tmp/g.json" --cluster local:2 --db "$tmp/i.db" --no-links --no-calibrate --in-situ-steps 0 \
     2> "$tmp/err.txt" && exit 1
 grep -q "in-situ-steps" "$tmp/err.txt"

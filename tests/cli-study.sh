@@ -123,6 +123,18 @@ echo "$out" | grep -q '"placed_median_abs_error_pct":' || fail "json has no plac
 grep -q 'profiled again in passes between its measured rounds' "$tmp/p/report.md" || fail "report does not say the refresh"
 n=$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM kernels" 2>/dev/null || echo skip)
 [ "$n" = skip ] || [ "$n" -gt 0 ] || fail "no kernel rows after profiling"
+# mlp runs whole: its rows are in-situ ones (issue 14), with the devices' dispatch gaps; with
+# --no-in-situ a new DB gets kernel rows only.
+if command -v sqlite3 >/dev/null; then
+    [ "$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" -gt 0 ] ||
+        fail "no in-situ rows after study"
+    [ "$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" -gt 0 ] ||
+        fail "no dispatch_us after study"
+    "$PSIM" study zoo:mlp --cluster local:2 --algos single --steps 2 --profile-budget-ms 5 --profile-rounds 4 \
+        --no-in-situ --out "$tmp/k" >/dev/null 2>&1 || fail "study --no-in-situ"
+    [ "$(sqlite3 "$tmp/k/costs.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" = 0 ] ||
+        fail "--no-in-situ wrote in-situ rows"
+fi
 out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single --steps 2 --no-refresh --out "$tmp/p" --json) ||
     fail "study --no-refresh exited $?"
 python3 -c 'import json,sys; r=json.loads(sys.argv[1])["rows"][0]; sys.exit(r["sim_us"] != r["placed_sim_us"])' "$out" ||

@@ -12,6 +12,7 @@
 #include "placesim/formats.h"
 #include "placesim/graph.h"
 #include "placesim/plan.h"
+#include "placesim/profiler.h"
 #include "placesim/timeline.h"
 
 typedef struct {
@@ -119,6 +120,13 @@ gboolean psim_cli_default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray 
 void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
 gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
+
+/* Profiles g in situ (psim_profiler_insitu) with feeds given by name (both arrays may be NULL;
+ * tensors borrowed) and default feeds and fetches for the rest, as `run` has them
+ * (tools/insitu.c). */
+gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, GPtrArray *feed_names,
+                                 GPtrArray *feeds, const PsimInsituOptions *o, PsimInsituReport *r,
+                                 GError **error);
 
 /* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
  * device; indexed by PsimCostSource (tools/cost-sources.c). */

@@ -373,8 +373,11 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
-        g_string_append_printf(md, "Each graph was profiled (what the cost DB lacked), placed and simulated; then its "
-                                   "kernels were profiled again in passes between its measured rounds, and each plan "
+        g_string_append_printf(md, "Each graph was profiled (in situ where it runs whole on a device: the whole graph "
+                                   "run in runs of its own, each op timed by the executor; kernels timed alone for what "
+                                   "the cost DB still lacked), placed and simulated; then profiled again (in situ after "
+                                   "its measured rounds; otherwise its kernels profiled again in passes between its "
+                                   "measured rounds), and each plan "
                                    "simulated again with those rows (the placement unchanged): the simulated and the "
                                    "measured steps saw the same minutes of the host. \"At placement\" is the first "
                                    "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", placed_med, placed_worst);
@@ -453,7 +456,7 @@ typedef struct {
     /* Flags as given. */
     char *cluster_spec, *algos, *db_path, *out_dir, *order_name, *profile_weights;
     char *steps_text, *rounds_text, *profile_rounds_text, *budget_text;
-    gboolean json, no_profile, no_refresh;
+    gboolean json, no_profile, no_refresh, no_in_situ;
     PsimCliGraphOptions go;
     /* Checked. */
     int steps, rounds, profile_rounds;
@@ -536,6 +539,10 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
          "Profiling time budget per kernel signature and device, at most one day (default 300)", "MS"},
         {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &st->profile_weights,
          "Profiling: CPU kernels' weights cold, warm or auto (default; see 'placesim profile --help')", "MODE"},
+        {"no-in-situ", 0, 0, G_OPTION_ARG_NONE, &st->no_in_situ,
+         "Time kernels alone only (by default each graph that can run whole on a device is profiled in situ "
+         "first, as 'placesim profile --in-situ', in runs separate from the measured ones, and again after "
+         "them instead of the kernels' refresh)", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &st->json, "Print one JSON object with the rows", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
@@ -689,18 +696,45 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
     return TRUE;
 }
 
+/* Graph gi in situ (psim_profiler_insitu), in runs of their own (never the measured runs):
+ * *ran TRUE when it could run whole; FALSE only on errors that end the study. */
+static gboolean study_insitu(Study *st, PsimProfiler *prof, PsimGraph *g, gboolean *ran, GError **error)
+{
+    *ran = FALSE;
+    if (st->no_in_situ)
+        return TRUE;
+    g_autofree char *what = g_strdup_printf("%s: profiling in situ", psim_graph_name(g));
+    progress(&st->prog, what);
+    GError *err = NULL;
+    if (psim_cli_profile_insitu(prof, g, NULL, NULL, NULL, NULL, &err)) {
+        *ran = TRUE;
+        return TRUE;
+    }
+    if (!g_error_matches(err, PSIM_ERROR, PSIM_ERROR_INPUT) && !g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED)) {
+        g_propagate_error(error, err);
+        return FALSE;
+    }
+    fprintf(stderr, "placesim: warning: %s: cannot run whole (%s); its kernels are timed alone\n",
+            psim_graph_name(g), err->message);
+    g_error_free(err);
+    return TRUE;
+}
+
 /* Graph gi's kernels that the DB lacks. Each graph is profiled right before its plans run, not
  * all graphs first: the speed of a shared host drifts over minutes, and the simulated and the
- * measured steps should see the same machine. Links and calibration once. */
-static PsimProfiler *study_profile_graph(Study *st, guint gi, GError **error)
+ * measured steps should see the same machine. In situ first where the graph runs whole (*insitu
+ * TRUE), then kernels timed alone for the signatures it left; links and calibration once. */
+static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, GError **error)
 {
     PsimGraph *g = g_ptr_array_index(st->graphs, gi);
-    g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
-    progress(&st->prog, what);
     st->po.links = st->po.calibrate = gi == 0;
     g_autoptr(PsimProfiler) prof = psim_profiler_new(st->cluster, st->db, &st->po, error);
+    if (!prof || !study_insitu(st, prof, g, insitu, error))
+        return NULL;
+    g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
+    progress(&st->prog, what);
     PsimProfileReport rep;
-    if (!prof || !psim_profiler_run(prof, &g, 1, &rep, error))
+    if (!psim_profiler_run(prof, &g, 1, &rep, error))
         return NULL;
     if (st->prog.tty)
         fputc('\n', stderr);
@@ -746,7 +780,8 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
 {
     PsimGraph *g = g_ptr_array_index(st->graphs, gi);
     g_autoptr(PsimProfiler) prof = NULL;
-    if (!st->no_profile && !(prof = study_profile_graph(st, gi, error)))
+    gboolean insitu = FALSE;
+    if (!st->no_profile && !(prof = study_profile_graph(st, gi, &insitu, error)))
         return FALSE;
     g_autoptr(PsimCostModel) model = psim_cost_model_new(st->cluster, st->db);
     guint first = st->rows->len;
@@ -763,7 +798,7 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
      * docs/validation.md): a profile taken before placing, a minute before the steps, then
      * shifted whole models' errors by up to 17%. */
     g_autoptr(PsimProfileSession) session = NULL;
-    if (prof && !st->no_refresh) {
+    if (prof && !st->no_refresh && !insitu) {
         GError *err = NULL;
         session = psim_profile_session_new(prof, g, &err);
         if (!session) {
@@ -775,6 +810,18 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
     study_measure(st, trials, session, run_tl);
     gboolean ok = TRUE;
+    /* In situ, the refresh is a second in-situ profile after the measured rounds (its own runs):
+     * the kernels' refresh would time rows the model no longer reads. */
+    if (insitu && !st->no_refresh) {
+        gboolean again = FALSE;
+        ok = study_insitu(st, prof, g, &again, error);
+        if (ok && again) {
+            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
+            for (int a = 0; a < st->n_algos; a++)
+                if (!trials[a].r->error)
+                    trial_simulate(&trials[a], fresh, st->order);
+        }
+    }
     if (session) {
         progress(&st->prog, "storing the refreshed profile");
         ok = psim_profile_session_finish(g_steal_pointer(&session), NULL, error);

@@ -55,7 +55,6 @@ struct PsimCostModel {
     GHashTable *measured; /* "device\nsignature" -> Measured*, or NULL: no row */
     GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
     gboolean db_error_warned;
-    int32_t n_busy;       /* psim_cost_model_set_busy: devices running at once (0: not set) */
 };
 
 const char *psim_cost_source_name(PsimCostSource s)
@@ -199,13 +198,6 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
     g_mutex_unlock(&m->lock);
 }
 
-void psim_cost_model_set_busy(PsimCostModel *m, int32_t n_busy)
-{
-    g_mutex_lock(&m->lock);
-    m->n_busy = MAX(n_busy, 0);
-    g_mutex_unlock(&m->lock);
-}
-
 /* The factor for ops of a device while n_busy devices run: 1 for one, the calibrated factor
  * for as many as were busy when it was measured (or more), linear in between. */
 static double busy_scale(const DeviceRates *r, int32_t n_busy)
@@ -214,6 +206,15 @@ static double busy_scale(const DeviceRates *r, int32_t n_busy)
         return 1;
     double share = MIN(1.0, (n_busy - 1) / (r->busy_devices - 1));
     return 1 + (r->busy_factor - 1) * share;
+}
+
+double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    double f = device >= 0 && device < m->n_dev ? busy_scale(rates(m, device), n_busy) : 1;
+    g_mutex_unlock(&m->lock);
+    return f;
 }
 
 /* The measured median of node n on device (scaled to the device's current speed reference when
@@ -341,9 +342,9 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
         us = measured(m, g, n, device, db_row);
         if (!isnan(us)) {
             /* A row times the kernel alone; in a step the executor also spends its dispatch gap
-             * on every op, and ops run slower while other devices share the caches. */
-            const DeviceRates *r = rates(m, device);
-            us = us * busy_scale(r, m->n_busy) + r->dispatch_us;
+             * on every op. (Ops run slower while other devices share the caches: the simulator,
+             * which knows how many run, scales by psim_cost_model_busy_scale.) */
+            us += rates(m, device)->dispatch_us;
             g_mutex_unlock(&m->lock);
             *src = PSIM_COST_SOURCE_MEASURED;
             return us;

@@ -573,6 +573,24 @@ static gboolean setup(Sim *s)
 static void setup_common(Sim *s)
 {
     int32_t n = s->n, nd = s->nd;
+    /* Ops run slower while other devices share the caches and memory: every node's cost on a
+     * device is scaled by the device's calibrated factor for as many busy devices as the step
+     * gives work (1 without a calibration). */
+    g_autofree uint8_t *works = g_new0(uint8_t, nd + 1);
+    int32_t n_busy = 0;
+    for (int32_t v = 0; v < n; v++)
+        if (s->cost[v] > 0 && !works[s->dev_of[v]]) {
+            works[s->dev_of[v]] = 1;
+            n_busy++;
+        }
+    if (n_busy >= 2) {
+        g_autofree double *f = g_new(double, nd + 1);
+        for (int32_t d = 0; d < nd; d++)
+            f[d] = works[d] ? psim_cost_model_busy_scale(s->m, s->cluster_dev[d], n_busy) : 1;
+        for (int32_t v = 0; v < n; v++)
+            if (f[s->dev_of[v]] != 1)
+                s->cost[v] = psim_cost_bound(s->cost[v] * f[s->dev_of[v]]);
+    }
     s->dev = g_new0(Dev, nd + 1);
     s->dirty = g_new(int32_t, nd + 1);
     s->is_dirty = g_new0(uint8_t, nd + 1);

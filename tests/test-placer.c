@@ -413,6 +413,54 @@ static void test_evaluator_place_equals_sim(void)
     g_assert_cmpint(checked, >=, 8 * (int32_t)graphs->len);
 }
 
+/* Interference is the simulator's: with a busy_factor calibration (1.5 with 2 devices busy),
+ * two independent 100 us tasks take 200 us on one device and 150 us split over two, and the
+ * placers' estimate, the plan's makespan and psim_sim_run agree. */
+static void test_evaluator_busy(void)
+{
+    g_autoptr(PsimGraph) g = psim_graph_new("busy");
+    for (const char *const *nm = (const char *const[]){"a", "b", NULL}; *nm; nm++) {
+        PsimNode *t = psim_graph_node_add(g, *nm, "Task", NULL);
+        psim_graph_node_cost_set(g, t, "*", 100);
+    }
+    g_assert_true(psim_graph_finalize(g, NULL));
+    g_autoptr(PsimCluster) c = psim_cluster_new();
+    for (int32_t i = 0; i < 2; i++) {
+        g_autofree char *nm = g_strdup_printf("CPU:%d", i);
+        psim_cluster_device_add(c, nm, "CPU", NULL);
+        psim_cluster_device(c, i)->description = g_strdup("test cpu");
+    }
+    psim_cluster_default_link_set(c, (PsimLink){.bandwidth_GBps = 0, .latency_us = 0, .independent = TRUE});
+    g_autofree char *dir = g_dir_make_tmp("psim-busy-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "c.db", NULL);
+    g_autoptr(GError) err = NULL;
+    {
+        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        g_assert_no_error(err);
+        for (int32_t i = 0; i < 2; i++) {
+            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(c, i), "busy_factor", 1.5, "test", &err));
+            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(c, i), "busy_devices", 2, "test", &err));
+        }
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 5);
+        for (const char *const *a = (const char *const[]){"single", "heft", NULL}; *a; a++) {
+            g_autoptr(PsimPlacement) p = psim_place(ctx, *a, &err);
+            g_assert_no_error(err);
+            g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+            g_assert_no_error(err);
+            double want = !strcmp(*a, "single") ? 200 : 150;
+            g_assert_cmpfloat(p->makespan_us, ==, want);
+            g_assert_cmpfloat(plan->makespan_us, ==, want);
+            g_assert_cmpfloat(sim_static(plan, m), ==, want);
+        }
+    }
+    unlink(path);
+    g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);
+    unlink(wal);
+    unlink(shm);
+    rmdir(dir);
+}
+
 /* Coarsening: four chains of 50 between a source and a sink become 6 nodes; each chain stays
  * on one device and the four run in parallel. */
 static void test_coarsen(void)
@@ -633,6 +681,7 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/constraints/memory", test_memory);
     g_test_add_func("/placer/file/round-trip", test_file);
     g_test_add_func("/placer/evaluator/place-equals-sim", test_evaluator_place_equals_sim);
+    g_test_add_func("/placer/evaluator/busy", test_evaluator_busy);
     g_test_add_func("/placer/coarsen/chains", test_coarsen);
     g_test_add_func("/placer/robust/huge-costs", test_huge_costs);
     g_test_add_func("/placer/robust/empty-graph", test_empty_graph);

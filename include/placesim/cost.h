@@ -54,13 +54,14 @@ const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m);
  * answers for the host as fast as it is now, not as it was while profiling. */
 void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimSpeedRef *now);
 
-/* How many devices run at once in the step being evaluated (the simulator knows the plan; the
- * model does not): with n_busy >= 2, a measured op of a device with a "busy_factor" calibration
- * (profile --in-situ: its ops' time with every device of the cluster running the model at once,
- * over their time alone; measured with "busy_devices" devices) is scaled by 1 + (factor - 1) *
- * min(1, (n_busy - 1) / (busy_devices - 1)). 0 or 1 (the default): no scaling. The simulator
- * sets it to the plan's number of devices with work before it asks for costs. */
-void psim_cost_model_set_busy(PsimCostModel *m, int32_t n_busy);
+/* The factor by which ops of `device` slow down while n_busy devices of the step run at once
+ * (shared caches and memory bandwidth): with n_busy >= 2 and a "busy_factor" calibration of the
+ * device (profile --in-situ: its ops' time with every device of the cluster running the model at
+ * once, over their time alone; measured with "busy_devices" devices), 1 + (factor - 1) *
+ * min(1, (n_busy - 1) / (busy_devices - 1)); else 1. The cost model does not know the plan: the
+ * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
+ * the step gives work. */
+double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
 
 /* The longest time the model answers, in microseconds. Finite costs and link times beyond it (a
  * graph's or a cluster's 1e308) are taken as this, so that the sums a schedule makes of them stay
@@ -72,7 +73,7 @@ double psim_cost_bound(double us);
 /* Microseconds for node n of g on device `device` (cluster index); +inf when it cannot run there
  * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. A
  * measured answer is the row's median (an in-situ row before a kernel-alone one), scaled by
- * psim_cost_model_set_speed_ref and psim_cost_model_set_busy, plus the device's "dispatch_us"
+ * psim_cost_model_set_speed_ref, plus the device's "dispatch_us"
  * calibration (the executor's median op-to-op gap, profile --in-situ; 0 without it). */
 double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src);

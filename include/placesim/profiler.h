@@ -182,7 +182,7 @@ gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GEr
  * mean gap between one op's end and the next op's start on the device's thread: the executor's
  * dispatch, which the cost model adds to every measured op); and with `busy` on a cluster of several CPU devices, "busy_factor" and "busy_devices"
  * calibrations (every CPU device runs the graph at once: the sum of a device's op medians then
- * over the sum alone; psim_cost_model_set_busy). GPU devices are not run (their executor times
+ * over the sum alone; psim_cost_model_busy_scale). GPU devices are not run (their executor times
  * are launches, not kernels). */
 typedef struct {
     int32_t steps;  /* measured steps (default 20) */

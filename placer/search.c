@@ -17,8 +17,8 @@
 
 /* Work units per millisecond of budget, with an evaluation costing (nodes + edges) x (devices
  * + 2) + 64 units: about the development VM's speed for a decode plus a simulated step
- * (psim_sim_placement_step; 1000 ms of budget took 1.6 s on a 52-task STG graph over local:4). */
-#define UNITS_PER_MS 25000.0
+ * (psim_sim_placement_step): at most 1 s of CPU per 1000 ms of budget on the STG set, bench/stg-study.sh. */
+#define UNITS_PER_MS 21000.0
 
 typedef struct {
     PsimPlaceCtx *c;

@@ -271,6 +271,8 @@ static int bench_nodes(const char *path, const char *op, int reps)
 
 int main(int argc, char **argv)
 {
+    /* The nodes and matmul modes run kernels on this thread: in the executor's float mode. */
+    psim_kernel_thread_init();
     if (argc == 5 && !strcmp(argv[1], "nodes"))
         return bench_nodes(argv[2], argv[3], atoi(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "matmul"))

@@ -84,6 +84,10 @@ DEF_BIN(div_i32, int32_t, int32_t, idiv32(x, y))
 DEF_BIN(div_i64, int64_t, int64_t, idiv64(x, y))
 DEF_BIN(pow_f32, float, float, powf(x, y))
 DEF_BIN(pow_f64, double, double, pow(x, y))
+/* Pow by a constant 2 (LayerNormalization as ONNX exporters spell it): x * x, exact, where
+ * glibc's powf is a scalar call per element. */
+DEF_BIN(square_f32, float, float, ((void)y, x * x))
+DEF_BIN(square_f64, double, double, ((void)y, x * x))
 DEF_BIN(pow_i32, int32_t, int32_t, (int32_t)ipow64(x, y))
 DEF_BIN(pow_i64, int64_t, int64_t, ipow64(x, y))
 /* ONNX Max/Min propagate NaN (as numpy.maximum does). */
@@ -222,6 +226,11 @@ static gboolean run_binary(PsimKernelCtx *ctx, GError **error)
         }
         b = conv;
     }
+    static const BinOp square = {"Pow", FALSE, square_f32, square_f64, NULL, NULL, NULL};
+    if (!strcmp(op->op, "Pow") && b->n_elems == 1 &&
+        ((b->dtype == PSIM_DTYPE_FLOAT32 && *(const float *)b->data == 2.0f) ||
+         (b->dtype == PSIM_DTYPE_FLOAT64 && *(const double *)b->data == 2.0)))
+        op = &square;
     return bin_apply(ctx, op, a, b, 0, error) != NULL;
 }
 
@@ -274,16 +283,9 @@ static gboolean run_variadic(PsimKernelCtx *ctx, GError **error)
 /* ---------------------------------------------------------------------------------------- */
 /* Unary. */
 
-static inline float sigmoidf(float x)
-{
-    /* Stable on both sides: exp of a non-positive number never overflows. */
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 static inline double sigmoid(double x)
 {
+    /* Stable on both sides: exp of a non-positive number never overflows. */
     if (x >= 0)
         return 1.0 / (1.0 + exp(-x));
     double e = exp(x);
@@ -313,6 +315,19 @@ typedef struct {
             py[i] = (ED);                                                                         \
         }                                                                                         \
     }
+/* float32 through the vectorised math (kernels/cpu/vmath.c: no data-dependent slow path). */
+#define DEF_UN_V(name, VF, ED)                                                                    \
+    static void name##_f32(const float *restrict px, float *restrict py, int64_t n)               \
+    {                                                                                             \
+        psim__vmath_f32(VF, px, py, n);                                                           \
+    }                                                                                             \
+    static void name##_f64(const double *restrict px, double *restrict py, int64_t n)             \
+    {                                                                                             \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            double x = px[i];                                                                     \
+            py[i] = (ED);                                                                         \
+        }                                                                                         \
+    }
 #define DEF_UNI(name, T, E)                                                                       \
     static void name(const T *restrict px, T *restrict py, int64_t n)                             \
     {                                                                                             \
@@ -324,12 +339,12 @@ typedef struct {
 
 DEF_UN(sqrt, sqrtf(x), sqrt(x))
 DEF_UN(neg, -x, -x)
-DEF_UN(exp, expf(x), exp(x))
-DEF_UN(log, logf(x), log(x))
+DEF_UN_V(exp, PSIM_VMATH_EXP, exp(x))
+DEF_UN_V(log, PSIM_VMATH_LOG, log(x))
 DEF_UN(relu, x > 0.0f ? x : 0.0f, x > 0.0 ? x : 0.0)
-DEF_UN(sigmoid, sigmoidf(x), sigmoid(x))
-DEF_UN(tanh, tanhf(x), tanh(x))
-DEF_UN(erf, erff(x), erf(x))
+DEF_UN_V(sigmoid, PSIM_VMATH_SIGMOID, sigmoid(x))
+DEF_UN_V(tanh, PSIM_VMATH_TANH, tanh(x))
+DEF_UN_V(erf, PSIM_VMATH_ERF, erf(x))
 DEF_UN(abs, fabsf(x), fabs(x))
 DEF_UN(floor, floorf(x), floor(x))
 DEF_UN(ceil, ceilf(x), ceil(x))
@@ -431,13 +446,16 @@ static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
             b[i] = a[i] >= 0 ? a[i] : al * a[i];
     } else if (!strcmp(op, "Elu")) {
         float al = (float)psim_node_attr_float(ctx->node, "alpha", 1.0);
+        /* exp of every element, then a select: no branch on the data. */
+        psim__vmath_f32(PSIM_VMATH_EXP, a, b, n);
         for (int64_t i = 0; i < n; i++)
-            b[i] = a[i] >= 0 ? a[i] : al * (expf(a[i]) - 1.0f);
+            b[i] = a[i] >= 0 ? a[i] : al * (b[i] - 1.0f);
     } else if (!strcmp(op, "Selu")) {
         float al = (float)psim_node_attr_float(ctx->node, "alpha", 1.67326319217681884765625);
         float ga = (float)psim_node_attr_float(ctx->node, "gamma", 1.05070102214813232421875);
+        psim__vmath_f32(PSIM_VMATH_EXP, a, b, n);
         for (int64_t i = 0; i < n; i++)
-            b[i] = a[i] > 0 ? ga * a[i] : ga * (al * expf(a[i]) - al);
+            b[i] = a[i] > 0 ? ga * a[i] : ga * (al * b[i] - al);
     } else { /* HardSigmoid */
         float al = (float)psim_node_attr_float(ctx->node, "alpha", 0.2);
         float be = (float)psim_node_attr_float(ctx->node, "beta", 0.5);

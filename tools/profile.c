@@ -73,6 +73,8 @@ int psim_cmd_profile(int argc, char **argv)
     g_autofree char *reps_text = NULL, *rounds_text = NULL, *max_rel_text = NULL;
     g_autofree char *budget_text = NULL, *warmup_text = NULL, *link_max_text = NULL;
     g_auto(PsimCliGraphOptions) go = {0};
+    g_auto(GStrv) feed_args = NULL;
+    g_auto(PsimCliFeeds) feeds = {0};
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec, "A cluster file, or local[:N] (default local)", "SPEC"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "The cost DB to fill (created if absent)", "DB"},
@@ -96,6 +98,10 @@ int psim_cmd_profile(int argc, char **argv)
          "run, as in a step of a model whose weights do not stay cached), warm (left in cache by "
          "the previous run), or auto (default: cold when the graph's constants exceed half the "
          "last-level cache)", "MODE"},
+        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feed_args,
+         "the inputs of the run to predict, as 'placesim run --feed' takes them: kernels' inputs that "
+         "come from a graph input get its feed, all others the KIND (default random: N(0,1))",
+         PSIM_CLI_FEED_ARG},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
@@ -138,6 +144,8 @@ int psim_cmd_profile(int argc, char **argv)
         else
             return psim_cli_usage("profile", "--clock must be monotonic or thread-cpu, not '%s'", clock);
     }
+    if (!psim_cli_feeds_parse(&feeds, feed_args, &err))
+        return psim_cli_fail(err);
     if (weights && !psim_profile_weights_from_name(weights, &o.weights))
         return psim_cli_usage("profile", "--weights must be auto, cold or warm, not '%s'", weights);
     o.force = force;
@@ -156,6 +164,9 @@ int psim_cmd_profile(int argc, char **argv)
             return psim_cli_fail(err);
         g_ptr_array_add(graphs, g);
     }
+    if (!psim_cli_feeds_check(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &err))
+        return psim_cli_fail(err);
+    psim_cli_feeds_profile(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &o);
     g_autoptr(PsimCluster) c = psim_cli_cluster(spec ? spec : "local", NULL, &err);
     if (!c)
         return psim_cli_fail(err);

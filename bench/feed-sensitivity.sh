@@ -12,20 +12,23 @@
 #          least on each kernel's best run)
 # Target: every ratio within 3% of 1. Figures in docs/perf.md ("Feed sensitivity").
 # Usage: bench/feed-sensitivity.sh [MODEL.onnx] [BUILD_DIR] [RUNS] [STEPS]
-# MODEL defaults to BUILD_DIR/torchvision/efficientnet_b0.onnx and is exported there when missing
-# (Debian's python3-torch and python3-torchvision; random weights, opset 13, batch 1).
+# MODEL defaults to tv-models/efficientnet_b0.onnx (git-ignored) and is exported there when
+# missing, by bench/export-torchvision.py where it exists, else by the few lines below (Debian's
+# python3-torch and python3-torchvision; random weights, opset 13, batch 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${2:-build}"
-MODEL="${1:-$BUILD/torchvision/efficientnet_b0.onnx}"
+MODEL="${1:-tv-models/efficientnet_b0.onnx}"
 RUNS="${3:-7}"
 STEPS="${4:-10}"
 PSIM="$BUILD/placesim"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
+if [ ! -f "$MODEL" ] && [ -f bench/export-torchvision.py ] && [ "$(basename "$MODEL")" = efficientnet_b0.onnx ]; then
+    /usr/bin/python3 bench/export-torchvision.py --out "$(dirname "$MODEL")" efficientnet_b0 >&2
+fi
 if [ ! -f "$MODEL" ]; then
-    # Until bench/export-torchvision.py exports the held-out set: efficientnet_b0 alone.
     mkdir -p "$(dirname "$MODEL")"
     echo "# exporting efficientnet_b0 to $MODEL" >&2
     /usr/bin/python3 - "$MODEL" <<'PY'

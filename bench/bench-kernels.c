@@ -8,9 +8,11 @@
  *                                    worker-thread CPU time (medians after one warm-up), and
  *                                    per-op-type time (mean wall per step, and the sum of each
  *                                    node's fastest step)
- *   bench-kernels nodes FILE OP REPS each OP node alone on its static input shapes: best thread
- *                                    CPU time and GFLOP/s (PSIM_BENCH_NODES=1 in model mode
- *                                    prints per-node wall times instead)
+ *   bench-kernels nodes FILE OP REPS [FEED]
+ *                                    each OP node alone on its static input shapes (fed FEED, or
+ *                                    a fixed pattern in [0, 1)): best thread CPU time and GFLOP/s
+ *                                    (PSIM_BENCH_NODES=1 in model mode prints per-node wall
+ *                                    times instead)
  * The machine is shared: thread CPU time is the figure that says what the kernels cost. */
 #include <cblas.h>
 #include <stdio.h>
@@ -241,8 +243,13 @@ static int bench_model(const char *path, int steps, const char *feed)
 
 /* Each node of op `op` whose input shapes are known, run alone on random inputs: the minimum
  * thread CPU time of REPS runs and the GFLOP/s it means (to find slow shapes). */
-static int bench_nodes(const char *path, const char *op, int reps)
+static int bench_nodes(const char *path, const char *op, int reps, const char *feed)
 {
+    PsimTensorFill fill = PSIM_TENSOR_FILL_RANDOM;
+    if (feed && !psim_tensor_fill_from_name(feed, &fill)) {
+        fprintf(stderr, "bench-kernels: FEED must be random, zeros, ones or ramp, not '%s'\n", feed);
+        return 2;
+    }
     GError *err = NULL;
     g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
     if (!g) {
@@ -261,7 +268,9 @@ static int bench_nodes(const char *path, const char *op, int reps)
             const PsimOutput *o = &src->outputs[n->inputs[k].index];
             in[k] = psim_tensor_new(o->dtype, o->rank, o->dims, NULL);
             ok = in[k] != NULL;
-            for (int64_t i = 0; ok && o->dtype == PSIM_DTYPE_FLOAT32 && i < in[k]->n_elems; i++)
+            if (ok && feed)
+                psim_tensor_fill(in[k], fill, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, src->name));
+            for (int64_t i = 0; ok && !feed && o->dtype == PSIM_DTYPE_FLOAT32 && i < in[k]->n_elems; i++)
                 ((float *)in[k]->data)[i] = (float)((i * 7919) % 1000) / 1000.0f;
         }
         const PsimKernelDef *def = ok ? psim_kernel_for_node(g, n, "CPU") : NULL;
@@ -302,13 +311,13 @@ int main(int argc, char **argv)
 {
     /* The nodes and matmul modes run kernels on this thread: in the executor's float mode. */
     psim_kernel_thread_init();
-    if (argc == 5 && !strcmp(argv[1], "nodes"))
-        return bench_nodes(argv[2], argv[3], atoi(argv[4]));
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "nodes"))
+        return bench_nodes(argv[2], argv[3], atoi(argv[4]), argc == 6 ? argv[5] : NULL);
     if (argc == 4 && !strcmp(argv[1], "matmul"))
         return bench_matmul(g_ascii_strtoll(argv[2], NULL, 10), atoi(argv[3]));
     if ((argc == 4 || argc == 5) && !strcmp(argv[1], "model"))
         return bench_model(argv[2], atoi(argv[3]), argc == 5 ? argv[4] : NULL);
     fprintf(stderr, "usage: bench-kernels matmul N REPS | model FILE.onnx STEPS [FEED] | nodes "
-                    "FILE.onnx OP REPS\n");
+                    "FILE.onnx OP REPS [FEED]\n");
     return 2;
 }

@@ -286,6 +286,35 @@ static void test_binary(void)
                     ((float *)a->data)[i] = ((float *)b->data)[i];
             check_binary(ops[o], a, b);
         }
+    /* Pow by a constant 2 (LayerNormalization's square) is x * x, negative bases included, and
+     * broadcasts as Pow does ([3] ^ [1,1] is [1,3]). Max and Min propagate NaN either side. */
+    {
+        int64_t d3[1] = {3}, d11[2] = {1, 1};
+        g_autoptr(PsimTensor) a = rand_f32(1, d3, -3, 3);
+        ((float *)a->data)[0] = -1.5f;
+        g_autoptr(PsimTensor) two = rand_f32(2, d11, 2, 2);
+        ((float *)two->data)[0] = 2.0f;
+        Node x = node_new("Pow", 1);
+        PsimTensor *in[2] = {a, two};
+        g_autoptr(PsimTensor) y = run1(x, in, 2);
+        g_assert_cmpint(y->rank, ==, 2);
+        g_assert_cmpint(y->dims[1], ==, 3);
+        for (int i = 0; i < 3; i++) {
+            float v = ((float *)a->data)[i];
+            g_assert_cmpfloat(((float *)y->data)[i], ==, v * v);
+        }
+        node_free(x);
+        for (int k = 0; k < 2; k++) {
+            Node m = node_new(k ? "Min" : "Max", 1);
+            g_autoptr(PsimTensor) p = rand_f32(1, d3, -1, 1), q = rand_f32(1, d3, -1, 1);
+            ((float *)p->data)[0] = NAN;
+            ((float *)q->data)[1] = NAN;
+            PsimTensor *pq[2] = {p, q};
+            g_autoptr(PsimTensor) r = run1(m, pq, 2);
+            g_assert_true(isnan(((float *)r->data)[0]) && isnan(((float *)r->data)[1]));
+            node_free(m);
+        }
+    }
     /* int64 arithmetic, as shape computations use it. */
     int64_t da[2] = {3, 4}, db[1] = {4};
     static const char *iops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal"};
@@ -423,6 +452,42 @@ static void test_unary(void)
         want[i] = MIN(((float *)a->data)[i], 0.5);
     assert_close(y2, want, 0, 0);
     node_free(x);
+}
+
+/* LeakyRelu, Elu, Selu and HardSigmoid (branch-free selects) against their definitions, with
+ * default attributes, over both signs; NaN propagates through the first three. */
+static void test_activations(void)
+{
+    static const char *ops[] = {"LeakyRelu", "Elu", "Selu", "HardSigmoid"};
+    int64_t d[3] = {2, 5, 7};
+    const double al = 1.67326319217681884765625, ga = 1.05070102214813232421875;
+    for (size_t o = 0; o < G_N_ELEMENTS(ops); o++) {
+        g_autoptr(PsimTensor) a = rand_f32(3, d, -20, 20);
+        float *av = a->data;
+        av[0] = 0.0f;
+        av[1] = -1e-3f;
+        av[2] = 3.0f;
+        av[69] = NAN;
+        Node x = node_new(ops[o], 1);
+        PsimTensor *in[1] = {a};
+        g_autoptr(PsimTensor) y = run1(x, in, 1);
+        double want[69];
+        for (int i = 0; i < 69; i++) {
+            double v = av[i];
+            switch (o) {
+            case 0: want[i] = v >= 0 ? v : 0.01 * v; break;
+            case 1: want[i] = v >= 0 ? v : expm1(v); break;
+            case 2: want[i] = v > 0 ? ga * v : ga * al * expm1(v); break;
+            default: want[i] = CLAMP(0.2 * v + 0.5, 0.0, 1.0);
+            }
+        }
+        g_autoptr(PsimTensor) head = psim_tensor_copy(y);
+        head->n_elems = 69; /* (the NaN apart) */
+        assert_close(head, want, 2e-6, 1e-6);
+        if (o < 3)
+            g_assert_true(isnan(((float *)y->data)[69]));
+        node_free(x);
+    }
 }
 
 /* Distance in units in the last place between two floats of one sign class (the bit patterns
@@ -1391,6 +1456,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/cpu/variadic", test_variadic);
     g_test_add_func("/kernels/cpu/unary", test_unary);
     g_test_add_func("/kernels/cpu/vmath", test_vmath);
+    g_test_add_func("/kernels/cpu/activations", test_activations);
     g_test_add_func("/kernels/cpu/where-cast", test_where_cast);
     g_test_add_func("/kernels/cpu/matmul", test_matmul);
     g_test_add_func("/kernels/cpu/gemm", test_gemm);

@@ -127,11 +127,11 @@ typedef struct {
     GPtrArray *files;   /* per name: the file's tensor, or NULL */
     GArray *profile;    /* PsimProfileFeed, made by psim_cli_feeds_profile */
 } PsimCliFeeds;
-#define PSIM_CLI_FEED_ARG "random|zeros|ones|ramp|NAME=KIND|NAME=FILE.pb"
+#define PSIM_CLI_FEED_ARG "[NAME=]KIND|NAME=FILE.pb"
 #define PSIM_CLI_FEED_HELP                                                                        \
-    "graph inputs: NAME=random|zeros|ones|ramp or NAME=FILE.pb (ONNX TensorProto) for one input, "  \
-    "random|zeros|ones|ramp for every float input not named (repeatable; default random: N(0,1), " \
-    "seed 42 mixed with the input's name; ramp: arange(n)/n)"
+    "graph inputs: NAME=KIND or NAME=FILE.pb (ONNX TensorProto) for one input, KIND for every "   \
+    "float input not named; KIND is random, zeros, ones or ramp (repeatable; default random: "    \
+    "N(0,1), seed 42 mixed with the input's name; ramp: arange(n)/n)"
 /* USAGE error (exit 2) naming the flag for a malformed value, a KIND given twice or a name given
  * twice; a file that cannot be read is an INPUT error naming it. */
 gboolean psim_cli_feeds_parse(PsimCliFeeds *f, char *const *args, GError **error);

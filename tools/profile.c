@@ -100,7 +100,7 @@ int psim_cmd_profile(int argc, char **argv)
          "last-level cache)", "MODE"},
         {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feed_args,
          "the inputs of the run to predict, as 'placesim run --feed' takes them: kernels' inputs that "
-         "come from a graph input get its feed, all others the KIND (default random: N(0,1))",
+         "come from a graph input get its feed, all others the KIND (default random: N(0,1), seed 42)",
          PSIM_CLI_FEED_ARG},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},

@@ -120,6 +120,61 @@ static gboolean step_here(PsimWorker *w, void *arg, GError **error)
     return ok;
 }
 
+/* Prints {"OP": ms, ...}: per op type, the sum over its nodes of their fastest step
+ * (node_min[v] < 0: node v did not run). */
+static void print_per_op_min(const PsimGraph *g, const double *node_min)
+{
+    g_autoptr(GHashTable) per_op = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        if (node_min[v] < 0)
+            continue;
+        const char *op = psim_graph_node(g, v)->op;
+        double *acc = g_hash_table_lookup(per_op, op);
+        if (!acc) {
+            acc = g_new0(double, 1);
+            g_hash_table_insert(per_op, (gpointer)op, acc);
+        }
+        *acc += node_min[v];
+    }
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, per_op);
+    gboolean first = TRUE;
+    printf("{");
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        printf("%s\"%s\": %.3f", first ? "" : ", ", (const char *)key, *(double *)val / 1e3);
+        first = FALSE;
+    }
+    printf("}");
+}
+
+/* The graph's float inputs filled as `run --feed FILL` fills them (unknown dims as 1): tensors
+ * appended, and their names when `names` is given. FALSE (reported) on an absurd shape. */
+static gboolean model_feeds(const PsimGraph *g, PsimTensorFill fill, GPtrArray *names, GPtrArray *tensors)
+{
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
+        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
+        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER) ||
+            n->outputs[0].rank < 0 || n->outputs[0].rank > 16)
+            continue;
+        int64_t dims[16];
+        for (int32_t k = 0; k < n->outputs[0].rank; k++)
+            dims[k] = n->outputs[0].dims[k] >= 0 ? n->outputs[0].dims[k] : 1;
+        GError *err = NULL;
+        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, n->outputs[0].rank, dims, &err);
+        if (!t) {
+            fprintf(stderr, "%s\n", err->message);
+            g_error_free(err);
+            return FALSE;
+        }
+        psim_tensor_fill(t, fill, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, n->name));
+        g_ptr_array_add(tensors, t);
+        if (names)
+            g_ptr_array_add(names, g_strdup(n->name));
+    }
+    return TRUE;
+}
+
 static int bench_model(const char *path, int steps, const char *feed)
 {
     PsimTensorFill fill = PSIM_TENSOR_FILL_RAMP;
@@ -135,23 +190,8 @@ static int bench_model(const char *path, int steps, const char *feed)
     }
     GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
     GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
-    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
-        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
-        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER) ||
-            n->outputs[0].rank < 0)
-            continue;
-        int64_t dims[16];
-        for (int32_t k = 0; k < n->outputs[0].rank && k < 16; k++)
-            dims[k] = n->outputs[0].dims[k] >= 0 ? n->outputs[0].dims[k] : 1;
-        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, n->outputs[0].rank, dims, &err);
-        if (!t) {
-            fprintf(stderr, "%s\n", err->message);
-            return 2;
-        }
-        psim_tensor_fill(t, fill, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, n->name));
-        g_ptr_array_add(feeds, t);
-        g_ptr_array_add(names, g_strdup(n->name));
-    }
+    if (!model_feeds(g, fill, names, feeds))
+        return 2;
     int32_t n_out = psim_graph_n_outputs(g);
     GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
     for (int32_t i = 0; i < n_out; i++)
@@ -222,18 +262,9 @@ static int bench_model(const char *path, int steps, const char *feed)
         first = FALSE;
     }
     /* The sum over each op type's nodes of their fastest step. */
-    printf("}, \"per_op_min_ms\": {");
-    g_hash_table_iter_init(&it, per_op);
-    first = TRUE;
-    while (g_hash_table_iter_next(&it, &k, NULL)) {
-        double sum = 0;
-        for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
-            if (node_min[v] >= 0 && !strcmp(psim_graph_node(g, v)->op, k))
-                sum += node_min[v];
-        printf("%s\"%s\": %.3f", first ? "" : ", ", (const char *)k, sum / 1e3);
-        first = FALSE;
-    }
-    printf("}}\n");
+    printf("}, \"per_op_min_ms\": ");
+    print_per_op_min(g, node_min);
+    printf("}\n");
     g_free(node_min);
     psim_executor_free(e);
     g_free(s.outs);
@@ -277,25 +308,9 @@ static int bench_feeds(const char *path, int steps, const char *fa, const char *
         for (int32_t v = 0; v <= nn; v++)
             f[k].node_min[v] = -1;
     }
-    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
-        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
-        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER) ||
-            n->outputs[0].rank < 0 || n->outputs[0].rank > 16)
-            continue;
-        int64_t dims[16];
-        for (int32_t k = 0; k < n->outputs[0].rank; k++)
-            dims[k] = n->outputs[0].dims[k] >= 0 ? n->outputs[0].dims[k] : 1;
-        for (int k = 0; k < 2; k++) {
-            PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, n->outputs[0].rank, dims, &err);
-            if (!t) {
-                fprintf(stderr, "%s\n", err->message);
-                return 2;
-            }
-            psim_tensor_fill(t, f[k].fill, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, n->name));
-            g_ptr_array_add(f[k].tensors, t);
-        }
-        g_ptr_array_add(names, g_strdup(n->name));
-    }
+    for (int k = 0; k < 2; k++)
+        if (!model_feeds(g, f[k].fill, k ? NULL : names, f[k].tensors))
+            return 2;
     int32_t n_out = psim_graph_n_outputs(g);
     g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
     for (int32_t i = 0; i < n_out; i++)
@@ -332,30 +347,11 @@ static int bench_feeds(const char *path, int steps, const char *fa, const char *
         }
     printf("{\"bench\": \"feeds\", \"graph\": \"%s\", \"steps\": %d, \"feeds\": {", psim_graph_name(g), steps);
     for (int k = 0; k < 2; k++) {
-        printf("%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f, \"per_op_min_ms\": {", k ? ", " : "",
+        printf("%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f, \"per_op_min_ms\": ", k ? ", " : "",
                psim_tensor_fill_name(f[k].fill), psim_stats_median(f[k].wall, steps) / 1e3,
                psim_stats_median(f[k].cpu, steps) / 1e3);
-        g_autoptr(GHashTable) per_op = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
-        for (int32_t v = 0; v < nn; v++) {
-            if (f[k].node_min[v] < 0)
-                continue;
-            const char *op = psim_graph_node(g, v)->op;
-            double *acc = g_hash_table_lookup(per_op, op);
-            if (!acc) {
-                acc = g_new0(double, 1);
-                g_hash_table_insert(per_op, (gpointer)op, acc);
-            }
-            *acc += f[k].node_min[v];
-        }
-        GHashTableIter it;
-        gpointer key, val;
-        g_hash_table_iter_init(&it, per_op);
-        gboolean first = TRUE;
-        while (g_hash_table_iter_next(&it, &key, &val)) {
-            printf("%s\"%s\": %.3f", first ? "" : ", ", (const char *)key, *(double *)val / 1e3);
-            first = FALSE;
-        }
-        printf("}}");
+        print_per_op_min(g, f[k].node_min);
+        printf("}");
     }
     printf("}}\n");
     psim_executor_free(e);

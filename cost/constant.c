@@ -16,7 +16,10 @@ gboolean *psim_cost_constant_nodes(const PsimGraph *g)
     for (int32_t t = 0; t < n; t++) {
         int32_t v = topo[t];
         const PsimNode *node = psim_graph_node(g, v);
-        if (!strcmp(node->op, "Placeholder") || (node->flags & PSIM_NODE_FED))
+        /* As the executor's classification: graph inputs, and Send/Recv (a tensor that crosses
+         * devices arrives in every step), are never evaluated before the step. */
+        if (!strcmp(node->op, "Placeholder") || (node->flags & PSIM_NODE_FED) ||
+            !strcmp(node->op, "Send") || !strcmp(node->op, "Recv"))
             continue;
         gboolean known = node->n_outputs > 0;
         for (int32_t k = 0; k < node->n_outputs; k++)

@@ -14,6 +14,10 @@ typedef struct {
     int8_t link_own; /* psim_cost_link_from_own: 0 not asked yet, 1 no, 2 yes */
     double peak_gflops, mem_bw_GBps, launch_us;
     PsimSpeedRef now; /* psim_cost_model_set_speed_ref; zero: none */
+    /* From profile --in-situ (calibration rows): the executor's median gap between two ops,
+     * added to every measured op (0 without the row), and how much slower ops ran with
+     * busy_devices devices busy at once (1 and 0 without the rows). */
+    double dispatch_us, busy_factor, busy_devices;
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -121,6 +125,7 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
     r->peak_gflops = d->peak_gflops;
     r->mem_bw_GBps = d->mem_bw_GBps;
     r->launch_us = d->launch_us;
+    r->busy_factor = 1;
     if (m->db) {
         GError *err = NULL;
         double v;
@@ -136,6 +141,12 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
             r->launch_us = v;
             r->calibrated = TRUE;
         }
+        if (!err && psim_cost_db_calibration_get(m->db, d, "dispatch_us", &v, &err) && v >= 0 && isfinite(v))
+            r->dispatch_us = MIN(v, PSIM_COST_MAX_US);
+        if (!err && psim_cost_db_calibration_get(m->db, d, "busy_factor", &v, &err) && v > 0 && isfinite(v) &&
+            psim_cost_db_calibration_get(m->db, d, "busy_devices", &r->busy_devices, &err) &&
+            r->busy_devices >= 2 && isfinite(r->busy_devices))
+            r->busy_factor = MIN(v, 1e6);
         if (err)
             warn_db_error(m, err);
     }
@@ -185,6 +196,25 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
     if (device >= 0 && device < m->n_dev)
         m->rates[device].now = now ? *now : (PsimSpeedRef){0, 0};
     g_mutex_unlock(&m->lock);
+}
+
+/* The factor for ops of a device while n_busy devices run: 1 for one, the calibrated factor
+ * for as many as were busy when it was measured (or more), linear in between. */
+static double busy_scale(const DeviceRates *r, int32_t n_busy)
+{
+    if (n_busy < 2 || r->busy_factor == 1 || !(r->busy_devices >= 2))
+        return 1;
+    double share = MIN(1.0, (n_busy - 1) / (r->busy_devices - 1));
+    return 1 + (r->busy_factor - 1) * share;
+}
+
+double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    double f = device >= 0 && device < m->n_dev ? busy_scale(rates(m, device), n_busy) : 1;
+    g_mutex_unlock(&m->lock);
+    return f;
 }
 
 /* The measured median of node n on device (scaled to the device's current speed reference when
@@ -311,6 +341,10 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
     if (m->db) {
         us = measured(m, g, n, device, db_row);
         if (!isnan(us)) {
+            /* A row times the kernel alone; in a step the executor also spends its dispatch gap
+             * on every op. (Ops run slower while other devices share the caches: the simulator,
+             * which knows how many run, scales by psim_cost_model_busy_scale.) */
+            us += rates(m, device)->dispatch_us;
             g_mutex_unlock(&m->lock);
             *src = PSIM_COST_SOURCE_MEASURED;
             return us;

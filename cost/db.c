@@ -101,6 +101,36 @@ static const char *const migrations[] = {
     "         k.weights AS weights, k.ref_gemm_us AS ref_gemm_us, k.ref_stream_us AS ref_stream_us,"
     "         k.mem_weight AS mem_weight"
     "  FROM kernels k JOIN devices d ON d.id = k.device_id;",
+    /* 4 -> 5: how a row was measured: 'kernel' (each kernel timed alone, the profiler's passes)
+     * or 'insitu' (the executor's own per-op times in whole-model runs, profile --in-situ). Both
+     * may exist for one (signature, device), so the key takes the method: SQLite cannot change
+     * a primary key in place, so the table is copied (rowids kept: traces cite them). */
+    "CREATE TABLE kernels_v5("
+    "  signature TEXT NOT NULL,"
+    "  device_id INTEGER NOT NULL REFERENCES devices(id),"
+    "  op TEXT NOT NULL,"
+    "  n INTEGER NOT NULL CHECK (n > 0),"
+    "  mean_us REAL NOT NULL, stddev_us REAL NOT NULL, min_us REAL NOT NULL, median_us REAL NOT NULL,"
+    "  source TEXT NOT NULL,"
+    "  measured_at TEXT NOT NULL,"
+    "  weights TEXT NOT NULL DEFAULT '',"
+    "  ref_gemm_us REAL, ref_stream_us REAL, mem_weight REAL,"
+    "  method TEXT NOT NULL DEFAULT 'kernel',"
+    "  PRIMARY KEY(signature, device_id, method));"
+    "INSERT INTO kernels_v5(rowid, signature, device_id, op, n, mean_us, stddev_us, min_us, median_us,"
+    "  source, measured_at, weights, ref_gemm_us, ref_stream_us, mem_weight)"
+    "  SELECT rowid, signature, device_id, op, n, mean_us, stddev_us, min_us, median_us, source,"
+    "  measured_at, weights, ref_gemm_us, ref_stream_us, mem_weight FROM kernels;"
+    "DROP VIEW kernel_times;"
+    "DROP TABLE kernels;"
+    "ALTER TABLE kernels_v5 RENAME TO kernels;"
+    "CREATE VIEW kernel_times AS"
+    "  SELECT d.name AS device, d.fingerprint AS fingerprint, k.op AS op, k.signature AS signature,"
+    "         k.n AS n, k.median_us AS median_us, k.mean_us AS mean_us, k.stddev_us AS stddev_us,"
+    "         k.min_us AS min_us, k.source AS source, k.measured_at AS measured_at,"
+    "         k.weights AS weights, k.ref_gemm_us AS ref_gemm_us, k.ref_stream_us AS ref_stream_us,"
+    "         k.mem_weight AS mem_weight, k.method AS method"
+    "  FROM kernels k JOIN devices d ON d.id = k.device_id;",
 };
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == PSIM_COST_DB_SCHEMA_VERSION);
 
@@ -123,6 +153,7 @@ static const struct {
     {2, "link_fits", "src_id, dst_id, latency_us, bandwidth_GBps, n_sizes, rms_rel_error, fitted_at"},
     {3, "kernels", "weights"},
     {4, "kernels", "ref_gemm_us, ref_stream_us, mem_weight"},
+    {5, "kernels", "method"},
 };
 
 static int exec(PsimCostDb *db, const char *sql) { return sqlite3_exec(db->sql, sql, NULL, NULL, NULL); }
@@ -684,14 +715,16 @@ gboolean psim_cost_db_kernel_get_row(PsimCostDb *db, const PsimDevice *d, const 
         *other_fingerprint = FALSE;
     g_mutex_lock(&db->lock);
     /* This device's own row first, then one of identical hardware (same fingerprint). */
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        with_ref ? "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid, k.ref_gemm_us,"
-                   " k.ref_stream_us, k.mem_weight FROM kernels k"
-                   " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
-                   " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1"
-                 : "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid FROM kernels k"
-                   " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
-                   " ORDER BY (d.name = ?3) DESC, k.n DESC LIMIT 1", -1, &st, NULL),
+    /* An in-situ row (schema 5) before a kernel-alone one: it was timed in the chain of a real
+     * step (producers' outputs in cache, the executor's own dispatch), which is what the model
+     * predicts. */
+    g_autofree char *sql = g_strdup_printf(
+        "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us, k.rowid%s FROM kernels k"
+        " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1 AND d.fingerprint = ?2"
+        " ORDER BY %s(d.name = ?3) DESC, k.n DESC LIMIT 1",
+        with_ref ? ", k.ref_gemm_us, k.ref_stream_us, k.mem_weight" : "",
+        db->version >= 5 ? "(k.method = 'insitu') DESC, " : "");
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL),
                        db->path, "read kernel timing", error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, f->digest, -1, SQLITE_TRANSIENT);
@@ -760,8 +793,11 @@ gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, co
     *weights = NULL;
     g_mutex_lock(&db->lock);
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
-        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL),
+        db->version >= 5 ? "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
+                           " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3"
+                           " AND k.method = 'kernel'"
+                         : "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
+                           " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL),
             db->path, "read kernel timing", error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
@@ -771,6 +807,83 @@ gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, co
     if (rc == SQLITE_ROW) {
         const unsigned char *w = sqlite3_column_text(st, 0);
         *weights = g_strdup(w ? (const char *)w : "");
+        found = TRUE;
+    }
+out:
+    sqlite3_finalize(st);
+    g_mutex_unlock(&db->lock);
+    return found;
+}
+
+gboolean psim_cost_db_kernel_put_insitu(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                        const char *op, const char *source, const PsimTimingStats *s,
+                                        GError **error)
+{
+    g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
+    if (db->version < 5) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: schema version %d has no in-situ rows (5 has): open it to write to migrate it",
+                    db->path, db->version);
+        return FALSE;
+    }
+    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
+    gboolean ok = FALSE, open = FALSE;
+    sqlite3_stmt *st = NULL;
+    gint64 id;
+    g_mutex_lock(&db->lock);
+    if (!(open = begin(db, error)))
+        goto out;
+    if (!device_id(db, d, f, TRUE, &id, error))
+        goto out;
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+        "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+        " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", 'insitu')",
+        -1, &st, NULL), db->path, "store in-situ timing", error);
+    sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, id);
+    sqlite3_bind_text(st, 3, op ? op : "", -1, SQLITE_TRANSIENT);
+    bind_stats(st, 4, s);
+    sqlite3_bind_text(st, 9, source ? source : "monotonic", -1, SQLITE_TRANSIENT);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_step(st), db->path, "store in-situ timing", error);
+    g_clear_pointer(&st, sqlite3_finalize);
+    ok = commit(db, error);
+    open = FALSE;
+out:
+    sqlite3_finalize(st);
+    if (open)
+        rollback(db);
+    if (!ok)
+        g_hash_table_remove_all(db->dev_ids);
+    g_mutex_unlock(&db->lock);
+    return ok;
+}
+
+gboolean psim_cost_db_kernel_get_method(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                        const char *method, PsimTimingStats *s, GError **error)
+{
+    if (db->version < 5 && strcmp(method, "kernel"))
+        return FALSE;
+    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
+    gboolean found = FALSE;
+    sqlite3_stmt *st = NULL;
+    g_mutex_lock(&db->lock);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+        db->version >= 5 ? "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us FROM kernels k"
+                           " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1"
+                           " AND d.fingerprint = ?2 AND k.method = ?4 ORDER BY (d.name = ?3) DESC LIMIT 1"
+                         : "SELECT k.n, k.mean_us, k.stddev_us, k.min_us, k.median_us FROM kernels k"
+                           " JOIN devices d ON d.id = k.device_id WHERE k.signature = ?1"
+                           " AND d.fingerprint = ?2 AND ?4 = ?4 ORDER BY (d.name = ?3) DESC LIMIT 1",
+        -1, &st, NULL), db->path, "read kernel timing", error);
+    sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, f->digest, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, d->name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, method, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read kernel timing", error);
+    if (rc == SQLITE_ROW) {
+        if (s)
+            read_stats(st, 0, s);
         found = TRUE;
     }
 out:

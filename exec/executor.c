@@ -970,16 +970,23 @@ static struct timespec abs_time(double us)
 }
 
 /* Returns once a Recv has arrived or the limit (psim_exec_now_us clock; 0: none; the deadlock
- * detector's next look) is past. It polls first, then sleeps. */
+ * detector's next look) is past. It spins with the pause hint first (PSIM_EXEC_PAUSE_SPIN_US),
+ * then polls yielding its core, then sleeps. */
 static void inbox_wait(PsimExecutor *e, double limit)
 {
-    double spin_end = psim_exec_now_us() + RECV_SPIN_US;
+    double start = psim_exec_now_us();
+    double pause_end = start + PSIM_EXEC_PAUSE_SPIN_US, spin_end = start + RECV_SPIN_US;
     for (;;) {
         if (atomic_load(&e->inbox_n) > 0)
             return;
         double now = psim_exec_now_us();
         if (limit > 0 && now >= limit)
             return;
+        if (now < pause_end) {
+            for (int k = 0; k < 64 && atomic_load_explicit(&e->inbox_n, memory_order_relaxed) == 0; k++)
+                psim__cpu_relax();
+            continue;
+        }
         if (now < spin_end) {
             sched_yield();
             continue;
@@ -1000,7 +1007,8 @@ static void inbox_wait(PsimExecutor *e, double limit)
         pthread_mutex_unlock(&e->inbox_lock);
         if (timed_out)
             return;
-        spin_end = psim_exec_now_us() + RECV_SPIN_US;
+        pause_end = psim_exec_now_us() + PSIM_EXEC_PAUSE_SPIN_US;
+        spin_end = pause_end - PSIM_EXEC_PAUSE_SPIN_US + RECV_SPIN_US;
     }
 }
 

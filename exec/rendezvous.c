@@ -49,14 +49,27 @@ void psim_rendezvous_free(PsimRendezvous *r)
     g_free(r);
 }
 
-static char *full_key(const char *key, uint64_t step)
+/* "key;step" in buf when it fits (the common case: no allocation on the hop's path), else in a
+ * new string; full_key_free frees only the latter. */
+static char *full_key(char *buf, size_t size, const char *key, uint64_t step)
 {
-    return g_strdup_printf("%s;%" G_GUINT64_FORMAT, key, step);
+    int n = g_snprintf(buf, size, "%s;%" G_GUINT64_FORMAT, key, step);
+    return n >= 0 && (size_t)n < size ? buf : g_strdup_printf("%s;%" G_GUINT64_FORMAT, key, step);
 }
+
+static void full_key_free(char *k, const char *buf)
+{
+    if (k != buf)
+        g_free(k);
+}
+
+/* The key the table owns. */
+static char *full_key_own(char *k, const char *buf) { return k == buf ? g_strdup(k) : k; }
 
 void psim_rendezvous_send(PsimRendezvous *r, const char *key, uint64_t step, PsimTensor *t)
 {
-    char *k = full_key(key, step);
+    char buf[192];
+    char *k = full_key(buf, sizeof buf, key, step);
     PsimRecvDone done = NULL;
     void *user = NULL;
     pthread_mutex_lock(&r->lock);
@@ -65,14 +78,14 @@ void psim_rendezvous_send(PsimRendezvous *r, const char *key, uint64_t step, Psi
         done = s->done;
         user = s->user;
         g_hash_table_remove(r->slots, k);
-        g_free(k);
+        full_key_free(k, buf);
     } else if (!s) {
         s = g_new0(Slot, 1);
         s->sent = TRUE;
         s->tensor = psim_tensor_ref(t);
-        g_hash_table_insert(r->slots, k, s);
+        g_hash_table_insert(r->slots, full_key_own(k, buf), s);
     } else {
-        g_free(k); /* sent twice: keep the first */
+        full_key_free(k, buf); /* sent twice: keep the first */
     }
     gboolean aborted = r->aborted;
     pthread_mutex_unlock(&r->lock);
@@ -83,7 +96,8 @@ void psim_rendezvous_send(PsimRendezvous *r, const char *key, uint64_t step, Psi
 void psim_rendezvous_recv_async(PsimRendezvous *r, const char *key, uint64_t step,
                                 PsimRecvDone done, void *user)
 {
-    char *k = full_key(key, step);
+    char buf[192];
+    char *k = full_key(buf, sizeof buf, key, step);
     PsimTensor *t = NULL;
     gboolean ready = FALSE, aborted;
     pthread_mutex_lock(&r->lock);
@@ -94,14 +108,14 @@ void psim_rendezvous_recv_async(PsimRendezvous *r, const char *key, uint64_t ste
         s->tensor = NULL;
         ready = TRUE;
         g_hash_table_remove(r->slots, k);
-        g_free(k);
+        full_key_free(k, buf);
     } else if (!aborted) {
         s = g_new0(Slot, 1);
         s->done = done;
         s->user = user;
-        g_hash_table_replace(r->slots, k, s);
+        g_hash_table_replace(r->slots, full_key_own(k, buf), s);
     } else {
-        g_free(k);
+        full_key_free(k, buf);
     }
     pthread_mutex_unlock(&r->lock);
     if (ready || aborted)

@@ -61,6 +61,14 @@ gboolean psim_rounding_from_name(const char *name, PsimRounding *out)
     return TRUE;
 }
 
+gboolean psim_plan_output_compressed(const PsimNode *u, int32_t k, gboolean compress_all)
+{
+    if (u->outputs[k].dtype != PSIM_DTYPE_FLOAT32)
+        return FALSE;
+    const PsimAttr *a = psim_node_attr(u, "_compress");
+    return compress_all || (a && a->type == PSIM_ATTR_BOOL && a->v.b);
+}
+
 uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r)
 {
     if (r == PSIM_ROUNDING_TRUNCATE)

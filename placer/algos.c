@@ -15,12 +15,14 @@ static int32_t *groups_new(const PsimPlaceCtx *c)
 }
 
 /* ---- greedy: walk the graph in simulated execution order (the node whose inputs are complete
- * earliest goes next); put each node where it would finish soonest, counting its inputs'
- * transfers. ---- */
+ * earliest goes next); put each node where the simulator's incremental engine says it would
+ * finish soonest, counting its inputs' transfers on their links. One greedy, whatever the
+ * cluster: its estimates come from sim/, as the step time it is judged by. ---- */
 
-/* Greedy through the simulator's incremental engine (shared links, several streams). */
-static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
+static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
 {
+    (void)error;
+    g_return_val_if_fail(c->g, FALSE); /* psim_place never coarsens for greedy */
     int32_t n = c->n, nd = c->nd;
     g_autofree double *table = g_new(double, (size_t)n * nd + 1);
     for (int32_t v = 0; v < n; v++)
@@ -65,57 +67,6 @@ static gboolean greedy_sim(PsimPlaceCtx *c, PsimPlacement *p)
     }
     g_free(h.a);
     psim__seq_from_start(c, p->start, p->finish, p->seq);
-    return TRUE;
-}
-
-static gboolean place_greedy(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
-{
-    (void)error;
-    if (c->sim_model_differs || c->opt.greedy_sim)
-        return greedy_sim(c, p);
-    int32_t n = c->n, nd = c->nd;
-    int32_t *dev = p->device_of;
-    double *start = p->start, *finish = p->finish;
-    g_autofree double *free_at = g_new0(double, nd), *ready = g_new0(double, n + 1);
-    g_autofree int32_t *deg = g_new(int32_t, n + 1), *gdev = groups_new(c);
-    PsimNodeHeap h = {g_new(int32_t, n + 1), 0, ready, c->topo_pos, FALSE};
-    for (int32_t v = 0; v < n; v++) {
-        deg[v] = c->in_off[v + 1] - c->in_off[v];
-        if (!deg[v])
-            psim__node_heap_push(&h, v);
-    }
-    g_autofree double *arr = g_new(double, nd);
-    while (h.n) {
-        int32_t v = psim__node_heap_pop(&h);
-        int32_t only = psim__group_device(c, gdev, v), best = -1;
-        psim__arrival_all(c, v, dev, finish, arr);
-        double best_f = INFINITY, best_s = 0;
-        for (int32_t d = only >= 0 ? only : 0; d < (only >= 0 ? only + 1 : nd); d++) {
-            if (only < 0 && !psim__feasible(c, v, d))
-                continue;
-            double s = MAX(free_at[d], arr[d]);
-            double f = s + psim__cost(c, v, d);
-            if (best < 0 || f < best_f) {
-                best_f = f;
-                best_s = s;
-                best = d;
-            }
-        }
-        dev[v] = best;
-        start[v] = best_s;
-        finish[v] = best_f;
-        free_at[best] = best_f;
-        if (c->group[v] >= 0)
-            gdev[c->group[v]] = best;
-        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
-            int32_t w = c->out_dst[j];
-            ready[w] = MAX(ready[w], best_f);
-            if (--deg[w] == 0)
-                psim__node_heap_push(&h, w);
-        }
-    }
-    g_free(h.a);
-    psim__seq_from_start(c, start, finish, p->seq);
     return TRUE;
 }
 

@@ -184,12 +184,6 @@ static void link_fill(PsimPlaceCtx *c, size_t row, PsimLink l)
     c->inv_bw[row] = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps) ? 1.0 / (l.bandwidth_GBps * 1e3) : 0;
 }
 
-/* Shared links and copies made by the destination device are the simulator's model. */
-static gboolean link_sim_only(const PsimPlaceCtx *c, size_t k, PsimLink l)
-{
-    return (!l.independent && (c->lat[k] > 0 || c->inv_bw[k] > 0)) || l.by_destination;
-}
-
 static void build_links(PsimPlaceCtx *c)
 {
     int32_t nd = c->nd, n_rows = 1;
@@ -212,8 +206,6 @@ static void build_links(PsimPlaceCtx *c)
         link_fill(c, (size_t)b, dflt);
     int32_t n_default = 0;
     for (int32_t a = 0; a < nd; a++) {
-        if (psim_cluster_device(c->cluster, a)->n_streams > 1)
-            c->sim_model_differs = TRUE;
         if (!c->link_row[a]) {
             n_default++;
             continue;
@@ -225,15 +217,11 @@ static void build_links(PsimPlaceCtx *c)
             link_fill(c, k, psim_cost_link(c->model, a, b, NULL));
             c->mean_lat += c->lat[k];
             c->mean_inv_bw += c->inv_bw[k];
-            if (link_sim_only(c, k, psim_cluster_link(c->cluster, a, b)))
-                c->sim_model_differs = TRUE;
         }
     }
     if (n_default > 0 && nd > 1) {
         c->mean_lat += c->lat[0] * n_default * (nd - 1.0);
         c->mean_inv_bw += c->inv_bw[0] * n_default * (nd - 1.0);
-        if (link_sim_only(c, 0, dflt))
-            c->sim_model_differs = TRUE;
     }
     if (nd > 1) {
         c->mean_lat /= (double)nd * (nd - 1);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "placer/placer-private.h"
+#include "placesim/sim.h"
 
 static const PsimPlacer *const registry[] = {
     &psim__placer_greedy, &psim__placer_heft,   &psim__placer_etf,
@@ -101,53 +102,55 @@ double *psim__tlevel(const PsimPlaceCtx *c)
     return t;
 }
 
-/* ---- the engine ---- */
+/* ---- the step of a placement: the simulator's ---- */
+
+/* A coarse problem's placement on its fine graph: each node on its chain's device, the chains in
+ * seq's order and each chain's nodes in topological order; a coarse node's start is its first
+ * member's and its finish its last's. */
+static double coarse_step(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq,
+                          double *start, double *finish)
+{
+    const PsimPlaceCtx *f = c->fine;
+    g_return_val_if_fail(f && c->fine_coarse_of, -1);
+    const int32_t *cof = c->fine_coarse_of;
+    int32_t n = f->n;
+    g_autofree int32_t *fdev = g_new(int32_t, n + 1), *fseq = g_new(int32_t, n + 1),
+                       *pos = g_new(int32_t, c->n + 1), *off = g_new0(int32_t, c->n + 2);
+    g_autofree double *fs = g_new(double, n + 1), *ff = g_new(double, n + 1);
+    for (int32_t i = 0; i < c->n; i++)
+        pos[seq[i]] = i;
+    for (int32_t v = 0; v < n; v++) {
+        fdev[v] = dev[cof[v]];
+        off[pos[cof[v]] + 1]++;
+    }
+    for (int32_t i = 0; i < c->n; i++)
+        off[i + 1] += off[i];
+    for (int32_t i = 0; i < n; i++) { /* bucket by chain position, topological within */
+        int32_t v = f->topo[i];
+        fseq[off[pos[cof[v]]]++] = v;
+    }
+    double m = psim__engine_run(f, fdev, fseq, fs, ff);
+    for (int32_t k = 0; k < c->n; k++) {
+        start[k] = INFINITY;
+        finish[k] = 0;
+    }
+    for (int32_t v = 0; v < n && m >= 0; v++) {
+        start[cof[v]] = MIN(start[cof[v]], fs[v]);
+        finish[cof[v]] = MAX(finish[cof[v]], ff[v]);
+    }
+    return m;
+}
 
 double psim__engine_run(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq,
                         double *start, double *finish)
 {
-    int32_t n = c->n, nd = c->nd;
-    g_autofree int32_t *deg = g_new(int32_t, n + 1), *next = g_new(int32_t, n + 1),
-                       *last = g_new(int32_t, nd), *queue = g_new(int32_t, n + 1);
-    g_autofree double *ready = g_new0(double, n + 1);
-    for (int32_t d = 0; d < nd; d++)
-        last[d] = -1;
-    for (int32_t v = 0; v < n; v++) {
-        deg[v] = c->in_off[v + 1] - c->in_off[v];
-        next[v] = -1;
-    }
-    for (int32_t i = 0; i < n; i++) {
-        int32_t v = seq[i], d = dev[v];
-        if (last[d] >= 0) {
-            next[last[d]] = v;
-            deg[v]++;
-        }
-        last[d] = v;
-    }
-    int32_t head = 0, tail = 0;
-    for (int32_t i = 0; i < n; i++)
-        if (!deg[seq[i]])
-            queue[tail++] = seq[i];
-    double makespan = 0;
-    while (head < tail) {
-        int32_t v = queue[head++], d = dev[v];
-        double s = psim__arrival(c, v, d, dev, finish);
-        if (ready[v] > s)
-            s = ready[v];
-        start[v] = s;
-        finish[v] = s + psim__cost(c, v, d);
-        if (finish[v] > makespan)
-            makespan = finish[v];
-        if (next[v] >= 0) {
-            ready[next[v]] = finish[v];
-            if (--deg[next[v]] == 0)
-                queue[tail++] = next[v];
-        }
-        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
-            if (--deg[c->out_dst[j]] == 0)
-                queue[tail++] = c->out_dst[j];
-    }
-    return tail == n ? makespan : -1;
+    if (!c->g)
+        return coarse_step(c, dev, seq, start, finish);
+    g_autofree double *cost = g_new(double, c->n + 1);
+    for (int32_t v = 0; v < c->n; v++)
+        cost[v] = psim__cost(c, v, dev[v]);
+    PsimSimPlacement pl = {dev, seq, cost, c->opt.compress, start, finish};
+    return psim_sim_placement_step(c->g, c->model, &pl, NULL);
 }
 
 gboolean psim_placement_evaluate(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
@@ -562,11 +565,16 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
     PsimPlacement *p = psim_placement_new(c->n, c->nd, pl->name);
     double t0 = psim__now_ms(), c0 = psim__cpu_ms();
     gboolean placed;
-    if (c->opt.coarsen && pl != &psim__placer_file) {
+    /* greedy asks the simulator's incremental engine, which reads the graph: it places the
+     * fine problem. */
+    if (c->opt.coarsen && pl != &psim__placer_file && pl != &psim__placer_greedy) {
         /* Place the chains, then refine per node: each node on its chain's device, ordered
          * by HEFT's rank with insertion. */
-        if (!c->coarse)
+        if (!c->coarse) {
             c->coarse = psim__coarsen(c, &c->coarse_of);
+            c->coarse->fine = c;
+            c->coarse->fine_coarse_of = c->coarse_of;
+        }
         g_autoptr(PsimPlacement) q = psim_placement_new(c->coarse->n, c->nd, pl->name);
         placed = pl->place(c->coarse, q, error);
         if (placed) {

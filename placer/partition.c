@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "placer/placer-private.h"
+#include "placesim/sim.h"
 
 int32_t psim_plan_n_sends(const PsimPlan *p)
 {
@@ -78,14 +79,6 @@ typedef struct {
     GArray *src_dev;   /* device of every plan node, grown as nodes are added */
 } Part;
 
-static gboolean compress_output(const PsimPlaceCtx *c, const PsimNode *u, int32_t k)
-{
-    if (u->outputs[k].dtype != PSIM_DTYPE_FLOAT32)
-        return FALSE;
-    const PsimAttr *a = psim_node_attr(u, "_compress");
-    return c->opt.compress || (a && a->type == PSIM_ATTR_BOOL && a->v.b);
-}
-
 /* The transfer of output k of u (k < 0: a control edge) to device d, made on first use. */
 static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **error)
 {
@@ -107,7 +100,7 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     t.port = (PsimPort){u, k < 0 ? 0 : k};
     if (k >= 0) {
         t.raw_bytes = un->outputs[k].bytes;
-        t.compressed = compress_output(pt->c, un, k);
+        t.compressed = psim_plan_output_compressed(un, k, pt->c->opt.compress);
         t.rounding = t.compressed ? pt->c->opt.compress_rounding : PSIM_ROUNDING_TRUNCATE;
         t.bytes = t.compressed ? t.raw_bytes / 2 : t.raw_bytes;
     }
@@ -162,85 +155,70 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     return (int32_t)pt->xfers->len - 1;
 }
 
-/* ---- the plan's own static-order simulation ---- */
+/* ---- Recv scheduling around the simulated step ----
+ * The plan's times come from the simulator (one model of a step: sim/); what is computed here
+ * is only TF's recv scheduling over those times: an ALAP pass over the simulated durations, the
+ * slack of each Recv, and the node each held Recv waits for. */
 
-typedef struct {
-    const PsimPlan *plan;
-    int32_t n;
-    double *dur;           /* per node */
-    int32_t *chain_next;   /* next compute node on the same device, or -1 */
-    int32_t *order;        /* processing order of the last run */
-} PlanSim;
-
-/* Forward pass: start = max(inputs done, previous compute node on the device, earliest). */
-static double plan_forward(PlanSim *ps, const double *earliest, double *start, double *finish)
+/* A topological order of the plan graph with each device's compute chain (chain_next: the next
+ * compute node on the same device, -1 at its end) as extra edges. FALSE when the chains
+ * contradict the graph. */
+static gboolean chain_topo(const PsimGraph *pg, const int32_t *chain_next, int32_t *order)
 {
-    const PsimGraph *pg = ps->plan->graph;
-    int32_t n = ps->n;
+    int32_t n = psim_graph_n_nodes(pg);
     const int32_t *po, *pr, *so, *su;
     psim_graph_pred(pg, &po, &pr);
     psim_graph_succ(pg, &so, &su);
     g_autofree int32_t *deg = g_new0(int32_t, n + 1);
-    g_autofree double *ready = g_new0(double, n + 1);
     for (int32_t v = 0; v < n; v++)
         deg[v] += po[v + 1] - po[v];
     for (int32_t v = 0; v < n; v++)
-        if (ps->chain_next[v] >= 0)
-            deg[ps->chain_next[v]]++;
+        if (chain_next[v] >= 0)
+            deg[chain_next[v]]++;
     int32_t head = 0, tail = 0;
     for (int32_t v = 0; v < n; v++)
         if (!deg[v])
-            ps->order[tail++] = v;
-    double m = 0;
+            order[tail++] = v;
     while (head < tail) {
-        int32_t v = ps->order[head++];
-        double s = MAX(ready[v], earliest ? earliest[v] : 0);
-        for (int32_t i = po[v]; i < po[v + 1]; i++)
-            s = MAX(s, finish[pr[i]]);
-        start[v] = s;
-        finish[v] = s + ps->dur[v];
-        m = MAX(m, finish[v]);
-        int32_t w = ps->chain_next[v];
-        if (w >= 0) {
-            ready[w] = finish[v];
-            if (--deg[w] == 0)
-                ps->order[tail++] = w;
-        }
+        int32_t v = order[head++], w = chain_next[v];
+        if (w >= 0 && --deg[w] == 0)
+            order[tail++] = w;
         for (int32_t i = so[v]; i < so[v + 1]; i++)
             if (--deg[su[i]] == 0)
-                ps->order[tail++] = su[i];
+                order[tail++] = su[i];
     }
-    return tail == n ? m : -1;
+    return tail == n;
 }
 
-/* Backward pass over the last forward order: latest starts that keep the makespan m. */
-static void plan_backward(PlanSim *ps, double m, double *late_start)
+/* Latest starts that keep the step m, each node taking its simulated duration dur. */
+static void alap(const PsimGraph *pg, const int32_t *order, const int32_t *chain_next,
+                 const double *dur, double m, double *late_start)
 {
-    const PsimGraph *pg = ps->plan->graph;
     const int32_t *so, *su;
     psim_graph_succ(pg, &so, &su);
-    for (int32_t i = ps->n - 1; i >= 0; i--) {
-        int32_t v = ps->order[i];
+    for (int32_t i = psim_graph_n_nodes(pg) - 1; i >= 0; i--) {
+        int32_t v = order[i];
         double lf = m;
         for (int32_t j = so[v]; j < so[v + 1]; j++)
             lf = MIN(lf, late_start[su[j]]);
-        if (ps->chain_next[v] >= 0)
-            lf = MIN(lf, late_start[ps->chain_next[v]]);
-        late_start[v] = lf - ps->dur[v];
+        if (chain_next[v] >= 0)
+            lf = MIN(lf, late_start[chain_next[v]]);
+        late_start[v] = lf - dur[v];
     }
 }
 
-/* Turns each held Recv's planned release time into a dependency: the Recv may start once the
- * compute node of its device that, in the held schedule (start, finish), finishes last by that
- * time has finished (t->after). Such a node never depends on the Recv (it finishes before the
- * Recv starts, and takes time: nodes whose finish is their start are passed over, so that a
- * descendant cannot tie), and gates never wait on each other in a cycle; it comes before the Recv's consumers in
- * the device's order. So a run ahead of the plan stays ahead: no Recv waits for a clock. */
-static void choose_gates(PsimPlan *plan, const PsimPlacement *p, int32_t nd, const double *start,
-                         const double *finish)
+/* Turns each held Recv's planned release time into a dependency, as TF's partitioner does:
+ * the Recv may start once the compute node of its device that finishes last by that time in the
+ * ALAP schedule has finished (t->after). The ALAP schedule keeps every edge and every device's
+ * order, so such a node never depends on the Recv (it finishes before the Recv's latest start
+ * and takes time: nodes of no duration are passed over, so that a descendant cannot tie), gates
+ * never wait on each other in a cycle, and it comes before the Recv's consumers in the device's
+ * order. A run ahead of the plan stays ahead: no Recv waits for a clock. */
+static void choose_gates(PsimPlan *plan, const PsimPlacement *p, int32_t nd, const double *late,
+                         const double *dur)
 {
     int32_t n = p->n_nodes; /* the placed graph's nodes come first in plan->graph */
-    /* Each device's compute nodes in placement order: one chain, finishes non-decreasing. */
+    /* Each device's compute nodes in placement order: one chain, late finishes non-decreasing. */
     g_autofree int32_t *count = g_new0(int32_t, nd + 1), *off = g_new0(int32_t, nd + 1);
     g_autofree int32_t *chain = g_new(int32_t, (size_t)n + 1);
     for (int32_t i = 0; i < n; i++)
@@ -258,24 +236,38 @@ static void choose_gates(PsimPlan *plan, const PsimPlacement *p, int32_t nd, con
         if (t->earliest_start <= 0)
             continue;
         const int32_t *c = chain + off[t->dst];
-        int32_t lo = 0, hi = count[t->dst]; /* first index whose finish is past the release */
+        int32_t lo = 0, hi = count[t->dst]; /* first index whose late finish is past the release */
         while (lo < hi) {
             int32_t mid = lo + (hi - lo) / 2;
-            if (finish[c[mid]] <= t->earliest_start)
+            if (late[c[mid]] + dur[c[mid]] <= t->earliest_start)
                 lo = mid + 1;
             else
                 hi = mid;
         }
         for (int32_t k = lo - 1; k >= 0; k--)
-            if (finish[c[k]] > start[c[k]] && finish[c[k]] <= start[t->recv]) {
+            if (dur[c[k]] > 0) {
                 t->after = c[k];
                 break;
             }
     }
 }
 
+/* One simulated step of plan (static order, the default of `placesim sim`): its step time, or
+ * -1 with error set; start and end (optional) get every node's times. */
+static double plan_simulate(const PsimPlan *plan, PsimCostModel *m, double *start, double *end,
+                            GError **error)
+{
+    PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .no_timeline = TRUE,
+                         .node_start = start, .node_end = end};
+    PsimSimResult r = {0};
+    gboolean ok = psim_sim_run(plan, m, &so, &r, NULL, error);
+    double t = ok ? r.step_time_us : -1;
+    psim_sim_result_clear(&r);
+    return t;
+}
+
 typedef struct {
-    const double *start;
+    const double *key;
     const int32_t *rank;
 } OrderCmp;
 
@@ -283,9 +275,36 @@ static int cmp_order(const void *a, const void *b, void *user)
 {
     const OrderCmp *o = user;
     int32_t u = *(const int32_t *)a, v = *(const int32_t *)b;
-    if (o->start[u] != o->start[v])
-        return o->start[u] < o->start[v] ? -1 : 1;
+    if (o->key && o->key[u] != o->key[v])
+        return o->key[u] < o->key[v] ? -1 : 1;
     return o->rank[u] - o->rank[v];
+}
+
+/* Each device's order: its nodes by key (NULL: by rank alone), then rank. Compute nodes keep
+ * the placement's order whatever the key: their simulated starts never decrease along it and
+ * ties go by rank, their position in it. */
+static void order_set(PsimPlan *plan, const double *key, const int32_t *rank)
+{
+    int32_t N = psim_graph_n_nodes(plan->graph), nd = plan->n_devices;
+    OrderCmp oc = {key, rank};
+    g_autofree int32_t *all = g_new(int32_t, N + 1);
+    for (int32_t v = 0; v < N; v++)
+        all[v] = v;
+    qsort_r(all, (size_t)N, sizeof(int32_t), cmp_order, &oc);
+    for (int32_t d = 0; d < nd; d++) {
+        g_free(plan->order[d]);
+        plan->n_order[d] = 0;
+    }
+    for (int32_t i = 0; i < N; i++)
+        plan->n_order[plan->device_of[all[i]]]++;
+    for (int32_t d = 0; d < nd; d++) {
+        plan->order[d] = g_new(int32_t, plan->n_order[d] + 1);
+        plan->n_order[d] = 0;
+    }
+    for (int32_t i = 0; i < N; i++) {
+        int32_t d = plan->device_of[all[i]];
+        plan->order[d][plan->n_order[d]++] = all[i];
+    }
 }
 
 PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **error)
@@ -360,84 +379,78 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
         /* The send node sits on the source: device_of was appended src, dst per transfer. */
     }
 
-    /* Durations, and compute-node chains in the placement's order. */
-    PlanSim ps = {plan, N, g_new0(double, N + 1), g_new(int32_t, N + 1), g_new(int32_t, N + 1)};
-    for (int32_t v = 0; v < n; v++)
-        ps.dur[v] = psim__cost(c, v, p->device_of[v]);
-    for (int32_t i = 0; i < plan->n_transfers; i++) {
-        const PsimTransfer *t = &plan->transfers[i];
-        if (t->control)
-            ps.dur[t->recv] = psim__xfer(c, t->src, t->dst, 0);
-        else
-            ps.dur[t->recv] = psim__xfer(c, t->src, t->dst, t->bytes);
-    }
+    /* Compute-node chains in the placement's order; a first order for the simulator (compute
+     * nodes by chain, Send/Recv after them: they take no place in a device's order). */
+    g_autofree int32_t *chain_next = g_new(int32_t, N + 1), *last = g_new(int32_t, nd + 1),
+                       *rank = g_new(int32_t, N + 1), *topo = g_new(int32_t, N + 1);
     for (int32_t v = 0; v < N; v++)
-        ps.chain_next[v] = -1;
-    g_autofree int32_t *last = g_new(int32_t, nd), *rank = g_new(int32_t, N + 1);
+        chain_next[v] = -1;
     for (int32_t d = 0; d < nd; d++)
         last[d] = -1;
     for (int32_t i = 0; i < n; i++) {
         int32_t v = p->seq[i], d = p->device_of[v];
         if (last[d] >= 0)
-            ps.chain_next[last[d]] = v;
+            chain_next[last[d]] = v;
         last[d] = v;
         rank[v] = i;
     }
     for (int32_t v = n; v < N; v++)
         rank[v] = n + v;
-    g_autofree double *start = g_new(double, N + 1), *finish = g_new(double, N + 1),
-                      *late = g_new(double, N + 1), *earliest = g_new0(double, N + 1);
-    double m = plan_forward(&ps, NULL, start, finish);
-    if (m < 0) {
+    if (!chain_topo(pg, chain_next, topo)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                     "plan '%s': the order on the devices contradicts the graph", p->algo);
         psim_plan_free(plan);
-        plan = NULL;
-        goto out;
+        return NULL;
     }
-    plan_backward(&ps, m, late);
+    g_autofree double *start = g_new(double, N + 1), *end = g_new(double, N + 1),
+                      *dur = g_new(double, N + 1), *late = g_new(double, N + 1);
+    order_set(plan, NULL, rank);
+    /* 1. The step as soon as possible: no Recv held, transfers in request order. */
+    double m = plan_simulate(plan, c->model, start, end, error);
+    if (m < 0) {
+        psim_plan_free(plan);
+        return NULL;
+    }
+    /* 2. ALAP over the simulated durations: slack, priorities, held Recvs and their gates. */
+    for (int32_t v = 0; v < N; v++)
+        dur[v] = end[v] - start[v];
+    alap(pg, topo, chain_next, dur, m, late);
     for (int32_t i = 0; i < plan->n_transfers; i++) {
         PsimTransfer *t = &plan->transfers[i];
-        double asap = start[t->recv], alap = late[t->recv];
-        double margin = c->opt.recv_margin_us >= 0 ? c->opt.recv_margin_us : ps.dur[t->recv];
+        double asap = start[t->recv], late_start = late[t->recv];
+        double margin = c->opt.recv_margin_us >= 0 ? c->opt.recv_margin_us : dur[t->recv];
         /* Held back only when it has slack beyond the margin (memory: the Recv's buffer need
-         * not exist before). A transfer without slack is not held to its planned time: a run
-         * ahead of the plan would only wait for it, and a run behind it never does. */
-        t->earliest_start = alap - margin > asap ? alap - margin : 0;
-        t->priority = alap - asap;
-        earliest[t->recv] = t->earliest_start;
+         * not exist before). A transfer without slack is not held: a run ahead of the plan
+         * would only wait for it, and a run behind it never does. */
+        t->earliest_start = late_start - margin > asap ? late_start - margin : 0;
+        t->priority = late_start - asap;
     }
     for (int32_t v = 0; v < N; v++)
         plan->priority[v] = plan->transfer_of_recv[v] >= 0 ? plan->transfers[plan->transfer_of_recv[v]].priority
                                                            : late[v];
-    double m2 = plan_forward(&ps, earliest, start, finish);
-    g_assert(m2 >= 0 && m2 <= m * (1 + 1e-12) + 1e-9);
-    plan->makespan_us = m2;
-    choose_gates(plan, p, nd, start, finish);
-    memcpy(plan->planned_start, start, sizeof(double) * N);
-    /* Per-device order: by planned start, compute nodes keeping the placement's order. */
-    {
-        OrderCmp oc = {start, rank};
-        g_autofree int32_t *all = g_new(int32_t, N + 1);
-        for (int32_t v = 0; v < N; v++)
-            all[v] = v;
-        /* Compute nodes sort by their chain position among themselves; give async nodes the
-         * start as key and compute nodes too (their starts never decrease along a chain). */
-        qsort_r(all, (size_t)N, sizeof(int32_t), cmp_order, &oc);
-        for (int32_t i = 0; i < N; i++)
-            plan->n_order[plan->device_of[all[i]]]++;
-        for (int32_t d = 0; d < nd; d++) {
-            plan->order[d] = g_new(int32_t, plan->n_order[d] + 1);
-            plan->n_order[d] = 0;
-        }
-        for (int32_t i = 0; i < N; i++) {
-            int32_t d = plan->device_of[all[i]];
-            plan->order[d][plan->n_order[d]++] = all[i];
-        }
+    choose_gates(plan, p, nd, late, dur);
+    /* 3. The plan as it will run. Gates and priorities are TF's heuristics, not the model: where
+     * the simulator finds them slower than the step of 1, they go (first the gates, then the
+     * priorities), so a plan is never predicted slower than its own placement run freely. */
+    g_autofree double *start1 = g_memdup2(start, sizeof(double) * (N + 1));
+    double m2 = plan_simulate(plan, c->model, start, end, error);
+    if (m2 > m) {
+        for (int32_t i = 0; i < plan->n_transfers; i++)
+            plan->transfers[i].after = -1;
+        m2 = plan_simulate(plan, c->model, start, end, error);
     }
-out:
-    g_free(ps.dur);
-    g_free(ps.chain_next);
-    g_free(ps.order);
+    if (m2 > m) {
+        for (int32_t i = 0; i < plan->n_transfers; i++)
+            plan->transfers[i].priority = 0;
+        memcpy(start, start1, sizeof(double) * N);
+        m2 = m;
+    }
+    if (m2 < 0) {
+        psim_plan_free(plan);
+        return NULL;
+    }
+    plan->makespan_us = m2;
+    memcpy(plan->planned_start, start, sizeof(double) * N);
+    order_set(plan, plan->planned_start, rank);
     return plan;
 }

@@ -47,14 +47,14 @@ struct PsimPlaceCtx {
     /* Coarsening: the node of the fine problem each coarse node stands for is not kept; a
      * coarse problem maps fine -> coarse in members_of. */
     double lower_bound;
-    /* TRUE when some link is shared (transfers queue on it) or some device has several
-     * streams: the simulator's model then differs from the engine here, and greedy commits
-     * through the simulator's incremental engine instead. */
-    gboolean sim_model_differs;
     /* A coarse problem (chains merged) borrows the arrays marked shared from its fine one. */
     gboolean shared;
     PsimPlaceCtx *coarse;    /* made on first use when opt.coarsen */
     int32_t *coarse_of;      /* per fine node: its coarse node */
+    /* A coarse problem: the fine one and its coarse_of (borrowed), through which its
+     * placements are simulated. */
+    const PsimPlaceCtx *fine;
+    const int32_t *fine_coarse_of;
 };
 
 /* The coarse problem of f: chains merged (see context.c); *coarse_of gets n entries. */
@@ -128,8 +128,9 @@ double *psim__blevel(const PsimPlaceCtx *c);
 /* Static top level with cheapest costs (longest path from an entry, excluding the node). */
 double *psim__tlevel(const PsimPlaceCtx *c);
 
-/* The engine on (device_of, seq): fills start, finish, returns the makespan, or -1 if the
- * order deadlocks. work (optional) gets n nodes' scratch; dev_last etc. allocated inside. */
+/* The step of (device_of, seq) as the simulator runs its plan (psim_sim_placement_step: one
+ * model of a step, no second engine here): fills start, finish, returns the step time, or -1
+ * if the order deadlocks. A coarse problem is simulated on its fine graph. */
 double psim__engine_run(const PsimPlaceCtx *c, const int32_t *device_of, const int32_t *seq,
                         double *start, double *finish);
 

@@ -1,6 +1,7 @@
 /* Transfers between devices at sizes from link_min_bytes to link_max_bytes (x4 steps), timed
- * per ordered pair, and the fitted latency + bytes/bandwidth model. CPU to CPU is timed as the
- * executor makes the copy (exec/transport.c): the source device has just written the tensor
+ * per ordered pair, and the fitted latency + bytes/bandwidth model. CPU to CPU up to
+ * PSIM_PROFILE_HOP_MAX_BYTES: the whole hop through the executor (hop.c; rows with source
+ * 'executor'). Larger: timed as the executor makes the copy (exec/transport.c): the source device has just written the tensor
  * (its lines dirty in the source core's caches), and the destination's thread copies it into a
  * buffer of its own that is not in the caches (a pooled block last used long before). Each sample is one copy: the source's thread rewrites the buffer, then the
  * destination's thread times the memcpy. Copying the same clean source over and over instead
@@ -218,11 +219,22 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
                 continue;
             int32_t a = g_array_index(cpus, int32_t, i), b = g_array_index(cpus, int32_t, j);
             const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
+            gboolean pair_hop = TRUE; /* FALSE once the pair's plan could not run */
             for (uint64_t bytes = p->opts.link_min_bytes; bytes <= p->opts.link_max_bytes; bytes *= 4) {
                 PsimTimingStats st;
-                if (!transfer_samples(p, a, b, bufs[j], bufs[i], bytes, budget, &st, error))
+                gboolean hop = pair_hop && bytes <= PSIM_PROFILE_HOP_MAX_BYTES;
+                GError *hop_err = NULL;
+                if (hop && !psim__profiler_hop(p, a, b, bytes, budget, &st, &hop_err)) {
+                    /* A cluster the executor cannot run this pair's plan on still gets the copy. */
+                    fprintf(stderr, "placesim: warning: %s; the %s -> %s link is timed by its copy alone\n",
+                            hop_err->message, da->short_name, db->short_name);
+                    g_clear_error(&hop_err);
+                    hop = pair_hop = FALSE;
+                }
+                if (!hop && !transfer_samples(p, a, b, bufs[j], bufs[i], bytes, budget, &st, error))
                     goto out;
-                if (!psim_cost_db_link_put(p->db, da, db, bytes, psim_profile_clock_name(p->opts.clock), &st, error))
+                if (!psim_cost_db_link_put(p->db, da, db, bytes,
+                                           hop ? "executor" : psim_profile_clock_name(p->opts.clock), &st, error))
                     goto out;
                 report->link_rows++;
                 g_autofree char *what = g_strdup_printf("%s -> %s, %" G_GUINT64_FORMAT " bytes",

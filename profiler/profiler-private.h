@@ -60,6 +60,13 @@ void psim__profiler_untouch(PsimProfiler *p, int32_t device, void *buf);
 /* Times memcpy(dst, src, bytes) on device's worker thread. */
 gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const void *src,
                              size_t bytes, double budget_ms, PsimTimingStats *out, GError **error);
+/* Transfers up to this size are timed through the executor (psim__profiler_hop), where its
+ * hand-off is a large share of the time; larger ones by their copy alone, where it is not. */
+#define PSIM_PROFILE_HOP_MAX_BYTES (UINT64_C(1) << 20)
+/* Times what the executor pays to move a `bytes` tensor from CPU device a to CPU device b:
+ * producer's end on a to consumer's start on b in a two-device plan's steps (profiler/hop.c). */
+gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
+                            PsimTimingStats *out, GError **error);
 /* Fits and records the link model of (a, b) when at least two sizes were measured. */
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
                                  GError **error);

@@ -967,6 +967,14 @@ gboolean psim_profiler_run(PsimProfiler *p, PsimGraph *const *graphs, int32_t n_
              * weights column: timed warm). */
             if (has && strcmp(had[0] ? had : "warm", item_mode(p, it)))
                 has = FALSE;
+            /* An in-situ row (profile --in-situ) is what the model answers with: the kernel
+             * timed alone would not be used. */
+            if (!has && !err)
+                has = psim_cost_db_kernel_get_method(p->db, d, it->sig, "insitu", NULL, &err);
+            if (err) {
+                g_propagate_error(error, err);
+                return FALSE;
+            }
             if (has) {
                 report->skipped++;
                 done += rounds;

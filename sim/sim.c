@@ -142,8 +142,18 @@ typedef struct {
 } Link;
 
 typedef struct {
-    const PsimPlan *p;
+    const PsimPlan *p;       /* NULL when simulating a placement (psim_sim_placement_step) */
     const PsimGraph *g;
+    /* The step's structure, from the plan or built from a placement: transfers, each node's
+     * device, each device's order, node priorities, and the transfer of each Recv. */
+    const PsimTransfer *xf;
+    int32_t n_xf;
+    const int32_t *dev_of;
+    int32_t *const *order_of;
+    const int32_t *n_order;
+    const double *prio;
+    const int32_t *xfer_of_recv;
+    int32_t *own_succ_off, *own_succ; /* a placement's successor lists (owned) */
     PsimCostModel *m;
     const PsimCluster *c;
     PsimOrder order;
@@ -222,6 +232,20 @@ static uint64_t outputs_bytes(const PsimNode *v)
     return b;
 }
 
+/* What a node is to the simulator. Op names are interned per graph: compare pointers first,
+ * strings only on a miss (*send_op, *recv_op remember the graph's). */
+static uint8_t node_kind(const PsimNode *nv, const char **send_op, const char **recv_op)
+{
+    if (nv->op == *send_op || (!*send_op && !strcmp(nv->op, "Send") && (*send_op = nv->op)))
+        return KIND_SEND;
+    if (nv->op == *recv_op || (!*recv_op && !strcmp(nv->op, "Recv") && (*recv_op = nv->op)))
+        return KIND_RECV;
+    if ((nv->flags & (PSIM_NODE_PARAMETER | PSIM_NODE_CONSTANT)) ||
+        (nv->op[0] == 'C' && nv->n_inputs == 0 && (!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant"))))
+        return KIND_PARAM;
+    return KIND_COMPUTE;
+}
+
 /* Node v's consumption of its inputs is over: release tensors whose last consumer it was. */
 static void release_inputs(Sim *s, int32_t v)
 {
@@ -256,14 +280,14 @@ static void node_done(Sim *s, int32_t v)
     }
     /* Transfers held until v: those whose Send is done go now. */
     for (int32_t x = s->gated[v]; x >= 0; x = s->gated_next[x])
-        if (s->done[s->p->transfers[x].send])
+        if (s->done[s->xf[x].send])
             xfer_request(s, x);
 }
 
 static void link_start(Sim *s, int32_t li, int32_t x)
 {
     Link *l = &s->link[li];
-    const PsimTransfer *t = &s->p->transfers[x];
+    const PsimTransfer *t = &s->xf[x];
     double occupy = isfinite(l->bytes_per_us) && l->bytes_per_us > 0 ? (double)t->bytes / l->bytes_per_us : 0;
     s->xfer_start[x] = s->now;
     s->events++;
@@ -288,7 +312,7 @@ static void mark_dirty(Sim *s, int32_t d, int32_t cause)
 
 static void xfer_request(Sim *s, int32_t x)
 {
-    const PsimTransfer *t = &s->p->transfers[x];
+    const PsimTransfer *t = &s->xf[x];
     int32_t li = s->xfer_link[x];
     Link *l = &s->link[li];
     if (l->by_dst) {
@@ -311,7 +335,7 @@ static void node_ready(Sim *s, int32_t v, int32_t cause)
         int32_t x = s->send_xfer[v];
         node_done(s, v);
         if (x >= 0) {
-            const PsimTransfer *t = &s->p->transfers[x];
+            const PsimTransfer *t = &s->xf[x];
             s->xfer_request[x] = s->now;
             /* A held transfer goes when the node it waits for has finished (node_done). */
             if (t->after < 0 || s->done[t->after])
@@ -326,9 +350,9 @@ static void node_ready(Sim *s, int32_t v, int32_t cause)
     }
     s->ready[v] = 1;
     s->start[v] = s->now;
-    int32_t d = s->p->device_of[v];
+    int32_t d = s->dev_of[v];
     if (s->order == PSIM_ORDER_DYNAMIC)
-        pq_push(&s->dev[d].ready, s->p->priority[v], v);
+        pq_push(&s->dev[d].ready, s->prio[v], v);
     /* Dispatch after every event of this instant is in, so that the ready queue sees all the
      * nodes that became ready at the same time. */
     mark_dirty(s, d, cause);
@@ -370,7 +394,7 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
 /* Transfer x, on a by_destination link, starts on its destination device d. */
 static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
 {
-    const PsimTransfer *t = &s->p->transfers[x];
+    const PsimTransfer *t = &s->xf[x];
     const Link *l = &s->link[s->xfer_link[x]];
     stream_take(s, t->recv, d);
     /* Waiting for the device since it was requested: what freed the device bound the copy. */
@@ -408,8 +432,8 @@ static void dispatch(Sim *s, int32_t d, int32_t cause)
             node_start(s, pq_pop(&dv->ready), d, cause);
         return;
     }
-    const int32_t *ord = s->p->order[d];
-    int32_t n = s->p->n_order[d];
+    const int32_t *ord = s->order_of[d];
+    int32_t n = s->n_order[d];
     while (dv->busy < dv->n_streams && dv->pos < n) {
         int32_t v = ord[dv->pos];
         if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV || s->done[v]) {
@@ -423,11 +447,21 @@ static void dispatch(Sim *s, int32_t d, int32_t cause)
     }
 }
 
+static void setup_common(Sim *s);
+
+/* The step's structure from a plan: its partitioned graph, transfers and orders. */
 static gboolean setup(Sim *s)
 {
     const PsimPlan *p = s->p;
     const PsimGraph *g = s->g;
     int32_t n = s->n, nd = s->nd;
+    s->xf = p->transfers;
+    s->n_xf = p->n_transfers;
+    s->dev_of = p->device_of;
+    s->order_of = p->order;
+    s->n_order = p->n_order;
+    s->prio = p->priority;
+    s->xfer_of_recv = p->transfer_of_recv;
     s->kind = g_new0(uint8_t, n + 1);
     s->ready = g_new0(uint8_t, n + 1);
     s->done = g_new0(uint8_t, n + 1);
@@ -455,14 +489,7 @@ static gboolean setup(Sim *s)
         n_in += nv->n_inputs;
         s->binding[v] = -1;
         s->send_xfer[v] = -1;
-        if (nv->op == send_op || (!send_op && !strcmp(nv->op, "Send") && (send_op = nv->op)))
-            s->kind[v] = KIND_SEND;
-        else if (nv->op == recv_op || (!recv_op && !strcmp(nv->op, "Recv") && (recv_op = nv->op)))
-            s->kind[v] = KIND_RECV;
-        else if ((nv->flags & (PSIM_NODE_PARAMETER | PSIM_NODE_CONSTANT)) ||
-                 (nv->op[0] == 'C' && nv->n_inputs == 0 &&
-                  (!strcmp(nv->op, "Const") || !strcmp(nv->op, "Constant"))))
-            s->kind[v] = KIND_PARAM;
+        s->kind[v] = node_kind(nv, &send_op, &recv_op);
         s->out_total[v] = outputs_bytes(nv);
     }
     s->out_off[n] = n_out;
@@ -511,10 +538,6 @@ static gboolean setup(Sim *s)
     psim_graph_pred(g, &po, &pr);
     for (int32_t v = 0; v < n; v++)
         s->pending[v] = po[v + 1] - po[v];
-    s->dev = g_new0(Dev, nd + 1);
-    s->dirty = g_new(int32_t, nd + 1);
-    s->is_dirty = g_new0(uint8_t, nd + 1);
-    s->dirty_cause = g_new(int32_t, nd + 1);
     for (int32_t d = 0; d < nd; d++) {
         int32_t cd = psim_cluster_device_find(s->c, p->devices[d]);
         if (cd < 0) {
@@ -541,6 +564,37 @@ static gboolean setup(Sim *s)
         }
         s->cost[v] = c;
     }
+    setup_common(s);
+    return TRUE;
+}
+
+/* What a plan and a placement share: devices' streams and capacities, the links of the pairs
+ * the transfers use, resident parameters. */
+static void setup_common(Sim *s)
+{
+    int32_t n = s->n, nd = s->nd;
+    /* Ops run slower while other devices share the caches and memory: every node's cost on a
+     * device is scaled by the device's calibrated factor for as many busy devices as the step
+     * gives work (1 without a calibration). */
+    g_autofree uint8_t *works = g_new0(uint8_t, nd + 1);
+    int32_t n_busy = 0;
+    for (int32_t v = 0; v < n; v++)
+        if (s->cost[v] > 0 && !works[s->dev_of[v]]) {
+            works[s->dev_of[v]] = 1;
+            n_busy++;
+        }
+    if (n_busy >= 2) {
+        g_autofree double *f = g_new(double, nd + 1);
+        for (int32_t d = 0; d < nd; d++)
+            f[d] = works[d] ? psim_cost_model_busy_scale(s->m, s->cluster_dev[d], n_busy) : 1;
+        for (int32_t v = 0; v < n; v++)
+            if (f[s->dev_of[v]] != 1)
+                s->cost[v] = psim_cost_bound(s->cost[v] * f[s->dev_of[v]]);
+    }
+    s->dev = g_new0(Dev, nd + 1);
+    s->dirty = g_new(int32_t, nd + 1);
+    s->is_dirty = g_new0(uint8_t, nd + 1);
+    s->dirty_cause = g_new(int32_t, nd + 1);
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
@@ -548,11 +602,11 @@ static gboolean setup(Sim *s)
     }
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
      * pairs in use than nd^2. */
-    s->link = g_new0(Link, p->n_transfers + 1);
-    s->xfer_link = g_new(int32_t, p->n_transfers + 1);
+    s->link = g_new0(Link, s->n_xf + 1);
+    s->xfer_link = g_new(int32_t, s->n_xf + 1);
     g_autoptr(GHashTable) pair_link = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    for (int32_t x = 0; x < p->n_transfers; x++) {
-        const PsimTransfer *t = &p->transfers[x];
+    for (int32_t x = 0; x < s->n_xf; x++) {
+        const PsimTransfer *t = &s->xf[x];
         gint64 key = (gint64)(((guint64)(guint32)t->src << 32) | (guint32)t->dst);
         gpointer found;
         if (g_hash_table_lookup_extended(pair_link, &key, NULL, &found)) {
@@ -573,12 +627,23 @@ static gboolean setup(Sim *s)
     /* Parameters are resident from the start. */
     for (int32_t v = 0; v < n; v++)
         if (s->kind[v] == KIND_PARAM)
-            mem_add(s, p->device_of[v], s->out_total[v], v);
-    return TRUE;
+            mem_add(s, s->dev_of[v], s->out_total[v], v);
 }
 
 static void sim_free(Sim *s)
 {
+    g_free(s->own_succ_off);
+    g_free(s->own_succ);
+    if (!s->p) { /* a placement's structure is the simulator's own */
+        g_free((PsimTransfer *)s->xf);
+        g_free((int32_t *)s->dev_of);
+        for (int32_t d = 0; s->order_of && d < s->nd; d++)
+            g_free(s->order_of[d]);
+        g_free((int32_t **)s->order_of);
+        g_free((int32_t *)s->n_order);
+        g_free((double *)s->prio);
+        g_free((int32_t *)s->xfer_of_recv);
+    }
     g_free(s->kind);
     g_free(s->ready);
     g_free(s->done);
@@ -650,9 +715,9 @@ static double lower_bound(Sim *s)
         double st = 0;
         for (int32_t j = po[v]; j < po[v + 1]; j++)
             st = MAX(st, fin[pr[j]]);
-        int32_t x = s->kind[v] == KIND_RECV ? s->p->transfer_of_recv[v] : -1;
+        int32_t x = s->kind[v] == KIND_RECV ? s->xfer_of_recv[v] : -1;
         if (x >= 0) {
-            const PsimTransfer *t = &s->p->transfers[x];
+            const PsimTransfer *t = &s->xf[x];
             const Link *l = &s->link[s->xfer_link[x]];
             double occ = isfinite(l->bytes_per_us) ? (double)t->bytes / l->bytes_per_us : 0;
             st = MAX(st, fin[t->send] + occ + l->latency);
@@ -663,6 +728,83 @@ static double lower_bound(Sim *s)
         best = MAX(best, fin[v]);
     }
     return best;
+}
+
+/* Runs the step: sources ready at time 0, events in time order. FALSE with an error when it
+ * deadlocks. */
+static gboolean sim_loop(Sim *s)
+{
+    /* Sources are ready at time 0, in node order. */
+    for (int32_t v = 0; v < s->n; v++)
+        if (s->pending[v] == 0 && !s->ready[v] && !s->done[v])
+            node_ready(s, v, -1);
+    dispatch_dirty(s);
+    while (s->heap.n && !s->failed) {
+        Event e = heap_pop(&s->heap);
+        s->now = e.t;
+        s->events++;
+        switch (e.kind) {
+        case EV_NODE_END: {
+            int32_t d = s->dev_of[e.id];
+            stream_release(s, e.id, d);
+            node_done(s, e.id);
+            mark_dirty(s, d, e.id);
+            break;
+        }
+        case EV_COPY_END: {
+            const PsimTransfer *t = &s->xf[e.id];
+            stream_release(s, t->recv, t->dst);
+            s->start[t->recv] = s->xfer_start[e.id];
+            release_inputs(s, t->send);
+            node_done(s, t->recv);
+            mark_dirty(s, t->dst, t->recv);
+            break;
+        }
+        case EV_LINK_FREE: {
+            Link *l = &s->link[e.id];
+            int32_t prev = l->current;
+            l->busy = FALSE;
+            l->current = -1;
+            if (l->waiting.n) {
+                int32_t x = pq_pop(&l->waiting);
+                s->binding[s->xf[x].recv] = prev >= 0 ? s->xf[prev].recv : -1;
+                link_start(s, (int32_t)e.id, x);
+            }
+            break;
+        }
+        case EV_XFER_ARRIVE: {
+            const PsimTransfer *t = &s->xf[e.id];
+            s->start[t->recv] = s->xfer_start[e.id];
+            if (s->binding[t->recv] < 0)
+                s->binding[t->recv] = t->send;
+            release_inputs(s, t->send); /* the source buffer is no longer needed */
+            node_done(s, t->recv);
+            break;
+        }
+        }
+        if (s->n_dirty && (!s->heap.n || s->heap.a[0].t > s->now))
+            dispatch_dirty(s);
+    }
+    if (s->failed)
+        return FALSE;
+    if (s->n_done < s->n) {
+        int32_t stuck = -1;
+        for (int32_t v = 0; v < s->n && stuck < 0; v++)
+            if (!s->done[v] && s->ready[v])
+                stuck = v;
+        for (int32_t v = 0; v < s->n && stuck < 0; v++)
+            if (!s->done[v])
+                stuck = v;
+        /* A placement's Send/Recv ids follow the graph's. */
+        const char *name = stuck < psim_graph_n_nodes(s->g) ? psim_graph_node(s->g, stuck)->name : "a Recv";
+        g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: node '%s': the plan deadlocks (%s order on device '%s'; %d of %d nodes ran)",
+                    psim_graph_name(s->g), name, s->order == PSIM_ORDER_STATIC ? "static" : "dynamic",
+                    s->p ? s->p->devices[s->dev_of[stuck]] : psim_cluster_device(s->c, s->dev_of[stuck])->name,
+                    s->n_done, s->n);
+        return FALSE;
+    }
+    return TRUE;
 }
 
 gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptions *opts,
@@ -693,74 +835,7 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
         for (int32_t d = 0; d < s->nd; d++)
             if (psim_cluster_device(s->c, s->cluster_dev[d])->kind == PSIM_DEVICE_TYPE_GPU)
                 s->dev[d].n_streams = opts->gpu_streams;
-    /* Sources are ready at time 0, in node order. */
-    for (int32_t v = 0; v < s->n; v++)
-        if (s->pending[v] == 0 && !s->ready[v] && !s->done[v])
-            node_ready(s, v, -1);
-    dispatch_dirty(s);
-    while (s->heap.n && !s->failed) {
-        Event e = heap_pop(&s->heap);
-        s->now = e.t;
-        s->events++;
-        switch (e.kind) {
-        case EV_NODE_END: {
-            int32_t d = plan->device_of[e.id];
-            stream_release(s, e.id, d);
-            node_done(s, e.id);
-            mark_dirty(s, d, e.id);
-            break;
-        }
-        case EV_COPY_END: {
-            const PsimTransfer *t = &plan->transfers[e.id];
-            stream_release(s, t->recv, t->dst);
-            s->start[t->recv] = s->xfer_start[e.id];
-            release_inputs(s, t->send);
-            node_done(s, t->recv);
-            mark_dirty(s, t->dst, t->recv);
-            break;
-        }
-        case EV_LINK_FREE: {
-            Link *l = &s->link[e.id];
-            int32_t prev = l->current;
-            l->busy = FALSE;
-            l->current = -1;
-            if (l->waiting.n) {
-                int32_t x = pq_pop(&l->waiting);
-                s->binding[plan->transfers[x].recv] = prev >= 0 ? plan->transfers[prev].recv : -1;
-                link_start(s, (int32_t)e.id, x);
-            }
-            break;
-        }
-        case EV_XFER_ARRIVE: {
-            const PsimTransfer *t = &plan->transfers[e.id];
-            s->start[t->recv] = s->xfer_start[e.id];
-            if (s->binding[t->recv] < 0)
-                s->binding[t->recv] = t->send;
-            release_inputs(s, t->send); /* the source buffer is no longer needed */
-            node_done(s, t->recv);
-            break;
-        }
-        }
-        if (s->n_dirty && (!s->heap.n || s->heap.a[0].t > s->now))
-            dispatch_dirty(s);
-    }
-    if (s->failed) {
-        sim_free(s);
-        return FALSE;
-    }
-    if (s->n_done < s->n) {
-        int32_t stuck = -1;
-        for (int32_t v = 0; v < s->n && stuck < 0; v++)
-            if (!s->done[v] && s->ready[v])
-                stuck = v;
-        for (int32_t v = 0; v < s->n && stuck < 0; v++)
-            if (!s->done[v])
-                stuck = v;
-        const PsimNode *nv = psim_graph_node(s->g, stuck);
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                    "%s: node '%s': the plan deadlocks (%s order on device '%s'; %d of %d nodes ran)",
-                    psim_graph_name(s->g), nv->name, s->order == PSIM_ORDER_STATIC ? "static" : "dynamic",
-                    plan->devices[plan->device_of[stuck]], s->n_done, s->n);
+    if (!sim_loop(s)) {
         sim_free(s);
         return FALSE;
     }
@@ -786,13 +861,23 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     for (int32_t v = last, i = c; v >= 0 && i > 0; v = s->binding[v])
         res->critical[--i] = v;
     res->events = s->events;
+    if (opts->node_start)
+        memcpy(opts->node_start, s->start, sizeof(double) * (size_t)s->n);
+    if (opts->node_end)
+        memcpy(opts->node_end, s->end, sizeof(double) * (size_t)s->n);
     if (timeline) {
         PsimTimeline *t = psim_timeline_new(psim_graph_name(s->g), "sim", s->nd,
                                             (const char *const *)plan->devices);
+        /* The executor evaluates constant nodes once before any step and takes graph inputs as
+         * fed: they are not part of its step, nor of the predicted one (so that `compare`
+         * matches every op). They cost nothing here either. */
+        g_autofree gboolean *folded = psim_cost_constant_nodes(s->g);
         for (int32_t v = 0; v < s->n; v++) {
-            if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV)
+            if (s->kind[v] == KIND_SEND || s->kind[v] == KIND_RECV || (folded && folded[v]))
                 continue;
             const PsimNode *nv = psim_graph_node(s->g, v);
+            if ((nv->flags & PSIM_NODE_FED) || !strcmp(nv->op, "Placeholder"))
+                continue;
             psim_timeline_op_add(t, nv->name, nv->op, v, plan->device_of[v], s->stream[v],
                                  s->start[v], s->end[v]);
         }
@@ -808,4 +893,281 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     }
     sim_free(s);
     return TRUE;
+}
+
+/* ---- a placement, simulated as its plan would run ---- */
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The transfer of output k (-1: control) of u to device d, made on first use: transfers of one
+ * producer are chained from head[u], in creation order (the partitioner's). */
+static int32_t placement_xfer(GArray *xf, int32_t *head, GArray *next, int32_t n, const PsimGraph *g,
+                              const int32_t *dev, int32_t u, int32_t k, int32_t d, gboolean compress)
+{
+    int32_t *nx = (int32_t *)(void *)next->data;
+    for (int32_t x = head[u]; x >= 0; x = nx[x]) {
+        const PsimTransfer *t = &g_array_index(xf, PsimTransfer, x);
+        if (t->dst == d && (k < 0 ? t->control : !t->control && t->port.index == k))
+            return x;
+    }
+    int32_t x = (int32_t)xf->len;
+    PsimTransfer t = {0};
+    t.send = n + 2 * x;
+    t.recv = n + 2 * x + 1;
+    t.src = dev[u];
+    t.dst = d;
+    t.control = k < 0;
+    t.port = (PsimPort){u, k < 0 ? 0 : k};
+    t.after = -1;
+    if (k >= 0) {
+        const PsimNode *un = psim_graph_node(g, u);
+        t.raw_bytes = un->outputs[k].bytes;
+        t.compressed = psim_plan_output_compressed(un, k, compress);
+        t.bytes = t.compressed ? t.raw_bytes / 2 : t.raw_bytes;
+    }
+    g_array_append_val(xf, t);
+    /* Append at the chain's end, so that lookups meet transfers in creation order. */
+    int32_t minus1 = -1;
+    g_array_append_val(next, minus1);
+    nx = (int32_t *)(void *)next->data;
+    if (head[u] < 0) {
+        head[u] = x;
+    } else {
+        int32_t y = head[u];
+        while (nx[y] >= 0)
+            y = nx[y];
+        nx[y] = x;
+    }
+    return x;
+}
+
+/* The structure psim_plan_build would make for pl, without its graph: Send/Recv of transfer x are
+ * nodes n + 2x and n + 2x + 1. */
+static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
+{
+    const PsimGraph *g = s->g;
+    int32_t n = psim_graph_n_nodes(g), nd = s->nd;
+    const int32_t *dev = pl->device_of;
+    GArray *xf = g_array_new(FALSE, FALSE, sizeof(PsimTransfer)), *next = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    g_autofree int32_t *head = g_new(int32_t, n + 1);
+    for (int32_t v = 0; v < n; v++)
+        head[v] = -1;
+    /* Per graph node: its inputs as the plan graph has them (a Recv's id for a crossing one). */
+    g_autofree int32_t *in_off = g_new(int32_t, n + 2);
+    GArray *in_src = g_array_new(FALSE, FALSE, sizeof(PsimPort)); /* index -1: control */
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nv = psim_graph_node(g, v);
+        in_off[v] = (int32_t)in_src->len;
+        for (int32_t k = 0; k < nv->n_inputs; k++) {
+            PsimPort q = nv->inputs[k];
+            if (q.node >= 0 && dev[q.node] != dev[v])
+                q = (PsimPort){n + 2 * placement_xfer(xf, head, next, n, g, dev, q.node, q.index, dev[v], pl->compress) + 1, 0};
+            g_array_append_val(in_src, q);
+        }
+        for (int32_t k = 0; k < nv->n_controls; k++) {
+            int32_t u = nv->controls[k];
+            if (dev[u] != dev[v])
+                u = n + 2 * placement_xfer(xf, head, next, n, g, dev, u, -1, dev[v], pl->compress) + 1;
+            PsimPort q = {u, -1};
+            g_array_append_val(in_src, q);
+        }
+    }
+    in_off[n] = (int32_t)in_src->len;
+    g_array_free(next, TRUE);
+    int32_t n_xf = (int32_t)xf->len, N = n + 2 * n_xf;
+    s->n = N;
+    s->n_xf = n_xf;
+    s->xf = (PsimTransfer *)(void *)g_array_free(xf, FALSE);
+    const PsimPort *ins = (const PsimPort *)(void *)in_src->data;
+    int32_t *dof = g_new(int32_t, N + 1), *xor = g_new(int32_t, N + 1);
+    memcpy(dof, dev, sizeof(int32_t) * (size_t)n);
+    for (int32_t v = 0; v < N; v++)
+        xor[v] = -1;
+    for (int32_t x = 0; x < n_xf; x++) {
+        dof[n + 2 * x] = s->xf[x].src;
+        dof[n + 2 * x + 1] = s->xf[x].dst;
+        xor[n + 2 * x + 1] = x;
+    }
+    s->dev_of = dof;
+    s->xfer_of_recv = xor;
+    s->prio = g_new0(double, N + 1);
+    int32_t *cnt = g_new0(int32_t, nd + 1), **ord = g_new0(int32_t *, nd + 1);
+    for (int32_t i = 0; i < n; i++)
+        cnt[dev[pl->seq[i]]]++;
+    for (int32_t d = 0; d < nd; d++) {
+        ord[d] = g_new(int32_t, cnt[d] + 1);
+        cnt[d] = 0;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = pl->seq[i], d = dev[v];
+        ord[d][cnt[d]++] = v;
+    }
+    s->order_of = ord;
+    s->n_order = cnt;
+    s->cluster_dev = g_new(int32_t, nd + 1);
+    for (int32_t d = 0; d < nd; d++)
+        s->cluster_dev[d] = d;
+
+    /* Nodes: kinds, costs, output slots (a Recv has its tensor's, a Send none). */
+    s->kind = g_new0(uint8_t, N + 1);
+    s->ready = g_new0(uint8_t, N + 1);
+    s->done = g_new0(uint8_t, N + 1);
+    s->start = g_new0(double, N + 1);
+    s->end = g_new0(double, N + 1);
+    s->binding = g_new(int32_t, N + 1);
+    s->stream = g_new0(int32_t, N + 1);
+    s->pending = g_new0(int32_t, N + 1);
+    s->out_off = g_new(int32_t, N + 1);
+    s->send_xfer = g_new(int32_t, N + 1);
+    s->done_order = g_new(int32_t, N + 1);
+    s->xfer_start = g_new0(double, n_xf + 1);
+    s->xfer_request = g_new0(double, n_xf + 1);
+    s->cost = g_new0(double, N + 1);
+    s->out_total = g_new0(uint64_t, N + 1);
+    s->in_off = g_new(int32_t, N + 1);
+    const char *send_op = NULL, *recv_op = NULL;
+    int32_t n_out = 0;
+    for (int32_t v = 0; v < N; v++) {
+        s->binding[v] = -1;
+        s->send_xfer[v] = -1;
+        s->out_off[v] = n_out;
+        if (v >= n) {
+            int32_t x = (v - n) / 2;
+            gboolean is_recv = (v - n) & 1;
+            s->kind[v] = is_recv ? KIND_RECV : KIND_SEND;
+            if (is_recv && !s->xf[x].control) {
+                s->out_total[v] = s->xf[x].raw_bytes;
+                n_out++;
+            } else if (!is_recv) {
+                s->send_xfer[v] = x;
+            }
+            continue;
+        }
+        const PsimNode *nv = psim_graph_node(g, v);
+        s->kind[v] = node_kind(nv, &send_op, &recv_op);
+        s->out_total[v] = outputs_bytes(nv);
+        n_out += nv->n_outputs;
+        double c = psim_cost_bound(pl->cost[v]);
+        if (!isfinite(c) || c < 0) {
+            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "%s: node '%s': op '%s' has no cost on device '%s'", psim_graph_name(g), nv->name,
+                        nv->op, psim_cluster_device(s->c, dev[v])->name);
+            g_array_free(in_src, TRUE);
+            return FALSE;
+        }
+        s->cost[v] = c;
+    }
+    s->out_off[N] = n_out;
+    s->remaining = g_new0(int32_t, n_out + 1);
+    s->slot_bytes = g_new(uint64_t, n_out + 1);
+    s->slot_dev = g_new(int32_t, n_out + 1);
+    for (int32_t v = 0; v < N; v++)
+        for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++) {
+            s->slot_bytes[k] = v < n ? psim_graph_node(g, v)->outputs[k - s->out_off[v]].bytes : s->out_total[v];
+            s->slot_dev[k] = dof[v];
+        }
+    /* Sources of every node (unique, sorted, as psim_graph_pred has them) and the output slots
+     * it consumes (as setup() counts them: parameters' outputs stay). */
+    s->in_slot = g_new(int32_t, in_off[n] + n_xf + 1);
+    s->own_succ_off = g_new0(int32_t, N + 2);
+    int32_t *src = g_new(int32_t, in_off[n] + 2 * n_xf + 1), *src_off = g_new(int32_t, N + 2);
+    int32_t n_src = 0, n_in = 0;
+    for (int32_t v = 0; v < N; v++) {
+        src_off[v] = n_src;
+        s->in_off[v] = n_in;
+        int32_t first = n_src;
+        if (v < n) {
+            for (int32_t i = in_off[v]; i < in_off[v + 1]; i++) {
+                PsimPort q = ins[i];
+                if (q.node < 0)
+                    continue;
+                src[n_src++] = q.node;
+                if (q.index >= 0 && s->kind[q.node] != KIND_PARAM) {
+                    int32_t slot = s->out_off[q.node] + q.index;
+                    s->remaining[slot]++;
+                    s->in_slot[n_in++] = slot;
+                }
+            }
+        } else if ((v - n) & 1) {
+            src[n_src++] = v - 1; /* a Recv waits for its Send */
+        } else {
+            const PsimTransfer *t = &s->xf[(v - n) / 2];
+            src[n_src++] = t->port.node;
+            if (!t->control && s->kind[t->port.node] != KIND_PARAM) {
+                int32_t slot = s->out_off[t->port.node] + t->port.index;
+                s->remaining[slot]++;
+                s->in_slot[n_in++] = slot;
+            }
+        }
+        int32_t c = n_src - first;
+        if (c > 1) {
+            qsort(src + first, (size_t)c, sizeof(int32_t), cmp_i32);
+            int32_t u = 1;
+            for (int32_t i = 1; i < c; i++)
+                if (src[first + i] != src[first + u - 1])
+                    src[first + u++] = src[first + i];
+            n_src = first + u;
+        }
+        s->pending[v] = n_src - first;
+    }
+    src_off[N] = n_src;
+    s->in_off[N] = n_in;
+    g_array_free(in_src, TRUE);
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++) {
+        PsimPort o = psim_graph_output(g, i);
+        if (o.node >= 0)
+            s->remaining[s->out_off[o.node] + o.index]++; /* fetched: never freed */
+    }
+    for (int32_t i = 0; i < n_src; i++)
+        s->own_succ_off[src[i] + 1]++;
+    for (int32_t v = 0; v < N; v++)
+        s->own_succ_off[v + 1] += s->own_succ_off[v];
+    s->own_succ = g_new(int32_t, n_src + 1);
+    g_autofree int32_t *fill = g_memdup2(s->own_succ_off, sizeof(int32_t) * (N + 1));
+    for (int32_t v = 0; v < N; v++)
+        for (int32_t i = src_off[v]; i < src_off[v + 1]; i++)
+            s->own_succ[fill[src[i]]++] = v;
+    g_free(src);
+    g_free(src_off);
+    s->so = s->own_succ_off;
+    s->s = s->own_succ;
+    s->gated = g_new(int32_t, N + 1);
+    s->gated_next = g_new(int32_t, n_xf + 1);
+    for (int32_t v = 0; v < N; v++)
+        s->gated[v] = -1;
+    setup_common(s);
+    return TRUE;
+}
+
+double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimSimPlacement *pl,
+                               GError **error)
+{
+    PsimSimResult res = {0};
+    res.over_device = -1;
+    Sim sim = {0}, *s = &sim;
+    s->g = g;
+    s->m = m;
+    s->c = psim_cost_model_cluster(m);
+    s->order = PSIM_ORDER_STATIC;
+    s->nd = psim_cluster_n_devices(s->c);
+    s->res = &res;
+    s->error = error;
+    int32_t n = psim_graph_n_nodes(g);
+    if (!setup_placement(s, pl) || !sim_loop(s)) {
+        sim_free(s);
+        return -1;
+    }
+    double step = 0;
+    for (int32_t v = 0; v < s->n; v++)
+        step = MAX(step, s->end[v]);
+    if (pl->start)
+        memcpy(pl->start, s->start, sizeof(double) * (size_t)n);
+    if (pl->finish)
+        memcpy(pl->finish, s->end, sizeof(double) * (size_t)n);
+    sim_free(s);
+    return step;
 }

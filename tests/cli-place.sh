@@ -74,8 +74,8 @@ expect_db2() {  # SQL NEEDLE
     echo "$err" | grep -q "bad.db: .*$2" || fail "$1: message: $err"
     [ "$(echo "$err" | wc -l)" = 1 ] || fail "$1: more than one line: $err"
 }
-expect_db2 "PRAGMA user_version = -3" "schema version -3 is not one this placesim knows (0..4)"
-expect_db2 "PRAGMA user_version = 5" "schema version 5 is not one this placesim knows (0..4)"
+expect_db2 "PRAGMA user_version = -3" "schema version -3 is not one this placesim knows (0..5)"
+expect_db2 "PRAGMA user_version = 6" "schema version 6 is not one this placesim knows (0..5)"
 expect_db2 "DROP TABLE calibration" "table 'calibration' is missing"
 expect_db2 "DROP TABLE link_fits" "table 'link_fits' is missing"
 head -c 20000 "$tmp/c.db" > "$tmp/bad.db"

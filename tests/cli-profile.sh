@@ -53,6 +53,51 @@ rc=$?
 set -e
 [ "$rc" = 2 ] && grep -q "weights must be auto, cold or warm" "$tmp/err.txt"
 
+# --in-situ: the graph runs whole; one in-situ row per signature (the built-in mlp), kept beside no
+# kernel row (the kernels timed alone are skipped: the model would not read them), the dispatch
+# gap of CPU:0 and both devices' busy factors. A graph that cannot run whole (an int64 input
+# without a default feed) falls back to kernels timed alone, with a warning.
+"$PSIM" profile zoo:mlp "${opts[@]}" --db "$tmp/i.db" --no-links --no-calibrate --in-situ \
+    --in-situ-steps 5 --json > "$tmp/insitu.json" 2>/dev/null
+python3 - "$tmp/insitu.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["in_situ"][0]
+assert s["ran"] and s["rows"] >= 2 and s["ops"] >= s["rows"] and s["devices_run"] == 1, s
+assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0, s
+assert r["measured"] == 0 and r["skipped"] == 2 * s["rows"], r
+open(sys.argv[1] + ".rows", "w").write(str(s["rows"]))
+PY
+if command -v sqlite3 > /dev/null; then
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" = "$(cat "$tmp/insitu.json.rows")" ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'kernel'")" = 0 ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" = 1 ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'busy_factor' AND value > 0")" = 2 ]
+fi
+# The simulator reaches those rows through the cost model: the single plan of mlp is all
+# measured, and its step is the rows' sum plus the gaps that profile --in-situ reported.
+"$PSIM" sim zoo:mlp --cluster local:2 --algo single --db "$tmp/i.db" --json > "$tmp/sim.json" 2>/dev/null
+python3 - "$tmp/insitu.json" "$tmp/sim.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["in_situ"][0]
+r = json.load(open(sys.argv[2]))
+assert r["cost_sources"]["measured"] == s["ops"] and r["cost_sources"]["estimated"] == 0, r
+assert abs(r["step_time_us"] - s["ops_us"]) <= 0.01 * s["ops_us"] + 1, (r["step_time_us"], s)
+PY
+"$PSIM" profile "$tmp/g.json" --cluster local:2 --db "$tmp/i.db" --no-links --no-calibrate --in-situ-steps 0 \
+    2> "$tmp/err.txt" && exit 1
+grep -q "in-situ-steps" "$tmp/err.txt"
+cat > "$tmp/int.json" <<'JSON'
+{"format": "placesim.graph/1", "name": "int", "nodes": [
+ {"name": "i", "op": "Placeholder", "outputs": [{"dtype": "int64", "shape": [64]}]},
+ {"name": "c", "op": "Cast", "attrs": {"to": 1}, "inputs": ["i:0"], "outputs": [{"dtype": "float32", "shape": [64]}]},
+ {"name": "r", "op": "Relu", "inputs": ["c:0"], "outputs": [{"dtype": "float32", "shape": [64]}]}]}
+JSON
+"$PSIM" profile "$tmp/int.json" "${opts[@]}" --db "$tmp/int.db" --no-links --no-calibrate --in-situ \
+    --json > "$tmp/int-out.json" 2> "$tmp/err.txt"
+grep -q "warning: int: cannot run whole" "$tmp/err.txt"
+grep -q '"measured":4' "$tmp/int-out.json"
+grep -q '"in_situ":\[{"graph":"int","ran":false}\]' "$tmp/int-out.json"
 expect2() {  # FILE NEEDLE
     set +e
     "$PSIM" profile "$tmp/g.json" "${opts[@]}" --db "$1" 2> "$tmp/err.txt" > /dev/null

@@ -28,7 +28,7 @@ python3 -c '
 import json, sys
 ops = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("cat") == "op"]
 tags = sorted(e["args"].get("cost_source", "") for e in ops if "_send_" not in e["name"] and "_recv_" not in e["name"])
-assert tags == ["estimated"] * 7 + ["free"] * 7, tags' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
+assert tags == ["estimated"] * 7, tags  # the free ones (weights, input) are not in the step' "$tmp/s/mlp-round-robin.sim.json" || fail "trace cost tags"
 
 # Decision quality (issue 14): per graph the plan chosen from the simulations alone (lowest
 # simulated step; within 3% of it, fewer devices then fewer transfers), its measured step, the
@@ -53,8 +53,25 @@ for c in ch:
     assert abs(c["regret_pct"] - 100 * (pick["measured_us"] / best["measured_us"] - 1)) < 1e-9, c
     assert c["single_measured_us"] == [r for r in rs if r["algo"] == "single"][0]["measured_us"]
 assert d["max_regret_pct"] == max(c["regret_pct"] for c in ch)
+# Against single: chosen measured / single measured - 1, the worst, and the count over 2%.
+for c in ch:
+    assert abs(c["vs_single_pct"] - 100 * (c["chosen_measured_us"] / c["single_measured_us"] - 1)) < 1e-9, c
+assert d["max_vs_single_pct"] == max(0, max(c["vs_single_pct"] for c in ch)), d
+assert d["choices_slower_than_single"] == sum(c["vs_single_pct"] > 2 for c in ch), d
+# Error per algorithm (mean signed too), and on one device apart from several devices.
+ok = [r for r in rows if "error" not in r]
+by = {e.get("algo", e.get("devices")): e for e in d["errors"]}
+assert set(by) == {"single", "round-robin", "heft", "one", "several"}, by
+for a in ("single", "round-robin", "heft"):
+    rs = [r["error_pct"] for r in ok if r["algo"] == a]
+    assert by[a]["runs"] == len(rs) and abs(by[a]["mean_signed_error_pct"] - sum(rs) / len(rs)) < 1e-9, by[a]
+    assert by[a]["max_abs_error_pct"] == max(abs(x) for x in rs), by[a]
+assert by["one"]["runs"] + by["several"]["runs"] == len(ok), by
+assert by["one"]["runs"] >= 2, by  # single on each graph at least
 ' || fail "choices: $out"
 grep -q "^## Choices" "$tmp/c/report.md" || fail "report.md has no choices"
+grep -q "^## Error by algorithm and by devices used" "$tmp/c/report.md" || fail "report.md has no error groups"
+if command -v gnuplot >/dev/null; then [ -s "$tmp/c/accuracy.png" ] || fail "no accuracy.png"; fi
 "$PSIM" place zoo:cnn --cluster local:2 --algo all --budget-ms 20 --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -113,6 +130,18 @@ echo "$out" | grep -q '"placed_median_abs_error_pct":' || fail "json has no plac
 grep -q 'profiled again in passes between its measured rounds' "$tmp/p/report.md" || fail "report does not say the refresh"
 n=$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM kernels" 2>/dev/null || echo skip)
 [ "$n" = skip ] || [ "$n" -gt 0 ] || fail "no kernel rows after profiling"
+# mlp runs whole: its rows are in-situ ones (issue 14), with the devices' dispatch gaps; with
+# --no-in-situ a new DB gets kernel rows only.
+if command -v sqlite3 >/dev/null; then
+    [ "$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" -gt 0 ] ||
+        fail "no in-situ rows after study"
+    [ "$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" -gt 0 ] ||
+        fail "no dispatch_us after study"
+    "$PSIM" study zoo:mlp --cluster local:2 --algos single --steps 2 --profile-budget-ms 5 --profile-rounds 4 \
+        --no-in-situ --out "$tmp/k" >/dev/null 2>&1 || fail "study --no-in-situ"
+    [ "$(sqlite3 "$tmp/k/costs.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" = 0 ] ||
+        fail "--no-in-situ wrote in-situ rows"
+fi
 out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single --steps 2 --no-refresh --out "$tmp/p" --json) ||
     fail "study --no-refresh exited $?"
 python3 -c 'import json,sys; r=json.loads(sys.argv[1])["rows"][0]; sys.exit(r["sim_us"] != r["placed_sim_us"])' "$out" ||

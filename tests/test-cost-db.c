@@ -176,7 +176,7 @@ static void test_migration(void)
     g_assert_cmpstr(w, ==, "");
     psim_cost_db_close(db);
     g_autofree char *v = raw_query(path, "SELECT value FROM meta WHERE key = 'schema_version'");
-    g_assert_cmpstr(v, ==, "4");
+    g_assert_cmpstr(v, ==, "5");
 }
 
 /* A DB made at schema `version` with one row of `us` for (d, sig) (weights NULL: put without
@@ -233,7 +233,7 @@ static void test_migration_v3_ref(void)
     const PsimDevice *d = psim_cluster_device(c, 0);
     PsimTimingStats s = stats(100);
     PsimCostDb *db = migrated(path, 3, d, "Old(x)", "Relu", "warm", 100);
-    g_assert_cmpint(psim_cost_db_schema_version(db), ==, 4);
+    g_assert_cmpint(psim_cost_db_schema_version(db), ==, PSIM_COST_DB_SCHEMA_VERSION);
     PsimTimingStats got;
     PsimSpeedRef ref;
     double w;
@@ -671,6 +671,74 @@ static void test_link_fit(void)
     g_assert_no_error(err);
 }
 
+/* Schema 5: an in-situ row sits beside the kernel-alone row of the same (signature, device); the
+ * reads answer with it, the profiler's weights check sees only the kernel row, and a version-4 DB
+ * migrates keeping its rows and their rowids. */
+static void test_insitu_rows(void)
+{
+    g_autofree char *path = tmp_path("insitu.db");
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = two_cpus("cpu A", "cpu A");
+    const PsimDevice *d0 = psim_cluster_device(c, 0), *d1 = psim_cluster_device(c, 1);
+    PsimTimingStats k = stats(100), i = stats(60), got;
+    PsimCostDb *db = migrated(path, 4, d0, "Conv(x)", "Conv", "warm", 100);
+    g_autofree char *rowid = raw_query(path, "SELECT rowid FROM kernels WHERE signature = 'Conv(x)'");
+    g_assert_nonnull(rowid);
+    g_assert_true(psim_cost_db_kernel_get_method(db, d0, "Conv(x)", "kernel", &got, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    g_assert_false(psim_cost_db_kernel_get_method(db, d0, "Conv(x)", "insitu", NULL, &err));
+    g_assert_no_error(err);
+
+    g_assert_true(psim_cost_db_kernel_put_insitu(db, d0, "Conv(x)", "Conv", "monotonic", &i, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", NULL), ==, 2);
+    int64_t row = -1;
+    g_assert_true(psim_cost_db_kernel_get_row(db, d0, "Conv(x)", &got, NULL, NULL, &row, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 60);
+    g_assert_cmpint(row, !=, g_ascii_strtoll(rowid, NULL, 10));
+    /* Identical hardware shares the in-situ row, and prefers it to its own kernel row. */
+    g_assert_true(psim_cost_db_kernel_put(db, d1, "Conv(x)", "Conv", "monotonic", &k, &err));
+    g_assert_true(psim_cost_db_kernel_get(db, d1, "Conv(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 60);
+    g_assert_true(psim_cost_db_kernel_get_method(db, d1, "Conv(x)", "kernel", &got, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    /* The kernel row's weights mode; an in-situ row alone has none. */
+    g_autofree char *w = NULL;
+    g_assert_true(psim_cost_db_kernel_get_weights(db, d0, "Conv(x)", &w, &err));
+    g_assert_cmpstr(w, ==, "warm");
+    g_assert_true(psim_cost_db_kernel_put_insitu(db, d0, "Relu(x)", "Relu", "monotonic", &i, &err));
+    g_autofree char *w2 = NULL;
+    g_assert_false(psim_cost_db_kernel_get_weights(db, d0, "Relu(x)", &w2, &err));
+    g_assert_no_error(err);
+    /* Replacing keeps one in-situ row. */
+    PsimTimingStats i2 = stats(55);
+    g_assert_true(psim_cost_db_kernel_put_insitu(db, d0, "Conv(x)", "Conv", "monotonic", &i2, &err));
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", NULL), ==, 4);
+    g_assert_true(psim_cost_db_kernel_get(db, d0, "Conv(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 55);
+    psim_cost_db_close(db);
+    /* The migrated kernel row kept its rowid; the view shows the method. */
+    g_autofree char *again = raw_query(path, "SELECT rowid FROM kernels WHERE signature = 'Conv(x)' AND method = 'kernel'"
+                                             " AND device_id = (SELECT id FROM devices WHERE name LIKE '%CPU:0')");
+    g_assert_cmpstr(again, ==, rowid);
+    g_autofree char *v = raw_query(path, "SELECT count(*) FROM kernel_times WHERE method = 'insitu'");
+    g_assert_cmpstr(v, ==, "2");
+    /* Read-only at an older schema: no in-situ rows, and none can be written. */
+    g_autofree char *old = tmp_path("insitu-v4.db");
+    PsimCostDb *db4 = psim__cost_db_open_version(old, 4, &err);
+    g_assert_true(psim_cost_db_kernel_put(db4, d0, "Conv(x)", "Conv", "monotonic", &k, &err));
+    psim_cost_db_close(db4);
+    db4 = psim_cost_db_open_readonly(old, &err);
+    g_assert_no_error(err);
+    g_assert_true(psim_cost_db_kernel_get(db4, d0, "Conv(x)", &got, NULL, &err));
+    g_assert_cmpfloat(got.median_us, ==, 100);
+    g_assert_false(psim_cost_db_kernel_get_method(db4, d0, "Conv(x)", "insitu", NULL, &err));
+    g_assert_false(psim_cost_db_kernel_put_insitu(db4, d0, "Conv(x)", "Conv", "monotonic", &i, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+    psim_cost_db_close(db4);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -688,6 +756,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cost/db/corpus", test_corpus);
     g_test_add_func("/cost/db/concurrent-writers", test_concurrent_writers);
     g_test_add_func("/cost/db/link-fit", test_link_fit);
+    g_test_add_func("/cost/db/insitu-rows", test_insitu_rows);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0)

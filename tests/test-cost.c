@@ -149,6 +149,62 @@ static void test_resolution(void)
     }
 }
 
+/* profile --in-situ's rows and calibrations: the in-situ row answers before the kernel-alone
+ * row, every measured op pays the device's dispatch gap (estimates and annotations do not), and
+ * with several devices busy the busy factor scales measured ops. */
+static void test_insitu(void)
+{
+    g_autoptr(PsimGraph) g = tiny();
+    g_autoptr(PsimCluster) c = one_cpu("cpu A");
+    psim_cluster_device_add(c, "CPU:1", "CPU", NULL);
+    psim_cluster_device(c, 1)->description = g_strdup("cpu A");
+    psim_cluster_device(c, 1)->launch_us = 2;
+    g_autofree char *path = g_build_filename(tmp_dir, "insitu.db", NULL);
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    PsimDevice *d = psim_cluster_device(c, 0);
+    PsimNode *y = psim_graph_node_find(g, "y"), *q = psim_graph_node_find(g, "q");
+    PsimNode *z = psim_graph_node_find(g, "z");
+    g_autofree char *sy = psim_cost_signature(g, y);
+    PsimTimingStats alone = {.n = 9, .mean_us = 51, .stddev_us = 1, .min_us = 49, .median_us = 50};
+    PsimTimingStats chain = {.n = 20, .mean_us = 31, .stddev_us = 1, .min_us = 29, .median_us = 30};
+    g_assert_true(psim_cost_db_kernel_put(db, d, sy, "MatMul", "monotonic", &alone, &err));
+    g_assert_true(psim_cost_db_kernel_put_insitu(db, d, sy, "MatMul", "monotonic", &chain, &err));
+    g_assert_no_error(err);
+    double q_est;
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        PsimCostSource src;
+        int64_t row = -1;
+        g_assert_cmpfloat(psim_cost_node_row(m, g, y, 0, &src, &row), ==, 30);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+        g_assert_cmpint(row, >, 0);
+        /* CPU:1 (same fingerprint) shares the row. */
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 1, NULL), ==, 30);
+        q_est = psim_cost_node(m, g, q, 0, &src);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_ESTIMATE);
+    }
+    g_assert_true(psim_cost_db_calibration_put(db, d, "dispatch_us", 0.5, "test", &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d, "busy_factor", 1.2, "test", &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d, "busy_devices", 3, "test", &err));
+    g_assert_no_error(err);
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, NULL), ==, 30.5);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 1, NULL), ==, 30.5); /* identical hardware */
+        g_assert_cmpfloat(psim_cost_node(m, g, q, 0, NULL), ==, q_est);
+        g_assert_cmpfloat(psim_cost_node(m, g, z, 0, NULL), ==, 7);
+        /* The busy factor is the simulator's to apply (it knows how many devices run). */
+        g_assert_cmpfloat(psim_cost_model_busy_scale(m, 0, 0), ==, 1);
+        g_assert_cmpfloat(psim_cost_model_busy_scale(m, 0, 1), ==, 1);
+        /* Two of the three devices measured busy: half the factor's excess. */
+        g_assert_cmpfloat_with_epsilon(psim_cost_model_busy_scale(m, 0, 2), 1.1, 1e-12);
+        g_assert_cmpfloat_with_epsilon(psim_cost_model_busy_scale(m, 0, 8), 1.2, 1e-12);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, NULL), ==, 30.5);
+    }
+}
+
 /* Rows of CPU:0 measured on another CPU model are not used, and a warning says so once. */
 static void test_other_fingerprint(void)
 {
@@ -185,6 +241,7 @@ int main(int argc, char **argv)
     tmp_dir = g_dir_make_tmp("psim-cost-XXXXXX", NULL);
     g_test_add_func("/cost/model/resolution", test_resolution);
     g_test_add_func("/cost/model/other-fingerprint", test_other_fingerprint);
+    g_test_add_func("/cost/model/insitu", test_insitu);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0 && !rc)

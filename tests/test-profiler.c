@@ -6,9 +6,12 @@
 
 #include <glib/gstdio.h>
 
-#include "placesim/profiler.h"
+#include <sqlite3.h>
+
+#include "placesim/exec.h"
 #include "placesim/formats.h"
 #include "placesim/kernels.h"
+#include "placesim/profiler.h"
 
 static char *tmp_dir;
 
@@ -135,6 +138,20 @@ static void test_run(void)
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 8);
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
     g_assert_cmpint(r.calibrations, ==, 3 * n_dev);
+    /* Those sizes are timed through the executor (a two-device plan's hop, not a bare memcpy):
+     * at 1 KiB the hand-off is several times the copy's 0.1-0.3 us. */
+    {
+        sqlite3 *sq;
+        sqlite3_stmt *st;
+        g_assert_cmpint(sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_prepare_v2(sq, "SELECT count(*), min(median_us) FROM links WHERE source = 'executor'"
+                                               " AND bytes = 1024", -1, &st, NULL), ==, SQLITE_OK);
+        g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
+        g_assert_cmpint(sqlite3_column_int(st, 0), ==, 2);
+        g_assert_cmpfloat(sqlite3_column_double(st, 1), >, 0.3);
+        sqlite3_finalize(st);
+        sqlite3_close(sq);
+    }
 
     /* The cost model now answers from measurements. */
     {
@@ -401,6 +418,81 @@ static void test_feeds(void)
     g_assert_cmpmem(t5->data, t5->nbytes, want->data, want->nbytes);
 }
 
+/* In situ: the graph runs whole on one device per fingerprint; rows per signature (m1 and m2
+ * share one) from the executor's own times, the dispatch gap and both devices' busy factors as
+ * calibrations, and the cost model answering with the in-situ row plus the gap. A graph the
+ * executor cannot run whole (an input not fed) is an INPUT error and stores nothing. */
+static void test_insitu(void)
+{
+    static const char *json =
+        "{\"format\": \"placesim.graph/1\", \"name\": \"chain\", \"nodes\": ["
+        " {\"name\": \"x\", \"op\": \"Placeholder\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+        " {\"name\": \"w\", \"op\": \"Const\", \"attrs\": {\"fill\": 0.5}, \"outputs\": [{\"dtype\": \"float32\", \"shape\": [32, 32]}]},"
+        " {\"name\": \"m1\", \"op\": \"MatMul\", \"inputs\": [\"x:0\", \"w:0\"]},"
+        " {\"name\": \"m2\", \"op\": \"MatMul\", \"inputs\": [\"x:0\", \"w:0\"]},"
+        " {\"name\": \"r\", \"op\": \"Relu\", \"inputs\": [\"m1:0\"]},"
+        " {\"name\": \"a\", \"op\": \"Add\", \"inputs\": [\"r:0\", \"m2:0\"]}"
+        "]}";
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load_data("chain.json", PSIM_FORMAT_JSON, (const guint8 *)json, strlen(json),
+                                                  NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autofree char *path = g_build_filename(tmp_dir, "insitu.db", NULL);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o = quick();
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
+    g_assert_no_error(err);
+    int64_t dims[2] = {32, 32};
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, dims, &err);
+    const char *feeds[] = {"x"}, *fetches[] = {"a:0"};
+    PsimInsituOptions io;
+    psim_insitu_options_init(&io);
+    io.steps = 5;
+    io.warmup = 1;
+    PsimInsituReport r;
+    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.n_runs, ==, 1); /* CPU:0 and CPU:1 share a fingerprint */
+    g_assert_cmpint(r.n_nodes, ==, 4);
+    g_assert_cmpint(r.rows, ==, 3);
+    g_assert_cmpint(r.calibrations, ==, 1 + 2 * 2);
+    g_assert_cmpfloat(r.step_us, >, 0);
+    g_assert_cmpfloat(r.dispatch_us, >=, 0);
+    g_assert_cmpfloat(r.busy_factor, >, 0);
+    const PsimNode *m1 = psim_graph_node_find(g, "m1");
+    g_autofree char *sig = psim_cost_signature(g, m1);
+    PsimTimingStats st;
+    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), sig, "insitu", &st, &err));
+    g_assert_cmpint(st.n, ==, 2 * io.steps); /* m1 and m2 pooled */
+    g_assert_false(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "kernel", NULL, &err));
+    double gap = -1;
+    g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, 0), "dispatch_us", &gap, &err));
+    g_assert_cmpfloat(gap, ==, r.dispatch_us);
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        PsimCostSource src;
+        g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, m1, 1, &src), st.median_us + gap, 1e-9);
+        g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
+    }
+    /* The kernels timed alone skip what in-situ rows cover. */
+    PsimGraph *gs[1] = {g};
+    PsimProfileReport pr;
+    o.links = o.calibrate = FALSE;
+    g_autoptr(PsimProfiler) p2 = psim_profiler_new(c, db, &o, &err);
+    g_assert_true(psim_profiler_run(p2, gs, 1, &pr, &err));
+    g_assert_cmpint(pr.measured, ==, 0);
+    g_assert_cmpint(pr.skipped, ==, 3 * 2);
+
+    int64_t n = psim_cost_db_count(db, "kernels", &err);
+    g_assert_false(psim_profiler_insitu(p, g, NULL, NULL, 0, fetches, 1, &io, &r, &err));
+    g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);
+    g_clear_error(&err);
+    g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, n);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -410,6 +502,7 @@ int main(int argc, char **argv)
     g_test_add_func("/profiler/progress", test_progress);
     g_test_add_func("/profiler/session", test_session);
     g_test_add_func("/profiler/feeds", test_feeds);
+    g_test_add_func("/profiler/insitu", test_insitu);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0 && !rc)

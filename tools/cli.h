@@ -153,6 +153,12 @@ void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
 gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
 
+/* Profiles g in situ (psim_profiler_insitu) fed as `--feed` says (psim_cli_feeds_make: the
+ * inputs of g named there, the default fill for the rest) and with default fetches, as `run`
+ * has them (tools/insitu.c). */
+gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, const PsimCliFeeds *feeds,
+                                 const PsimInsituOptions *o, PsimInsituReport *r, GError **error);
+
 /* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
  * device; indexed by PsimCostSource (tools/cost-sources.c). */
 typedef struct {

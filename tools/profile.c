@@ -66,9 +66,70 @@ static void on_progress(const PsimProfileProgress *p, void *user)
             p->total, el, et, p->item ? ", last " : "", p->item ? p->item : "");
 }
 
+/* --in-situ: each graph run whole (psim_profiler_insitu); one that cannot run whole (no kernel
+ * for a node, an input without a default feed) is left to the kernels timed alone, with a
+ * warning. FALSE only on errors that end the command (the DB, a kernel failing). */
+static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, const PsimCliFeeds *feeds, int32_t steps,
+                               PsimInsituReport *rep, gboolean *ok, GError **error)
+{
+    PsimInsituOptions io;
+    psim_insitu_options_init(&io);
+    io.steps = steps;
+    for (guint i = 0; i < graphs->len; i++) {
+        const PsimGraph *g = g_ptr_array_index(graphs, i);
+        GError *err = NULL;
+        ok[i] = psim_cli_profile_insitu(p, g, feeds, &io, &rep[i], &err);
+        if (ok[i])
+            continue;
+        if (!g_error_matches(err, PSIM_ERROR, PSIM_ERROR_INPUT) &&
+            !g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED)) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+        fprintf(stderr, "placesim: warning: %s: cannot run whole (%s); its kernels are timed alone\n",
+                psim_graph_name(g), err->message);
+        g_error_free(err);
+    }
+    return TRUE;
+}
+
+static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituReport *rep, const gboolean *ok)
+{
+    json_builder_set_member_name(b, "in_situ");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < graphs->len; i++) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "graph");
+        json_builder_add_string_value(b, psim_graph_name(g_ptr_array_index(graphs, i)));
+        json_builder_set_member_name(b, "ran");
+        json_builder_add_boolean_value(b, ok[i]);
+        if (ok[i]) {
+            json_builder_set_member_name(b, "rows");
+            json_builder_add_int_value(b, rep[i].rows);
+            json_builder_set_member_name(b, "ops");
+            json_builder_add_int_value(b, rep[i].n_nodes);
+            json_builder_set_member_name(b, "devices_run");
+            json_builder_add_int_value(b, rep[i].n_runs);
+            json_builder_set_member_name(b, "calibrations");
+            json_builder_add_int_value(b, rep[i].calibrations);
+            json_builder_set_member_name(b, "step_us");
+            json_builder_add_double_value(b, rep[i].step_us);
+            json_builder_set_member_name(b, "ops_us");
+            json_builder_add_double_value(b, rep[i].ops_us);
+            json_builder_set_member_name(b, "dispatch_us");
+            json_builder_add_double_value(b, rep[i].dispatch_us);
+            json_builder_set_member_name(b, "busy_factor");
+            json_builder_add_double_value(b, rep[i].busy_factor);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
 int psim_cmd_profile(int argc, char **argv)
 {
-    gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE;
+    gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE, in_situ = FALSE;
+    g_autofree char *insitu_steps_text = NULL;
     g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL, *weights = NULL;
     g_autofree char *reps_text = NULL, *rounds_text = NULL, *max_rel_text = NULL;
     g_autofree char *budget_text = NULL, *warmup_text = NULL, *link_max_text = NULL;
@@ -102,6 +163,15 @@ int psim_cmd_profile(int argc, char **argv)
          "the inputs of the run to predict, as 'placesim run --feed' takes them: kernels' inputs that "
          "come from a graph input get its feed, all others the KIND (default random: N(0,1), seed 42)",
          PSIM_CLI_FEED_ARG},
+        {"in-situ", 0, 0, G_OPTION_ARG_NONE, &in_situ,
+         "First run each graph whole on each CPU device (as a one-device plan; warm-up steps "
+         "discarded) and store every op's time as the executor measured it in the step (median over "
+         "steps, then over the nodes of a signature), which the cost model prefers to the kernel timed "
+         "alone, with each device's median gap between ops (dispatch) and its slow-down while every "
+         "device runs the graph at once; kernels are then timed alone only where a graph cannot run "
+         "whole or the executor skipped them", NULL},
+        {"in-situ-steps", 0, 0, G_OPTION_ARG_STRING, &insitu_steps_text,
+         "Measured steps of --in-situ, after 3 warm-up steps (default 20)", "N"},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
@@ -113,7 +183,8 @@ int psim_cmd_profile(int argc, char **argv)
         "cluster that can run it, on the device's pinned thread, and stores n, mean, stddev, min\n"
         "and median in the cost DB; then transfers between devices (1 KiB to 256 MiB) and each\n"
         "device's calibration. Signatures already measured are skipped unless --force (or\n"
-        "unless their row was timed in the other --weights mode).");
+        "unless their row was timed in the other --weights mode). With --in-situ, each graph is\n"
+        "first run whole and its ops timed in the step (docs/validation.md).");
     g_option_context_add_main_entries(ctx, entries, NULL);
     psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
     if (!psim_cli_parse(ctx, &argc, &argv, "profile"))
@@ -125,9 +196,10 @@ int psim_cmd_profile(int argc, char **argv)
     PsimProfileOptions o;
     psim_profile_options_init(&o);
     GError *err = NULL;
-    int64_t reps = o.reps, rounds = o.rounds;
+    int64_t reps = o.reps, rounds = o.rounds, insitu_steps = 20;
     if (!psim_cli_flag_int("--reps", reps_text, 1, 1000000, &reps, &err) ||
         !psim_cli_flag_int("--rounds", rounds_text, 1, 1000, &rounds, &err) ||
+        !psim_cli_flag_int("--in-situ-steps", insitu_steps_text, 1, 100000, &insitu_steps, &err) ||
         !psim_cli_flag_double("--max-rel-stddev", max_rel_text, 0, 1e6, &o.max_rel_stddev, &err) ||
         !psim_cli_flag_double("--budget-ms", budget_text, 0, PSIM_CLI_MAX_MS, &o.budget_ms, &err) ||
         !psim_cli_flag_double("--warmup-ms", warmup_text, 0, PSIM_CLI_MAX_MS, &o.warmup_ms, &err) ||
@@ -184,6 +256,10 @@ int psim_cmd_profile(int argc, char **argv)
         cbytes[i] = psim_profile_constant_bytes(g_ptr_array_index(graphs, i));
         modes[i] = psim_profiler_graph_weights(p, g_ptr_array_index(graphs, i));
     }
+    g_autofree PsimInsituReport *insitu = g_new0(PsimInsituReport, graphs->len + 1);
+    g_autofree gboolean *insitu_ok = g_new0(gboolean, graphs->len + 1);
+    if (in_situ && !profile_insitu(p, graphs, &feeds, (int32_t)insitu_steps, insitu, insitu_ok, &err))
+        return psim_cli_fail(err);
     PsimProfileReport r;
     gboolean ok = psim_profiler_run(p, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &r, &err);
     if (pr.tty && pr.width)
@@ -222,6 +298,8 @@ int psim_cmd_profile(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
+        if (in_situ)
+            insitu_json(b, graphs, insitu, insitu_ok);
         json_builder_set_member_name(b, "devices");
         json_builder_begin_array(b);
         for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
@@ -247,6 +325,15 @@ int psim_cmd_profile(int argc, char **argv)
                psim_profile_weights_name(modes[i]), psim_graph_name(g_ptr_array_index(graphs, i)),
                o.weights == PSIM_PROFILE_WEIGHTS_AUTO ? "auto" : "--weights", cbytes[i] / 1048576.0,
                llc / 1048576.0);
+    for (guint i = 0; in_situ && i < graphs->len; i++)
+        if (insitu_ok[i])
+            printf("in-situ      %s: %d rows, %d ops a step, step %.1f us (rows + gaps: %.1f us), dispatch "
+                   "%.2f us/op, busy x%.3f\n", psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows,
+                   insitu[i].n_nodes, insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us,
+                   insitu[i].busy_factor);
+        else
+            printf("in-situ      %s: cannot run whole; kernels timed alone\n",
+                   psim_graph_name(g_ptr_array_index(graphs, i)));
     printf("cold         %d of the measured pairs timed with cold weights\n", r.measured_cold);
     printf("devices      %d\n", r.n_devices);
     printf("elapsed      %.1f ms\n", r.elapsed_ms);

@@ -7,16 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS="build-essential cmake pkg-config libglib2.0-dev libjson-glib-dev libigraph-dev
 libopenblas-dev libsleef-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler gnuplot-nox
 libopenmpi-dev openmpi-bin ${PSIM_EXTRA_PKGS:-}"
-missing=""
-for p in $PKGS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-    echo "setup: installing$missing" >&2
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
-fi
+bash tools/apt-install.sh setup $PKGS
 
 BUILD="${PSIM_BUILD_DIR:-build}"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${PSIM_CMAKE_ARGS:-} >/dev/null

@@ -374,8 +374,11 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
-        g_string_append_printf(md, "Each graph was profiled (what the cost DB lacked), placed and simulated; then its "
-                                   "kernels were profiled again in passes between its measured rounds, and each plan "
+        g_string_append_printf(md, "Each graph was profiled (in situ where it runs whole on a device: the whole graph "
+                                   "run in runs of its own, each op timed by the executor; kernels timed alone for what "
+                                   "the cost DB still lacked), placed and simulated; then profiled again (in situ after "
+                                   "its measured rounds; otherwise its kernels profiled again in passes between its "
+                                   "measured rounds), and each plan "
                                    "simulated again with those rows (the placement unchanged): the simulated and the "
                                    "measured steps saw the same minutes of the host. \"At placement\" is the first "
                                    "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", placed_med, placed_worst);
@@ -419,7 +422,35 @@ typedef struct {
     int chosen, best, single;
     gboolean simpler;
     double regret_pct; /* chosen measured / best measured - 1, in percent */
+    double vs_single_pct; /* chosen measured / single measured - 1, in percent (0 without single) */
 } Choice;
+
+/* Error figures over a set of rows: count, median and worst |error|, mean signed error. */
+typedef struct {
+    int n;
+    double med, worst, mean;
+} ErrStats;
+
+/* One group's figures: rows whose algorithm is algo (NULL: any) and whose plan uses one device
+ * (devices 1), several (2) or any (0). */
+static ErrStats err_stats(GArray *rows, const char *algo, int devices)
+{
+    ErrStats e = {0};
+    g_autofree double *v = g_new(double, rows->len + 1);
+    double sum = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const Row *r = &g_array_index(rows, Row, i);
+        if (r->error || (algo && strcmp(r->algo, algo)) || (devices == 1 && r->n_devices_used > 1) ||
+            (devices == 2 && r->n_devices_used <= 1))
+            continue;
+        v[e.n++] = fabs(r->error_pct);
+        sum += r->error_pct;
+        e.worst = MAX(e.worst, fabs(r->error_pct));
+    }
+    e.med = e.n ? psim_stats_median(v, e.n) : 0;
+    e.mean = e.n ? sum / e.n : 0;
+    return e;
+}
 
 /* A study from its flags to its report: the command is the list of steps in psim_cmd_study. */
 typedef struct {
@@ -427,7 +458,7 @@ typedef struct {
     char *cluster_spec, *algos, *db_path, *out_dir, *order_name, *profile_weights;
     char *steps_text, *rounds_text, *profile_rounds_text, *budget_text;
     char **feed_args;
-    gboolean json, no_profile, no_refresh;
+    gboolean json, no_profile, no_refresh, no_in_situ;
     PsimCliGraphOptions go;
     /* Checked. */
     int steps, rounds, profile_rounds;
@@ -454,6 +485,8 @@ typedef struct {
     /* Per graph, the plan the study would choose from its simulations, and what that cost. */
     GArray *choices; /* Choice */
     double regret_med, regret_worst;
+    double vs_single_worst; /* the largest chosen measured / single measured - 1, in percent */
+    int n_lose;             /* choices measured more than 2% slower than single */
 } Study;
 
 static void study_clear(Study *st)
@@ -513,6 +546,10 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
          "Profiling: CPU kernels' weights cold, warm or auto (default; see 'placesim profile --help')", "MODE"},
         {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &st->feed_args,
          PSIM_CLI_FEED_HELP "; profiling feeds kernels the same kind", PSIM_CLI_FEED_ARG},
+        {"no-in-situ", 0, 0, G_OPTION_ARG_NONE, &st->no_in_situ,
+         "Time kernels alone only (by default each graph that can run whole on a device is profiled in situ "
+         "first, as 'placesim profile --in-situ', in runs separate from the measured ones, and again after "
+         "them instead of the kernels' refresh)", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &st->json, "Print one JSON object with the rows", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
@@ -671,18 +708,45 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
     return TRUE;
 }
 
+/* Graph gi in situ (psim_profiler_insitu), in runs of their own (never the measured runs):
+ * *ran TRUE when it could run whole; FALSE only on errors that end the study. */
+static gboolean study_insitu(Study *st, PsimProfiler *prof, PsimGraph *g, gboolean *ran, GError **error)
+{
+    *ran = FALSE;
+    if (st->no_in_situ)
+        return TRUE;
+    g_autofree char *what = g_strdup_printf("%s: profiling in situ", psim_graph_name(g));
+    progress(&st->prog, what);
+    GError *err = NULL;
+    if (psim_cli_profile_insitu(prof, g, &st->feeds, NULL, NULL, &err)) {
+        *ran = TRUE;
+        return TRUE;
+    }
+    if (!g_error_matches(err, PSIM_ERROR, PSIM_ERROR_INPUT) && !g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED)) {
+        g_propagate_error(error, err);
+        return FALSE;
+    }
+    fprintf(stderr, "placesim: warning: %s: cannot run whole (%s); its kernels are timed alone\n",
+            psim_graph_name(g), err->message);
+    g_error_free(err);
+    return TRUE;
+}
+
 /* Graph gi's kernels that the DB lacks. Each graph is profiled right before its plans run, not
  * all graphs first: the speed of a shared host drifts over minutes, and the simulated and the
- * measured steps should see the same machine. Links and calibration once. */
-static PsimProfiler *study_profile_graph(Study *st, guint gi, GError **error)
+ * measured steps should see the same machine. In situ first where the graph runs whole (*insitu
+ * TRUE), then kernels timed alone for the signatures it left; links and calibration once. */
+static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, GError **error)
 {
     PsimGraph *g = g_ptr_array_index(st->graphs, gi);
-    g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
-    progress(&st->prog, what);
     st->po.links = st->po.calibrate = gi == 0;
     g_autoptr(PsimProfiler) prof = psim_profiler_new(st->cluster, st->db, &st->po, error);
+    if (!prof || !study_insitu(st, prof, g, insitu, error))
+        return NULL;
+    g_autofree char *what = g_strdup_printf("%s: profiling what the cost DB lacks", psim_graph_name(g));
+    progress(&st->prog, what);
     PsimProfileReport rep;
-    if (!prof || !psim_profiler_run(prof, &g, 1, &rep, error))
+    if (!psim_profiler_run(prof, &g, 1, &rep, error))
         return NULL;
     if (st->prog.tty)
         fputc('\n', stderr);
@@ -728,7 +792,8 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
 {
     PsimGraph *g = g_ptr_array_index(st->graphs, gi);
     g_autoptr(PsimProfiler) prof = NULL;
-    if (!st->no_profile && !(prof = study_profile_graph(st, gi, error)))
+    gboolean insitu = FALSE;
+    if (!st->no_profile && !(prof = study_profile_graph(st, gi, &insitu, error)))
         return FALSE;
     g_autoptr(PsimCostModel) model = psim_cost_model_new(st->cluster, st->db);
     guint first = st->rows->len;
@@ -745,7 +810,7 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
      * docs/validation.md): a profile taken before placing, a minute before the steps, then
      * shifted whole models' errors by up to 17%. */
     g_autoptr(PsimProfileSession) session = NULL;
-    if (prof && !st->no_refresh) {
+    if (prof && !st->no_refresh && !insitu) {
         GError *err = NULL;
         session = psim_profile_session_new(prof, g, &err);
         if (!session) {
@@ -757,6 +822,18 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
     study_measure(st, trials, session, run_tl);
     gboolean ok = TRUE;
+    /* In situ, the refresh is a second in-situ profile after the measured rounds (its own runs):
+     * the kernels' refresh would time rows the model no longer reads. */
+    if (insitu && !st->no_refresh) {
+        gboolean again = FALSE;
+        ok = study_insitu(st, prof, g, &again, error);
+        if (ok && again) {
+            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
+            for (int a = 0; a < st->n_algos; a++)
+                if (!trials[a].r->error)
+                    trial_simulate(&trials[a], fresh, st->order);
+        }
+    }
     if (session) {
         progress(&st->prog, "storing the refreshed profile");
         ok = psim_profile_session_finish(g_steal_pointer(&session), NULL, error);
@@ -811,6 +888,12 @@ static void study_choose(Study *st)
                                    g_array_index(rows, Row, ch.best).measured_us - 1);
             regrets[n_regrets++] = ch.regret_pct;
             st->regret_worst = MAX(st->regret_worst, ch.regret_pct);
+            if (ch.single >= 0) {
+                ch.vs_single_pct = 100 * (g_array_index(rows, Row, ch.chosen).measured_us /
+                                          g_array_index(rows, Row, ch.single).measured_us - 1);
+                st->vs_single_worst = MAX(st->vs_single_worst, ch.vs_single_pct);
+                st->n_lose += ch.vs_single_pct > 2;
+            }
             g_array_append_val(st->choices, ch);
         }
         i0 = i1;
@@ -859,8 +942,61 @@ static char *choices_markdown(const Study *st)
         else
             g_string_append(md, "|\n");
     }
-    g_string_append_printf(md, "\n**Regret: median %.2f%%, worst %.2f%%.**\n", st->regret_med, st->regret_worst);
+    g_string_append_printf(md, "\n**Regret: median %.2f%%, worst %.2f%%.** Chosen plans measured more than 2%% "
+                               "slower than `single`: %d (worst %+.2f%%).\n", st->regret_med, st->regret_worst,
+                           st->n_lose, st->vs_single_worst);
+    g_string_append(md, "\n## Error by algorithm and by devices used\n\nA plan on one device and a plan split "
+                        "over several are predicted from the same profiles; neither was measured while profiling.\n\n"
+                        "| rows | runs | median abs error | worst | mean signed error |\n|---|---|---|---|---|\n");
+    for (int i = 0; i < st->n_algos + 2; i++) {
+        const char *algo = i < st->n_algos ? st->algo_list[i] : NULL;
+        ErrStats e = err_stats(st->rows, algo, i < st->n_algos ? 0 : i - st->n_algos + 1);
+        g_string_append_printf(md, "| %s | %d | %.2f%% | %.2f%% | %+.2f%% |\n",
+                               algo ? algo : i == st->n_algos ? "plans on one device" : "plans on several devices",
+                               e.n, e.med, e.worst, e.mean);
+    }
+    if (st->gnuplot)
+        g_string_append(md, "\n![predicted against measured](accuracy.png)\n");
     return g_string_free(md, FALSE);
+}
+
+/* accuracy.png: each plan's simulated against its measured step (log-log), y = x and +-3%,
+ * plans on one device apart from plans on several. FALSE when gnuplot failed. */
+static gboolean accuracy_plot(GArray *rows, const char *png)
+{
+    GString *s = g_string_new(NULL);
+    double lo = INFINITY, hi = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const Row *r = &g_array_index(rows, Row, i);
+        if (r->error || r->measured_us <= 0 || r->sim_us <= 0)
+            continue;
+        lo = MIN(lo, MIN(r->sim_us, r->measured_us));
+        hi = MAX(hi, MAX(r->sim_us, r->measured_us));
+    }
+    if (!(hi > 0)) {
+        g_string_free(s, TRUE);
+        return FALSE;
+    }
+    g_string_append_printf(s, "set terminal pngcairo size 720,640 font ',10'\nset output '%s'\n"
+                              "set title 'simulated against measured step time' noenhanced\n"
+                              "set logscale xy\nset xrange [%g:%g]\nset yrange [%g:%g]\nset grid\n"
+                              "set xlabel 'measured step (us)'\nset ylabel 'simulated step (us)'\nset key top left\n"
+                              "plot x title 'y = x' lc rgb '#333333', 1.03*x title '+-3%%' dt 2 lc rgb '#999999', "
+                              "0.97*x notitle dt 2 lc rgb '#999999', "
+                              "'-' using 1:2 title 'one device' pt 7 ps 1.1 lc rgb '#4e79a7', "
+                              "'-' using 1:2 title 'several devices' pt 5 ps 1.1 lc rgb '#e15759'\n",
+                           png, lo / 1.3, hi * 1.3, lo / 1.3, hi * 1.3);
+    for (int pass = 0; pass < 2; pass++) {
+        for (guint i = 0; i < rows->len; i++) {
+            const Row *r = &g_array_index(rows, Row, i);
+            if (!r->error && r->measured_us > 0 && r->sim_us > 0 && (r->n_devices_used > 1) == pass)
+                g_string_append_printf(s, "%.3f %.3f\n", r->measured_us, r->sim_us);
+        }
+        g_string_append(s, "e\n");
+    }
+    gboolean ok = psim_gnuplot_run(s->str, NULL);
+    g_string_free(s, TRUE);
+    return ok;
 }
 
 /* report.md, results.csv, the plot and the results table, then every output renamed in place. */
@@ -871,6 +1007,12 @@ static gboolean study_write(Study *st, GError **error)
     g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", st->cluster_spec ? st->cluster_spec : "local", nd,
                                              nd == 1 ? "" : "s");
     g_autofree char *choices_md = choices_markdown(st);
+    if (st->gnuplot && st->rows->len) {
+        g_autofree char *path = g_build_filename(st->out_dir, "accuracy.png", NULL);
+        const char *png = psim_cli_output(st->outs, path, FALSE, NULL);
+        if (png)
+            accuracy_plot(st->rows, png);
+    }
     return write_results(st->rows, st->out_dir, st->outs, st->gnuplot, cdesc, st->steps, st->rounds, refreshed,
                          st->med, st->worst, st->placed_med, st->placed_worst, choices_md, error) &&
            write_sqlite(st->rows, st->sqlite_tmp, error) && psim_cli_outputs_commit(st->outs, error);
@@ -936,6 +1078,11 @@ static void study_print_json(const Study *st)
         json_builder_add_double_value(b, best->measured_us);
         json_builder_set_member_name(b, "regret_pct");
         json_builder_add_double_value(b, c->regret_pct);
+        json_builder_set_member_name(b, "vs_single_pct");
+        if (c->single >= 0)
+            json_builder_add_double_value(b, c->vs_single_pct);
+        else
+            json_builder_add_null_value(b);
         json_builder_set_member_name(b, "single_measured_us");
         if (c->single >= 0)
             json_builder_add_double_value(b, g_array_index(st->rows, Row, c->single).measured_us);
@@ -948,6 +1095,34 @@ static void study_print_json(const Study *st)
     json_builder_add_double_value(b, st->regret_med);
     json_builder_set_member_name(b, "max_regret_pct");
     json_builder_add_double_value(b, st->regret_worst);
+    json_builder_set_member_name(b, "max_vs_single_pct");
+    json_builder_add_double_value(b, st->vs_single_worst);
+    json_builder_set_member_name(b, "choices_slower_than_single");
+    json_builder_add_int_value(b, st->n_lose);
+    /* Error per algorithm, and on one device apart from several. */
+    json_builder_set_member_name(b, "errors");
+    json_builder_begin_array(b);
+    for (int i = 0; i < st->n_algos + 2; i++) {
+        const char *algo = i < st->n_algos ? st->algo_list[i] : NULL;
+        int devices = i < st->n_algos ? 0 : i - st->n_algos + 1;
+        ErrStats e = err_stats(st->rows, algo, devices);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, algo ? "algo" : "devices");
+        if (algo)
+            json_builder_add_string_value(b, algo);
+        else
+            json_builder_add_string_value(b, devices == 1 ? "one" : "several");
+        json_builder_set_member_name(b, "runs");
+        json_builder_add_int_value(b, e.n);
+        json_builder_set_member_name(b, "median_abs_error_pct");
+        json_builder_add_double_value(b, e.med);
+        json_builder_set_member_name(b, "max_abs_error_pct");
+        json_builder_add_double_value(b, e.worst);
+        json_builder_set_member_name(b, "mean_signed_error_pct");
+        json_builder_add_double_value(b, e.mean);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
     json_builder_set_member_name(b, "median_abs_error_pct");
     json_builder_add_double_value(b, st->n_ok ? st->med : 0);
     json_builder_set_member_name(b, "max_abs_error_pct");
@@ -989,7 +1164,16 @@ static void study_print_text(const Study *st)
             printf("%-18.18s %-12s %12.1f %-12s %12.1f %7.2f%%%s\n", ch->graph, ch->algo, ch->measured_us, best->algo,
                    best->measured_us, c->regret_pct, c->simpler ? "  (simpler plan within 3% of the fastest)" : "");
         }
-        printf("regret of the choices: median %.2f%%, worst %.2f%%\n", st->regret_med, st->regret_worst);
+        printf("regret of the choices: median %.2f%%, worst %.2f%%; chosen more than 2%% slower than single: %d "
+               "(worst %+.2f%%)\n", st->regret_med, st->regret_worst, st->n_lose, st->vs_single_worst);
+    }
+    printf("\n%-26s %5s %10s %8s %12s\n", "error of", "runs", "median |e|", "worst", "mean signed");
+    for (int i = 0; i < st->n_algos + 2; i++) {
+        const char *algo = i < st->n_algos ? st->algo_list[i] : NULL;
+        ErrStats e = err_stats(st->rows, algo, i < st->n_algos ? 0 : i - st->n_algos + 1);
+        printf("%-26s %5d %9.2f%% %7.2f%% %+11.2f%%\n",
+               algo ? algo : i == st->n_algos ? "plans on one device" : "plans on several devices", e.n, e.med,
+               e.worst, e.mean);
     }
     g_autofree char *costs = psim_cli_cost_sources_line(&all);
     printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", st->n_ok ? st->med : 0,

@@ -54,6 +54,15 @@ const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m);
  * answers for the host as fast as it is now, not as it was while profiling. */
 void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimSpeedRef *now);
 
+/* The factor by which ops of `device` slow down while n_busy devices of the step run at once
+ * (shared caches and memory bandwidth): with n_busy >= 2 and a "busy_factor" calibration of the
+ * device (profile --in-situ: its ops' time with every device of the cluster running the model at
+ * once, over their time alone; measured with "busy_devices" devices), 1 + (factor - 1) *
+ * min(1, (n_busy - 1) / (busy_devices - 1)); else 1. The cost model does not know the plan: the
+ * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
+ * the step gives work. */
+double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
+
 /* The longest time the model answers, in microseconds. Finite costs and link times beyond it (a
  * graph's or a cluster's 1e308) are taken as this, so that the sums a schedule makes of them stay
  * finite (2^32 of them stay under 1e300) and its argmins and orders stay meaningful. */
@@ -62,7 +71,10 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
 double psim_cost_bound(double us);
 
 /* Microseconds for node n of g on device `device` (cluster index); +inf when it cannot run there
- * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. */
+ * (no kernel for the device type, or a Task with no annotation for it). src may be NULL. A
+ * measured answer is the row's median (an in-situ row before a kernel-alone one), scaled by
+ * psim_cost_model_set_speed_ref, plus the device's "dispatch_us"
+ * calibration (the executor's median op-to-op gap, profile --in-situ; 0 without it). */
 double psim_cost_node(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                       PsimCostSource *src);
 /* The same, also giving the kernels-table row id of the measured row that answered (*db_row;
@@ -95,7 +107,7 @@ double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error);
 
 /* Which nodes are evaluated once before any step, as the executor does: nodes whose outputs
  * are all known values, and nodes all of whose inputs (data and control) come from such nodes;
- * never Placeholders, fed nodes, stateful or abstract ops. The cost model counts them as free and
+ * never Placeholders, fed nodes, Send/Recv, stateful or abstract ops. The cost model counts them as free and
  * the profiler skips them. Returns n_nodes flags (g_free), NULL on a cycle. */
 gboolean *psim_cost_constant_nodes(const PsimGraph *g);
 /* TRUE for ops that do no work at run time (Const, Placeholder, NoOp, Identity, Send...). */
@@ -109,7 +121,7 @@ char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);
 /* The cost DB: an SQLite file of measured kernel and link timings and device calibrations,
  * keyed by device name and fingerprint. Schema and example queries: docs/cost-db.md. */
 
-#define PSIM_COST_DB_SCHEMA_VERSION 4
+#define PSIM_COST_DB_SCHEMA_VERSION 5
 
 /* What identifies the hardware and software a timing was measured with. Rows are used only for
  * a device whose fingerprint digest equals the current one. */
@@ -172,8 +184,9 @@ gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const 
                                      const char *op, const char *source, const char *weights,
                                      const PsimSpeedRef *ref, double mem_weight,
                                      const PsimTimingStats *s, GError **error);
-/* The timing of `signature` on device d: a row of d with d's current fingerprint, else of another
- * device with the same fingerprint (identical hardware). Returns TRUE with *s filled when found.
+/* The timing of `signature` on device d: an in-situ row before a kernel-alone one (schema 5), and
+ * a row of d with d's current fingerprint before one of another device with the same fingerprint
+ * (identical hardware). Returns TRUE with *s filled when found.
  * *other_fingerprint (may be NULL) is set when only rows of d under another fingerprint exist. */
 gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  PsimTimingStats *s, gboolean *other_fingerprint, GError **error);
@@ -191,11 +204,25 @@ gboolean psim_cost_db_kernel_get_row(PsimCostDb *db, const PsimDevice *d, const 
 /* TRUE if a row exists for (signature, d with its current fingerprint) (the profiler's skip). */
 gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                  GError **error);
-/* TRUE if a row exists for (signature, d with its current fingerprint), with *weights (free it)
- * its weights mode: "cold", "warm", or "" for rows written before schema 3. FALSE with *weights
+/* TRUE if a kernel-alone row (method 'kernel') exists for (signature, d with its current
+ * fingerprint), with *weights (free it) its weights mode: "cold", "warm", or "" for rows written
+ * before schema 3. FALSE with *weights
  * NULL otherwise, or on error (*error set). */
 gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                          char **weights, GError **error);
+/* Schema 5: stores (replacing) an in-situ timing of `signature` on device d (kernels.method
+ * 'insitu'): the executor's own per-op time in whole-model runs (psim_profiler_insitu), kept
+ * beside the kernel-alone row (method 'kernel', every other put). psim_cost_db_kernel_get and
+ * its variants answer with the in-situ row when there is one. INPUT error on a DB read at an
+ * older schema. */
+gboolean psim_cost_db_kernel_put_insitu(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                        const char *op, const char *source, const PsimTimingStats *s,
+                                        GError **error);
+/* The row of `method` ("kernel" or "insitu") for signature on d (or on identical hardware, as
+ * psim_cost_db_kernel_get): TRUE with *s (may be NULL) filled when found. Before schema 5 every
+ * row is a "kernel" row. */
+gboolean psim_cost_db_kernel_get_method(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                        const char *method, PsimTimingStats *s, GError **error);
 /* Stores the timing of a `bytes` transfer from src to dst. */
 gboolean psim_cost_db_link_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
                                uint64_t bytes, const char *source, const PsimTimingStats *s,
@@ -216,7 +243,8 @@ gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const 
 /* The same fit on raw arrays (exposed for tests and tools): TRUE when n >= 2. */
 gboolean psim_link_fit(const double *bytes, const double *us, int n, PsimLink *out,
                        double *rms_rel);
-/* Calibration figures of a device: kind "gemm_gflops", "copy_GBps" or "launch_us". */
+/* Calibration figures of a device: kind "gemm_gflops", "copy_GBps" or "launch_us" (calibrate);
+ * "dispatch_us", "busy_factor" and "busy_devices" (profile --in-situ). */
 gboolean psim_cost_db_calibration_put(PsimCostDb *db, const PsimDevice *d, const char *kind,
                                       double value, const char *detail, GError **error);
 /* TRUE with *value when d (current fingerprint) has a calibration of `kind`. */

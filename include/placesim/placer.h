@@ -18,8 +18,6 @@ typedef struct {
     const char *placement_file; /* `file`: the placement JSON to read */
     gboolean coarsen;        /* merge chains before placing, refine per node after */
     double recv_margin_us;   /* recv earliest start = ALAP - margin; < 0: the transfer's time */
-    gboolean greedy_sim;     /* `greedy` commits through sim/'s incremental engine even where the
-                              * placer's engine computes the same times (tests compare them) */
 } PsimPlaceOptions;
 
 /* Defaults: no limit, 1000 ms budget, seed 1, no compression, no coarsening. */
@@ -97,11 +95,15 @@ gboolean psim_placement_read(const PsimPlaceCtx *ctx, const char *path, int32_t 
 /* Partitioning: a Plan from a placement. Each data edge that crosses devices becomes a Send on
  * the source and a Recv on the destination, one Recv per (tensor, destination device) shared by
  * every consumer there; a crossing control edge becomes a zero-byte pair. Send and Recv do no
- * compute: they occupy no stream, a Recv's planned start is when its transfer starts (never
- * before its earliest_start) and it ends when the last byte arrives. Recv scheduling: ASAP and
- * ALAP from the static-order schedule, earliest_start = ALAP - margin when that is after ASAP
- * (the transfer is held back), else 0 (not held: a run ahead of the plan should not wait for
- * the planned time), priority = slack. Node ids 0..n-1 of the plan graph are those of g; Send/Recv follow. */
+ * compute: they occupy no stream, and a Recv's transfer starts when its Send is done (and its
+ * gate, below, has finished). The plan's times are the simulator's (psim_sim_run, static
+ * order): one model of a step, so the makespan a placer reports is `placesim sim`'s step time
+ * for the plan. Recv scheduling (TF's scheduler.cc) runs over the simulated step: ALAP starts
+ * from its durations, earliest_start = ALAP - margin when that is after the simulated start
+ * (else 0), priority = slack, and a held Recv waits for the node of its device that finishes
+ * last by earliest_start in the ALAP schedule (t->after). Gates or priorities the simulator
+ * finds slower than the plain step are dropped. Node ids 0..n-1 of the plan graph are those of
+ * g; Send/Recv follow. */
 PsimPlan *psim_plan_build(PsimPlaceCtx *ctx, const PsimPlacement *p, GError **error);
 
 /* Counts in a plan. */

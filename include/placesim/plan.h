@@ -30,6 +30,9 @@ const char *psim_rounding_name(PsimRounding r);
 gboolean psim_rounding_from_name(const char *name, PsimRounding *out);
 /* The float32 bits that arrive for `bits` sent compressed with rounding r. */
 uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r);
+/* TRUE when output k of u crosses devices as 16 bits: a float32 tensor, with compression asked
+ * for every transfer (--compress) or by the producer's `_compress: true` attribute. */
+gboolean psim_plan_output_compressed(const PsimNode *u, int32_t k, gboolean compress_all);
 
 /* One Send/Recv pair: tensor `port` of the partitioned graph crosses from device src to dst. */
 typedef struct {
@@ -46,8 +49,8 @@ typedef struct {
      * starts once node `after` (a compute node on dst, in plan->graph; -1: none, the Recv goes
      * as soon as its Send is done) has finished, as TensorFlow delays a Recv with control
      * dependencies. earliest_start (ALAP - margin, microseconds) is the planned release time
-     * that chose `after`: the latest-finishing node of dst planned to finish by then. Nothing
-     * at run time or in the simulator reads it. */
+     * that chose `after`: the latest-finishing node of dst to finish by then in the ALAP
+     * schedule. Nothing at run time or in the simulator reads it. */
     int32_t after;
     double earliest_start;
     double priority;       /* slack: lower goes first */
@@ -62,12 +65,12 @@ typedef struct PsimPlan {
     int32_t *device_of;    /* per node of graph */
     int32_t *n_order;      /* per device: node count */
     int32_t **order;       /* per device: node ids in execution order */
-    double *planned_start; /* per node, microseconds (the placer's estimate) */
+    double *planned_start; /* per node, microseconds: the simulator's start in the plan's step */
     double *priority;      /* per node: lower first (dynamic order) */
     int32_t n_transfers;
     PsimTransfer *transfers;
     int32_t *transfer_of_recv; /* per node: transfer index if the node is a Recv, else -1 */
-    double makespan_us;    /* the placer's own estimate */
+    double makespan_us;    /* the simulator's step time of this plan (static order) */
 } PsimPlan;
 
 /* An empty plan over `graph` (taken) and n_devices named devices; arrays sized and zeroed,

@@ -189,6 +189,49 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
 /* Each device's GEMM rate, copy bandwidth and launch cost. */
 gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GError **error);
 
+/* In-situ profiling (profile --in-situ): the whole graph runs on each CPU device of the cluster
+ * (one device per fingerprint: identical hardware shares rows) as a single-device executor, for
+ * `warmup` discarded steps and then `steps` measured ones; each op's time comes from the
+ * executor's own per-op clock. Stored in the cost DB: per kernel signature a method 'insitu' row
+ * (median_us: the median over the nodes sharing the signature of each node's median over the
+ * steps; n, mean, stddev and min over all their samples), which the cost model prefers to
+ * kernel-alone rows; per device a "dispatch_us" calibration (the median over the steps of the
+ * mean gap between one op's end and the next op's start on the device's thread: the executor's
+ * dispatch, which the cost model adds to every measured op); and with `busy` on a cluster of several CPU devices, "busy_factor" and "busy_devices"
+ * calibrations (every CPU device runs the graph at once: the sum of a device's op medians then
+ * over the sum alone; psim_cost_model_busy_scale). GPU devices are not run (their executor times
+ * are launches, not kernels). */
+typedef struct {
+    int32_t steps;  /* measured steps (default 20) */
+    int32_t warmup; /* steps run first and discarded (default 3) */
+    gboolean busy;  /* also measure with every CPU device busy (default TRUE) */
+} PsimInsituOptions;
+
+void psim_insitu_options_init(PsimInsituOptions *o);
+
+typedef struct {
+    int32_t n_runs;       /* devices the graph ran on alone */
+    int32_t n_nodes;      /* nodes timed per step (first device) */
+    int32_t rows;         /* (signature, device) in-situ rows stored */
+    int32_t calibrations; /* calibration rows stored */
+    double step_us;       /* the first device's median step, alone */
+    double ops_us;        /* the step its rows predict: their sum over the nodes, plus the gaps */
+    double dispatch_us;   /* its op-to-op gap (dispatch_us) */
+    double busy_factor;   /* its factor with every device busy (1: not measured) */
+    double elapsed_ms;
+} PsimInsituReport;
+
+/* Runs graph g (borrowed; it must stay unchanged during the call) in situ as above, with feeds
+ * (feed_names[i] a ref of g, feeds[i] its tensor; borrowed) and fetches (refs or "^node"
+ * targets), into the profiler's DB (which must be set). opts and report may be NULL. Errors: a
+ * graph the executor cannot run whole (no kernel for a node, an input not fed: INPUT or
+ * UNSUPPORTED, so callers fall back to psim_profiler_run), a kernel failing (RUNTIME), DB
+ * errors. Rows stored before an error stay. */
+gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *const *feed_names,
+                              PsimTensor *const *feeds, int32_t n_feeds, const char *const *fetches,
+                              int32_t n_fetches, const PsimInsituOptions *opts, PsimInsituReport *report,
+                              GError **error);
+
 G_END_DECLS
 
 #endif

@@ -36,6 +36,10 @@ typedef struct {
     PsimOrder order;
     int32_t gpu_streams;   /* compute streams per GPU device (0: the cluster's n_streams) */
     gboolean no_timeline;  /* skip recording (faster; result figures still computed) */
+    /* Optional, n_nodes of the plan graph each: every node's start and end (a Recv's: its
+     * transfer's start and arrival; a Send's: when its input was done), for callers that
+     * schedule around the simulated step (the partitioner's ALAP pass). */
+    double *node_start, *node_end;
 } PsimSimOptions;
 
 typedef struct {
@@ -67,6 +71,26 @@ void psim_sim_result_clear(PsimSimResult *r);
  * (a node missing from its device's order, a static order that deadlocks: named). */
 gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptions *opts,
                       PsimSimResult *res, PsimTimeline **timeline, GError **error);
+
+/* A placement to simulate as its plan would run, without building the plan: the graph's nodes
+ * on cluster devices device_of[v], each device running them in seq order (all n nodes; each
+ * device's in its order), cost[v] the node's time on its device. Cross-device inputs become
+ * one transfer per (tensor, destination device), in the order psim_plan_build makes them, so
+ * the step is the one psim_sim_run gives for the plan with no held Recvs and equal transfer
+ * priorities: the placers judge candidates with it. start and finish (optional, n each) get the
+ * nodes' times. */
+typedef struct {
+    const int32_t *device_of;
+    const int32_t *seq;
+    const double *cost;
+    gboolean compress;     /* float32 tensors travel as 16 bits (psim_plan_output_compressed) */
+    double *start, *finish;
+} PsimSimPlacement;
+
+/* The step time of placement pl of g (static order), or -1 with an error when it deadlocks or a
+ * cost is not finite. */
+double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimSimPlacement *pl,
+                               GError **error);
 
 /* ---- Incremental engine for list-scheduling placers (greedy) ----
  * Nodes of a graph (no Send/Recv yet) are committed one at a time, each after its

@@ -1,0 +1,100 @@
+/* What the executor pays for a transfer between two CPU devices, measured through the executor
+ * itself: a two-device plan (x -> p = Neg on A, c = Neg(p) on B) run step after step, each
+ * sample the time from p's end on A to c's start on B in the step's measured timeline: the Send,
+ * the rendezvous, B noticing the arrival, B's copy, and the dispatch of c. A bare memcpy timed
+ * alone misses all of it but the copy (docs/validation.md, "The executor hop"). */
+#include <math.h>
+#include <string.h>
+
+#include "profiler/profiler-private.h"
+
+/* The chain's graph, its nodes requested on devices a and b; NULL with an error. */
+static PsimGraph *hop_graph(const PsimDevice *a, const PsimDevice *b, int64_t n, GError **error)
+{
+    g_autoptr(PsimGraph) g = psim_graph_new("hop");
+    PsimNode *x = psim_graph_node_add(g, "x", "Placeholder", NULL);
+    psim_graph_node_outputs_set(g, x, 1);
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 1, &n);
+    psim_graph_node_device_set(g, x, a->name);
+    psim_graph_input_add(g, x->id);
+    PsimNode *p = psim_graph_node_add(g, "p", "Neg", NULL);
+    psim_graph_node_input_add(g, p, (PsimPort){x->id, 0});
+    psim_graph_node_outputs_set(g, p, 1);
+    psim_graph_output_set(g, p, 0, PSIM_DTYPE_FLOAT32, 1, &n);
+    psim_graph_node_device_set(g, p, a->name);
+    PsimNode *c = psim_graph_node_add(g, "c", "Neg", NULL);
+    psim_graph_node_input_add(g, c, (PsimPort){p->id, 0});
+    psim_graph_node_outputs_set(g, c, 1);
+    psim_graph_output_set(g, c, 0, PSIM_DTYPE_FLOAT32, 1, &n);
+    psim_graph_node_device_set(g, c, b->name);
+    psim_graph_output_add(g, (PsimPort){c->id, 0});
+    if (!psim_graph_finalize(g, error))
+        return NULL;
+    return g_steal_pointer(&g);
+}
+
+/* The hop of the last step: c's start minus p's end on the steps' common origin; NAN when the
+ * timeline lacks either. */
+static double last_hop(PsimPlanSession *s)
+{
+    PsimPlanExec *px = psim_plan_session_last_exec(s);
+    const PsimPlan *plan = psim_plan_session_last_plan(s);
+    if (!px || !plan)
+        return NAN;
+    g_autoptr(PsimTimeline) t = psim_timeline_new("hop", "run", plan->n_devices, (const char *const *)plan->devices);
+    psim_plan_exec_timeline_add(px, t);
+    double p_end = NAN, c_start = NAN;
+    for (guint i = 0; i < t->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
+        if (!strcmp(o->name, "p"))
+            p_end = o->end;
+        else if (!strcmp(o->name, "c"))
+            c_start = o->start;
+    }
+    return c_start - p_end;
+}
+
+gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
+                            PsimTimingStats *out, GError **error)
+{
+    const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
+    int64_t n = (int64_t)MAX(bytes / 4, 1);
+    g_autoptr(PsimGraph) g = hop_graph(da, db, n, error);
+    if (!g)
+        return FALSE;
+    g_autoptr(PsimPlanSession) s = psim_plan_session_new(g, p->cluster, NULL, "heft", NULL, FALSE, error);
+    if (!s)
+        return FALSE;
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, &n, error);
+    if (!x)
+        return FALSE;
+    const char *feeds[] = {"x"}, *fetches[] = {"c:0"};
+    PsimSampler sm;
+    psim__sampler_init(&sm, &p->opts, budget_ms);
+    gboolean ok = TRUE;
+    /* Three unrecorded steps: the plan is made and the destination's pool holds its block. */
+    for (int step = -3; ok; step++) {
+        PsimTensor *y = NULL;
+        ok = psim_plan_session_run(s, 1, feeds, &x, 1, fetches, &y, error);
+        psim_tensor_unref(y);
+        if (!ok)
+            break;
+        const PsimPlan *plan = psim_plan_session_last_plan(s);
+        if (plan && plan->n_transfers != 1) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                        "hop %s -> %s: the plan has %d transfers, not one", da->short_name, db->short_name,
+                        plan->n_transfers);
+            ok = FALSE;
+            break;
+        }
+        double hop = last_hop(s);
+        if (step >= 0 && isfinite(hop) && !psim__sampler_add(&sm, MAX(hop, 0.0)))
+            break;
+    }
+    if (!ok) {
+        g_array_free(sm.samples, TRUE);
+        return FALSE;
+    }
+    psim__sampler_finish(&sm, out);
+    return TRUE;
+}

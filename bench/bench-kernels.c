@@ -1,12 +1,21 @@
 /* Kernel benchmarks (run by bench/bench-kernels.sh, figures in docs/perf.md).
  *   bench-kernels matmul N REPS      our MatMul kernel vs a plain cblas_sgemm, N x N x N float32,
  *                                    one core; runs interleaved, medians of wall and thread CPU
- *   bench-kernels model FILE STEPS   one graph on a host worker through the single-device
- *                                    executor, fed arange(n)/n; per-step wall and worker-thread
- *                                    CPU time (medians after one warm-up), and per-op-type time
- *   bench-kernels nodes FILE OP REPS each OP node alone on its static input shapes: best thread
- *                                    CPU time and GFLOP/s (PSIM_BENCH_NODES=1 in model mode
- *                                    prints per-node wall times instead)
+ *   bench-kernels model FILE STEPS [FEED]
+ *                                    one graph on a host worker through the single-device
+ *                                    executor, fed as `run --feed FEED` feeds it (random, zeros,
+ *                                    ones or ramp; default ramp, arange(n)/n); per-step wall and
+ *                                    worker-thread CPU time (medians after one warm-up), and
+ *                                    per-op-type time (mean wall per step, and the sum of each
+ *                                    node's fastest step)
+ *   bench-kernels feeds FILE STEPS FEED_A FEED_B
+ *                                    model's figures for two feeds, their steps in turn on one
+ *                                    executor (bench/feed-sensitivity.sh)
+ *   bench-kernels nodes FILE OP REPS [FEED]
+ *                                    each OP node alone on its static input shapes (fed FEED, or
+ *                                    a fixed pattern in [0, 1)): best thread CPU time and GFLOP/s
+ *                                    (PSIM_BENCH_NODES=1 in model mode prints per-node wall
+ *                                    times instead)
  * The machine is shared: thread CPU time is the figure that says what the kernels cost. */
 #include <cblas.h>
 #include <stdio.h>
@@ -111,8 +120,68 @@ static gboolean step_here(PsimWorker *w, void *arg, GError **error)
     return ok;
 }
 
-static int bench_model(const char *path, int steps)
+/* Prints {"OP": ms, ...}: per op type, the sum over its nodes of their fastest step
+ * (node_min[v] < 0: node v did not run). */
+static void print_per_op_min(const PsimGraph *g, const double *node_min)
 {
+    g_autoptr(GHashTable) per_op = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        if (node_min[v] < 0)
+            continue;
+        const char *op = psim_graph_node(g, v)->op;
+        double *acc = g_hash_table_lookup(per_op, op);
+        if (!acc) {
+            acc = g_new0(double, 1);
+            g_hash_table_insert(per_op, (gpointer)op, acc);
+        }
+        *acc += node_min[v];
+    }
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, per_op);
+    gboolean first = TRUE;
+    printf("{");
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        printf("%s\"%s\": %.3f", first ? "" : ", ", (const char *)key, *(double *)val / 1e3);
+        first = FALSE;
+    }
+    printf("}");
+}
+
+/* The graph's float inputs filled as `run --feed FILL` fills them (unknown dims as 1): tensors
+ * appended, and their names when `names` is given. FALSE (reported) on an absurd shape. */
+static gboolean model_feeds(const PsimGraph *g, PsimTensorFill fill, GPtrArray *names, GPtrArray *tensors)
+{
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
+        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
+        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER) ||
+            n->outputs[0].rank < 0 || n->outputs[0].rank > 16)
+            continue;
+        int64_t dims[16];
+        for (int32_t k = 0; k < n->outputs[0].rank; k++)
+            dims[k] = n->outputs[0].dims[k] >= 0 ? n->outputs[0].dims[k] : 1;
+        GError *err = NULL;
+        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, n->outputs[0].rank, dims, &err);
+        if (!t) {
+            fprintf(stderr, "%s\n", err->message);
+            g_error_free(err);
+            return FALSE;
+        }
+        psim_tensor_fill(t, fill, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, n->name));
+        g_ptr_array_add(tensors, t);
+        if (names)
+            g_ptr_array_add(names, g_strdup(n->name));
+    }
+    return TRUE;
+}
+
+static int bench_model(const char *path, int steps, const char *feed)
+{
+    PsimTensorFill fill = PSIM_TENSOR_FILL_RAMP;
+    if (feed && !psim_tensor_fill_from_name(feed, &fill)) {
+        fprintf(stderr, "bench-kernels: FEED must be random, zeros, ones or ramp, not '%s'\n", feed);
+        return 2;
+    }
     GError *err = NULL;
     g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
     if (!g) {
@@ -121,24 +190,8 @@ static int bench_model(const char *path, int steps)
     }
     GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
     GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
-    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++) {
-        const PsimNode *n = psim_graph_node(g, psim_graph_input(g, i));
-        if (n->n_outputs < 1 || n->outputs[0].value || (n->flags & PSIM_NODE_PARAMETER) ||
-            n->outputs[0].rank < 0)
-            continue;
-        int64_t dims[16];
-        for (int32_t k = 0; k < n->outputs[0].rank && k < 16; k++)
-            dims[k] = n->outputs[0].dims[k] >= 0 ? n->outputs[0].dims[k] : 1;
-        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, n->outputs[0].rank, dims, &err);
-        if (!t) {
-            fprintf(stderr, "%s\n", err->message);
-            return 2;
-        }
-        for (int64_t k = 0; k < t->n_elems; k++)
-            ((float *)t->data)[k] = (float)((double)k / (double)t->n_elems);
-        g_ptr_array_add(feeds, t);
-        g_ptr_array_add(names, g_strdup(n->name));
-    }
+    if (!model_feeds(g, fill, names, feeds))
+        return 2;
     int32_t n_out = psim_graph_n_outputs(g);
     GPtrArray *fetches = g_ptr_array_new_with_free_func(g_free);
     for (int32_t i = 0; i < n_out; i++)
@@ -156,6 +209,11 @@ static int bench_model(const char *path, int steps)
     StepArg s = {e, (PsimTensor **)feeds->pdata, g_new0(PsimTensor *, n_out + 1), n_out, 0};
     double *wall = g_new(double, steps), *cpu = g_new(double, steps);
     GHashTable *per_op = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+    /* Each node's fastest step: on a loaded machine the minimum is what the kernel costs, the
+     * mean also what the other processes took from it. */
+    double *node_min = g_new(double, psim_graph_n_nodes(g) + 1);
+    for (int32_t v = 0; v <= psim_graph_n_nodes(g); v++)
+        node_min[v] = -1;
     for (int i = -1; i < steps; i++) {
         double w0 = psim_exec_now_us();
         if (!psim_worker_call(w, step_here, &s, &err)) {
@@ -186,11 +244,14 @@ static int bench_model(const char *path, int steps)
                 g_hash_table_insert(per_op, (gpointer)op, acc);
             }
             *acc += (st.end[k] - st.start[k]) / steps;
+            double us = st.end[k] - st.start[k];
+            if (node_min[st.nodes[k]] < 0 || us < node_min[st.nodes[k]])
+                node_min[st.nodes[k]] = us;
         }
     }
-    printf("{\"bench\": \"model\", \"graph\": \"%s\", \"steps\": %d, \"wall_ms\": %.2f, "
-           "\"cpu_ms\": %.2f, \"per_op_wall_ms\": {",
-           psim_graph_name(g), steps, psim_stats_median(wall, steps) / 1e3,
+    printf("{\"bench\": \"model\", \"graph\": \"%s\", \"feed\": \"%s\", \"steps\": %d, "
+           "\"wall_ms\": %.2f, \"cpu_ms\": %.2f, \"per_op_wall_ms\": {",
+           psim_graph_name(g), psim_tensor_fill_name(fill), steps, psim_stats_median(wall, steps) / 1e3,
            psim_stats_median(cpu, steps) / 1e3);
     GHashTableIter it;
     gpointer k, v;
@@ -200,7 +261,11 @@ static int bench_model(const char *path, int steps)
         printf("%s\"%s\": %.2f", first ? "" : ", ", (const char *)k, *(double *)v / 1e3);
         first = FALSE;
     }
-    printf("}}\n");
+    /* The sum over each op type's nodes of their fastest step. */
+    printf("}, \"per_op_min_ms\": ");
+    print_per_op_min(g, node_min);
+    printf("}\n");
+    g_free(node_min);
     psim_executor_free(e);
     g_free(s.outs);
     g_ptr_array_free(names, TRUE);
@@ -210,10 +275,104 @@ static int bench_model(const char *path, int steps)
     return 0;
 }
 
+/* Per feed of bench_feeds: its inputs, and per step and per node what it cost. */
+typedef struct {
+    PsimTensorFill fill;
+    GPtrArray *tensors;
+    double *wall, *cpu, *node_min;
+} FeedRun;
+
+/* Two feeds of one graph on one executor, step by step in turn (A, B, A, B, ...): a slow spell
+ * of a shared machine falls on both. Per feed: median wall and worker CPU per step, and per op
+ * type the sum of each node's fastest step. */
+static int bench_feeds(const char *path, int steps, const char *fa, const char *fb)
+{
+    FeedRun f[2] = {{0}, {0}};
+    if (!psim_tensor_fill_from_name(fa, &f[0].fill) || !psim_tensor_fill_from_name(fb, &f[1].fill)) {
+        fprintf(stderr, "bench-kernels: FEED must be random, zeros, ones or ramp\n");
+        return 2;
+    }
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    if (!g) {
+        fprintf(stderr, "%s\n", err->message);
+        return 2;
+    }
+    int32_t nn = psim_graph_n_nodes(g);
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    for (int k = 0; k < 2; k++) {
+        f[k].tensors = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
+        f[k].wall = g_new(double, steps);
+        f[k].cpu = g_new(double, steps);
+        f[k].node_min = g_new(double, nn + 1);
+        for (int32_t v = 0; v <= nn; v++)
+            f[k].node_min[v] = -1;
+    }
+    for (int k = 0; k < 2; k++)
+        if (!model_feeds(g, f[k].fill, k ? NULL : names, f[k].tensors))
+            return 2;
+    int32_t n_out = psim_graph_n_outputs(g);
+    g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
+    for (int32_t i = 0; i < n_out; i++)
+        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    PsimExecutor *e = w ? psim_executor_new(g, w, (const char *const *)names->pdata, (int32_t)names->len,
+                                            (const char *const *)fetches->pdata, n_out, NULL, &err)
+                        : NULL;
+    if (!e) {
+        fprintf(stderr, "%s\n", err->message);
+        return 2;
+    }
+    g_autofree PsimTensor **outs = g_new0(PsimTensor *, n_out + 1);
+    for (int i = -1; i < steps; i++)
+        for (int k = 0; k < 2; k++) {
+            StepArg s = {e, (PsimTensor **)f[k].tensors->pdata, outs, n_out, 0};
+            double w0 = psim_exec_now_us();
+            if (!psim_worker_call(w, step_here, &s, &err)) {
+                fprintf(stderr, "%s\n", err->message);
+                return 1;
+            }
+            double w1 = psim_exec_now_us();
+            if (i < 0)
+                continue; /* a warm-up step of each */
+            f[k].wall[i] = w1 - w0;
+            f[k].cpu[i] = s.cpu_us;
+            PsimExecStats st;
+            psim_executor_stats(e, &st);
+            for (int32_t j = 0; j < st.n_run; j++) {
+                double us = st.end[j] - st.start[j], *m = &f[k].node_min[st.nodes[j]];
+                if (*m < 0 || us < *m)
+                    *m = us;
+            }
+        }
+    printf("{\"bench\": \"feeds\", \"graph\": \"%s\", \"steps\": %d, \"feeds\": {", psim_graph_name(g), steps);
+    for (int k = 0; k < 2; k++) {
+        printf("%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f, \"per_op_min_ms\": ", k ? ", " : "",
+               psim_tensor_fill_name(f[k].fill), psim_stats_median(f[k].wall, steps) / 1e3,
+               psim_stats_median(f[k].cpu, steps) / 1e3);
+        print_per_op_min(g, f[k].node_min);
+        printf("}");
+    }
+    printf("}}\n");
+    psim_executor_free(e);
+    for (int k = 0; k < 2; k++) {
+        g_ptr_array_free(f[k].tensors, TRUE);
+        g_free(f[k].wall);
+        g_free(f[k].cpu);
+        g_free(f[k].node_min);
+    }
+    return 0;
+}
+
 /* Each node of op `op` whose input shapes are known, run alone on random inputs: the minimum
  * thread CPU time of REPS runs and the GFLOP/s it means (to find slow shapes). */
-static int bench_nodes(const char *path, const char *op, int reps)
+static int bench_nodes(const char *path, const char *op, int reps, const char *feed)
 {
+    PsimTensorFill fill = PSIM_TENSOR_FILL_RANDOM;
+    if (feed && !psim_tensor_fill_from_name(feed, &fill)) {
+        fprintf(stderr, "bench-kernels: FEED must be random, zeros, ones or ramp, not '%s'\n", feed);
+        return 2;
+    }
     GError *err = NULL;
     g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
     if (!g) {
@@ -232,7 +391,9 @@ static int bench_nodes(const char *path, const char *op, int reps)
             const PsimOutput *o = &src->outputs[n->inputs[k].index];
             in[k] = psim_tensor_new(o->dtype, o->rank, o->dims, NULL);
             ok = in[k] != NULL;
-            for (int64_t i = 0; ok && o->dtype == PSIM_DTYPE_FLOAT32 && i < in[k]->n_elems; i++)
+            if (ok && feed)
+                psim_tensor_fill(in[k], fill, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, src->name));
+            for (int64_t i = 0; ok && !feed && o->dtype == PSIM_DTYPE_FLOAT32 && i < in[k]->n_elems; i++)
                 ((float *)in[k]->data)[i] = (float)((i * 7919) % 1000) / 1000.0f;
         }
         const PsimKernelDef *def = ok ? psim_kernel_for_node(g, n, "CPU") : NULL;
@@ -271,13 +432,17 @@ static int bench_nodes(const char *path, const char *op, int reps)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && !strcmp(argv[1], "nodes"))
-        return bench_nodes(argv[2], argv[3], atoi(argv[4]));
+    /* The nodes and matmul modes run kernels on this thread: in the executor's float mode. */
+    psim_kernel_thread_init();
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "nodes"))
+        return bench_nodes(argv[2], argv[3], atoi(argv[4]), argc == 6 ? argv[5] : NULL);
     if (argc == 4 && !strcmp(argv[1], "matmul"))
         return bench_matmul(g_ascii_strtoll(argv[2], NULL, 10), atoi(argv[3]));
-    if (argc == 4 && !strcmp(argv[1], "model"))
-        return bench_model(argv[2], atoi(argv[3]));
-    fprintf(stderr, "usage: bench-kernels matmul N REPS | model FILE.onnx STEPS | nodes FILE.onnx "
-                    "OP REPS\n");
+    if (argc == 6 && !strcmp(argv[1], "feeds"))
+        return bench_feeds(argv[2], atoi(argv[3]), argv[4], argv[5]);
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "model"))
+        return bench_model(argv[2], atoi(argv[3]), argc == 5 ? argv[4] : NULL);
+    fprintf(stderr, "usage: bench-kernels matmul N REPS | model FILE.onnx STEPS [FEED] | feeds FILE.onnx "
+                    "STEPS FEED_A FEED_B | nodes FILE.onnx OP REPS [FEED]\n");
     return 2;
 }

@@ -201,6 +201,8 @@ static gpointer worker_main(gpointer data)
 {
     PsimWorker *w = data;
     current_worker = w;
+    /* Every job on this thread may run kernels (the executor's, the profiler's timed ones). */
+    psim_kernel_thread_init();
     pthread_mutex_lock(&w->lock);
     for (;;) {
         if (!w->stop && g_queue_is_empty(&w->jobs)) {

@@ -117,4 +117,16 @@ if command -v sqlite3 > /dev/null; then
 fi
 head -c 100 "$tmp/c.db" > "$tmp/trunc.db"
 expect2 "$tmp/trunc.db" "$tmp/trunc.db"
+# --feed as run takes it: kernels fed zeros, x fed ones; exit 2 naming the flag for bad values.
+"$PSIM" profile "$tmp/g.json" "${opts[@]}" --no-links --db "$tmp/feed.db" --feed zeros --feed x=ones \
+    > /dev/null 2> "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
+# In situ too: the graph runs whole fed as --feed says (x, an unlisted Placeholder, included).
+"$PSIM" profile "$tmp/g.json" "${opts[@]}" --no-links --db "$tmp/feed2.db" --feed ones --in-situ --json \
+    > "$tmp/out.json" 2> "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
+grep -q '"ran":true' "$tmp/out.json" || { cat "$tmp/out.json" "$tmp/err.txt"; exit 1; }
+for bad in bogus nope=ones x=; do
+    set +e; "$PSIM" profile "$tmp/g.json" --db "$tmp/feed.db" --feed "$bad" > /dev/null 2> "$tmp/err.txt"; rc=$?; set -e
+    [ "$rc" = 2 ] && [ "$(wc -l < "$tmp/err.txt")" = 1 ] && grep -q -- "--feed" "$tmp/err.txt" \
+        || { echo "FAIL: profile --feed $bad: exit $rc"; cat "$tmp/err.txt"; exit 1; }
+done
 echo ok

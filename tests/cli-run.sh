@@ -51,6 +51,31 @@ expect 2 "$PSIM" run "$tmp/g23.json" --steps 0
 echo 'not a protobuf' > "$tmp/junk.pb"
 expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/junk.pb"
 
+# Generated feeds (--feed KIND for every input, --feed NAME=KIND for one): y = x, so the saved
+# outputs are the feeds. zeros against ones differs by exactly 1 everywhere; the default is
+# random with a fixed seed (the same values run after run, other than the ramp's).
+expect 0 "$PSIM" run "$tmp/g23.json" --feed zeros --save-outputs "$tmp/zeros"
+expect 0 "$PSIM" run "$tmp/g23.json" --feed x=ones --save-outputs "$tmp/ones"
+expect 1 "$PSIM" run "$tmp/g23.json" --feed zeros --check "$tmp/ones/output_0.pb" --json
+grep -qF '"max_abs_err":1.0,"max_rel_err":1.0,' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+expect 0 "$PSIM" run "$tmp/g23.json" --feed ones --check "$tmp/ones/output_0.pb"
+expect 0 "$PSIM" run "$tmp/g23.json" --save-outputs "$tmp/default"
+expect 0 "$PSIM" run "$tmp/g23.json" --feed random --check "$tmp/default/output_0.pb" --json
+grep -qF '"max_abs_err":0.0,' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+expect 1 "$PSIM" run "$tmp/g23.json" --feed ramp --check "$tmp/default/output_0.pb"
+# A named feed wins over the default; ramp is arange(6)/6 (5/6 from ones at element 0).
+expect 1 "$PSIM" run "$tmp/g23.json" --feed zeros --feed x=ramp --check "$tmp/ones/output_0.pb" --json
+grep -qF '"max_abs_err":1.0,' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+expect 1 "$PSIM" run "$tmp/g23.json" --feed ramp --check "$tmp/zeros/output_0.pb" --json
+grep -qF '"max_abs_err":0.83333' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+# Bad --feed values: exit 2, one line naming the flag.
+for bad in bogus x= =ones "x=ones x=zeros" "ones zeros" nope=ones; do
+    args=()
+    for b in $bad; do args+=(--feed "$b"); done
+    expect 2 "$PSIM" run "$tmp/g23.json" "${args[@]}"
+    grep -q -- "--feed" "$tmp/err.txt" || { echo "FAIL: --feed $bad: the error does not name the flag"; cat "$tmp/err.txt"; exit 1; }
+done
+
 # A failed check: exit 1 with the reason. Same values, other shape ([6] vs [2,3]).
 expect 1 "$PSIM" run "$tmp/g6.json" --check "$tmp/out23/output_0.pb"
 grep -q "check failed.*shape \[6\].*\[2,3\]" "$tmp/err.txt"

@@ -109,6 +109,13 @@ expect2 "$PSIM" study zoo:mlp --algos heft,nosuch --out "$tmp/x"
 expect2 "$PSIM" study zoo:mlp --steps 0 --out "$tmp/x"
 expect2 "$PSIM" study zoo:mlp --steps 2 --rounds 3 --out "$tmp/x"
 expect2 "$PSIM" study zoo:mlp --profile-rounds 0 --out "$tmp/x"
+# --feed as run takes it (tools/feeds.c): bad values and names no graph has are exit 2 naming it.
+expect2 "$PSIM" study zoo:mlp --feed bogus --out "$tmp/x"
+grep -q -- "--feed" "$tmp/e" || fail "the --feed error does not name the flag: $(cat "$tmp/e")"
+expect2 "$PSIM" study zoo:mlp --feed nope=ones --out "$tmp/x"
+grep -q "nope" "$tmp/e" || fail "the --feed error does not name the input: $(cat "$tmp/e")"
+"$PSIM" study zoo:mlp --cluster local:1 --algos single --steps 1 --no-profile --feed zeros \
+    --feed input=ramp --out "$tmp/feed" > /dev/null 2> "$tmp/e" || fail "study --feed: $(cat "$tmp/e")"
 # Rounds: every step of every algorithm is measured (min <= median <= max, 3 rounds of 1).
 out=$("$PSIM" study zoo:mlp --cluster local:2 --algos single,heft --steps 3 --rounds 3 --no-profile \
       --out "$tmp/r" --json) || fail "study --rounds exited $?"

@@ -2,6 +2,7 @@
  * partial execution, constant subgraphs evaluated once, and clear errors. The ops and kernels
  * here are tiny test ones registered by this file (X* ops), so that these tests do not depend on
  * the real kernels. */
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -375,6 +376,51 @@ static void test_worker(void)
     psim_cluster_free(bad);
 }
 
+static gboolean flushes_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w, (void)error;
+    *(gboolean *)arg = psim_kernel_thread_flushes();
+    return TRUE;
+}
+
+/* Kernels run with flush-to-zero and denormals-are-zero on every worker (exec/worker.c), so a
+ * denormal costs no microcode assist and a kernel's time does not depend on its data: the
+ * worker's mode is set, a denormal input reads as zero and a denormal result is written as zero. */
+static void test_denormals(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    gboolean flushes = FALSE;
+    g_assert_true(psim_worker_call(w, flushes_job, &flushes, &err));
+#if defined(__x86_64__) || defined(__aarch64__)
+    g_assert_true(flushes);
+#endif
+    /* x = [1e-39 (denormal), 1e-20, 2, ...]: x + x is 2e-39 and x * x 1e-40 without the mode. */
+    const char *lines[] = {"x=Placeholder()", "a=Add(x,x)", "m=Mul(x,x)", NULL};
+    g_autoptr(PsimGraph) g = build(lines);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    g_autoptr(PsimSession) s = psim_session_new(g, c, NULL, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimTensor) x = vec(0);
+    float *xv = x->data;
+    xv[0] = 1e-39f;
+    xv[1] = 1e-20f;
+    g_assert_cmpint(fpclassify(xv[0]), ==, FP_SUBNORMAL);
+    const char *feeds[] = {"x"}, *fetch[] = {"a", "m"};
+    PsimTensor *out[2] = {NULL, NULL};
+    g_assert_true(psim_session_run(s, 1, feeds, &x, 2, fetch, out, &err));
+    g_assert_no_error(err);
+#if defined(__x86_64__) || defined(__aarch64__)
+    g_assert_cmpfloat(((float *)out[0]->data)[0], ==, 0.0f); /* denormal in: read as zero */
+    g_assert_cmpfloat(((float *)out[1]->data)[1], ==, 0.0f); /* denormal out: written as zero */
+#endif
+    g_assert_cmpfloat(((float *)out[0]->data)[2], ==, 4.0f);
+    g_assert_cmpfloat(((float *)out[1]->data)[2], ==, 4.0f);
+    psim_tensor_unref(out[0]);
+    psim_tensor_unref(out[1]);
+}
+
 /* Sessions cache one executor per signature; a cached run prepares nothing; extending the graph
  * invalidates the cache. */
 static void test_session(void)
@@ -681,6 +727,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < G_N_ELEMENTS(test_kernels); i++)
         psim_kernel_register(&test_kernels[i]);
     g_test_add_func("/exec/order", test_order);
+    g_test_add_func("/exec/denormals", test_denormals);
     g_test_add_func("/exec/release", test_release);
     g_test_add_func("/exec/partial", test_partial);
     g_test_add_func("/exec/constant-once", test_constant_once);

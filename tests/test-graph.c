@@ -297,10 +297,76 @@ static void test_input_read(void)
     g_rmdir(dir);
 }
 
+/* Generated data (graph/fill.c): N(0, 1) from a seed, reproducible and different per seed and
+ * per input name; zeros, ones, the arange(n)/n ramp; other dtypes zeroed; names round-trip. */
+static void test_fill(void)
+{
+    int64_t d[2] = {1000, 101}; /* odd: the last normal of a Box-Muller pair is dropped */
+    g_autoptr(PsimTensor) a = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    g_autoptr(PsimTensor) b = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    g_autoptr(PsimTensor) c = psim_tensor_new(PSIM_DTYPE_FLOAT64, 2, d, NULL);
+    uint64_t seed = psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, "input");
+    g_assert_cmpuint(seed, ==, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, "input"));
+    g_assert_cmpuint(seed, !=, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, "input2"));
+    g_assert_cmpuint(seed, !=, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED + 1, "input"));
+    psim_tensor_fill(a, PSIM_TENSOR_FILL_RANDOM, seed);
+    psim_tensor_fill(b, PSIM_TENSOR_FILL_RANDOM, seed);
+    psim_tensor_fill(c, PSIM_TENSOR_FILL_RANDOM, seed);
+    g_assert_cmpmem(a->data, a->nbytes, b->data, b->nbytes);
+    const float *x = a->data;
+    double sum = 0, sq = 0, mx = 0;
+    int64_t neg = 0, beyond3 = 0;
+    for (int64_t i = 0; i < a->n_elems; i++) {
+        g_assert_true(isfinite(x[i]));
+        g_assert_cmpfloat(x[i], ==, (float)((double *)c->data)[i]); /* one stream, two dtypes */
+        sum += x[i], sq += (double)x[i] * x[i];
+        mx = MAX(mx, fabs(x[i]));
+        neg += x[i] < 0;
+        beyond3 += fabs(x[i]) > 3;
+    }
+    double n = (double)a->n_elems, mean = sum / n, sd = sqrt(sq / n - mean * mean);
+    /* 101000 draws: the mean's standard error is 0.003, the sd's 0.0022. */
+    g_assert_cmpfloat(fabs(mean), <, 0.015);
+    g_assert_cmpfloat(fabs(sd - 1), <, 0.011);
+    g_assert_cmpfloat(fabs(neg / n - 0.5), <, 0.01);
+    g_assert_cmpfloat(beyond3 / n, >, 0.0015); /* 0.27% of N(0,1) lies beyond 3 sd */
+    g_assert_cmpfloat(beyond3 / n, <, 0.0040);
+    g_assert_cmpfloat(mx, <, 6.5);
+    psim_tensor_fill(b, PSIM_TENSOR_FILL_RANDOM, seed + 1);
+    g_assert_true(memcmp(a->data, b->data, a->nbytes) != 0);
+
+    psim_tensor_fill(a, PSIM_TENSOR_FILL_RAMP, 0);
+    for (int64_t i = 0; i < a->n_elems; i += 997)
+        g_assert_cmpfloat(x[i], ==, (float)((double)i / n));
+    psim_tensor_fill(a, PSIM_TENSOR_FILL_ONES, 0);
+    g_assert_cmpfloat(x[0], ==, 1.0f);
+    g_assert_cmpfloat(x[a->n_elems - 1], ==, 1.0f);
+    psim_tensor_fill(a, PSIM_TENSOR_FILL_ZEROS, 0);
+    g_assert_cmpfloat(x[0], ==, 0.0f);
+    g_assert_cmpfloat(x[a->n_elems - 1], ==, 0.0f);
+    /* Integer tensors stay valid indices whatever the fill. */
+    g_autoptr(PsimTensor) ids = psim_tensor_new(PSIM_DTYPE_INT64, 2, d, NULL);
+    memset(ids->data, 0x5A, ids->nbytes);
+    psim_tensor_fill(ids, PSIM_TENSOR_FILL_RANDOM, seed);
+    g_assert_cmpint(psim_tensor_get_i64(ids, 0), ==, 0);
+    g_assert_cmpint(psim_tensor_get_i64(ids, ids->n_elems - 1), ==, 0);
+
+    const char *kinds[] = {"random", "zeros", "ones", "ramp"};
+    for (size_t k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        PsimTensorFill f;
+        g_assert_true(psim_tensor_fill_from_name(kinds[k], &f));
+        g_assert_cmpstr(psim_tensor_fill_name(f), ==, kinds[k]);
+    }
+    PsimTensorFill f;
+    g_assert_false(psim_tensor_fill_from_name("normal", &f));
+    g_assert_false(psim_tensor_fill_from_name(NULL, &f));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/graph/build-topo", test_build_topo);
+    g_test_add_func("/graph/fill", test_fill);
     g_test_add_func("/graph/cycle", test_cycle);
     g_test_add_func("/graph/bad-refs", test_bad_refs);
     g_test_add_func("/graph/json-roundtrip", test_json_roundtrip);

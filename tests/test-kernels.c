@@ -7,6 +7,8 @@
 #include "placesim/kernels.h"
 #include "placesim/formats.h"
 
+#include "kernels/cpu/cpu-private.h"
+
 static GRand *rng;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -284,6 +286,35 @@ static void test_binary(void)
                     ((float *)a->data)[i] = ((float *)b->data)[i];
             check_binary(ops[o], a, b);
         }
+    /* Pow by a constant 2 (LayerNormalization's square) is x * x, negative bases included, and
+     * broadcasts as Pow does ([3] ^ [1,1] is [1,3]). Max and Min propagate NaN either side. */
+    {
+        int64_t d3[1] = {3}, d11[2] = {1, 1};
+        g_autoptr(PsimTensor) a = rand_f32(1, d3, -3, 3);
+        ((float *)a->data)[0] = -1.5f;
+        g_autoptr(PsimTensor) two = rand_f32(2, d11, 2, 2);
+        ((float *)two->data)[0] = 2.0f;
+        Node x = node_new("Pow", 1);
+        PsimTensor *in[2] = {a, two};
+        g_autoptr(PsimTensor) y = run1(x, in, 2);
+        g_assert_cmpint(y->rank, ==, 2);
+        g_assert_cmpint(y->dims[1], ==, 3);
+        for (int i = 0; i < 3; i++) {
+            float v = ((float *)a->data)[i];
+            g_assert_cmpfloat(((float *)y->data)[i], ==, v * v);
+        }
+        node_free(x);
+        for (int k = 0; k < 2; k++) {
+            Node m = node_new(k ? "Min" : "Max", 1);
+            g_autoptr(PsimTensor) p = rand_f32(1, d3, -1, 1), q = rand_f32(1, d3, -1, 1);
+            ((float *)p->data)[0] = NAN;
+            ((float *)q->data)[1] = NAN;
+            PsimTensor *pq[2] = {p, q};
+            g_autoptr(PsimTensor) r = run1(m, pq, 2);
+            g_assert_true(isnan(((float *)r->data)[0]) && isnan(((float *)r->data)[1]));
+            node_free(m);
+        }
+    }
     /* int64 arithmetic, as shape computations use it. */
     int64_t da[2] = {3, 4}, db[1] = {4};
     static const char *iops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal"};
@@ -421,6 +452,137 @@ static void test_unary(void)
         want[i] = MIN(((float *)a->data)[i], 0.5);
     assert_close(y2, want, 0, 0);
     node_free(x);
+}
+
+/* LeakyRelu, Elu, Selu and HardSigmoid (branch-free selects) against their definitions, with
+ * default attributes, over both signs; NaN propagates through the first three. */
+static void test_activations(void)
+{
+    static const char *ops[] = {"LeakyRelu", "Elu", "Selu", "HardSigmoid"};
+    int64_t d[3] = {2, 5, 7};
+    const double al = 1.67326319217681884765625, ga = 1.05070102214813232421875;
+    for (size_t o = 0; o < G_N_ELEMENTS(ops); o++) {
+        g_autoptr(PsimTensor) a = rand_f32(3, d, -20, 20);
+        float *av = a->data;
+        av[0] = 0.0f;
+        av[1] = -1e-3f;
+        av[2] = 3.0f;
+        av[69] = NAN;
+        Node x = node_new(ops[o], 1);
+        PsimTensor *in[1] = {a};
+        g_autoptr(PsimTensor) y = run1(x, in, 1);
+        double want[69];
+        for (int i = 0; i < 69; i++) {
+            double v = av[i];
+            switch (o) {
+            case 0: want[i] = v >= 0 ? v : 0.01 * v; break;
+            case 1: want[i] = v >= 0 ? v : expm1(v); break;
+            case 2: want[i] = v > 0 ? ga * v : ga * al * expm1(v); break;
+            default: want[i] = CLAMP(0.2 * v + 0.5, 0.0, 1.0);
+            }
+        }
+        g_autoptr(PsimTensor) head = psim_tensor_copy(y);
+        head->n_elems = 69; /* (the NaN apart) */
+        assert_close(head, want, 2e-6, 1e-6);
+        if (o < 3)
+            g_assert_true(isnan(((float *)y->data)[69]));
+        node_free(x);
+    }
+}
+
+/* Distance in units in the last place between two floats of one sign class (the bit patterns
+ * ordered as integers). */
+static int64_t ulps(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    int64_t oa = ia < 0 ? (int64_t)INT32_MIN - ia : ia, ob = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+    return oa > ob ? oa - ob : ob - oa;
+}
+
+static double ref_vmath(PsimVmathFn f, double x)
+{
+    switch (f) {
+    case PSIM_VMATH_EXP: return exp(x);
+    case PSIM_VMATH_LOG: return log(x);
+    case PSIM_VMATH_TANH: return tanh(x);
+    case PSIM_VMATH_ERF: return erf(x);
+    default: return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x));
+    }
+}
+
+/* The vectorised math (kernels/cpu/vmath.c) on every instruction set this CPU has, against libm
+ * in double precision rounded to float: at most 1 ulp for exp, log, tanh and erf (SLEEF's u10
+ * functions; measured: log 0), 2 for sigmoid (an exp, an add, a divide and, below zero, a
+ * multiply), over a dense sweep of each function's range with normal results, plus the special
+ * values. Odd lengths
+ * exercise the tails, and every element must get the same answer wherever it sits. */
+static void test_vmath(void)
+{
+    static const struct {
+        PsimVmathFn f;
+        const char *name;
+        float lo, hi;
+        int64_t max_ulps;
+    } fns[] = {
+        {PSIM_VMATH_EXP, "exp", -87.0f, 88.0f, 1},  {PSIM_VMATH_LOG, "log", 1e-30f, 1e30f, 1},
+        {PSIM_VMATH_TANH, "tanh", -10.0f, 10.0f, 1}, {PSIM_VMATH_ERF, "erf", -4.0f, 4.0f, 1},
+        {PSIM_VMATH_SIGMOID, "sigmoid", -80.0f, 80.0f, 2},
+    };
+    const int64_t n = 200003;
+    float *x = g_new(float, n), *y = g_new(float, n), *y1 = g_new(float, 8);
+    for (PsimVmathIsa isa = PSIM_VMATH_ISA_SCALAR; isa <= PSIM_VMATH_ISA_AVX; isa++) {
+        if (!psim__vmath_has(isa) || isa == PSIM_VMATH_ISA_SCALAR)
+            continue; /* (the scalar path is libm itself) */
+        for (size_t k = 0; k < G_N_ELEMENTS(fns); k++) {
+            gboolean geo = fns[k].f == PSIM_VMATH_LOG; /* log: spaced geometrically */
+            for (int64_t i = 0; i < n; i++) {
+                double t = (double)i / (double)(n - 1);
+                x[i] = geo ? (float)(fns[k].lo * pow(fns[k].hi / fns[k].lo, t))
+                           : (float)(fns[k].lo + (fns[k].hi - fns[k].lo) * t);
+            }
+            psim__vmath_f32_isa(isa, fns[k].f, x, y, n);
+            int64_t worst = 0;
+            float at = 0;
+            for (int64_t i = 0; i < n; i++) {
+                int64_t u = ulps(y[i], (float)ref_vmath(fns[k].f, x[i]));
+                if (u > worst)
+                    worst = u, at = x[i];
+            }
+            if (worst > fns[k].max_ulps)
+                g_error("vmath %s (isa %d): %" G_GINT64_FORMAT " ulps at x = %.9g", fns[k].name, isa,
+                        worst, at);
+            /* One element alone (a tail) gives what it gave inside the array. */
+            for (int64_t i = 0; i < n; i += 9973) {
+                psim__vmath_f32_isa(isa, fns[k].f, x + i, y1, 1);
+                g_assert_cmpfloat(y1[0], ==, y[i]);
+            }
+        }
+        /* Special values. */
+        float sx[7] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, -1.0f, 1.0f}, sy[7];
+        psim__vmath_f32_isa(isa, PSIM_VMATH_EXP, sx, sy, 7);
+        g_assert_true(isinf(sy[0]) && sy[1] == 0 && isnan(sy[2]) && sy[3] == 1);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_LOG, sx, sy, 7);
+        g_assert_true(isinf(sy[0]) && isnan(sy[1]) && isnan(sy[2]) && isinf(sy[3]) && sy[3] < 0 &&
+                      isnan(sy[5]) && sy[6] == 0);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_TANH, sx, sy, 7);
+        g_assert_true(sy[0] == 1 && sy[1] == -1 && isnan(sy[2]) && sy[3] == 0);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_ERF, sx, sy, 7);
+        g_assert_true(sy[0] == 1 && sy[1] == -1 && isnan(sy[2]) && sy[3] == 0);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_SIGMOID, sx, sy, 7);
+        g_assert_true(sy[0] == 1 && sy[1] == 0 && isnan(sy[2]) && sy[3] == 0.5f && sy[4] == 0.5f);
+        /* In place, as Softmax calls it. */
+        memcpy(y, x, sizeof(float) * 1000);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_TANH, y, y, 1000);
+        for (int i = 0; i < 1000; i++)
+            g_assert_cmpint(ulps(y[i], tanhf(x[i])), <=, 2);
+    }
+    if (g_test_verbose())
+        g_printerr("vmath: instruction set %d chosen\n", psim__vmath_isa());
+    g_free(x);
+    g_free(y);
+    g_free(y1);
 }
 
 static void test_where_cast(void)
@@ -1293,6 +1455,8 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/cpu/binary", test_binary);
     g_test_add_func("/kernels/cpu/variadic", test_variadic);
     g_test_add_func("/kernels/cpu/unary", test_unary);
+    g_test_add_func("/kernels/cpu/vmath", test_vmath);
+    g_test_add_func("/kernels/cpu/activations", test_activations);
     g_test_add_func("/kernels/cpu/where-cast", test_where_cast);
     g_test_add_func("/kernels/cpu/matmul", test_matmul);
     g_test_add_func("/kernels/cpu/gemm", test_gemm);

@@ -10,6 +10,7 @@
 
 #include "placesim/exec.h"
 #include "placesim/formats.h"
+#include "placesim/kernels.h"
 #include "placesim/profiler.h"
 
 static char *tmp_dir;
@@ -327,6 +328,96 @@ static void test_session(void)
     g_assert_no_error(err);
 }
 
+/* What the spy kernel (Neg on CPU, float32) saw last: a copy of its input. */
+static PsimTensor *spied;
+
+static gboolean spy_run(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimTensor *x = ctx->inputs[0];
+    PsimTensor *y = ctx->alloc(ctx, x->dtype, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    for (int64_t i = 0; i < x->n_elems; i++)
+        ((float *)y->data)[i] = -((const float *)x->data)[i];
+    ctx->outputs[0] = y;
+    g_clear_pointer(&spied, psim_tensor_unref);
+    spied = psim_tensor_copy(x);
+    return TRUE;
+}
+
+static const PsimKernelDef spy_kernel = {.op = "Neg", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32,
+                                         .name = "test-spy", .run = spy_run};
+
+/* The input the profiler gave node `name` (the spy's last one). */
+static PsimTensor *profiled_input(const PsimGraph *g, const char *name, const PsimProfileOptions *o)
+{
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, NULL, o, &err);
+    g_assert_no_error(err);
+    PsimTimingStats st;
+    g_assert_true(psim_profiler_measure_node(p, g, psim_graph_node_find(g, name), 0, &st, &err));
+    g_assert_no_error(err);
+    g_assert_nonnull(spied);
+    return g_steal_pointer(&spied);
+}
+
+/* Profiled kernels are fed as the run they predict (PsimProfileOptions.fill and .feeds, what
+ * `profile --feed` sets): a graph input with the very values `run --feed` draws for it, an
+ * intermediate tensor with the default kind; N(0, 1) unless told otherwise. */
+static void test_feeds(void)
+{
+    psim_kernel_register(&spy_kernel);
+    static const char *json =
+        "{\"format\": \"placesim.graph/1\", \"name\": \"feeds\", \"nodes\": ["
+        " {\"name\": \"x\", \"op\": \"Placeholder\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [64, 64]}]},"
+        " {\"name\": \"a\", \"op\": \"Add\", \"inputs\": [\"x:0\", \"x:0\"]},"
+        " {\"name\": \"nx\", \"op\": \"Neg\", \"inputs\": [\"x:0\"]},"
+        " {\"name\": \"na\", \"op\": \"Neg\", \"inputs\": [\"a:0\"]}], \"inputs\": [\"x\"]}";
+    GError *err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_load_data("feeds.json", PSIM_FORMAT_JSON, (const guint8 *)json, strlen(json),
+                                                  NULL, &err);
+    g_assert_no_error(err);
+    int64_t d[2] = {64, 64};
+    g_autoptr(PsimTensor) want = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    psim_tensor_fill(want, PSIM_TENSOR_FILL_RANDOM, psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, "x"));
+    PsimProfileOptions o = quick();
+    o.budget_ms = 1;
+    o.rounds = 1;
+
+    /* Default: the graph input exactly as run draws it; the intermediate N(0, 1) too. */
+    g_autoptr(PsimTensor) t1 = profiled_input(g, "nx", &o);
+    g_assert_cmpmem(t1->data, t1->nbytes, want->data, want->nbytes);
+    g_autoptr(PsimTensor) t2 = profiled_input(g, "na", &o);
+    double sum = 0, sq = 0;
+    int64_t neg = 0;
+    for (int64_t i = 0; i < t2->n_elems; i++) {
+        float v = ((float *)t2->data)[i];
+        sum += v, sq += (double)v * v, neg += v < 0;
+    }
+    double n = (double)t2->n_elems;
+    g_assert_cmpfloat(fabs(sum / n), <, 0.1);
+    g_assert_cmpfloat(fabs(sqrt(sq / n) - 1), <, 0.1);
+    g_assert_cmpfloat(neg / n, >, 0.4);
+
+    /* --feed zeros --feed x=ones: the input named gets its kind, the rest the default. */
+    PsimProfileFeed ones = {.node = "x", .fill = PSIM_TENSOR_FILL_ONES};
+    o.fill = PSIM_TENSOR_FILL_ZEROS;
+    o.feeds = &ones;
+    o.n_feeds = 1;
+    g_autoptr(PsimTensor) t3 = profiled_input(g, "nx", &o);
+    g_autoptr(PsimTensor) t4 = profiled_input(g, "na", &o);
+    for (int64_t i = 0; i < t3->n_elems; i++) {
+        g_assert_cmpfloat(((float *)t3->data)[i], ==, 1.0f);
+        g_assert_cmpfloat(((float *)t4->data)[i], ==, 0.0f);
+    }
+    /* --feed x=FILE.pb: the file's values where the shape fits. */
+    psim_tensor_fill(want, PSIM_TENSOR_FILL_RAMP, 0);
+    ones.value = want;
+    g_autoptr(PsimTensor) t5 = profiled_input(g, "nx", &o);
+    g_assert_cmpmem(t5->data, t5->nbytes, want->data, want->nbytes);
+}
+
 /* In situ: the graph runs whole on one device per fingerprint; rows per signature (m1 and m2
  * share one) from the executor's own times, the dispatch gap and both devices' busy factors as
  * calibrations, and the cost model answering with the in-situ row plus the gap. A graph the
@@ -410,6 +501,7 @@ int main(int argc, char **argv)
     g_test_add_func("/profiler/run", test_run);
     g_test_add_func("/profiler/progress", test_progress);
     g_test_add_func("/profiler/session", test_session);
+    g_test_add_func("/profiler/feeds", test_feeds);
     g_test_add_func("/profiler/insitu", test_insitu);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);

@@ -113,20 +113,51 @@ void psim_cli_print_json(JsonBuilder *b);
 /* TRUE when stderr is a terminal (progress bars go there only then). */
 gboolean psim_cli_stderr_tty(void);
 
-/* Default feeds (names and tensors appended; inputs already named are skipped) and fetches (refs
- * appended as PsimPort) for running a graph; see tools/feeds.c. */
-gboolean psim_cli_default_feeds(const PsimGraph *g, GPtrArray *names, GPtrArray *tensors,
-                                GError **error);
+/* --feed of run, profile and study, read by one parser (tools/feeds.c). Each value is
+ *   KIND        random, zeros, ones or ramp: every float graph input not named (default random)
+ *   NAME=KIND   that input generated
+ *   NAME=FILE   that input from an ONNX TensorProto file (a file named like a KIND: ./ones)
+ * random is N(0, 1) drawn from seed PSIM_TENSOR_FILL_SEED and the input's name; ramp is
+ * arange(n)/n. Generated inputs take their graph's shape with unknown dimensions as 1. */
+typedef struct {
+    PsimTensorFill fill; /* inputs not named */
+    gboolean fill_given;
+    GPtrArray *names;   /* as given (char *) */
+    GArray *fills;      /* per name: PsimTensorFill (when files[k] is NULL) */
+    GPtrArray *files;   /* per name: the file's tensor, or NULL */
+    GArray *profile;    /* PsimProfileFeed, made by psim_cli_feeds_profile */
+} PsimCliFeeds;
+#define PSIM_CLI_FEED_ARG "[NAME=]KIND|NAME=FILE.pb"
+#define PSIM_CLI_FEED_HELP                                                                        \
+    "graph inputs: NAME=KIND or NAME=FILE.pb (ONNX TensorProto) for one input, KIND for every "   \
+    "float input not named; KIND is random, zeros, ones or ramp (repeatable; default random: "    \
+    "N(0,1), seed 42 mixed with the input's name; ramp: arange(n)/n)"
+/* USAGE error (exit 2) naming the flag for a malformed value, a KIND given twice or a name given
+ * twice; a file that cannot be read is an INPUT error naming it. */
+gboolean psim_cli_feeds_parse(PsimCliFeeds *f, char *const *args, GError **error);
+void psim_cli_feeds_clear(PsimCliFeeds *f);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PsimCliFeeds, psim_cli_feeds_clear)
+/* Every named feed names an input of one of the graphs (else a USAGE error naming it). */
+gboolean psim_cli_feeds_check(const PsimCliFeeds *f, PsimGraph *const *graphs, int32_t n,
+                              GError **error);
+/* The feeds to run g with (names and tensors appended): the named ones (with `all`, those g
+ * lacks too: the executor then says what is wrong; without, only g's), then the default fill
+ * for every float input left. A generated feed needs a float input of known rank. */
+gboolean psim_cli_feeds_make(const PsimCliFeeds *f, const PsimGraph *g, gboolean all,
+                             GPtrArray *names, GPtrArray *tensors, GError **error);
+/* Points o->fill and o->feeds at what the graphs' runs are fed (the array lives in f). */
+void psim_cli_feeds_profile(PsimCliFeeds *f, PsimGraph *const *graphs, int32_t n,
+                            PsimProfileOptions *o);
+/* Fetches (refs appended as PsimPort) for running a graph; see tools/feeds.c. */
 void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
 gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
 
-/* Profiles g in situ (psim_profiler_insitu) with feeds given by name (both arrays may be NULL;
- * tensors borrowed) and default feeds and fetches for the rest, as `run` has them
- * (tools/insitu.c). */
-gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, GPtrArray *feed_names,
-                                 GPtrArray *feeds, const PsimInsituOptions *o, PsimInsituReport *r,
-                                 GError **error);
+/* Profiles g in situ (psim_profiler_insitu) fed as `--feed` says (psim_cli_feeds_make: the
+ * inputs of g named there, the default fill for the rest) and with default fetches, as `run`
+ * has them (tools/insitu.c). */
+gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, const PsimCliFeeds *feeds,
+                                 const PsimInsituOptions *o, PsimInsituReport *r, GError **error);
 
 /* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
  * device; indexed by PsimCostSource (tools/cost-sources.c). */

@@ -4,17 +4,12 @@
 #include "placesim/exec.h"
 #include "tools/cli.h"
 
-gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, GPtrArray *feed_names,
-                                 GPtrArray *feeds, const PsimInsituOptions *o, PsimInsituReport *r,
-                                 GError **error)
+gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, const PsimCliFeeds *feeds,
+                                 const PsimInsituOptions *o, PsimInsituReport *r, GError **error)
 {
     g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GPtrArray) tensors = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
-    for (guint i = 0; feed_names && i < feed_names->len; i++) {
-        g_ptr_array_add(names, g_strdup(g_ptr_array_index(feed_names, i)));
-        g_ptr_array_add(tensors, psim_tensor_ref(g_ptr_array_index(feeds, i)));
-    }
-    if (!psim_cli_default_feeds(g, names, tensors, error))
+    if (!psim_cli_feeds_make(feeds, g, FALSE, names, tensors, error))
         return FALSE;
     g_autoptr(GArray) ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
     psim_cli_default_fetches(g, ports);

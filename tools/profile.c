@@ -69,8 +69,8 @@ static void on_progress(const PsimProfileProgress *p, void *user)
 /* --in-situ: each graph run whole (psim_profiler_insitu); one that cannot run whole (no kernel
  * for a node, an input without a default feed) is left to the kernels timed alone, with a
  * warning. FALSE only on errors that end the command (the DB, a kernel failing). */
-static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, int32_t steps, PsimInsituReport *rep,
-                               gboolean *ok, GError **error)
+static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, const PsimCliFeeds *feeds, int32_t steps,
+                               PsimInsituReport *rep, gboolean *ok, GError **error)
 {
     PsimInsituOptions io;
     psim_insitu_options_init(&io);
@@ -78,7 +78,7 @@ static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, int32_t steps
     for (guint i = 0; i < graphs->len; i++) {
         const PsimGraph *g = g_ptr_array_index(graphs, i);
         GError *err = NULL;
-        ok[i] = psim_cli_profile_insitu(p, g, NULL, NULL, &io, &rep[i], &err);
+        ok[i] = psim_cli_profile_insitu(p, g, feeds, &io, &rep[i], &err);
         if (ok[i])
             continue;
         if (!g_error_matches(err, PSIM_ERROR, PSIM_ERROR_INPUT) &&
@@ -134,6 +134,8 @@ int psim_cmd_profile(int argc, char **argv)
     g_autofree char *reps_text = NULL, *rounds_text = NULL, *max_rel_text = NULL;
     g_autofree char *budget_text = NULL, *warmup_text = NULL, *link_max_text = NULL;
     g_auto(PsimCliGraphOptions) go = {0};
+    g_auto(GStrv) feed_args = NULL;
+    g_auto(PsimCliFeeds) feeds = {0};
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec, "A cluster file, or local[:N] (default local)", "SPEC"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path, "The cost DB to fill (created if absent)", "DB"},
@@ -157,6 +159,10 @@ int psim_cmd_profile(int argc, char **argv)
          "run, as in a step of a model whose weights do not stay cached), warm (left in cache by "
          "the previous run), or auto (default: cold when the graph's constants exceed half the "
          "last-level cache)", "MODE"},
+        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &feed_args,
+         "the inputs of the run to predict, as 'placesim run --feed' takes them: kernels' inputs that "
+         "come from a graph input get its feed, all others the KIND (default random: N(0,1), seed 42)",
+         PSIM_CLI_FEED_ARG},
         {"in-situ", 0, 0, G_OPTION_ARG_NONE, &in_situ,
          "First run each graph whole on each CPU device (as a one-device plan; warm-up steps "
          "discarded) and store every op's time as the executor measured it in the step (median over "
@@ -210,6 +216,8 @@ int psim_cmd_profile(int argc, char **argv)
         else
             return psim_cli_usage("profile", "--clock must be monotonic or thread-cpu, not '%s'", clock);
     }
+    if (!psim_cli_feeds_parse(&feeds, feed_args, &err))
+        return psim_cli_fail(err);
     if (weights && !psim_profile_weights_from_name(weights, &o.weights))
         return psim_cli_usage("profile", "--weights must be auto, cold or warm, not '%s'", weights);
     o.force = force;
@@ -228,6 +236,9 @@ int psim_cmd_profile(int argc, char **argv)
             return psim_cli_fail(err);
         g_ptr_array_add(graphs, g);
     }
+    if (!psim_cli_feeds_check(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &err))
+        return psim_cli_fail(err);
+    psim_cli_feeds_profile(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &o);
     g_autoptr(PsimCluster) c = psim_cli_cluster(spec ? spec : "local", NULL, &err);
     if (!c)
         return psim_cli_fail(err);
@@ -247,7 +258,7 @@ int psim_cmd_profile(int argc, char **argv)
     }
     g_autofree PsimInsituReport *insitu = g_new0(PsimInsituReport, graphs->len + 1);
     g_autofree gboolean *insitu_ok = g_new0(gboolean, graphs->len + 1);
-    if (in_situ && !profile_insitu(p, graphs, (int32_t)insitu_steps, insitu, insitu_ok, &err))
+    if (in_situ && !profile_insitu(p, graphs, &feeds, (int32_t)insitu_steps, insitu, insitu_ok, &err))
         return psim_cli_fail(err);
     PsimProfileReport r;
     gboolean ok = psim_profiler_run(p, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &r, &err);

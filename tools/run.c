@@ -1,6 +1,6 @@
 /* placesim run: runs a graph for real on one device for N steps, with feeds from ONNX
- * TensorProto files (or arange(n)/n, as ONNX made its reference outputs), checks the first
- * output against a file, and reports step times. */
+ * TensorProto files or generated (N(0, 1) by default; tools/feeds.c), checks the first output
+ * against a file, and reports step times. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -204,8 +204,7 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
          "the cluster device to run on (default: its first CPU)", "NAME"},
         {"steps", 0, 0, G_OPTION_ARG_STRING, &r->steps_text,
          "measured steps after one warm-up, 1 to 1000000 (default 1)", "N"},
-        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->feed_args,
-         "feed input NAME from an ONNX TensorProto file (repeatable)", "NAME=FILE.pb"},
+        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &r->feed_args, PSIM_CLI_FEED_HELP, PSIM_CLI_FEED_ARG},
         {"check", 0, 0, G_OPTION_ARG_FILENAME, &r->check_path,
          "compare the first output with this TensorProto file", "FILE.pb"},
         {"rtol", 0, 0, G_OPTION_ARG_STRING, &r->rtol_text, "relative tolerance of --check (1e-3)", "R"},
@@ -233,7 +232,9 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - run a graph for real");
     g_option_context_set_summary(ctx,
         "Runs GRAPH on one device of the cluster: one warm-up step, then N measured steps.\n"
-        "Graph inputs without --feed get arange(n)/n in their shape (unknown dims as 1).\n"
+        "Float graph inputs without --feed NAME=... get --feed KIND (default random: N(0,1), seed 42)\n"
+        "in their shape (unknown dims as 1); --feed ramp feeds arange(n)/n, as ONNX made the\n"
+        "onnx-light reference outputs.\n"
         "--check passes when |a-b| <= atol + rtol*|b| for every element of the first output.");
     g_option_context_add_main_entries(ctx, entries, NULL);
     psim_cli_graph_options_add(ctx, &r->go, PSIM_CLI_GRAPH_ALL);
@@ -296,26 +297,16 @@ static gboolean run_load(Run *r, const char *graph_spec, GError **error)
     return !r->save_dir || psim_cli_output_dir(r->outs, r->save_dir, error);
 }
 
-/* Feeds: the files given, then arange(n)/n for the float inputs left; fetches: the outputs. */
+/* Feeds: as --feed says (tools/feeds.c); fetches: the outputs. */
 static gboolean run_feeds(Run *r, GError **error)
 {
+    g_auto(PsimCliFeeds) given = {0};
     r->feed_names = g_ptr_array_new_with_free_func(g_free);
     r->feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     r->fetches = g_ptr_array_new_with_free_func(g_free);
     r->ports = g_array_new(FALSE, FALSE, sizeof(PsimPort));
-    for (char **p = r->feed_args; p && *p; p++) {
-        const char *eq = strchr(*p, '=');
-        if (!eq || eq == *p || !eq[1]) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--feed '%s': expected NAME=FILE.pb", *p);
-            return FALSE;
-        }
-        PsimTensor *t = psim_tensor_load_pb(eq + 1, NULL, error);
-        if (!t)
-            return FALSE;
-        g_ptr_array_add(r->feed_names, g_strndup(*p, (gsize)(eq - *p)));
-        g_ptr_array_add(r->feeds, t);
-    }
-    if (!psim_cli_default_feeds(r->g, r->feed_names, r->feeds, error))
+    if (!psim_cli_feeds_parse(&given, r->feed_args, error) ||
+        !psim_cli_feeds_make(&given, r->g, TRUE, r->feed_names, r->feeds, error))
         return FALSE;
     psim_cli_default_fetches(r->g, r->ports);
     r->n_out = (int)r->ports->len;

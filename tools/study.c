@@ -93,6 +93,7 @@ typedef struct {
     PsimSimResult sr;
     GPtrArray *feed_names, *feeds, *fetches;
     GArray *times;
+    const PsimCliFeeds *feed_args; /* --feed */
 } Trial;
 
 static void trial_clear(Trial *t)
@@ -163,7 +164,7 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
     t->feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     t->fetches = g_ptr_array_new_with_free_func(g_free);
     t->times = g_array_new(FALSE, FALSE, sizeof(double));
-    if (!psim_cli_default_feeds(t->g, t->feed_names, t->feeds, &err)) {
+    if (!psim_cli_feeds_make(t->feed_args, t->g, FALSE, t->feed_names, t->feeds, &err)) {
         trial_fail(t, err);
         return FALSE;
     }
@@ -456,12 +457,14 @@ typedef struct {
     /* Flags as given. */
     char *cluster_spec, *algos, *db_path, *out_dir, *order_name, *profile_weights;
     char *steps_text, *rounds_text, *profile_rounds_text, *budget_text;
+    char **feed_args;
     gboolean json, no_profile, no_refresh, no_in_situ;
     PsimCliGraphOptions go;
     /* Checked. */
     int steps, rounds, profile_rounds;
     double profile_budget;
     PsimProfileWeights weights;
+    PsimCliFeeds feeds;
     PsimOrder order;
     char **algo_list;
     int n_algos;
@@ -498,6 +501,8 @@ static void study_clear(Study *st)
     g_free(st->rounds_text);
     g_free(st->profile_rounds_text);
     g_free(st->budget_text);
+    g_strfreev(st->feed_args);
+    psim_cli_feeds_clear(&st->feeds);
     psim_cli_graph_options_clear(&st->go);
     g_strfreev(st->algo_list);
     psim_cli_outputs_free(st->outs);
@@ -539,6 +544,8 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
          "Profiling time budget per kernel signature and device, at most one day (default 300)", "MS"},
         {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &st->profile_weights,
          "Profiling: CPU kernels' weights cold, warm or auto (default; see 'placesim profile --help')", "MODE"},
+        {"feed", 0, 0, G_OPTION_ARG_STRING_ARRAY, &st->feed_args,
+         PSIM_CLI_FEED_HELP "; profiling feeds kernels the same kind", PSIM_CLI_FEED_ARG},
         {"no-in-situ", 0, 0, G_OPTION_ARG_NONE, &st->no_in_situ,
          "Time kernels alone only (by default each graph that can run whole on a device is profiled in situ "
          "first, as 'placesim profile --in-situ', in runs separate from the measured ones, and again after "
@@ -571,6 +578,8 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
                     st->profile_weights);
         return FALSE;
     }
+    if (!psim_cli_feeds_parse(&st->feeds, st->feed_args, error))
+        return FALSE;
     st->order = PSIM_ORDER_STATIC;
     if (st->order_name && !psim_order_from_name(st->order_name, &st->order)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--order: expected static or dynamic, not '%s'",
@@ -668,6 +677,8 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
         }
     }
     study_unique_names(st->graphs, argc > 1 ? argv + 1 : NULL);
+    if (!psim_cli_feeds_check(&st->feeds, (PsimGraph *const *)st->graphs->pdata, (int32_t)st->graphs->len, error))
+        return FALSE;
     st->cluster = psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
                                    st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
     if (!st->cluster)
@@ -692,6 +703,7 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
     st->po.rounds = st->profile_rounds;
     st->po.weights = st->weights;
     st->po.progress_user = &st->prog;
+    psim_cli_feeds_profile(&st->feeds, (PsimGraph *const *)st->graphs->pdata, (int32_t)st->graphs->len, &st->po);
     st->rows = g_array_new(FALSE, TRUE, sizeof(Row));
     return TRUE;
 }
@@ -706,7 +718,7 @@ static gboolean study_insitu(Study *st, PsimProfiler *prof, PsimGraph *g, gboole
     g_autofree char *what = g_strdup_printf("%s: profiling in situ", psim_graph_name(g));
     progress(&st->prog, what);
     GError *err = NULL;
-    if (psim_cli_profile_insitu(prof, g, NULL, NULL, NULL, NULL, &err)) {
+    if (psim_cli_profile_insitu(prof, g, &st->feeds, NULL, NULL, &err)) {
         *ran = TRUE;
         return TRUE;
     }
@@ -791,7 +803,7 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     }
     g_autofree Trial *trials = g_new0(Trial, st->n_algos + 1);
     for (int a = 0; a < st->n_algos; a++) {
-        trials[a] = (Trial){.r = &g_array_index(st->rows, Row, first + a), .g = g};
+        trials[a] = (Trial){.r = &g_array_index(st->rows, Row, first + a), .g = g, .feed_args = &st->feeds};
         trial_prepare(&trials[a], model, st->order);
     }
     /* The refresh: the host's speed drifts by 5-30% over a minute (the profiler's raw figures,

@@ -85,6 +85,27 @@ double psim_tensor_get_f64(const PsimTensor *t, int64_t i);
 int64_t psim_tensor_get_i64(const PsimTensor *t, int64_t i);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimTensor, psim_tensor_unref)
 
+/* Generated data (graph/fill.c): what `run`, `profile` and `study --feed KIND` feed graph inputs
+ * with, and what the profiler gives the kernels it times. */
+typedef enum {
+    PSIM_TENSOR_FILL_RANDOM, /* normal N(0, 1), reproducible from a seed */
+    PSIM_TENSOR_FILL_ZEROS,
+    PSIM_TENSOR_FILL_ONES,
+    PSIM_TENSOR_FILL_RAMP, /* element i of n is i / n (arange(n)/n) */
+} PsimTensorFill;
+/* The seed of every RANDOM feed unless told otherwise. */
+#define PSIM_TENSOR_FILL_SEED 42
+/* "random", "zeros", "ones", "ramp"; from_name FALSE for anything else. */
+const char *psim_tensor_fill_name(PsimTensorFill fill);
+gboolean psim_tensor_fill_from_name(const char *name, PsimTensorFill *out);
+/* Fills t's float32 and float64 elements (other dtypes are zeroed: valid indices). RANDOM is a
+ * stream of `seed` alone: the same seed and size give the same values on any machine with the
+ * same libm. */
+void psim_tensor_fill(PsimTensor *t, PsimTensorFill fill, uint64_t seed);
+/* The stream of a named tensor (a graph input) under a base seed: inputs fed at once draw
+ * different values, whatever order they are named in. */
+uint64_t psim_tensor_fill_seed(uint64_t seed, const char *name);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Attributes. */
 

@@ -60,6 +60,14 @@ gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char
 /* All registered kernels (sorted by op, device type, dtype); g_free the array only. */
 const PsimKernelDef **psim_kernel_list(int32_t *n);
 
+/* Sets flush-to-zero and denormals-are-zero on the calling thread (x86 MXCSR FTZ and DAZ,
+ * AArch64 FPCR.FZ; nothing elsewhere): denormals cost a microcode assist each, which would make a
+ * kernel's time depend on its data. Every thread that runs kernels calls it once before the
+ * first: executor and profiler workers (exec/worker.c), benchmarks that run kernels inline. */
+void psim_kernel_thread_init(void);
+/* TRUE if the calling thread flushes denormals (psim_kernel_thread_init was called on it). */
+gboolean psim_kernel_thread_flushes(void);
+
 /* Loads a plug-in: a shared library exporting
  *   gboolean psim_plugin_init(GError **error);
  * which registers ops (psim_op_register) and kernels (psim_kernel_register). */

@@ -65,6 +65,15 @@ PsimProfileWeights psim_profile_weights_resolve(PsimProfileWeights w, uint64_t c
  * eviction (then it does nothing). */
 size_t psim_profile_cache_evict(const void *p, size_t bytes);
 
+/* How a graph input is fed in the run a profile predicts (`--feed NAME=...`): with a tensor
+ * (a file's), used as it is when its dtype and shape are those the profiled node sees, else the
+ * fill. */
+typedef struct {
+    const char *node; /* the graph input's node name */
+    PsimTensorFill fill;
+    const PsimTensor *value; /* or NULL */
+} PsimProfileFeed;
+
 typedef struct {
     int32_t reps;           /* at least this many timed runs after warm-up (default 10) */
     double max_rel_stddev;  /* stop once stddev/mean is at most this (default 0.02) */
@@ -77,6 +86,14 @@ typedef struct {
     gboolean calibrate;     /* measure each device's GEMM rate, copy bandwidth, launch (TRUE) */
     uint64_t link_min_bytes, link_max_bytes; /* default 1 KiB .. 256 MiB, in steps of x4 */
     uint64_t seed;          /* random input data */
+    /* The data of kernels' non-constant float inputs, as the run being predicted is fed: graph
+     * inputs named in feeds[] as said there, those not named and every intermediate tensor with
+     * `fill` (default RANDOM: N(0, 1); `--feed KIND` of profile and study). Graph inputs are
+     * drawn from the stream psim_tensor_fill_seed(PSIM_TENSOR_FILL_SEED, name), as `run` draws
+     * them; other dtypes are zeros. feeds is borrowed. */
+    PsimTensorFill fill;
+    const PsimProfileFeed *feeds;
+    int32_t n_feeds;
     PsimProfileClock clock; /* CPU timing (GPU timing is always CUPTI's) */
     /* Passes over all (signature, device) pairs of a device, set up once: each pass times a
      * short burst (about 200 us, at least one run and reps / rounds) of every kernel still under

@@ -97,4 +97,29 @@ void psim__cpu_add(const char *op, const char *name, const char *description,
 float psim__half_to_float(uint16_t h);
 uint16_t psim__float_to_half(float f);
 
+/* Vectorised float32 math (kernels/cpu/vmath.c): y[i] = f(x[i]) for i < n (y may be x), with
+ * SLEEF's 1-ulp functions and no data-dependent branch. SIGMOID is exp(-|x|) and 1 / (1 + e) or
+ * e / (1 + e) by sign. */
+typedef enum {
+    PSIM_VMATH_EXP,
+    PSIM_VMATH_LOG,
+    PSIM_VMATH_TANH,
+    PSIM_VMATH_ERF,
+    PSIM_VMATH_SIGMOID,
+} PsimVmathFn;
+/* The instruction sets: each is chosen only where the CPU has it (psim__vmath_has). */
+typedef enum {
+    PSIM_VMATH_ISA_SCALAR, /* libm, one element at a time (architectures other than x86-64) */
+    PSIM_VMATH_ISA_SSE2,   /* 4 lanes, baseline on x86-64 */
+    PSIM_VMATH_ISA_AVX,    /* 8 lanes; SLEEF uses AVX2 and FMA where present */
+} PsimVmathIsa;
+void psim__vmath_f32(PsimVmathFn f, const float *x, float *y, int64_t n);
+/* The same with a given instruction set (tests compare them); isa must be available. */
+void psim__vmath_f32_isa(PsimVmathIsa isa, PsimVmathFn f, const float *x, float *y, int64_t n);
+gboolean psim__vmath_has(PsimVmathIsa isa);
+/* The instruction set psim__vmath_f32 uses on this CPU. */
+PsimVmathIsa psim__vmath_isa(void);
+/* The AVX loops (kernels/cpu/vmath-avx.c, built with -mavx). */
+void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n);
+
 #endif

@@ -275,13 +275,16 @@ static gboolean run_softmax(PsimKernelCtx *ctx, GError **error)
         for (int64_t a = 1; a < A; a++)
             for (int64_t i = 0; i < inner; i++)
                 mx[i] = src[a * inner + i] > mx[i] ? src[a * inner + i] : mx[i];
+        /* exp(x - max) over the whole [A, inner] block at once, through the vectorised math
+         * (with inner == 1, the last-axis softmax of transformers, a per-row call would be one
+         * element long); LogSoftmax overwrites it below. */
         for (int64_t a = 0; a < A; a++)
-            for (int64_t i = 0; i < inner; i++) {
-                float e = expf(src[a * inner + i] - mx[i]);
-                if (!logsm)
-                    dst[a * inner + i] = e;
-                sm[i] += e;
-            }
+            for (int64_t i = 0; i < inner; i++)
+                dst[a * inner + i] = src[a * inner + i] - mx[i];
+        psim__vmath_f32(PSIM_VMATH_EXP, dst, dst, A * inner);
+        for (int64_t a = 0; a < A; a++)
+            for (int64_t i = 0; i < inner; i++)
+                sm[i] += dst[a * inner + i];
         if (logsm) {
             for (int64_t i = 0; i < inner; i++)
                 sm[i] = logf(sm[i]) + mx[i];

@@ -120,6 +120,21 @@ static gboolean step_here(PsimWorker *w, void *arg, GError **error)
     return ok;
 }
 
+/* One step on worker w, its wall time in *wall_us (its CPU time in s->cpu_us); FALSE after the
+ * error on stderr. */
+static gboolean timed_step(PsimWorker *w, StepArg *s, double *wall_us)
+{
+    GError *err = NULL;
+    double w0 = psim_exec_now_us();
+    if (!psim_worker_call(w, step_here, s, &err)) {
+        fprintf(stderr, "%s\n", err->message);
+        g_error_free(err);
+        return FALSE;
+    }
+    *wall_us = psim_exec_now_us() - w0;
+    return TRUE;
+}
+
 /* Prints {"OP": ms, ...}: per op type, the sum over its nodes of their fastest step
  * (node_min[v] < 0: node v did not run). */
 static void print_per_op_min(const PsimGraph *g, const double *node_min)
@@ -175,19 +190,30 @@ static gboolean model_feeds(const PsimGraph *g, PsimTensorFill fill, GPtrArray *
     return TRUE;
 }
 
-static int bench_model(const char *path, int steps, const char *feed)
+/* The model at path and the fill FEED names (dflt when NULL); NULL after one line on stderr. */
+static PsimGraph *load_with_feed(const char *path, const char *feed, PsimTensorFill dflt, PsimTensorFill *fill)
 {
-    PsimTensorFill fill = PSIM_TENSOR_FILL_RAMP;
-    if (feed && !psim_tensor_fill_from_name(feed, &fill)) {
+    *fill = dflt;
+    if (feed && !psim_tensor_fill_from_name(feed, fill)) {
         fprintf(stderr, "bench-kernels: FEED must be random, zeros, ones or ramp, not '%s'\n", feed);
-        return 2;
+        return NULL;
     }
     GError *err = NULL;
-    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
+    PsimGraph *g = psim_graph_load(path, NULL, &err);
     if (!g) {
         fprintf(stderr, "%s\n", err->message);
-        return 2;
+        g_error_free(err);
     }
+    return g;
+}
+
+static int bench_model(const char *path, int steps, const char *feed)
+{
+    PsimTensorFill fill;
+    g_autoptr(PsimGraph) g = load_with_feed(path, feed, PSIM_TENSOR_FILL_RAMP, &fill);
+    if (!g)
+        return 2;
+    GError *err = NULL;
     GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
     GPtrArray *feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     if (!model_feeds(g, fill, names, feeds))
@@ -215,15 +241,12 @@ static int bench_model(const char *path, int steps, const char *feed)
     for (int32_t v = 0; v <= psim_graph_n_nodes(g); v++)
         node_min[v] = -1;
     for (int i = -1; i < steps; i++) {
-        double w0 = psim_exec_now_us();
-        if (!psim_worker_call(w, step_here, &s, &err)) {
-            fprintf(stderr, "%s\n", err->message);
+        double wall_us;
+        if (!timed_step(w, &s, &wall_us))
             return 1;
-        }
-        double w1 = psim_exec_now_us();
         if (i < 0)
             continue;
-        wall[i] = w1 - w0;
+        wall[i] = wall_us;
         cpu[i] = s.cpu_us;
         PsimExecStats st;
         psim_executor_stats(e, &st);
@@ -327,15 +350,12 @@ static int bench_feeds(const char *path, int steps, const char *fa, const char *
     for (int i = -1; i < steps; i++)
         for (int k = 0; k < 2; k++) {
             StepArg s = {e, (PsimTensor **)f[k].tensors->pdata, outs, n_out, 0};
-            double w0 = psim_exec_now_us();
-            if (!psim_worker_call(w, step_here, &s, &err)) {
-                fprintf(stderr, "%s\n", err->message);
+            double wall_us;
+            if (!timed_step(w, &s, &wall_us))
                 return 1;
-            }
-            double w1 = psim_exec_now_us();
             if (i < 0)
                 continue; /* a warm-up step of each */
-            f[k].wall[i] = w1 - w0;
+            f[k].wall[i] = wall_us;
             f[k].cpu[i] = s.cpu_us;
             PsimExecStats st;
             psim_executor_stats(e, &st);
@@ -368,17 +388,11 @@ static int bench_feeds(const char *path, int steps, const char *fa, const char *
  * thread CPU time of REPS runs and the GFLOP/s it means (to find slow shapes). */
 static int bench_nodes(const char *path, const char *op, int reps, const char *feed)
 {
-    PsimTensorFill fill = PSIM_TENSOR_FILL_RANDOM;
-    if (feed && !psim_tensor_fill_from_name(feed, &fill)) {
-        fprintf(stderr, "bench-kernels: FEED must be random, zeros, ones or ramp, not '%s'\n", feed);
+    PsimTensorFill fill;
+    g_autoptr(PsimGraph) g = load_with_feed(path, feed, PSIM_TENSOR_FILL_RANDOM, &fill);
+    if (!g)
         return 2;
-    }
     GError *err = NULL;
-    g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
-    if (!g) {
-        fprintf(stderr, "%s\n", err->message);
-        return 2;
-    }
     double total = 0;
     for (int32_t id = 0; id < psim_graph_n_nodes(g); id++) {
         const PsimNode *n = psim_graph_node(g, id);

@@ -20,6 +20,16 @@ struct PsimCostDb {
     gboolean readonly;   /* psim_cost_db_open_readonly: every write is refused */
 };
 
+/* The kernels table's columns of version 1, which every later version keeps. */
+#define KERNEL_COLUMNS                                                                            \
+    "  signature TEXT NOT NULL,"                                                                  \
+    "  device_id INTEGER NOT NULL REFERENCES devices(id),"                                        \
+    "  op TEXT NOT NULL,"                                                                         \
+    "  n INTEGER NOT NULL CHECK (n > 0),"                                                         \
+    "  mean_us REAL NOT NULL, stddev_us REAL NOT NULL, min_us REAL NOT NULL, median_us REAL NOT NULL," \
+    "  source TEXT NOT NULL,"                                                                     \
+    "  measured_at TEXT NOT NULL,"
+
 /* The schema's history: migrations[v] takes a DB from version v to v + 1. Never edit a released
  * entry; append a new one and bump PSIM_COST_DB_SCHEMA_VERSION. */
 static const char *const migrations[] = {
@@ -39,13 +49,7 @@ static const char *const migrations[] = {
     "  first_seen TEXT NOT NULL,"
     "  UNIQUE(name, fingerprint));"
     "CREATE TABLE kernels("
-    "  signature TEXT NOT NULL,"
-    "  device_id INTEGER NOT NULL REFERENCES devices(id),"
-    "  op TEXT NOT NULL,"
-    "  n INTEGER NOT NULL CHECK (n > 0),"
-    "  mean_us REAL NOT NULL, stddev_us REAL NOT NULL, min_us REAL NOT NULL, median_us REAL NOT NULL,"
-    "  source TEXT NOT NULL,"
-    "  measured_at TEXT NOT NULL,"
+    KERNEL_COLUMNS
     "  PRIMARY KEY(signature, device_id));"
     "CREATE TABLE links("
     "  src_id INTEGER NOT NULL REFERENCES devices(id),"
@@ -106,13 +110,7 @@ static const char *const migrations[] = {
      * may exist for one (signature, device), so the key takes the method: SQLite cannot change
      * a primary key in place, so the table is copied (rowids kept: traces cite them). */
     "CREATE TABLE kernels_v5("
-    "  signature TEXT NOT NULL,"
-    "  device_id INTEGER NOT NULL REFERENCES devices(id),"
-    "  op TEXT NOT NULL,"
-    "  n INTEGER NOT NULL CHECK (n > 0),"
-    "  mean_us REAL NOT NULL, stddev_us REAL NOT NULL, min_us REAL NOT NULL, median_us REAL NOT NULL,"
-    "  source TEXT NOT NULL,"
-    "  measured_at TEXT NOT NULL,"
+    KERNEL_COLUMNS
     "  weights TEXT NOT NULL DEFAULT '',"
     "  ref_gemm_us REAL, ref_stream_us REAL, mem_weight REAL,"
     "  method TEXT NOT NULL DEFAULT 'kernel',"
@@ -627,12 +625,19 @@ gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, co
     return psim_cost_db_kernel_put_ref(db, d, signature, op, source, weights, NULL, NAN, s, error);
 }
 
-gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
-                                     const char *op, const char *source, const char *weights,
-                                     const PsimSpeedRef *ref, double mem_weight,
-                                     const PsimTimingStats *s, GError **error)
+/* One kernels row: a kernel timed alone (with its weights mode and the host's reference when
+ * given), or in situ (method 'insitu': times from whole-model runs). */
+static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *op,
+                               const char *source, const char *weights, const PsimSpeedRef *ref,
+                               double mem_weight, gboolean insitu, const PsimTimingStats *s, GError **error)
 {
     g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
+    if (insitu && db->version < 5) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: schema version %d has no in-situ rows (5 has): open it to write to migrate it",
+                    db->path, db->version);
+        return FALSE;
+    }
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
     gboolean ok = FALSE, open = FALSE;
     sqlite3_stmt *st = NULL;
@@ -645,7 +650,9 @@ gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const 
     /* Without a mode (or a reference) the columns are left out (their defaults), so that tests
      * can still write rows into DBs made at older schema versions. */
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        ref ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+        insitu ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+                 " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", 'insitu')"
+        : ref ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
               " median_us, source, measured_at, weights, ref_gemm_us, ref_stream_us, mem_weight)"
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10, ?11, ?12, ?13)"
         : weights
@@ -682,6 +689,14 @@ out:
         g_hash_table_remove_all(db->dev_ids); /* a rolled-back insert's id is void */
     g_mutex_unlock(&db->lock);
     return ok;
+}
+
+gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                     const char *op, const char *source, const char *weights,
+                                     const PsimSpeedRef *ref, double mem_weight,
+                                     const PsimTimingStats *s, GError **error)
+{
+    return kernel_put_row(db, d, signature, op, source, weights, ref, mem_weight, FALSE, s, error);
 }
 
 gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char *signature,
@@ -761,101 +776,60 @@ out:
     return found;
 }
 
-gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
-                                 GError **error)
+/* Runs sql (parameters ?1 signature, ?2 device name, ?3 fingerprint digest) and gives its first
+ * row's first column as text in *text (NULL: only whether there is a row; "" for NULL).
+ * Returns whether there was a row; FALSE with error set on a database error. */
+static gboolean kernel_query(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *sql,
+                             char **text, GError **error)
 {
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
     gboolean found = FALSE;
     sqlite3_stmt *st = NULL;
     g_mutex_lock(&db->lock);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        "SELECT 1 FROM kernels k JOIN devices d ON d.id = k.device_id"
-        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL),
-            db->path, "read kernel timing", error);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL), db->path, "read kernel timing",
+                      error);
     sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 3, f->digest, -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
     PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read kernel timing", error);
     found = rc == SQLITE_ROW;
+    if (found && text) {
+        const unsigned char *w = sqlite3_column_text(st, 0);
+        *text = g_strdup(w ? (const char *)w : "");
+    }
 out:
     sqlite3_finalize(st);
     g_mutex_unlock(&db->lock);
     return found;
 }
 
+gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
+                                 GError **error)
+{
+    return kernel_query(db, d, signature,
+                        "SELECT 1 FROM kernels k JOIN devices d ON d.id = k.device_id"
+                        " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", NULL, error);
+}
+
 gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                          char **weights, GError **error)
 {
-    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
-    gboolean found = FALSE;
-    sqlite3_stmt *st = NULL;
     *weights = NULL;
-    g_mutex_lock(&db->lock);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        db->version >= 5 ? "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
-                           " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3"
-                           " AND k.method = 'kernel'"
-                         : "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
-                           " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3", -1, &st, NULL),
-            db->path, "read kernel timing", error);
-    sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, f->digest, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read kernel timing", error);
-    if (rc == SQLITE_ROW) {
-        const unsigned char *w = sqlite3_column_text(st, 0);
-        *weights = g_strdup(w ? (const char *)w : "");
-        found = TRUE;
-    }
-out:
-    sqlite3_finalize(st);
-    g_mutex_unlock(&db->lock);
-    return found;
+    return kernel_query(db, d, signature,
+                        db->version >= 5 ? "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
+                                           " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3"
+                                           " AND k.method = 'kernel'"
+                                         : "SELECT k.weights FROM kernels k JOIN devices d ON d.id = k.device_id"
+                                           " WHERE k.signature = ?1 AND d.name = ?2 AND d.fingerprint = ?3",
+                        weights, error);
 }
 
 gboolean psim_cost_db_kernel_put_insitu(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                         const char *op, const char *source, const PsimTimingStats *s,
                                         GError **error)
 {
-    g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
-    if (db->version < 5) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                    "%s: schema version %d has no in-situ rows (5 has): open it to write to migrate it",
-                    db->path, db->version);
-        return FALSE;
-    }
-    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
-    gboolean ok = FALSE, open = FALSE;
-    sqlite3_stmt *st = NULL;
-    gint64 id;
-    g_mutex_lock(&db->lock);
-    if (!(open = begin(db, error)))
-        goto out;
-    if (!device_id(db, d, f, TRUE, &id, error))
-        goto out;
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
-        " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", 'insitu')",
-        -1, &st, NULL), db->path, "store in-situ timing", error);
-    sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, id);
-    sqlite3_bind_text(st, 3, op ? op : "", -1, SQLITE_TRANSIENT);
-    bind_stats(st, 4, s);
-    sqlite3_bind_text(st, 9, source ? source : "monotonic", -1, SQLITE_TRANSIENT);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_step(st), db->path, "store in-situ timing", error);
-    g_clear_pointer(&st, sqlite3_finalize);
-    ok = commit(db, error);
-    open = FALSE;
-out:
-    sqlite3_finalize(st);
-    if (open)
-        rollback(db);
-    if (!ok)
-        g_hash_table_remove_all(db->dev_ids);
-    g_mutex_unlock(&db->lock);
-    return ok;
+    return kernel_put_row(db, d, signature, op, source ? source : "monotonic", NULL, NULL, NAN, TRUE, s, error);
 }
 
 gboolean psim_cost_db_kernel_get_method(PsimCostDb *db, const PsimDevice *d, const char *signature,

@@ -110,6 +110,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCliOutputs, psim_cli_outputs_free)
 PsimCluster *psim_cli_cluster(const char *spec, const PsimGraph *g, GError **error);
 /* Prints the builder's root as one JSON object on stdout and frees the builder. */
 void psim_cli_print_json(JsonBuilder *b);
+/* One member of the object being built: a number (null when not finite: JSON has no inf/nan),
+ * an integer, a string. */
+void psim_cli_json_double(JsonBuilder *b, const char *name, double v);
+void psim_cli_json_int(JsonBuilder *b, const char *name, gint64 v);
+void psim_cli_json_string(JsonBuilder *b, const char *name, const char *v);
 /* TRUE when stderr is a terminal (progress bars go there only then). */
 gboolean psim_cli_stderr_tty(void);
 
@@ -155,9 +160,12 @@ gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
 
 /* Profiles g in situ (psim_profiler_insitu) fed as `--feed` says (psim_cli_feeds_make: the
  * inputs of g named there, the default fill for the rest) and with default fetches, as `run`
- * has them (tools/insitu.c). */
+ * has them (tools/insitu.c). *ran FALSE, with a warning on stderr, when g cannot run whole (a
+ * node without a kernel, an input without a feed): its kernels are then timed alone. FALSE only
+ * on errors that end the command (the DB, a kernel failing). o and r may be NULL. */
 gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, const PsimCliFeeds *feeds,
-                                 const PsimInsituOptions *o, PsimInsituReport *r, GError **error);
+                                 const PsimInsituOptions *o, PsimInsituReport *r, gboolean *ran,
+                                 GError **error);
 
 /* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
  * device; indexed by PsimCostSource (tools/cost-sources.c). */

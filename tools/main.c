@@ -137,6 +137,27 @@ PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboo
     return g_steal_pointer(&plan);
 }
 
+void psim_cli_json_double(JsonBuilder *b, const char *name, double v)
+{
+    json_builder_set_member_name(b, name);
+    if (isfinite(v))
+        json_builder_add_double_value(b, v);
+    else
+        json_builder_add_null_value(b);
+}
+
+void psim_cli_json_int(JsonBuilder *b, const char *name, gint64 v)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, v);
+}
+
+void psim_cli_json_string(JsonBuilder *b, const char *name, const char *v)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, v);
+}
+
 void psim_cli_print_json(JsonBuilder *b)
 {
     g_autoptr(JsonGenerator) gen = json_generator_new();

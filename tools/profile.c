@@ -77,18 +77,8 @@ static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, const PsimCli
     io.steps = steps;
     for (guint i = 0; i < graphs->len; i++) {
         const PsimGraph *g = g_ptr_array_index(graphs, i);
-        GError *err = NULL;
-        ok[i] = psim_cli_profile_insitu(p, g, feeds, &io, &rep[i], &err);
-        if (ok[i])
-            continue;
-        if (!g_error_matches(err, PSIM_ERROR, PSIM_ERROR_INPUT) &&
-            !g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED)) {
-            g_propagate_error(error, err);
+        if (!psim_cli_profile_insitu(p, g, feeds, &io, &rep[i], &ok[i], error))
             return FALSE;
-        }
-        fprintf(stderr, "placesim: warning: %s: cannot run whole (%s); its kernels are timed alone\n",
-                psim_graph_name(g), err->message);
-        g_error_free(err);
     }
     return TRUE;
 }
@@ -99,27 +89,18 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
     json_builder_begin_array(b);
     for (guint i = 0; i < graphs->len; i++) {
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "graph");
-        json_builder_add_string_value(b, psim_graph_name(g_ptr_array_index(graphs, i)));
+        psim_cli_json_string(b, "graph", psim_graph_name(g_ptr_array_index(graphs, i)));
         json_builder_set_member_name(b, "ran");
         json_builder_add_boolean_value(b, ok[i]);
         if (ok[i]) {
-            json_builder_set_member_name(b, "rows");
-            json_builder_add_int_value(b, rep[i].rows);
-            json_builder_set_member_name(b, "ops");
-            json_builder_add_int_value(b, rep[i].n_nodes);
-            json_builder_set_member_name(b, "devices_run");
-            json_builder_add_int_value(b, rep[i].n_runs);
-            json_builder_set_member_name(b, "calibrations");
-            json_builder_add_int_value(b, rep[i].calibrations);
-            json_builder_set_member_name(b, "step_us");
-            json_builder_add_double_value(b, rep[i].step_us);
-            json_builder_set_member_name(b, "ops_us");
-            json_builder_add_double_value(b, rep[i].ops_us);
-            json_builder_set_member_name(b, "dispatch_us");
-            json_builder_add_double_value(b, rep[i].dispatch_us);
-            json_builder_set_member_name(b, "busy_factor");
-            json_builder_add_double_value(b, rep[i].busy_factor);
+            psim_cli_json_int(b, "rows", rep[i].rows);
+            psim_cli_json_int(b, "ops", rep[i].n_nodes);
+            psim_cli_json_int(b, "devices_run", rep[i].n_runs);
+            psim_cli_json_int(b, "calibrations", rep[i].calibrations);
+            psim_cli_json_double(b, "step_us", rep[i].step_us);
+            psim_cli_json_double(b, "ops_us", rep[i].ops_us);
+            psim_cli_json_double(b, "dispatch_us", rep[i].dispatch_us);
+            psim_cli_json_double(b, "busy_factor", rep[i].busy_factor);
         }
         json_builder_end_object(b);
     }

@@ -73,15 +73,6 @@ static void check_compare(Check *c, const PsimTensor *got, const PsimTensor *wan
     c->ok = c->n_bad == 0;
 }
 
-static void json_double(JsonBuilder *b, const char *name, double v)
-{
-    json_builder_set_member_name(b, name);
-    if (isfinite(v))
-        json_builder_add_double_value(b, v);
-    else
-        json_builder_add_null_value(b);
-}
-
 static double last_step_us(PsimSession *s)
 {
     PsimExecStats st;
@@ -469,9 +460,9 @@ static void run_print_json(const Run *r)
     json_builder_add_int_value(b, r->steps);
     json_builder_set_member_name(b, "step_time_us");
     json_builder_begin_object(b);
-    json_double(b, "median", r->median);
-    json_double(b, "min", r->times[0]);
-    json_double(b, "max", r->times[r->steps - 1]);
+    psim_cli_json_double(b, "median", r->median);
+    psim_cli_json_double(b, "min", r->times[0]);
+    psim_cli_json_double(b, "max", r->times[r->steps - 1]);
     json_builder_end_object(b);
     json_builder_set_member_name(b, "nodes_run");
     json_builder_add_int_value(b, r->st.n_exec);
@@ -500,12 +491,12 @@ static void run_print_json(const Run *r)
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "ok");
         json_builder_add_boolean_value(b, r->chk.ok);
-        json_double(b, "max_abs_err", r->chk.max_abs);
-        json_double(b, "max_rel_err", r->chk.max_rel);
+        psim_cli_json_double(b, "max_abs_err", r->chk.max_abs);
+        psim_cli_json_double(b, "max_rel_err", r->chk.max_rel);
         json_builder_set_member_name(b, "n_bad");
         json_builder_add_int_value(b, r->chk.n_bad);
-        json_double(b, "rtol", r->rtol);
-        json_double(b, "atol", r->atol);
+        psim_cli_json_double(b, "rtol", r->rtol);
+        psim_cli_json_double(b, "atol", r->atol);
         json_builder_end_object(b);
     } else {
         json_builder_add_null_value(b);

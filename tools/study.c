@@ -717,19 +717,7 @@ static gboolean study_insitu(Study *st, PsimProfiler *prof, PsimGraph *g, gboole
         return TRUE;
     g_autofree char *what = g_strdup_printf("%s: profiling in situ", psim_graph_name(g));
     progress(&st->prog, what);
-    GError *err = NULL;
-    if (psim_cli_profile_insitu(prof, g, &st->feeds, NULL, NULL, &err)) {
-        *ran = TRUE;
-        return TRUE;
-    }
-    if (!g_error_matches(err, PSIM_ERROR, PSIM_ERROR_INPUT) && !g_error_matches(err, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED)) {
-        g_propagate_error(error, err);
-        return FALSE;
-    }
-    fprintf(stderr, "placesim: warning: %s: cannot run whole (%s); its kernels are timed alone\n",
-            psim_graph_name(g), err->message);
-    g_error_free(err);
-    return TRUE;
+    return psim_cli_profile_insitu(prof, g, &st->feeds, NULL, NULL, ran, error);
 }
 
 /* Graph gi's kernels that the DB lacks. Each graph is profiled right before its plans run, not
@@ -1095,10 +1083,8 @@ static void study_print_json(const Study *st)
     json_builder_add_double_value(b, st->regret_med);
     json_builder_set_member_name(b, "max_regret_pct");
     json_builder_add_double_value(b, st->regret_worst);
-    json_builder_set_member_name(b, "max_vs_single_pct");
-    json_builder_add_double_value(b, st->vs_single_worst);
-    json_builder_set_member_name(b, "choices_slower_than_single");
-    json_builder_add_int_value(b, st->n_lose);
+    psim_cli_json_double(b, "max_vs_single_pct", st->vs_single_worst);
+    psim_cli_json_int(b, "choices_slower_than_single", st->n_lose);
     /* Error per algorithm, and on one device apart from several. */
     json_builder_set_member_name(b, "errors");
     json_builder_begin_array(b);
@@ -1107,19 +1093,14 @@ static void study_print_json(const Study *st)
         int devices = i < st->n_algos ? 0 : i - st->n_algos + 1;
         ErrStats e = err_stats(st->rows, algo, devices);
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, algo ? "algo" : "devices");
         if (algo)
-            json_builder_add_string_value(b, algo);
+            psim_cli_json_string(b, "algo", algo);
         else
-            json_builder_add_string_value(b, devices == 1 ? "one" : "several");
-        json_builder_set_member_name(b, "runs");
-        json_builder_add_int_value(b, e.n);
-        json_builder_set_member_name(b, "median_abs_error_pct");
-        json_builder_add_double_value(b, e.med);
-        json_builder_set_member_name(b, "max_abs_error_pct");
-        json_builder_add_double_value(b, e.worst);
-        json_builder_set_member_name(b, "mean_signed_error_pct");
-        json_builder_add_double_value(b, e.mean);
+            psim_cli_json_string(b, "devices", devices == 1 ? "one" : "several");
+        psim_cli_json_int(b, "runs", e.n);
+        psim_cli_json_double(b, "median_abs_error_pct", e.med);
+        psim_cli_json_double(b, "max_abs_error_pct", e.worst);
+        psim_cli_json_double(b, "mean_signed_error_pct", e.mean);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

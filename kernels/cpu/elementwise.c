@@ -302,6 +302,14 @@ typedef struct {
     void (*i32)(const int32_t *restrict x, int32_t *restrict y, int64_t n);
 } UnOp;
 
+#define DEF_UN_F64(name, ED)                                                                      \
+    static void name##_f64(const double *restrict px, double *restrict py, int64_t n)             \
+    {                                                                                             \
+        for (int64_t i = 0; i < n; i++) {                                                         \
+            double x = px[i];                                                                     \
+            py[i] = (ED);                                                                         \
+        }                                                                                         \
+    }
 #define DEF_UN(name, EF, ED)                                                                      \
     static void name##_f32(const float *restrict px, float *restrict py, int64_t n)               \
     {                                                                                             \
@@ -310,26 +318,14 @@ typedef struct {
             py[i] = (EF);                                                                         \
         }                                                                                         \
     }                                                                                             \
-    static void name##_f64(const double *restrict px, double *restrict py, int64_t n)             \
-    {                                                                                             \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            double x = px[i];                                                                     \
-            py[i] = (ED);                                                                         \
-        }                                                                                         \
-    }
+    DEF_UN_F64(name, ED)
 /* float32 through the vectorised math (kernels/cpu/vmath.c: no data-dependent slow path). */
 #define DEF_UN_V(name, VF, ED)                                                                    \
     static void name##_f32(const float *restrict px, float *restrict py, int64_t n)               \
     {                                                                                             \
         psim__vmath_f32(VF, px, py, n);                                                           \
     }                                                                                             \
-    static void name##_f64(const double *restrict px, double *restrict py, int64_t n)             \
-    {                                                                                             \
-        for (int64_t i = 0; i < n; i++) {                                                         \
-            double x = px[i];                                                                     \
-            py[i] = (ED);                                                                         \
-        }                                                                                         \
-    }
+    DEF_UN_F64(name, ED)
 #define DEF_UNI(name, T, E)                                                                       \
     static void name(const T *restrict px, T *restrict py, int64_t n)                             \
     {                                                                                             \

@@ -2,6 +2,7 @@
  * once the CPU is known to have AVX. SLEEF's 8-lane functions pick their AVX2+FMA or plain AVX
  * version at run time. */
 #include "cpu-private.h"
+#include "vmath-loop.h"
 
 #if defined(__x86_64__) && defined(__AVX__)
 #include <sleef.h>
@@ -28,28 +29,7 @@ static inline __m256 avx_one(PsimVmathFn f, __m256 v)
 
 void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n)
 {
-    int64_t i = 0;
-    switch (f) { /* the switch outside the loops: one loop per function */
-#define LOOP(F)                                                                                   \
-    case F:                                                                                       \
-        for (; i + 8 <= n; i += 8)                                                                \
-            _mm256_storeu_ps(y + i, avx_one(F, _mm256_loadu_ps(x + i)));                          \
-        break;
-        LOOP(PSIM_VMATH_EXP)
-        LOOP(PSIM_VMATH_LOG)
-        LOOP(PSIM_VMATH_TANH)
-        LOOP(PSIM_VMATH_ERF)
-        LOOP(PSIM_VMATH_SIGMOID)
-#undef LOOP
-    default: g_assert_not_reached();
-    }
-    if (i < n) {
-        /* The tail through the same vector code (every element gets the same answer). */
-        float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        memcpy(buf, x + i, (size_t)(n - i) * sizeof(float));
-        _mm256_storeu_ps(buf, avx_one(f, _mm256_loadu_ps(buf)));
-        memcpy(y + i, buf, (size_t)(n - i) * sizeof(float));
-    }
+    PSIM_VMATH_LOOP_BODY(avx_one, 8, _mm256_loadu_ps, _mm256_storeu_ps)
     /* Leaving AVX code: clear the upper halves so that later SSE code pays no transition. */
     _mm256_zeroupper();
 }

@@ -3,6 +3,7 @@
  * and efficientnet_b0's Sigmoid took 2.4x as long on N(0,1) inputs as on a ramp). AVX where the
  * CPU has it (vmath-avx.c), SSE2 (baseline on x86-64) otherwise, scalar libm elsewhere. */
 #include "cpu-private.h"
+#include "vmath-loop.h"
 
 #include <math.h>
 
@@ -54,29 +55,7 @@ static inline __m128 sse2_one(PsimVmathFn f, __m128 v)
 
 static void vmath_sse2(PsimVmathFn f, const float *x, float *y, int64_t n)
 {
-    int64_t i = 0;
-    switch (f) { /* the switch outside the loops: one loop per function */
-#define LOOP(F)                                                                                   \
-    case F:                                                                                       \
-        for (; i + 4 <= n; i += 4)                                                                \
-            _mm_storeu_ps(y + i, sse2_one(F, _mm_loadu_ps(x + i)));                               \
-        break;
-        LOOP(PSIM_VMATH_EXP)
-        LOOP(PSIM_VMATH_LOG)
-        LOOP(PSIM_VMATH_TANH)
-        LOOP(PSIM_VMATH_ERF)
-        LOOP(PSIM_VMATH_SIGMOID)
-#undef LOOP
-    default: g_assert_not_reached();
-    }
-    if (i < n) {
-        /* The tail through the same vector code, so that every element gets the same answer
-         * wherever it sits in the array. */
-        float buf[4] = {0, 0, 0, 0};
-        memcpy(buf, x + i, (size_t)(n - i) * sizeof(float));
-        _mm_storeu_ps(buf, sse2_one(f, _mm_loadu_ps(buf)));
-        memcpy(y + i, buf, (size_t)(n - i) * sizeof(float));
-    }
+    PSIM_VMATH_LOOP_BODY(sse2_one, 4, _mm_loadu_ps, _mm_storeu_ps)
 }
 #endif
 

@@ -177,4 +177,21 @@ if command -v valgrind >/dev/null && command -v gnuplot >/dev/null && ! grep -qa
     grep -q "definitely lost: 0 bytes\|All heap blocks were freed" "$tmp/vg.txt" ||
         fail "study leaks: $(grep -A6 'definitely lost in' "$tmp/vg.txt" | head -20)"
 fi
+# The noise floor: mlp is a chain, so on one device the algorithms make the same placement (the
+# weights' order may differ); the measured steps' spread of the plans that are the same is
+# reported as the measurements' own noise.
+out=$("$PSIM" study zoo:mlp --cluster local:1 --algos single,heft,greedy --steps 3 --rounds 3 --no-profile \
+      --out "$tmp/noise" --json) || fail "study for the noise floor exited $?"
+echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+n = d["noise_floor"]
+ms = [r["measured_us"] for r in d["rows"]]
+import itertools
+assert n["groups"] == 1, n  # (one group: the plans that are the same placement and order)
+subsets = [c for k in (2, 3) for c in itertools.combinations(ms, k)]
+assert any(abs(n["max_spread_pct"] - 100 * (max(c) / min(c) - 1)) < 1e-9 for c in subsets), (n, ms)
+assert n["median_spread_pct"] == n["max_spread_pct"], n
+' || fail "noise floor: $out"
+grep -q "Noise floor" "$tmp/noise/report.md" || fail "report.md has no noise floor"
 echo "cli-study: ok"

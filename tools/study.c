@@ -25,6 +25,8 @@ typedef struct {
     double op_error_pct;  /* median |error| over ops of at least 10 us */
     int32_t n_transfers;
     int32_t n_devices_used;
+    guint64 plan_key;     /* the placement (each node's device, each device's order): equal keys
+                           * in one graph are the same plan measured twice */
     double place_ms, sim_ms;
     char *gantt;          /* file name of the side-by-side plot, or NULL */
     char *error;          /* why this row has no figures, or NULL */
@@ -138,6 +140,20 @@ static gboolean trial_simulate(Trial *t, PsimCostModel *m, PsimOrder order)
     return TRUE;
 }
 
+/* FNV-1a over each node's device and each device's order: the same placement gives the same
+ * key, whichever algorithm made it. */
+static guint64 plan_key(const PsimPlan *p)
+{
+    guint64 h = 1469598103934665603ull;
+    int32_t n = psim_graph_n_nodes(p->graph);
+    for (int32_t v = 0; v < n; v++)
+        h = (h ^ (guint64)(guint32)p->device_of[v]) * 1099511628211ull;
+    for (int32_t d = 0; d < p->n_devices; d++)
+        for (int32_t i = 0; i < p->n_order[d]; i++)
+            h = (h ^ (guint64)(guint32)p->order[d][i]) * 1099511628211ull;
+    return h;
+}
+
 /* Place, simulate, and pick feeds and fetches. FALSE (the row's error set) on failure. */
 static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 {
@@ -160,6 +176,7 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
     r->placed_sim_us = r->sim_us;
     for (int32_t d = 0; d < t->plan->n_devices; d++)
         r->n_devices_used += t->plan->n_order[d] > 0;
+    r->plan_key = plan_key(t->plan);
     t->feed_names = g_ptr_array_new_with_free_func(g_free);
     t->feeds = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
     t->fetches = g_ptr_array_new_with_free_func(g_free);
@@ -487,6 +504,10 @@ typedef struct {
     double regret_med, regret_worst;
     double vs_single_worst; /* the largest chosen measured / single measured - 1, in percent */
     int n_lose;             /* choices measured more than 2% slower than single */
+    /* The measurements' own noise: in each graph, plans that are the same placement (made by
+     * different algorithms), their measured steps' spread max / min - 1, in percent. */
+    int noise_groups;
+    double noise_med, noise_worst;
 } Study;
 
 static void study_clear(Study *st)
@@ -889,6 +910,37 @@ static void study_choose(Study *st)
     st->regret_med = psim_stats_median(regrets, n_regrets);
 }
 
+/* The noise floor: per graph, each set of rows that ran the same placement (plan_key). */
+static void study_noise(Study *st)
+{
+    GArray *rows = st->rows;
+    g_autofree double *spread = g_new(double, rows->len + 1);
+    g_autofree guint8 *seen = g_new0(guint8, rows->len + 1);
+    st->noise_groups = 0;
+    st->noise_worst = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const Row *a = &g_array_index(rows, Row, i);
+        if (a->error || seen[i])
+            continue;
+        double lo = a->measured_us, hi = a->measured_us;
+        int n = 1;
+        for (guint j = i + 1; j < rows->len; j++) {
+            const Row *b = &g_array_index(rows, Row, j);
+            if (b->error || seen[j] || b->plan_key != a->plan_key || strcmp(b->graph, a->graph))
+                continue;
+            seen[j] = 1;
+            lo = MIN(lo, b->measured_us);
+            hi = MAX(hi, b->measured_us);
+            n++;
+        }
+        if (n >= 2 && lo > 0) {
+            spread[st->noise_groups++] = 100 * (hi / lo - 1);
+            st->noise_worst = MAX(st->noise_worst, 100 * (hi / lo - 1));
+        }
+    }
+    st->noise_med = st->noise_groups ? psim_stats_median(spread, st->noise_groups) : 0;
+}
+
 static void study_summarize(Study *st)
 {
     GArray *rows = st->rows;
@@ -907,6 +959,7 @@ static void study_summarize(Study *st)
     st->med = psim_stats_median(abs_err, st->n_ok);
     st->placed_med = psim_stats_median(placed_err, st->n_ok);
     study_choose(st);
+    study_noise(st);
 }
 
 /* report.md's section on the choices (g_free). */
@@ -943,6 +996,11 @@ static char *choices_markdown(const Study *st)
                                algo ? algo : i == st->n_algos ? "plans on one device" : "plans on several devices",
                                e.n, e.med, e.worst, e.mean);
     }
+    if (st->noise_groups)
+        g_string_append_printf(md, "\n**Noise floor:** %d sets of plans were the same placement (made by different "
+                                   "algorithms) and measured a median %.2f%% apart (max/min - 1; worst %.2f%%): errors "
+                                   "below that say nothing about the model.\n",
+                               st->noise_groups, st->noise_med, st->noise_worst);
     if (st->gnuplot)
         g_string_append(md, "\n![predicted against measured](accuracy.png)\n");
     return g_string_free(md, FALSE);
@@ -1084,6 +1142,12 @@ static void study_print_json(const Study *st)
     json_builder_set_member_name(b, "max_regret_pct");
     json_builder_add_double_value(b, st->regret_worst);
     psim_cli_json_double(b, "max_vs_single_pct", st->vs_single_worst);
+    json_builder_set_member_name(b, "noise_floor");
+    json_builder_begin_object(b);
+    psim_cli_json_int(b, "groups", st->noise_groups);
+    psim_cli_json_double(b, "median_spread_pct", st->noise_med);
+    psim_cli_json_double(b, "max_spread_pct", st->noise_worst);
+    json_builder_end_object(b);
     psim_cli_json_int(b, "choices_slower_than_single", st->n_lose);
     /* Error per algorithm, and on one device apart from several. */
     json_builder_set_member_name(b, "errors");
@@ -1156,6 +1220,9 @@ static void study_print_text(const Study *st)
                algo ? algo : i == st->n_algos ? "plans on one device" : "plans on several devices", e.n, e.med,
                e.worst, e.mean);
     }
+    if (st->noise_groups)
+        printf("\nnoise floor: %d sets of identical plans measured a median %.2f%% apart (worst %.2f%%)\n",
+               st->noise_groups, st->noise_med, st->noise_worst);
     g_autofree char *costs = psim_cli_cost_sources_line(&all);
     printf("\nmedian |error| %.2f%%, worst %.2f%% (%d runs); report: %s/report.md\n", st->n_ok ? st->med : 0,
            st->worst, st->n_ok, st->out_dir);

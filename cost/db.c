@@ -776,32 +776,41 @@ out:
     return found;
 }
 
-/* Runs sql (parameters ?1 signature, ?2 device name, ?3 fingerprint digest) and gives its first
- * row's first column as text in *text (NULL: only whether there is a row; "" for NULL).
- * Returns whether there was a row; FALSE with error set on a database error. */
-static gboolean kernel_query(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *sql,
-                             char **text, GError **error)
+/* Runs sql with text parameters ?1..?n (params) and reads its first row's first column: as
+ * text into *text ("" for NULL) or as a number into *num (either may be NULL: only whether there
+ * is a row). Returns whether there was a row; FALSE with error set on a database error, which
+ * `what` names ("read kernel timing"). */
+static gboolean query_first(PsimCostDb *db, const char *what, const char *sql, const char *const *params,
+                            int n_params, char **text, double *num, GError **error)
 {
-    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
     gboolean found = FALSE;
     sqlite3_stmt *st = NULL;
     g_mutex_lock(&db->lock);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL), db->path, "read kernel timing",
-                      error);
-    sqlite3_bind_text(st, 1, signature, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, d->name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, f->digest, -1, SQLITE_TRANSIENT);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql, sql, -1, &st, NULL), db->path, what, error);
+    for (int i = 0; i < n_params; i++)
+        sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
-    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read kernel timing", error);
+    PSIM_SQLITE_CHECK(db->sql, rc, db->path, what, error);
     found = rc == SQLITE_ROW;
     if (found && text) {
         const unsigned char *w = sqlite3_column_text(st, 0);
         *text = g_strdup(w ? (const char *)w : "");
     }
+    if (found && num)
+        *num = sqlite3_column_double(st, 0);
 out:
     sqlite3_finalize(st);
     g_mutex_unlock(&db->lock);
     return found;
+}
+
+/* query_first with ?1 signature, ?2 device name, ?3 fingerprint digest. */
+static gboolean kernel_query(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *sql,
+                             char **text, GError **error)
+{
+    g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
+    const char *params[] = {signature, d->name, f->digest};
+    return query_first(db, "read kernel timing", sql, params, 3, text, NULL, error);
 }
 
 gboolean psim_cost_db_kernel_has(PsimCostDb *db, const PsimDevice *d, const char *signature,
@@ -945,22 +954,10 @@ out:
 gboolean psim_cost_db_link_from(PsimCostDb *db, const PsimDevice *src, GError **error)
 {
     g_autoptr(PsimFingerprint) fs = psim_fingerprint_new(src);
-    gboolean any = FALSE;
-    sqlite3_stmt *st = NULL;
-    g_mutex_lock(&db->lock);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        "SELECT 1 FROM links l JOIN devices s ON s.id = l.src_id"
-        " WHERE s.name = ?1 AND s.fingerprint = ?2 LIMIT 1", -1, &st, NULL),
-            db->path, "read link timings", error);
-    sqlite3_bind_text(st, 1, src->name, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, fs->digest, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read link timings", error);
-    any = rc == SQLITE_ROW;
-out:
-    sqlite3_finalize(st);
-    g_mutex_unlock(&db->lock);
-    return any;
+    const char *params[] = {src->name, fs->digest};
+    return query_first(db, "read link timings",
+                       "SELECT 1 FROM links l JOIN devices s ON s.id = l.src_id"
+                       " WHERE s.name = ?1 AND s.fingerprint = ?2 LIMIT 1", params, 2, NULL, NULL, error);
 }
 
 gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
@@ -1036,26 +1033,11 @@ gboolean psim_cost_db_calibration_get(PsimCostDb *db, const PsimDevice *d, const
                                       double *value, GError **error)
 {
     g_autoptr(PsimFingerprint) f = psim_fingerprint_new(d);
-    gboolean found = FALSE;
-    sqlite3_stmt *st = NULL;
-    g_mutex_lock(&db->lock);
-    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        "SELECT c.value FROM calibration c JOIN devices d ON d.id = c.device_id"
-        " WHERE c.kind = ?1 AND d.fingerprint = ?2 ORDER BY (d.name = ?3) DESC LIMIT 1", -1, &st, NULL),
-        db->path, "read calibration", error);
-    sqlite3_bind_text(st, 1, kind, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, f->digest, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, d->name, -1, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st);
-    PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read calibration", error);
-    if (rc == SQLITE_ROW) {
-        *value = sqlite3_column_double(st, 0);
-        found = TRUE;
-    }
-out:
-    sqlite3_finalize(st);
-    g_mutex_unlock(&db->lock);
-    return found;
+    const char *params[] = {kind, f->digest, d->name};
+    return query_first(db, "read calibration",
+                       "SELECT c.value FROM calibration c JOIN devices d ON d.id = c.device_id"
+                       " WHERE c.kind = ?1 AND d.fingerprint = ?2 ORDER BY (d.name = ?3) DESC LIMIT 1",
+                       params, 3, NULL, value, error);
 }
 
 gboolean psim_cost_db_calibrate_cluster(PsimCostDb *db, PsimCluster *c, guint *which, GError **error)

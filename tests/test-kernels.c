@@ -826,6 +826,13 @@ static void test_conv(void)
         {2, 4, 12, 10, 6, 3, 5, 2, 2, 3, 1, 1, 2, 1, 0, 2, NULL, TRUE, FALSE}, /* groups, asym */
         {1, 3, 13, 13, 4, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 2, NULL, TRUE, FALSE}, /* dilation */
         {1, 6, 8, 8, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},   /* depthwise */
+        /* depthwise (the direct loops): stride 2 with uneven pads, 5x5, dilation, batch 2,
+         * SAME_UPPER, 1-D, outputs wider than a vector with a remainder */
+        {2, 5, 17, 23, 5, 3, 3, 5, 2, 2, 1, 1, 1, 0, 0, 1, NULL, TRUE, FALSE},
+        {1, 7, 19, 37, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, NULL, FALSE, FALSE},
+        {1, 4, 15, 15, 4, 3, 3, 4, 1, 1, 2, 3, 2, 3, 1, 0, NULL, TRUE, FALSE},
+        {1, 3, 14, 21, 3, 5, 5, 3, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", TRUE, FALSE},
+        {2, 4, 1, 33, 4, 1, 3, 4, 1, 3, 1, 1, 0, 1, 0, 1, NULL, TRUE, TRUE},
         {1, 3, 7, 8, 2, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", TRUE, FALSE},
         {2, 4, 1, 20, 3, 1, 5, 1, 1, 2, 1, 1, 0, 2, 0, 1, NULL, TRUE, TRUE},   /* 1-D */
         {1, 2, 300, 40, 3, 7, 7, 1, 1, 1, 1, 1, 3, 3, 3, 3, NULL, TRUE, FALSE}, /* several bands */

@@ -192,6 +192,52 @@ static void wino_conv(const Geo *g, int64_t M, const float *x, const float *U, c
 }
 
 /* Tile rows per block: transformed input and products, 16 (C + M) floats per tile, ~4 MB. */
+/* ---------------------------------------------------------------------------------------- */
+/* Depthwise (one input and one output channel per group, as in MobileNet and EfficientNet):
+ * each tap is a scaled add of one input row segment onto an output row, which stays in L1. Per
+ * channel, im2col + sgemm built a K x pixels buffer for a 1 x K by K x pixels product, twice the
+ * memory traffic of the convolution itself, and its time swung by half between runs. */
+static inline __attribute__((always_inline)) void dw_channel(const Geo *g, const float *restrict x, const float *restrict w,
+                       float *restrict y)
+{
+    for (int64_t oh = 0; oh < g->Ho; oh++) {
+        float *restrict dst = y + oh * g->Wo;
+        for (int64_t ki = 0; ki < g->kh; ki++) {
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+            if (ih < 0 || ih >= g->H)
+                continue;
+            const float *restrict src = x + ih * g->W;
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                float wv = w[ki * g->kw + kj];
+                /* Output columns whose input column is inside [0, W), as in im2col. */
+                int64_t off = kj * g->dw - g->pw;
+                int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+                int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
+                ow1 = MIN(ow1, g->Wo);
+                if (g->sw == 1)
+                    for (int64_t ow = ow0; ow < ow1; ow++)
+                        dst[ow] += wv * src[ow + off];
+                else
+                    for (int64_t ow = ow0; ow < ow1; ow++)
+                        dst[ow] += wv * src[ow * g->sw + off];
+            }
+        }
+    }
+}
+
+/* AVX2 where the CPU has it, baseline SSE2 otherwise: GCC builds both and picks at load time
+ * (an ifunc); sanitizer and clang (fuzz) builds keep the baseline one. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void dw_conv(const Geo *g, int64_t channels, const float *x, const float *w, float *y)
+{
+    int64_t HWi = g->H * g->W, HWo = g->Ho * g->Wo, K = g->kh * g->kw;
+    for (int64_t c = 0; c < channels; c++)
+        dw_channel(g, x + c * HWi, w + c * K, y + c * HWo);
+}
+
 static int64_t wino_block(const Geo *g, int64_t M)
 {
     int64_t per_row = 16 * (g->C + M) * ((g->Wo + 1) / 2) * (int64_t)sizeof(float);
@@ -222,6 +268,8 @@ static size_t conv_workspace(const PsimGraph *graph, const PsimNode *n)
         return 0;
     if (kh == 1 && kw == 1)
         return 0; /* may be a direct GEMM; im2col then uses thread scratch */
+    if (C == 1 && psim_node_attr_int(n, "group", 1) == w->dims[0])
+        return 0; /* depthwise: no column buffer */
     size_t per_row = sizeof(float) * (size_t)(C * kh * kw * Wo);
     return per_row > BAND_BYTES ? per_row : (BAND_BYTES / per_row) * per_row;
 }
@@ -305,6 +353,11 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
             wino_conv(&g, M, xd + n * Cin * HWi, U, b ? b->data : NULL, yd + n * M * HWo, ws, rows);
         return TRUE;
     }
+    if (g.C == 1 && Mg == 1) {
+        for (int64_t n = 0; n < N; n++)
+            dw_conv(&g, M, xd + n * Cin * HWi, wd, yd + n * M * HWo);
+        return TRUE;
+    }
     gboolean direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                       g.pw == 0 && g.Ho == g.H && g.Wo == g.W;
     float *col = NULL;
@@ -342,6 +395,6 @@ void psim__cpu_register_conv(void)
 {
     static const PsimDType f32[] = {PSIM_DTYPE_FLOAT32, -1};
     psim__cpu_add("Conv", "cpu-conv-im2col-sgemm",
-                  "1-D/2-D convolution: direct GEMM for 1x1, else banded im2col + sgemm", run_conv,
+                  "1-D/2-D convolution: direct GEMM for 1x1, direct loops for depthwise, else banded im2col + sgemm", run_conv,
                   f32, conv_workspace);
 }

@@ -20,6 +20,7 @@ typedef struct {
     PsimTensor *const *feeds;
     int32_t n_fetches;
     int32_t warmup, steps;
+    double warmup_ms;
     atomic_int *n_done;  /* busy runs: devices that have their `steps`; NULL when alone */
     int32_t n_devices;   /* busy runs: keep stepping until all n_devices are done */
     int32_t n_nodes;
@@ -70,15 +71,19 @@ static void run_record(Run *r)
     g_array_append_val(r->step_us, st.step_us);
 }
 
-/* On the device's worker: warm-up steps, then `steps` recorded ones (and, while other devices
- * are still recording, more unrecorded ones, so that they stay busy). */
+/* On the device's worker: warm-up steps (at least `warmup` and `warmup_ms`), then `steps`
+ * recorded ones (and, while other devices are still recording, more unrecorded ones, so that
+ * they stay busy). */
 static gboolean run_steps(PsimWorker *w, void *arg, GError **error)
 {
     (void)w;
     Run *r = arg;
     g_autofree PsimTensor **outs = g_new0(PsimTensor *, r->n_fetches + 1);
-    for (int32_t s = 0;; s++) {
-        if (s >= r->warmup + r->steps && (!r->n_done || atomic_load(r->n_done) >= r->n_devices))
+    double warm_end = psim_exec_now_us() + r->warmup_ms * 1e3;
+    int32_t warm = 0, recorded = 0;
+    for (;;) {
+        gboolean warming = warm < r->warmup || psim_exec_now_us() < warm_end;
+        if (!warming && recorded >= r->steps && (!r->n_done || atomic_load(r->n_done) >= r->n_devices))
             break;
         if (!psim_executor_run_here(r->e, r->feeds, outs, error)) {
             if (r->n_done) /* the other devices would step on, waiting for this one's count */
@@ -87,10 +92,13 @@ static gboolean run_steps(PsimWorker *w, void *arg, GError **error)
         }
         for (int32_t k = 0; k < r->n_fetches; k++)
             g_clear_pointer(&outs[k], psim_tensor_unref);
-        if (s >= r->warmup && s < r->warmup + r->steps)
+        if (warming) {
+            warm++;
+        } else if (recorded < r->steps) {
             run_record(r);
-        if (r->n_done && s == r->warmup + r->steps - 1)
-            atomic_fetch_add(r->n_done, 1);
+            if (++recorded == r->steps && r->n_done)
+                atomic_fetch_add(r->n_done, 1);
+        }
     }
     return TRUE;
 }
@@ -108,15 +116,20 @@ static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t
     r->feeds = feeds;
     r->n_fetches = n_fetches;
     r->warmup = o->warmup;
+    r->warmup_ms = o->warmup_ms;
     r->steps = o->steps;
     r->e = psim_executor_new(g, p->workers[device], feeds ? feed_names : NULL, feeds ? n_feeds : 0,
                              fetches, n_fetches, NULL, error);
     return r->e != NULL;
 }
 
-/* Per node that does measured work, its in-situ time: the median over the steps (NAN where it
- * did not run). Medians, not means: on a shared host a third of the steps can be preempted for
- * milliseconds (docs/validation.md), and a mean over them is the host's, not the op's. */
+/* Per node that does measured work, its in-situ time: the trimmed mean over the steps
+ * (psim_stats_trimmed_mean, PSIM_STATS_TRIM at each end; NAN where it did not run). Trimmed: on a
+ * shared host some steps are preempted for milliseconds, and a plain mean over them is the
+ * host's, not the op's. A mean, not a median: the host's caches switch between a fast and a slow
+ * spell lasting seconds, and `study` compares these rows with the same statistic of measured
+ * steps sampled among the same spells; a sum of op medians and a median of steps each jump to
+ * whichever spell holds the majority of their samples, not always the same one. */
 static double *node_times(const PsimGraph *g, const Run *r, const gboolean *constant)
 {
     double *t = g_new(double, r->n_nodes + 1);
@@ -126,24 +139,25 @@ static double *node_times(const PsimGraph *g, const Run *r, const gboolean *cons
         t[v] = NAN;
         if (a && a->len && psim_profiler_node_measurable(g, n, constant)) {
             g_autofree double *tmp = g_memdup2(a->data, sizeof(double) * a->len);
-            t[v] = psim_stats_median(tmp, a->len);
+            t[v] = psim_stats_trimmed_mean(tmp, a->len, PSIM_STATS_TRIM);
         }
     }
     return t;
 }
 
-/* The median over the steps of each step's mean gap between two ops (NAN without gaps). */
-static double median_gap(const Run *r)
+/* The trimmed mean over the steps of each step's mean gap between two ops (NAN without gaps). */
+static double step_gap(const Run *r)
 {
     g_autofree double *per_step = g_new(double, r->gap_sum->len + 1);
     int64_t n = 0;
     for (guint s = 0; s < r->gap_sum->len; s++)
         if (g_array_index(r->gap_n, double, s) > 0)
             per_step[n++] = g_array_index(r->gap_sum, double, s) / g_array_index(r->gap_n, double, s);
-    return psim_stats_median(per_step, n);
+    return psim_stats_trimmed_mean(per_step, n, PSIM_STATS_TRIM);
 }
 
-/* Stores one row per signature on device d: the median of its nodes' times (node_times); n,
+/* Stores one row per signature on device d: the median of its nodes' times (node_times, each a
+ * trimmed mean over the steps); n,
  * mean, stddev and min over all their samples. */
 static gboolean store_rows(PsimProfiler *p, const PsimGraph *g, const Run *r, const double *med,
                            const PsimDevice *d, PsimInsituReport *report, GError **error)
@@ -219,123 +233,203 @@ static gboolean run_all(PsimProfiler *p, Run *r, const int32_t *devices, int32_t
     return ok;
 }
 
-gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *const *feed_names,
-                              PsimTensor *const *feeds, int32_t n_feeds, const char *const *fetches,
-                              int32_t n_fetches, const PsimInsituOptions *opts, PsimInsituReport *report,
-                              GError **error)
+struct PsimInsituSession {
+    PsimProfiler *p;
+    const PsimGraph *g;
+    PsimInsituOptions o;
+    gboolean *constant;
+    int32_t n_cpus;
+    int32_t *cpus;     /* the CPU devices with a worker */
+    int32_t *first_of; /* per device: the device of identical hardware run alone for it */
+    Run *alone;        /* per device d with first_of[d] == d */
+    Run *busy;         /* per CPU device (cpus[k]): every device at once; NULL without */
+    int32_t passes;
+    double t0;
+};
+
+void psim_insitu_session_free(PsimInsituSession *s)
 {
+    if (!s)
+        return;
+    for (int32_t d = 0; s->alone && d < s->p->n_devices; d++)
+        run_clear(&s->alone[d]);
+    for (int32_t k = 0; s->busy && k < s->n_cpus; k++)
+        run_clear(&s->busy[k]);
+    g_free(s->alone);
+    g_free(s->busy);
+    g_free(s->cpus);
+    g_free(s->first_of);
+    g_free(s->constant);
+    g_free(s);
+}
+
+PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, const char *const *feed_names,
+                                           PsimTensor *const *feeds, int32_t n_feeds,
+                                           const char *const *fetches, int32_t n_fetches,
+                                           const PsimInsituOptions *opts, GError **error)
+{
+    g_return_val_if_fail(p->db, NULL);
     PsimInsituOptions o;
     if (opts)
         o = *opts;
     else
         psim_insitu_options_init(&o);
+    if (o.steps < 1 || o.warmup < 0 || o.warmup_ms < 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "in-situ profile: steps >= 1, warmup >= 0 and warmup_ms >= 0 are required");
+        return NULL;
+    }
+    g_autoptr(PsimInsituSession) s = g_new0(PsimInsituSession, 1);
+    s->p = p;
+    s->g = g;
+    s->o = o;
+    s->t0 = psim_exec_now_us();
+    s->constant = psim_cost_constant_nodes(g);
+    /* CPU devices only: a GPU worker's ops are asynchronous launches, whose executor times are
+     * not the kernels' (GPUs keep their CUPTI kernel rows). One run per fingerprint: devices of
+     * identical hardware share rows (psim_cost_db_kernel_get). */
+    s->cpus = g_new0(int32_t, p->n_devices + 1);
+    s->first_of = g_new0(int32_t, p->n_devices + 1);
+    s->alone = g_new0(Run, p->n_devices + 1);
+    g_autoptr(GPtrArray) digests = g_ptr_array_new_with_free_func(g_free);
+    for (int32_t d = 0; d < p->n_devices; d++) {
+        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+        s->first_of[d] = -1;
+        if (dev->kind != PSIM_DEVICE_TYPE_CPU || !p->workers[d])
+            continue;
+        s->cpus[s->n_cpus++] = d;
+        g_autoptr(PsimFingerprint) f = psim_fingerprint_new(dev);
+        for (int32_t k = 0; k < s->n_cpus - 1 && s->first_of[d] < 0; k++)
+            if (!strcmp(g_ptr_array_index(digests, k), f->digest))
+                s->first_of[d] = s->first_of[s->cpus[k]];
+        if (s->first_of[d] < 0)
+            s->first_of[d] = d;
+        g_ptr_array_add(digests, g_strdup(f->digest));
+    }
+    if (s->n_cpus == 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
+                    "in-situ profile: the cluster has no CPU device with a worker to run %s on",
+                    psim_graph_name(g));
+        return NULL;
+    }
+    for (int32_t k = 0; k < s->n_cpus; k++) {
+        int32_t d = s->cpus[k];
+        if (s->first_of[d] == d &&
+            !run_prepare(p, &s->alone[d], g, d, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error))
+            return NULL;
+    }
+    /* Interference: every CPU device runs the graph at once. */
+    if (o.busy && s->n_cpus > 1) {
+        s->busy = g_new0(Run, s->n_cpus);
+        for (int32_t k = 0; k < s->n_cpus; k++)
+            if (!run_prepare(p, &s->busy[k], g, s->cpus[k], feed_names, feeds, n_feeds, fetches, n_fetches, &o,
+                             error))
+                return NULL;
+    }
+    return g_steal_pointer(&s);
+}
+
+gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **error)
+{
+    if (steps < 1)
+        return TRUE;
+    PsimProfiler *p = s->p;
+    int32_t stages = s->n_cpus + (s->busy ? 1 : 0), stage = 0;
+    for (int32_t k = 0; k < s->n_cpus; k++) {
+        int32_t d = s->cpus[k];
+        if (s->first_of[d] != d)
+            continue;
+        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+        g_autofree char *item = g_strdup_printf("%s on %s", psim_graph_name(s->g), dev->short_name);
+        psim__profiler_progress(p, "in-situ", stage++, stages, item);
+        s->alone[d].steps = steps;
+        if (!run_all(p, &s->alone[d], &d, 1, error))
+            return FALSE;
+    }
+    if (s->busy) {
+        psim__profiler_progress(p, "in-situ", stage, stages, "every device at once");
+        for (int32_t k = 0; k < s->n_cpus; k++)
+            s->busy[k].steps = steps;
+        if (!run_all(p, s->busy, s->cpus, s->n_cpus, error))
+            return FALSE;
+    }
+    psim__profiler_progress(p, "in-situ", stages, stages, NULL);
+    s->passes++;
+    return TRUE;
+}
+
+gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *report, GError **error)
+{
+    g_autoptr(PsimInsituSession) owned = s;
     PsimInsituReport dummy;
     if (!report)
         report = &dummy;
     *report = (PsimInsituReport){.busy_factor = 1};
-    g_return_val_if_fail(p->db, FALSE);
-    if (o.steps < 1 || o.warmup < 0) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "in-situ profile: steps >= 1 and warmup >= 0 are required");
+    if (s->passes == 0 && !psim_insitu_session_pass(s, s->o.steps, error))
         return FALSE;
-    }
-    double t0 = psim_exec_now_us();
-    p->t0_us = t0; /* progress counts from here */
-    g_autofree gboolean *constant = psim_cost_constant_nodes(g);
-    /* CPU devices only: a GPU worker's ops are asynchronous launches, whose executor times are
-     * not the kernels' (GPUs keep their CUPTI kernel rows). One run per fingerprint: devices of
-     * identical hardware share rows (psim_cost_db_kernel_get). */
-    g_autofree int32_t *cpus = g_new0(int32_t, p->n_devices + 1);
-    g_autofree int32_t *first_of = g_new0(int32_t, p->n_devices + 1); /* the device run alone for d */
-    int32_t n_cpus = 0;
-    g_autoptr(GPtrArray) digests = g_ptr_array_new_with_free_func(g_free);
-    for (int32_t d = 0; d < p->n_devices; d++) {
-        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
-        first_of[d] = -1;
-        if (dev->kind != PSIM_DEVICE_TYPE_CPU || !p->workers[d])
-            continue;
-        cpus[n_cpus++] = d;
-        g_autoptr(PsimFingerprint) f = psim_fingerprint_new(dev);
-        for (int32_t k = 0; k < n_cpus - 1 && first_of[d] < 0; k++)
-            if (!strcmp(g_ptr_array_index(digests, k), f->digest))
-                first_of[d] = first_of[cpus[k]];
-        if (first_of[d] < 0)
-            first_of[d] = d;
-        g_ptr_array_add(digests, g_strdup(f->digest));
-    }
-    if (n_cpus == 0) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
-                    "in-situ profile: the cluster has no CPU device with a worker to run %s on",
-                    psim_graph_name(g));
-        return FALSE;
-    }
+    PsimProfiler *p = s->p;
+    const PsimGraph *g = s->g;
     g_autofree double **alone = g_new0(double *, p->n_devices + 1);
     gboolean ok = TRUE;
-    for (int32_t k = 0; ok && k < n_cpus; k++) {
-        int32_t d = cpus[k];
-        if (first_of[d] != d)
+    for (int32_t k = 0; ok && k < s->n_cpus; k++) {
+        int32_t d = s->cpus[k];
+        if (s->first_of[d] != d)
             continue;
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
-        g_autofree char *item = g_strdup_printf("%s on %s", psim_graph_name(g), dev->short_name);
-        psim__profiler_progress(p, "in-situ", report->n_runs, n_cpus, item);
-        Run r = {0};
-        ok = run_prepare(p, &r, g, d, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error) &&
-             run_all(p, &r, &d, 1, error);
-        if (ok) {
-            alone[d] = node_times(g, &r, constant);
-            ok = store_rows(p, g, &r, alone[d], dev, report, error);
-            double gap = median_gap(&r);
-            if (ok && !isnan(gap)) {
-                g_autofree char *detail = g_strdup_printf(
-                    "in-situ: median over %d steps of %s of the step's mean gap between ops", o.steps,
-                    psim_graph_name(g));
-                ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
-                report->calibrations += ok;
-            }
-            if (report->n_runs == 0) {
-                report->dispatch_us = isnan(gap) ? 0 : gap;
-                g_autofree double *steps = g_memdup2(r.step_us->data, sizeof(double) * r.step_us->len);
-                report->step_us = psim_stats_median(steps, r.step_us->len);
-                double n_gaps = r.gap_n->len ? g_array_index(r.gap_n, double, 0) : 0;
-                report->ops_us = sum_finite(alone[d], r.n_nodes, NULL) + report->dispatch_us * n_gaps;
-                for (int32_t v = 0; v < r.n_nodes; v++)
-                    report->n_nodes += !isnan(alone[d][v]);
-            }
-            report->n_runs++;
-        }
-        run_clear(&r);
-    }
-    /* Interference: every CPU device runs the graph at once; each device's ops against its
-     * hardware's run alone (the same graph, so the same nodes). */
-    if (ok && o.busy && n_cpus > 1) {
-        g_autofree Run *rs = g_new0(Run, n_cpus);
-        for (int32_t k = 0; ok && k < n_cpus; k++)
-            ok = run_prepare(p, &rs[k], g, cpus[k], feed_names, feeds, n_feeds, fetches, n_fetches, &o, error);
-        psim__profiler_progress(p, "in-situ", n_cpus - 1, n_cpus, "every device at once");
-        if (ok)
-            ok = run_all(p, rs, cpus, n_cpus, error);
-        for (int32_t k = 0; ok && k < n_cpus; k++) {
-            int32_t d = cpus[k];
-            g_autofree double *busy = node_times(g, &rs[k], constant);
-            double *ref = alone[first_of[d]];
-            double a = sum_finite(ref, rs[k].n_nodes, busy), b = sum_finite(busy, rs[k].n_nodes, ref);
-            if (!(a > 0 && b > 0))
-                continue;
-            const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+        const Run *r = &s->alone[d];
+        alone[d] = node_times(g, r, s->constant);
+        ok = store_rows(p, g, r, alone[d], dev, report, error);
+        double gap = step_gap(r);
+        if (ok && !isnan(gap)) {
             g_autofree char *detail = g_strdup_printf(
-                "in-situ: sum of op medians with %d devices running %s at once over the sum alone", n_cpus,
-                psim_graph_name(g));
-            ok = psim_cost_db_calibration_put(p->db, dev, "busy_factor", b / a, detail, error) &&
-                 psim_cost_db_calibration_put(p->db, dev, "busy_devices", n_cpus, detail, error);
-            report->calibrations += ok ? 2 : 0;
-            if (k == 0)
-                report->busy_factor = b / a;
+                "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
+                r->step_us->len, s->passes, psim_graph_name(g));
+            ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
+            report->calibrations += ok;
         }
-        for (int32_t k = 0; k < n_cpus; k++)
-            run_clear(&rs[k]);
+        if (report->n_runs == 0) {
+            report->dispatch_us = isnan(gap) ? 0 : gap;
+            g_autofree double *steps = g_memdup2(r->step_us->data, sizeof(double) * r->step_us->len);
+            report->step_us = psim_stats_trimmed_mean(steps, r->step_us->len, PSIM_STATS_TRIM);
+            double n_gaps = r->gap_n->len ? g_array_index(r->gap_n, double, 0) : 0;
+            report->ops_us = sum_finite(alone[d], r->n_nodes, NULL) + report->dispatch_us * n_gaps;
+            for (int32_t v = 0; v < r->n_nodes; v++)
+                report->n_nodes += !isnan(alone[d][v]);
+        }
+        report->n_runs++;
+    }
+    /* Each device's ops with every device busy against its hardware's run alone (the same
+     * graph, so the same nodes). */
+    for (int32_t k = 0; ok && s->busy && k < s->n_cpus; k++) {
+        int32_t d = s->cpus[k];
+        g_autofree double *busy = node_times(g, &s->busy[k], s->constant);
+        double *ref = alone[s->first_of[d]];
+        double a = sum_finite(ref, s->busy[k].n_nodes, busy), b = sum_finite(busy, s->busy[k].n_nodes, ref);
+        if (!(a > 0 && b > 0))
+            continue;
+        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+        g_autofree char *detail = g_strdup_printf(
+            "in-situ: sum of op times with %d devices running %s at once over the sum alone", s->n_cpus,
+            psim_graph_name(g));
+        ok = psim_cost_db_calibration_put(p->db, dev, "busy_factor", b / a, detail, error) &&
+             psim_cost_db_calibration_put(p->db, dev, "busy_devices", s->n_cpus, detail, error);
+        report->calibrations += ok ? 2 : 0;
+        if (k == 0)
+            report->busy_factor = b / a;
     }
     for (int32_t d = 0; d < p->n_devices; d++)
         g_free(alone[d]);
-    psim__profiler_progress(p, "in-situ", n_cpus, n_cpus, NULL);
-    report->elapsed_ms = (psim_exec_now_us() - t0) / 1e3;
+    report->elapsed_ms = (psim_exec_now_us() - s->t0) / 1e3;
     return ok;
+}
+
+gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *const *feed_names,
+                              PsimTensor *const *feeds, int32_t n_feeds, const char *const *fetches,
+                              int32_t n_fetches, const PsimInsituOptions *opts, PsimInsituReport *report,
+                              GError **error)
+{
+    p->t0_us = psim_exec_now_us(); /* progress counts from here */
+    PsimInsituSession *s =
+        psim_insitu_session_new(p, g, feed_names, feeds, n_feeds, fetches, n_fetches, opts, error);
+    return s && psim_insitu_session_finish(s, report, error);
 }

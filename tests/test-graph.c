@@ -139,6 +139,19 @@ static void test_stats_median(void)
     double one[] = {42};
     g_assert_cmpfloat(psim_stats_median(one, 1), ==, 42);
     g_assert_true(isnan(psim_stats_median(one, 0)));
+    /* Trimmed mean: 10 values, one dropped at each end; a bimodal set follows the shares. */
+    double ten[] = {100, 1, 2, 3, 4, 5, 6, 7, 8, -50};
+    g_assert_cmpfloat_with_epsilon(psim_stats_trimmed_mean(ten, 10, 0.1), 36.0 / 8, 1e-12);
+    double plain[] = {4, 1, 7};
+    g_assert_cmpfloat_with_epsilon(psim_stats_trimmed_mean(plain, 3, 0.1), 4, 1e-12);
+    double two[] = {1, 3};
+    g_assert_cmpfloat(psim_stats_trimmed_mean(two, 2, 0.5), ==, 2); /* nothing left: median */
+    double mix[20];
+    for (int i = 0; i < 20; i++)
+        mix[i] = i < 9 ? 60 : 90; /* 9 fast, 11 slow: the median is slow, the mean in between */
+    g_assert_cmpfloat(psim_stats_median(mix, 20), ==, 90);
+    g_assert_cmpfloat_with_epsilon(psim_stats_trimmed_mean(mix, 20, 0.1), (7 * 60 + 9 * 90) / 16.0, 1e-12);
+    g_assert_true(isnan(psim_stats_trimmed_mean(one, 0, 0.1)));
     double v[] = {3, -1, 2};
     psim_stats_sort(v, 3);
     g_assert_cmpfloat(v[0], ==, -1);

@@ -486,6 +486,37 @@ static void test_insitu(void)
     g_assert_cmpint(pr.measured, ==, 0);
     g_assert_cmpint(pr.skipped, ==, 3 * 2);
 
+    /* A session spread over three passes (of 2, 3 and 1 steps, warm-up by time too) pools the
+     * samples of all of them into the rows it stores in place of the first ones. */
+    {
+        io.warmup = 0;
+        io.warmup_ms = 2;
+        g_autoptr(PsimInsituSession) s = psim_insitu_session_new(p, g, feeds, &x, 1, fetches, 1, &io, &err);
+        g_assert_no_error(err);
+        g_assert_true(psim_insitu_session_pass(s, 2, &err));
+        g_assert_true(psim_insitu_session_pass(s, 3, &err));
+        g_assert_true(psim_insitu_session_pass(s, 1, &err));
+        g_assert_no_error(err);
+        PsimInsituReport r2;
+        g_assert_true(psim_insitu_session_finish(g_steal_pointer(&s), &r2, &err));
+        g_assert_no_error(err);
+        g_assert_cmpint(r2.rows, ==, 3);
+        g_assert_cmpint(r2.calibrations, ==, 1 + 2 * 2);
+        PsimTimingStats st2;
+        g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
+        g_assert_cmpint(st2.n, ==, 2 * (2 + 3 + 1));
+        /* A session with no pass runs one of opts.steps at finish; one dropped stores nothing. */
+        s = psim_insitu_session_new(p, g, feeds, &x, 1, fetches, 1, &io, &err);
+        g_assert_true(psim_insitu_session_finish(g_steal_pointer(&s), NULL, &err));
+        g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
+        g_assert_cmpint(st2.n, ==, 2 * io.steps);
+        s = psim_insitu_session_new(p, g, feeds, &x, 1, fetches, 1, &io, &err);
+        g_assert_true(psim_insitu_session_pass(s, 7, &err));
+        g_clear_pointer(&s, psim_insitu_session_free);
+        g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
+        g_assert_cmpint(st2.n, ==, 2 * io.steps);
+    }
+
     int64_t n = psim_cost_db_count(db, "kernels", &err);
     g_assert_false(psim_profiler_insitu(p, g, NULL, NULL, 0, fetches, 1, &io, &r, &err));
     g_assert_error(err, PSIM_ERROR, PSIM_ERROR_INPUT);

@@ -167,6 +167,17 @@ gboolean psim_cli_profile_insitu(PsimProfiler *p, const PsimGraph *g, const Psim
                                  const PsimInsituOptions *o, PsimInsituReport *r, gboolean *ran,
                                  GError **error);
 
+/* The same spread over other work (`study`): an in-situ session (psim_insitu_session_*) that
+ * owns g's feeds and fetches. NULL without *error, after the warning above, when g cannot run
+ * whole. finish stores the rows and frees ci. */
+typedef struct PsimCliInsitu PsimCliInsitu;
+PsimCliInsitu *psim_cli_insitu_new(PsimProfiler *p, const PsimGraph *g, const PsimCliFeeds *feeds,
+                                   const PsimInsituOptions *o, GError **error);
+gboolean psim_cli_insitu_pass(PsimCliInsitu *ci, int32_t steps, GError **error);
+gboolean psim_cli_insitu_finish(PsimCliInsitu *ci, PsimInsituReport *r, GError **error);
+void psim_cli_insitu_free(PsimCliInsitu *ci);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCliInsitu, psim_cli_insitu_free)
+
 /* How many of a plan's nodes (Send/Recv left out) have their cost from each source on their
  * device; indexed by PsimCostSource (tools/cost-sources.c). */
 typedef struct {

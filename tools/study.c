@@ -193,6 +193,8 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 }
 
 #define WARMUP_MS 50
+/* In-situ steps of the refresh, spread over the measured rounds (at least one per round). */
+#define INSITU_STEPS 20
 
 /* One step of the plan, its fetched outputs dropped. FALSE (the row's error set) on failure. */
 static gboolean trial_step(Trial *t, PsimPlanExec *px, PsimTensor **outs)
@@ -255,7 +257,8 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, Ps
     Row *r = t->r;
     int n = (int)t->times->len;
     double *v = (double *)t->times->data;
-    r->measured_us = psim_stats_median(v, n);
+    /* The trimmed mean, as the in-situ rows it is compared with (profiler/insitu.c). */
+    r->measured_us = psim_stats_trimmed_mean(v, n, PSIM_STATS_TRIM);
     r->measured_min_us = v[0];
     r->measured_max_us = v[n - 1];
     r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
@@ -387,14 +390,14 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
     /* report.md */
     GString *md = g_string_new("# placesim study\n\n");
     g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: %d "
-                               "measured steps (median) in %d rounds, each after warm-up steps (50 ms, at least one), the "
+                               "measured steps (their mean without the fastest and slowest tenth, as the in-situ rows) in %d rounds, each after warm-up steps (50 ms, at least one), the "
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
         g_string_append_printf(md, "Each graph was profiled (in situ where it runs whole on a device: the whole graph "
                                    "run in runs of its own, each op timed by the executor; kernels timed alone for what "
-                                   "the cost DB still lacked), placed and simulated; then profiled again (in situ after "
-                                   "its measured rounds; otherwise its kernels profiled again in passes between its "
+                                   "the cost DB still lacked), placed and simulated; then profiled again (in situ in "
+                                   "passes of its own, one before each measured round; otherwise its kernels profiled again in passes between its "
                                    "measured rounds), and each plan "
                                    "simulated again with those rows (the placement unchanged): the simulated and the "
                                    "measured steps saw the same minutes of the host. \"At placement\" is the first "
@@ -559,8 +562,9 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"order", 0, 0, G_OPTION_ARG_STRING, &st->order_name, "static (default) or dynamic", "ORDER"},
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &st->no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
         {"no-refresh", 0, 0, G_OPTION_ARG_NONE, &st->no_refresh,
-         "Simulate with the rows profiled before the runs (by default each graph's kernels are profiled again in "
-         "passes between its measured rounds, and its plans simulated again with those rows)", NULL},
+         "Simulate with the rows profiled before the runs (by default each graph is profiled again in passes "
+         "between its measured rounds, in situ or kernel by kernel as before, and its plans simulated again with "
+         "those rows)", NULL},
         {"profile-budget-ms", 0, 0, G_OPTION_ARG_STRING, &st->budget_text,
          "Profiling time budget per kernel signature and device, at most one day (default 300)", "MS"},
         {"profile-weights", 0, 0, G_OPTION_ARG_STRING, &st->profile_weights,
@@ -769,14 +773,23 @@ static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, 
 /* The measured rounds of one graph's trials. Every algorithm was placed and simulated; the
  * plans run in `rounds` rounds, each algorithm's steps in turn within a round, so that a slow
  * spell of a shared machine falls on all of them rather than on one (each row's figure is the
- * median of all its steps); the last round also records each measured timeline. With a
+ * trimmed mean of all its steps); the last round also records each measured timeline. With a
  * session, the graph's kernels are profiled again in passes spread between the rounds
  * (profile_rounds / rounds passes before each). */
-static void study_measure(Study *st, Trial *trials, PsimProfileSession *session, PsimTimeline **run_tl)
+static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *session, PsimCliInsitu *insitu,
+                              PsimTimeline **run_tl, GError **error)
 {
     PsimGraph *g = trials[0].g;
     for (int round = 0; round < st->rounds; round++) {
         int k = st->steps / st->rounds + (round < st->steps % st->rounds ? 1 : 0);
+        if (insitu) {
+            g_autofree char *what = g_strdup_printf("%s: in-situ pass (round %d of %d)", psim_graph_name(g),
+                                                    round + 1, st->rounds);
+            progress(&st->prog, what);
+            int n = INSITU_STEPS * (round + 1) / st->rounds - INSITU_STEPS * round / st->rounds;
+            if (!psim_cli_insitu_pass(insitu, MAX(n, 1), error))
+                return FALSE;
+        }
         if (session) {
             g_autofree char *what = g_strdup_printf("%s: profile passes (round %d of %d)", psim_graph_name(g),
                                                     round + 1, st->rounds);
@@ -794,6 +807,7 @@ static void study_measure(Study *st, Trial *trials, PsimProfileSession *session,
             trial_measure(t, st->cluster, st->order, k, round == st->rounds - 1 ? &run_tl[a] : NULL);
         }
     }
+    return TRUE;
 }
 
 /* One graph: profile, place and simulate with every algorithm, measure, refresh, compare. */
@@ -828,15 +842,28 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
             g_clear_error(&err);
         }
     }
-    g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
-    study_measure(st, trials, session, run_tl);
-    gboolean ok = TRUE;
-    /* In situ, the refresh is a second in-situ profile after the measured rounds (its own runs):
-     * the kernels' refresh would time rows the model no longer reads. */
+    /* In situ, the refresh is an in-situ profile in passes of its own, one before each measured
+     * round (the kernels' refresh would time rows the model no longer reads): a shared host's
+     * caches and memory switch between fast and slow spells lasting seconds (docs/validation.md),
+     * and the rows should sample the same spells as the steps they predict. */
+    g_autoptr(PsimCliInsitu) ci = NULL;
     if (insitu && !st->no_refresh) {
-        gboolean again = FALSE;
-        ok = study_insitu(st, prof, g, &again, error);
-        if (ok && again) {
+        PsimInsituOptions io;
+        psim_insitu_options_init(&io);
+        io.warmup = 1;
+        io.warmup_ms = WARMUP_MS; /* as the measured steps are warmed up (trial_measure) */
+        GError *err = NULL;
+        if (!(ci = psim_cli_insitu_new(prof, g, &st->feeds, &io, &err)) && err) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+    }
+    g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
+    gboolean ok = study_measure(st, trials, session, ci, run_tl, error);
+    if (ok && ci) {
+        progress(&st->prog, "storing the in-situ profile of the rounds");
+        ok = psim_cli_insitu_finish(g_steal_pointer(&ci), NULL, error);
+        if (ok) {
             g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
             for (int a = 0; a < st->n_algos; a++)
                 if (!trials[a].r->error)

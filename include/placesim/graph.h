@@ -511,6 +511,13 @@ void psim_stats_sort(double *v, int64_t n);
 /* The median of v[0..n) (the mean of the middle two when n is even), sorting v in place; NaN
  * when n <= 0. */
 double psim_stats_median(double *v, int64_t n);
+/* The mean of v[0..n) without its floor(n * frac) lowest and highest values (frac in [0, 0.5];
+ * the median when nothing would be left), sorting v in place; NaN when n <= 0. Step and op times
+ * on a shared host are a mixture of a fast and a slow spell (docs/validation.md): a median jumps
+ * from one to the other as their shares cross a half, this moves with the shares. */
+double psim_stats_trimmed_mean(double *v, int64_t n, double frac);
+/* The trim of placesim's time figures: measured steps (study), in-situ op times and gaps. */
+#define PSIM_STATS_TRIM 0.1
 
 G_END_DECLS
 

@@ -193,17 +193,18 @@ gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GEr
  * (one device per fingerprint: identical hardware shares rows) as a single-device executor, for
  * `warmup` discarded steps and then `steps` measured ones; each op's time comes from the
  * executor's own per-op clock. Stored in the cost DB: per kernel signature a method 'insitu' row
- * (median_us: the median over the nodes sharing the signature of each node's median over the
- * steps; n, mean, stddev and min over all their samples), which the cost model prefers to
- * kernel-alone rows; per device a "dispatch_us" calibration (the median over the steps of the
+ * (median_us: the median over the nodes sharing the signature of each node's trimmed mean over
+ * the steps, psim_stats_trimmed_mean; n, mean, stddev and min over all their samples), which the cost model prefers to
+ * kernel-alone rows; per device a "dispatch_us" calibration (the trimmed mean over the steps of the
  * mean gap between one op's end and the next op's start on the device's thread: the executor's
  * dispatch, which the cost model adds to every measured op); and with `busy` on a cluster of several CPU devices, "busy_factor" and "busy_devices"
- * calibrations (every CPU device runs the graph at once: the sum of a device's op medians then
+ * calibrations (every CPU device runs the graph at once: the sum of a device's op times then
  * over the sum alone; psim_cost_model_busy_scale). GPU devices are not run (their executor times
  * are launches, not kernels). */
 typedef struct {
     int32_t steps;  /* measured steps (default 20) */
     int32_t warmup; /* steps run first and discarded (default 3) */
+    double warmup_ms; /* and warm-up lasts at least this long (default 0) */
     gboolean busy;  /* also measure with every CPU device busy (default TRUE) */
 } PsimInsituOptions;
 
@@ -231,6 +232,24 @@ gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *c
                               PsimTensor *const *feeds, int32_t n_feeds, const char *const *fetches,
                               int32_t n_fetches, const PsimInsituOptions *opts, PsimInsituReport *report,
                               GError **error);
+
+/* The same profile spread over other work: psim_insitu_session_new sets the executors up (the
+ * feeds, fetches and g stay borrowed until the session is freed); each
+ * psim_insitu_session_pass runs `warmup` steps (and warmup_ms) and then `steps` recorded steps
+ * on each device alone and, with `busy`, on all at once, adding to the samples; finish (which
+ * runs one pass of opts.steps when none ran) stores the rows and calibrations from all the
+ * passes' samples and frees the session. `placesim study` runs one pass before each of its
+ * measured rounds, so that the rows and the steps they are compared with sample the same
+ * minutes of a shared host (docs/validation.md). psim_profiler_insitu is new, finish. */
+typedef struct PsimInsituSession PsimInsituSession;
+PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, const char *const *feed_names,
+                                           PsimTensor *const *feeds, int32_t n_feeds,
+                                           const char *const *fetches, int32_t n_fetches,
+                                           const PsimInsituOptions *opts, GError **error);
+gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **error);
+gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *report, GError **error);
+void psim_insitu_session_free(PsimInsituSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimInsituSession, psim_insitu_session_free)
 
 G_END_DECLS
 

@@ -88,6 +88,7 @@ struct PsimExecutor {
     int32_t *device_of; /* copy, or NULL */
     PsimRendezvous *rdv;
     const char **key;   /* per exec node: rendezvous key of a Send/Recv, else NULL */
+    PsimRendezvousKey **rkey; /* per exec node: its handle in rdv, else NULL */
     RecvCtx *recv_ctx;  /* per exec node */
     double *recv_start; /* per exec node */
     uint64_t step_id;
@@ -157,7 +158,7 @@ static gboolean send_run(PsimKernelCtx *ctx, GError **error)
     if (e->opts.send_hook)
         e->opts.send_hook(e->opts.send_user, e->exec_node[i], e->step_id, t);
     else
-        psim_rendezvous_send(e->rdv, e->key[i], e->step_id, t);
+        psim_rendezvous_key_send(e->rkey[i], e->step_id, t);
     if (t)
         psim_tensor_unref(t);
     return TRUE;
@@ -438,6 +439,7 @@ static gboolean build(PsimExecutor *e, GError **error)
     /* Exec nodes: kernels, inputs, successors, pending counts. */
     e->exec_node = g_new(int32_t, nx);
     e->key = g_new0(const char *, nx);
+    e->rkey = g_new0(PsimRendezvousKey *, nx);
     e->recv_ctx = g_new0(RecvCtx, nx);
     e->recv_start = g_new0(double, nx);
     e->inbox = g_new0(InboxEntry, nx);
@@ -477,6 +479,7 @@ static gboolean build(PsimExecutor *e, GError **error)
             }
             e->kdef[i] = is_send ? &builtin_send : &builtin_recv;
             e->key[i] = key;
+            e->rkey[i] = psim_rendezvous_key(e->rdv, key);
         } else {
             e->kdef[i] = kernel_find(g, n, type);
         }
@@ -789,6 +792,7 @@ void psim_executor_free(PsimExecutor *e)
     g_free(e->const_slots);
     g_free(e->exec_node);
     g_free(e->key);
+    g_free(e->rkey);
     g_free(e->recv_ctx);
     g_free(e->recv_start);
     g_free(e->inbox);
@@ -1350,7 +1354,7 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
                 e->recv_start[i] = now;
                 e->recv_state[i] = RECV_ASKED;
                 outstanding++;
-                psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done,
+                psim_rendezvous_key_recv_async(e->rkey[i], e->step_id, recv_done,
                                            &e->recv_ctx[i]);
             }
     }
@@ -1405,7 +1409,7 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
             e->recv_start[i] = psim_exec_now_us() - t0;
             e->recv_state[i] = RECV_ASKED;
             outstanding++;
-            psim_rendezvous_recv_async(e->rdv, e->key[i], e->step_id, recv_done, &e->recv_ctx[i]);
+            psim_rendezvous_key_recv_async(e->rkey[i], e->step_id, recv_done, &e->recv_ctx[i]);
             continue;
         }
         if (!run_node(e, &q, i, t0, error))

@@ -1,8 +1,15 @@
-/* The rendezvous table: Send puts a tensor under "key;step", Recv asks for it with a callback that
- * runs as soon as both sides have arrived (on the thread of whichever came second), so that a
- * Recv never blocks a device thread. In one process a transfer between CPU devices hands the
+/* The rendezvous table: Send puts a tensor under (key, step), Recv asks for it with a callback
+ * that runs as soon as both sides have arrived (on the thread of whichever came second), so that
+ * a Recv never blocks a device thread. In one process a transfer between CPU devices hands the
  * tensor off (a new reference). An abort wakes every waiting and future Recv with an error, so
- * that a step failing on one device never leaves the others waiting. */
+ * that a step failing on one device never leaves the others waiting.
+ *
+ * Each key has an entry of its own, made the first time the key is seen and kept until the table
+ * is freed, with its own lock and its pending (step) slots, usually one. A device that holds the
+ * entry's handle (psim_rendezvous_key) sends and receives without formatting, hashing or the
+ * table's lock: a step of a split plan asks for every Recv of a device at its start, and through
+ * one table lock and "key;step" strings that took 50-100 us of the step on two devices at once
+ * (docs/validation.md). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -10,33 +17,49 @@
 #include "exec-private.h"
 
 typedef struct {
+    uint64_t step;
     gboolean sent;
     PsimTensor *tensor; /* sent value (NULL for control transfers) */
     PsimRecvDone done;  /* a waiting Recv, or NULL */
     void *user;
 } Slot;
 
-struct PsimRendezvous {
+struct PsimRendezvousKey {
     pthread_mutex_t lock;
-    GHashTable *slots; /* "key;step" -> Slot* */
-    gboolean aborted;
+    GArray *slots; /* Slot: the steps sent or asked for and not yet matched */
+    PsimRendezvous *r;
+};
+
+struct PsimRendezvous {
+    pthread_mutex_t lock; /* the key table */
+    GHashTable *keys;     /* key -> PsimRendezvousKey* */
+    atomic_bool aborted;
     /* Nodes completed by every device that shares the table (the executor's deadlock detector
      * watches it): relaxed, only ever compared for change. */
     atomic_uint_fast64_t progress;
 };
 
-static void slot_free(gpointer p)
+static void key_clear(PsimRendezvousKey *k)
 {
-    Slot *s = p;
-    psim_tensor_unref(s->tensor);
-    g_free(s);
+    for (guint i = 0; i < k->slots->len; i++)
+        psim_tensor_unref(g_array_index(k->slots, Slot, i).tensor);
+    g_array_set_size(k->slots, 0);
+}
+
+static void key_free(gpointer p)
+{
+    PsimRendezvousKey *k = p;
+    key_clear(k);
+    g_array_free(k->slots, TRUE);
+    pthread_mutex_destroy(&k->lock);
+    g_free(k);
 }
 
 PsimRendezvous *psim_rendezvous_new(void)
 {
     PsimRendezvous *r = g_new0(PsimRendezvous, 1);
     pthread_mutex_init(&r->lock, NULL);
-    r->slots = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, slot_free);
+    r->keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, key_free);
     return r;
 }
 
@@ -44,122 +67,140 @@ void psim_rendezvous_free(PsimRendezvous *r)
 {
     if (!r)
         return;
-    g_hash_table_destroy(r->slots);
+    g_hash_table_destroy(r->keys);
     pthread_mutex_destroy(&r->lock);
     g_free(r);
 }
 
-/* "key;step" in buf when it fits (the common case: no allocation on the hop's path), else in a
- * new string; full_key_free frees only the latter. */
-static char *full_key(char *buf, size_t size, const char *key, uint64_t step)
+PsimRendezvousKey *psim_rendezvous_key(PsimRendezvous *r, const char *key)
 {
-    int n = g_snprintf(buf, size, "%s;%" G_GUINT64_FORMAT, key, step);
-    return n >= 0 && (size_t)n < size ? buf : g_strdup_printf("%s;%" G_GUINT64_FORMAT, key, step);
+    pthread_mutex_lock(&r->lock);
+    PsimRendezvousKey *k = g_hash_table_lookup(r->keys, key);
+    if (!k) {
+        k = g_new0(PsimRendezvousKey, 1);
+        pthread_mutex_init(&k->lock, NULL);
+        k->slots = g_array_sized_new(FALSE, FALSE, sizeof(Slot), 2);
+        k->r = r;
+        g_hash_table_insert(r->keys, g_strdup(key), k);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return k;
 }
 
-static void full_key_free(char *k, const char *buf)
+/* The slot of step in k (k locked), or -1. */
+static int slot_of(PsimRendezvousKey *k, uint64_t step)
 {
-    if (k != buf)
-        g_free(k);
+    for (guint i = 0; i < k->slots->len; i++)
+        if (g_array_index(k->slots, Slot, i).step == step)
+            return (int)i;
+    return -1;
 }
 
-/* The key the table owns. */
-static char *full_key_own(char *k, const char *buf) { return k == buf ? g_strdup(k) : k; }
+void psim_rendezvous_key_send(PsimRendezvousKey *k, uint64_t step, PsimTensor *t)
+{
+    PsimRecvDone done = NULL;
+    void *user = NULL;
+    pthread_mutex_lock(&k->lock);
+    int i = slot_of(k, step);
+    if (i >= 0 && g_array_index(k->slots, Slot, i).done) {
+        Slot *s = &g_array_index(k->slots, Slot, i);
+        done = s->done;
+        user = s->user;
+        g_array_remove_index_fast(k->slots, (guint)i);
+    } else if (i < 0) {
+        Slot s = {.step = step, .sent = TRUE, .tensor = psim_tensor_ref(t)};
+        g_array_append_val(k->slots, s);
+    } /* else sent twice: keep the first */
+    gboolean aborted = atomic_load(&k->r->aborted);
+    pthread_mutex_unlock(&k->lock);
+    if (done)
+        done(aborted ? NULL : psim_tensor_ref(t), !aborted, user);
+}
+
+void psim_rendezvous_key_recv_async(PsimRendezvousKey *k, uint64_t step, PsimRecvDone done, void *user)
+{
+    PsimTensor *t = NULL;
+    gboolean ready = FALSE;
+    pthread_mutex_lock(&k->lock);
+    /* Read under the entry's lock: an abort sets the flag before it takes any entry's lock to
+     * fail the waiting Recvs, so a Recv either sees the flag or is found waiting. */
+    gboolean aborted = atomic_load(&k->r->aborted);
+    int i = slot_of(k, step);
+    if (!aborted && i >= 0 && g_array_index(k->slots, Slot, i).sent) {
+        t = g_array_index(k->slots, Slot, i).tensor;
+        ready = TRUE;
+        g_array_remove_index_fast(k->slots, (guint)i);
+    } else if (!aborted) {
+        Slot s = {.step = step, .done = done, .user = user};
+        if (i >= 0)
+            g_array_index(k->slots, Slot, i) = s; /* asked twice: the last one waits */
+        else
+            g_array_append_val(k->slots, s);
+    }
+    pthread_mutex_unlock(&k->lock);
+    if (ready || aborted)
+        done(t, !aborted, user);
+}
 
 void psim_rendezvous_send(PsimRendezvous *r, const char *key, uint64_t step, PsimTensor *t)
 {
-    char buf[192];
-    char *k = full_key(buf, sizeof buf, key, step);
-    PsimRecvDone done = NULL;
-    void *user = NULL;
-    pthread_mutex_lock(&r->lock);
-    Slot *s = g_hash_table_lookup(r->slots, k);
-    if (s && s->done) {
-        done = s->done;
-        user = s->user;
-        g_hash_table_remove(r->slots, k);
-        full_key_free(k, buf);
-    } else if (!s) {
-        s = g_new0(Slot, 1);
-        s->sent = TRUE;
-        s->tensor = psim_tensor_ref(t);
-        g_hash_table_insert(r->slots, full_key_own(k, buf), s);
-    } else {
-        full_key_free(k, buf); /* sent twice: keep the first */
-    }
-    gboolean aborted = r->aborted;
-    pthread_mutex_unlock(&r->lock);
-    if (done)
-        done(aborted ? NULL : psim_tensor_ref(t), !aborted, user);
+    psim_rendezvous_key_send(psim_rendezvous_key(r, key), step, t);
 }
 
 void psim_rendezvous_recv_async(PsimRendezvous *r, const char *key, uint64_t step,
                                 PsimRecvDone done, void *user)
 {
-    char buf[192];
-    char *k = full_key(buf, sizeof buf, key, step);
-    PsimTensor *t = NULL;
-    gboolean ready = FALSE, aborted;
-    pthread_mutex_lock(&r->lock);
-    aborted = r->aborted;
-    Slot *s = g_hash_table_lookup(r->slots, k);
-    if (!aborted && s && s->sent) {
-        t = s->tensor;
-        s->tensor = NULL;
-        ready = TRUE;
-        g_hash_table_remove(r->slots, k);
-        full_key_free(k, buf);
-    } else if (!aborted) {
-        s = g_new0(Slot, 1);
-        s->done = done;
-        s->user = user;
-        g_hash_table_replace(r->slots, full_key_own(k, buf), s);
-    } else {
-        full_key_free(k, buf);
-    }
-    pthread_mutex_unlock(&r->lock);
-    if (ready || aborted)
-        done(t, !aborted, user);
+    psim_rendezvous_key_recv_async(psim_rendezvous_key(r, key), step, done, user);
 }
 
 void psim_rendezvous_abort(PsimRendezvous *r)
 {
-    GPtrArray *waiting = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GArray) waiting = g_array_new(FALSE, FALSE, sizeof(Slot));
     pthread_mutex_lock(&r->lock);
-    r->aborted = TRUE;
+    atomic_store(&r->aborted, TRUE);
     GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, r->slots);
-    while (g_hash_table_iter_next(&it, &k, &v)) {
-        Slot *s = v;
-        if (s->done) {
-            Slot *copy = g_memdup2(s, sizeof *s);
-            g_ptr_array_add(waiting, copy);
-            g_hash_table_iter_remove(&it);
+    gpointer kk, v;
+    g_hash_table_iter_init(&it, r->keys);
+    while (g_hash_table_iter_next(&it, &kk, &v)) {
+        PsimRendezvousKey *k = v;
+        pthread_mutex_lock(&k->lock);
+        for (guint i = 0; i < k->slots->len;) {
+            Slot *s = &g_array_index(k->slots, Slot, i);
+            if (s->done) {
+                g_array_append_val(waiting, *s);
+                g_array_remove_index_fast(k->slots, i);
+            } else {
+                i++;
+            }
         }
+        pthread_mutex_unlock(&k->lock);
     }
     pthread_mutex_unlock(&r->lock);
     for (guint i = 0; i < waiting->len; i++) {
-        Slot *s = g_ptr_array_index(waiting, i);
+        Slot *s = &g_array_index(waiting, Slot, i);
         s->done(NULL, FALSE, s->user);
     }
-    g_ptr_array_free(waiting, TRUE);
 }
 
 void psim_rendezvous_reset(PsimRendezvous *r)
 {
     pthread_mutex_lock(&r->lock);
-    r->aborted = FALSE;
-    g_hash_table_remove_all(r->slots);
+    GHashTableIter it;
+    gpointer kk, v;
+    g_hash_table_iter_init(&it, r->keys);
+    while (g_hash_table_iter_next(&it, &kk, &v)) {
+        PsimRendezvousKey *k = v;
+        pthread_mutex_lock(&k->lock);
+        key_clear(k);
+        pthread_mutex_unlock(&k->lock);
+    }
+    atomic_store(&r->aborted, FALSE);
     pthread_mutex_unlock(&r->lock);
 }
 
 gboolean psim_rendezvous_aborted(PsimRendezvous *r)
 {
-    pthread_mutex_lock(&r->lock);
-    gboolean a = r->aborted;
-    pthread_mutex_unlock(&r->lock);
-    return a;
+    return atomic_load(&r->aborted);
 }
 
 void psim__rendezvous_progress_add(PsimRendezvous *r)

@@ -22,6 +22,7 @@ struct PsimTransport {
     PsimRendezvous *rdv;
     int32_t nd;
     int32_t *xfer_of_node; /* per node of the plan's graph: transfer index of a Send or Recv, or -1 */
+    PsimRendezvousKey **rkey; /* per transfer: its Recv's key in rdv */
     XferState *xs;
     atomic_int_least64_t origin_ns; /* INT64_MAX until the first device starts */
 };
@@ -83,6 +84,7 @@ PsimTransport *psim__transport_new(const PsimPlan *p, PsimWorker *const *workers
     for (int32_t v = 0; v < n; v++)
         tp->xfer_of_node[v] = -1;
     tp->xs = g_new0(XferState, p->n_transfers + 1);
+    tp->rkey = g_new0(PsimRendezvousKey *, p->n_transfers + 1);
     atomic_init(&tp->origin_ns, INT64_MAX);
     for (int32_t x = 0; x < p->n_transfers; x++) {
         const PsimTransfer *tr = &p->transfers[x];
@@ -96,6 +98,7 @@ PsimTransport *psim__transport_new(const PsimPlan *p, PsimWorker *const *workers
         }
         tp->xfer_of_node[tr->send] = x;
         tp->xfer_of_node[tr->recv] = x;
+        tp->rkey[x] = psim_rendezvous_key(rdv, psim_node_attr_string(psim_graph_node(p->graph, tr->recv), "key", tr->key));
     }
     return tp;
 }
@@ -106,6 +109,7 @@ void psim__transport_free(PsimTransport *tp)
         return;
     g_free(tp->xfer_of_node);
     g_free(tp->xs);
+    g_free(tp->rkey);
     g_free(tp);
 }
 
@@ -134,8 +138,7 @@ void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t
     PsimTransport *tp = user;
     int32_t x = node >= 0 && node < psim_graph_n_nodes(tp->p->graph) ? tp->xfer_of_node[node] : -1;
     g_return_if_fail(x >= 0 && tp->p->transfers[x].send == node);
-    const PsimNode *r = psim_graph_node(tp->p->graph, tp->p->transfers[x].recv);
-    psim_rendezvous_send(tp->rdv, psim_node_attr_string(r, "key", tp->p->transfers[x].key), step, t);
+    psim_rendezvous_key_send(tp->rkey[x], step, t);
 }
 
 static int32_t recv_xfer(PsimTransport *tp, int32_t node)

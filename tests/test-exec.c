@@ -721,6 +721,66 @@ static void test_plan_deadlock(void)
     }
 }
 
+/* The rendezvous: a key's handle and its string meet in one entry; steps are kept apart (a Send
+ * of the next step before this step's Recv), a tensor waits for its Recv and a Recv for its
+ * tensor, an abort fails the waiting and the future Recvs until a reset, which keeps handles. */
+typedef struct {
+    int calls, ok;
+    PsimTensor *t;
+} Got;
+
+static void got_done(PsimTensor *t, gboolean ok, void *user)
+{
+    Got *g = user;
+    g->calls++;
+    g->ok += ok;
+    psim_tensor_unref(g->t);
+    g->t = t;
+}
+
+static void test_rendezvous(void)
+{
+    GError *err = NULL;
+    g_autoptr(PsimRendezvous) r = psim_rendezvous_new();
+    PsimRendezvousKey *k = psim_rendezvous_key(r, "a;CPU:0->CPU:1");
+    g_assert_true(psim_rendezvous_key(r, "a;CPU:0->CPU:1") == k);
+    g_assert_true(psim_rendezvous_key(r, "b") != k);
+    g_autoptr(PsimTensor) t0 = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, (int64_t[]){4}, &err);
+    g_autoptr(PsimTensor) t1 = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, (int64_t[]){4}, &err);
+    g_assert_no_error(err);
+    Got g0 = {0}, g1 = {0};
+    psim_rendezvous_send(r, "a;CPU:0->CPU:1", 1, t1); /* step 1 first */
+    psim_rendezvous_key_recv_async(k, 0, got_done, &g0);
+    g_assert_cmpint(g0.calls, ==, 0); /* step 0 not sent yet */
+    psim_rendezvous_key_recv_async(k, 1, got_done, &g1);
+    g_assert_cmpint(g1.calls, ==, 1);
+    g_assert_true(g1.t == t1);
+    psim_rendezvous_key_send(k, 0, t0);
+    g_assert_cmpint(g0.calls, ==, 1);
+    g_assert_cmpint(g0.ok, ==, 1);
+    g_assert_true(g0.t == t0);
+    /* Abort: a waiting Recv and a later one fail; a reset clears what was sent and the flag. */
+    Got g2 = {0}, g3 = {0}, g4 = {0};
+    psim_rendezvous_recv_async(r, "b", 2, got_done, &g2);
+    psim_rendezvous_key_send(k, 5, t0);
+    psim_rendezvous_abort(r);
+    g_assert_true(psim_rendezvous_aborted(r));
+    g_assert_cmpint(g2.calls, ==, 1);
+    g_assert_cmpint(g2.ok, ==, 0);
+    psim_rendezvous_key_recv_async(k, 3, got_done, &g3);
+    g_assert_cmpint(g3.calls, ==, 1);
+    g_assert_cmpint(g3.ok, ==, 0);
+    psim_rendezvous_reset(r);
+    g_assert_false(psim_rendezvous_aborted(r));
+    psim_rendezvous_key_recv_async(k, 5, got_done, &g4);
+    g_assert_cmpint(g4.calls, ==, 0); /* the step-5 tensor went with the reset */
+    psim_rendezvous_key_send(k, 5, t1);
+    g_assert_cmpint(g4.ok, ==, 1);
+    g_assert_true(g4.t == t1);
+    for (Got *g[] = {&g0, &g1, &g2, &g3, &g4}, **p = g; p < g + 5; p++)
+        psim_tensor_unref((*p)->t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -736,5 +796,6 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/session", test_session);
     g_test_add_func("/exec/plan/two-devices", test_plan_two_devices);
     g_test_add_func("/exec/plan/deadlock", test_plan_deadlock);
+    g_test_add_func("/exec/rendezvous", test_rendezvous);
     return g_test_run();
 }

@@ -120,6 +120,13 @@ void psim_rendezvous_send(PsimRendezvous *r, const char *key, uint64_t step, Psi
 /* Asks for key and step; done runs now if it was sent, else when it is. Never blocks. */
 void psim_rendezvous_recv_async(PsimRendezvous *r, const char *key, uint64_t step,
                                 PsimRecvDone done, void *user);
+/* The table's handle of key: made the first time the key is seen, valid until the table is
+ * freed (a reset keeps it). Sending and asking through it skip the key lookup and the table's
+ * lock: what a device does for every transfer of every step. */
+typedef struct PsimRendezvousKey PsimRendezvousKey;
+PsimRendezvousKey *psim_rendezvous_key(PsimRendezvous *r, const char *key);
+void psim_rendezvous_key_send(PsimRendezvousKey *k, uint64_t step, PsimTensor *t);
+void psim_rendezvous_key_recv_async(PsimRendezvousKey *k, uint64_t step, PsimRecvDone done, void *user);
 /* Fails every waiting and future Recv (a step failed on some device), until reset. */
 void psim_rendezvous_abort(PsimRendezvous *r);
 gboolean psim_rendezvous_aborted(PsimRendezvous *r);

@@ -4,13 +4,6 @@
 
 #include "placesim/exec.h"
 
-/* Waiting for another device's thread: for the first PSIM_EXEC_PAUSE_SPIN_US the waiter spins
- * on the flag with the CPU's pause hint, and only then polls with sched_yield. A sched_yield is a
- * system call (1.3 us on the VM measured, docs/validation.md) and gives the core to any other
- * runnable thread, so a hand-off noticed by yielding costs a microsecond or more per hop; the
- * pause loop notices it within tens of nanoseconds. Devices are pinned to disjoint cores, so
- * the spinner never takes the core of the thread it waits for. */
-#define PSIM_EXEC_PAUSE_SPIN_US 50.0
 
 static inline void psim__cpu_relax(void)
 {

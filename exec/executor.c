@@ -1174,6 +1174,11 @@ static gboolean run_node(PsimExecutor *e, Ready *q, int32_t i, double t0, GError
         e->in_ptrs[k] = e->in_slot[k] >= 0 ? e->slots[e->in_slot[k]] : NULL;
     PsimKernelCtx *c = &e->ctx[i];
     GError *err = NULL;
+    if (e->opts.spin_before_us > 0 && kd != &builtin_send) {
+        double until = psim_exec_now_us() + e->opts.spin_before_us;
+        while (psim_exec_now_us() < until)
+            psim__cpu_relax();
+    }
     double ts = psim_exec_now_us();
     gboolean ok = kd->run(c, &err);
     double te = psim_exec_now_us();

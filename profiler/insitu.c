@@ -8,6 +8,10 @@
 
 #include "profiler/profiler-private.h"
 
+/* The spin before each op of the idle calibration's runs: the executor's pause spin, the first
+ * part of every wait for a Recv (PSIM_EXEC_PAUSE_SPIN_US). */
+#define INSITU_IDLE_US PSIM_EXEC_PAUSE_SPIN_US
+
 void psim_insitu_options_init(PsimInsituOptions *o)
 {
     *o = (PsimInsituOptions){.steps = 20, .warmup = 3, .busy = TRUE};
@@ -103,7 +107,7 @@ static gboolean run_steps(PsimWorker *w, void *arg, GError **error)
     return TRUE;
 }
 
-static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t device,
+static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t device, double spin_before_us,
                             const char *const *feed_names, PsimTensor *const *feeds, int32_t n_feeds,
                             const char *const *fetches, int32_t n_fetches, const PsimInsituOptions *o,
                             GError **error)
@@ -118,8 +122,9 @@ static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t
     r->warmup = o->warmup;
     r->warmup_ms = o->warmup_ms;
     r->steps = o->steps;
+    PsimExecOptions eo = {.spin_before_us = spin_before_us};
     r->e = psim_executor_new(g, p->workers[device], feeds ? feed_names : NULL, feeds ? n_feeds : 0,
-                             fetches, n_fetches, NULL, error);
+                             fetches, n_fetches, spin_before_us > 0 ? &eo : NULL, error);
     return r->e != NULL;
 }
 
@@ -243,6 +248,7 @@ struct PsimInsituSession {
     int32_t *first_of; /* per device: the device of identical hardware run alone for it */
     Run *alone;        /* per device d with first_of[d] == d */
     Run *busy;         /* per CPU device (cpus[k]): every device at once; NULL without */
+    Run *idle;         /* per device d with first_of[d] == d: a spin of INSITU_IDLE_US before each op */
     int32_t passes;
     double t0;
 };
@@ -255,6 +261,9 @@ void psim_insitu_session_free(PsimInsituSession *s)
         run_clear(&s->alone[d]);
     for (int32_t k = 0; s->busy && k < s->n_cpus; k++)
         run_clear(&s->busy[k]);
+    for (int32_t d = 0; s->idle && d < s->p->n_devices; d++)
+        run_clear(&s->idle[d]);
+    g_free(s->idle);
     g_free(s->alone);
     g_free(s->busy);
     g_free(s->cpus);
@@ -291,6 +300,7 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
     s->cpus = g_new0(int32_t, p->n_devices + 1);
     s->first_of = g_new0(int32_t, p->n_devices + 1);
     s->alone = g_new0(Run, p->n_devices + 1);
+    s->idle = g_new0(Run, p->n_devices + 1);
     g_autoptr(GPtrArray) digests = g_ptr_array_new_with_free_func(g_free);
     for (int32_t d = 0; d < p->n_devices; d++) {
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
@@ -315,14 +325,16 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
     for (int32_t k = 0; k < s->n_cpus; k++) {
         int32_t d = s->cpus[k];
         if (s->first_of[d] == d &&
-            !run_prepare(p, &s->alone[d], g, d, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error))
+            (!run_prepare(p, &s->alone[d], g, d, 0, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error) ||
+             !run_prepare(p, &s->idle[d], g, d, INSITU_IDLE_US, feed_names, feeds, n_feeds, fetches, n_fetches,
+                          &o, error)))
             return NULL;
     }
     /* Interference: every CPU device runs the graph at once. */
     if (o.busy && s->n_cpus > 1) {
         s->busy = g_new0(Run, s->n_cpus);
         for (int32_t k = 0; k < s->n_cpus; k++)
-            if (!run_prepare(p, &s->busy[k], g, s->cpus[k], feed_names, feeds, n_feeds, fetches, n_fetches, &o,
+            if (!run_prepare(p, &s->busy[k], g, s->cpus[k], 0, feed_names, feeds, n_feeds, fetches, n_fetches, &o,
                              error))
                 return NULL;
     }
@@ -342,8 +354,8 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         g_autofree char *item = g_strdup_printf("%s on %s", psim_graph_name(s->g), dev->short_name);
         psim__profiler_progress(p, "in-situ", stage++, stages, item);
-        s->alone[d].steps = steps;
-        if (!run_all(p, &s->alone[d], &d, 1, error))
+        s->alone[d].steps = s->idle[d].steps = steps;
+        if (!run_all(p, &s->alone[d], &d, 1, error) || !run_all(p, &s->idle[d], &d, 1, error))
             return FALSE;
     }
     if (s->busy) {
@@ -364,7 +376,7 @@ gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *repo
     PsimInsituReport dummy;
     if (!report)
         report = &dummy;
-    *report = (PsimInsituReport){.busy_factor = 1};
+    *report = (PsimInsituReport){.busy_factor = 1, .idle_factor = 1};
     if (s->passes == 0 && !psim_insitu_session_pass(s, s->o.steps, error))
         return FALSE;
     PsimProfiler *p = s->p;
@@ -384,8 +396,32 @@ gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *repo
             g_autofree char *detail = g_strdup_printf(
                 "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
                 r->step_us->len, s->passes, psim_graph_name(g));
-            ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
-            report->calibrations += ok;
+            /* Calibrations are per device: every device of this hardware gets them. */
+            for (int32_t k2 = 0; ok && k2 < s->n_cpus; k2++)
+                if (s->first_of[s->cpus[k2]] == d) {
+                    ok = psim_cost_db_calibration_put(p->db, psim_cluster_device(p->cluster, s->cpus[k2]),
+                                                      "dispatch_us", gap, detail, error);
+                    report->calibrations += ok;
+                }
+        }
+        /* The same ops after a spin of INSITU_IDLE_US each, over them straight on. */
+        g_autofree double *idle = ok ? node_times(g, &s->idle[d], s->constant) : NULL;
+        double a = idle ? sum_finite(alone[d], r->n_nodes, idle) : 0;
+        double b = idle ? sum_finite(idle, r->n_nodes, alone[d]) : 0;
+        if (ok && a > 0 && b > 0) {
+            g_autofree char *detail = g_strdup_printf(
+                "in-situ: sum of op times of %s with the executor spinning %.0f us before each, over the sum without",
+                psim_graph_name(g), INSITU_IDLE_US);
+            for (int32_t k2 = 0; ok && k2 < s->n_cpus; k2++) {
+                const PsimDevice *d2 = psim_cluster_device(p->cluster, s->cpus[k2]);
+                if (s->first_of[s->cpus[k2]] != d)
+                    continue;
+                ok = psim_cost_db_calibration_put(p->db, d2, "idle_factor", b / a, detail, error) &&
+                     psim_cost_db_calibration_put(p->db, d2, "idle_gap_us", INSITU_IDLE_US, detail, error);
+                report->calibrations += ok ? 2 : 0;
+            }
+            if (report->n_runs == 0)
+                report->idle_factor = b / a;
         }
         if (report->n_runs == 0) {
             report->dispatch_us = isnan(gap) ? 0 : gap;

@@ -129,6 +129,10 @@ typedef struct {
     Pq ready;             /* dynamic order */
     Pq copies;            /* transfers it copies itself (by_destination links), by priority */
     uint64_t mem, peak, capacity;
+    /* Waiting: when its streams last all went free (once something ran this step), and the
+     * device's idle calibration (psim_cost_model_idle_calibration). */
+    double idle_since, idle_factor, idle_gap_us;
+    gboolean ran;
 } Dev;
 
 typedef struct {
@@ -387,6 +391,10 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
     dv->busy--;
+    if (dv->busy == 0) {
+        dv->idle_since = s->now;
+        dv->ran = TRUE;
+    }
     if (s->stream[v] < 32)
         dv->stream_mask &= ~(1u << s->stream[v]);
 }
@@ -408,6 +416,12 @@ static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
 
 static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
 {
+    Dev *dv = &s->dev[d];
+    /* A node that starts after its device waited within the step runs slower (the executor
+     * spins while it waits; psim_cost_model_idle_calibration). */
+    double scale = dv->busy == 0 && dv->ran && s->kind[v] == KIND_COMPUTE
+                       ? psim_cost_idle_scale(dv->idle_factor, dv->idle_gap_us, s->now - dv->idle_since)
+                       : 1;
     stream_take(s, v, d);
     /* start[v] holds the time v became ready; if it waited for its device since, what freed
      * the device (or let it issue) is what bound its start. */
@@ -415,7 +429,7 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
-    double cost = s->cost[v];
+    double cost = scale == 1 ? s->cost[v] : psim_cost_bound(s->cost[v] * scale);
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
     heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
@@ -598,6 +612,8 @@ static void setup_common(Sim *s)
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
+        psim_cost_model_idle_calibration(s->m, s->cluster_dev[d], &s->dev[d].idle_factor,
+                                         &s->dev[d].idle_gap_us);
         s->dev[d].capacity = dv->memory_bytes;
     }
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer

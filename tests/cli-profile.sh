@@ -55,7 +55,8 @@ set -e
 
 # --in-situ: the graph runs whole; one in-situ row per signature (the built-in mlp), kept beside no
 # kernel row (the kernels timed alone are skipped: the model would not read them), the dispatch
-# gap of CPU:0 and both devices' busy factors. A graph that cannot run whole (an int64 input
+# gap and the slow-down after a wait of both devices (one run: the same hardware) and both
+# devices' busy factors. A graph that cannot run whole (an int64 input
 # without a default feed) falls back to kernels timed alone, with a warning.
 "$PSIM" profile zoo:mlp "${opts[@]}" --db "$tmp/i.db" --no-links --no-calibrate --in-situ \
     --in-situ-steps 5 --json > "$tmp/insitu.json" 2>/dev/null
@@ -64,14 +65,16 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["in_situ"][0]
 assert s["ran"] and s["rows"] >= 2 and s["ops"] >= s["rows"] and s["devices_run"] == 1, s
-assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0, s
+assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0 and s["idle_factor"] > 0, s
 assert r["measured"] == 0 and r["skipped"] == 2 * s["rows"], r
 open(sys.argv[1] + ".rows", "w").write(str(s["rows"]))
 PY
 if command -v sqlite3 > /dev/null; then
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" = "$(cat "$tmp/insitu.json.rows")" ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'kernel'")" = 0 ]
-    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" = 1 ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" = 2 ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_factor' AND value > 0")" = 2 ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_gap_us' AND value = 50")" = 2 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'busy_factor' AND value > 0")" = 2 ]
 fi
 # The simulator reaches those rows through the cost model: the single plan of mlp is all

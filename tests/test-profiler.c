@@ -458,8 +458,20 @@ static void test_insitu(void)
     g_assert_cmpint(r.n_runs, ==, 1); /* CPU:0 and CPU:1 share a fingerprint */
     g_assert_cmpint(r.n_nodes, ==, 4);
     g_assert_cmpint(r.rows, ==, 3);
-    g_assert_cmpint(r.calibrations, ==, 1 + 2 * 2);
+    /* dispatch_us, idle_factor and idle_gap_us for both devices (the same hardware), and
+     * busy_factor and busy_devices for each */
+    g_assert_cmpint(r.calibrations, ==, 3 * 2 + 2 * 2);
     g_assert_cmpfloat(r.step_us, >, 0);
+    g_assert_cmpfloat(r.idle_factor, >, 0);
+    for (int d = 0; d < 2; d++) {
+        double f = 0, gap_us = 0, disp = -1;
+        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_factor", &f, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_gap_us", &gap_us, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "dispatch_us", &disp, &err));
+        g_assert_cmpfloat(f, ==, r.idle_factor);
+        g_assert_cmpfloat(gap_us, ==, PSIM_EXEC_PAUSE_SPIN_US);
+        g_assert_cmpfloat(disp, ==, r.dispatch_us);
+    }
     g_assert_cmpfloat(r.dispatch_us, >=, 0);
     g_assert_cmpfloat(r.busy_factor, >, 0);
     const PsimNode *m1 = psim_graph_node_find(g, "m1");
@@ -501,7 +513,7 @@ static void test_insitu(void)
         g_assert_true(psim_insitu_session_finish(g_steal_pointer(&s), &r2, &err));
         g_assert_no_error(err);
         g_assert_cmpint(r2.rows, ==, 3);
-        g_assert_cmpint(r2.calibrations, ==, 1 + 2 * 2);
+        g_assert_cmpint(r2.calibrations, ==, 3 * 2 + 2 * 2);
         PsimTimingStats st2;
         g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
         g_assert_cmpint(st2.n, ==, 2 * (2 + 3 + 1));

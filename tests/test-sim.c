@@ -518,10 +518,62 @@ static void test_resnet50_trace(void)
     psim_sim_result_clear(&r);
 }
 
+/* A node that starts after its device waited within the step is scaled by the device's idle
+ * calibration, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us for A
+ * (P:0, 0..30, arrives at once), so C (100 us) takes 100 * (1 + 0.4 * 20 / 50) = 116; E right
+ * after C did not wait (10 us); D, its first node, is not scaled. Without the rows C takes 100. */
+static void test_idle(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("psim-idle-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "c.db", NULL);
+    for (int with = 0; with < 2; with++) {
+        B b;
+        b_init(&b, 2, 0, 0, TRUE);
+        for (int32_t d = 0; d < 2; d++)
+            psim_cluster_device(b.c, d)->description = g_strdup("test device");
+        b_node(&b, "D", 10, 0, 1, NULL, NULL);
+        b_node(&b, "A", 30, 0, 0, NULL, NULL);
+        b_xfer(&b, "A", 1, "rA", NULL, 0);
+        b_node(&b, "C", 100, 0, 1, "rA", "D");
+        b_node(&b, "E", 10, 0, 1, "C", NULL);
+        PsimPlan *p = b_plan(&b);
+        GError *err = NULL;
+        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        g_assert_no_error(err);
+        for (int32_t d = 0; d < 2 && with; d++) {
+            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_factor", 1.4, "t", &err));
+            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_gap_us", 50, "t", &err));
+        }
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+        PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+        PsimSimResult r;
+        g_autoptr(PsimTimeline) t = NULL;
+        g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
+        g_assert_no_error(err);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "D"), 10, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 30, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), with ? 116 : 100, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "E") - op_start(t, "E"), 10, 1e-9);
+        g_assert_cmpfloat_with_epsilon(r.step_time_us, with ? 156 : 140, 1e-9);
+        psim_sim_result_clear(&r);
+        psim_plan_free(p);
+        b_free(&b);
+    }
+    g_assert_cmpfloat(psim_cost_idle_scale(1.4, 50, 0), ==, 1);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_scale(1.4, 50, 500), 1.4, 1e-12);
+    g_assert_cmpfloat(psim_cost_idle_scale(1, 0, 500), ==, 1);
+    for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
+        g_autofree char *f = g_strconcat(path, *sfx, NULL);
+        g_unlink(f);
+    }
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/sim/shared-link", test_shared_link);
+    g_test_add_func("/sim/idle", test_idle);
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);
     g_test_add_func("/sim/by-destination", test_by_destination);

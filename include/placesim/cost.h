@@ -62,6 +62,21 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
  * the step gives work. */
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
+/* How much slower an op of `device` runs when the device waited (for a Recv) right before it: a
+ * core that spun waiting runs its next kernel slower than one that went straight on (the 2-vCPU
+ * VM: 15% after 20 us, 23% after 50 us; docs/validation.md). *factor and *gap_us from the
+ * device's "idle_factor" and "idle_gap_us" calibrations (profile --in-situ: its ops' time with
+ * the executor spinning idle_gap_us before each, over their time without); 1 and 0 without
+ * them. psim_cost_idle_scale turns them into the factor after idle_us of waiting; the simulator
+ * applies it to each node that starts on a device after it was idle within the step. */
+void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *factor, double *gap_us);
+/* 1 + (factor - 1) * min(1, idle_us / gap_us); 1 without a calibration or a wait. */
+static inline double psim_cost_idle_scale(double factor, double gap_us, double idle_us)
+{
+    if (factor == 1 || !(gap_us > 0) || !(idle_us > 0))
+        return 1;
+    return 1 + (factor - 1) * (idle_us < gap_us ? idle_us / gap_us : 1);
+}
 
 /* The longest time the model answers, in microseconds. Finite costs and link times beyond it (a
  * graph's or a cluster's 1e308) are taken as this, so that the sums a schedule makes of them stay

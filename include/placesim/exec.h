@@ -102,6 +102,14 @@ PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                                    const int64_t *dims, GError **error);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Waiting for another device's thread (the executor's Recvs): for the first
+ * PSIM_EXEC_PAUSE_SPIN_US the waiter spins on the flag with the CPU's pause hint, and only then
+ * polls with sched_yield. A sched_yield is a system call (1.3 us on the VM measured,
+ * docs/validation.md) and gives the core to any other runnable thread, so a hand-off noticed by yielding costs a microsecond or more per hop; the
+ * pause loop notices it within tens of nanoseconds. Devices are pinned to disjoint cores, so
+ * the spinner never takes the core of the thread it waits for. */
+#define PSIM_EXEC_PAUSE_SPIN_US 50.0
+
 /* The rendezvous: where Sends leave tensors and Recvs pick them up. */
 
 typedef struct PsimRendezvous PsimRendezvous;
@@ -185,6 +193,9 @@ typedef struct {
      * long, in seconds: orders that deadlock never end otherwise. 0: PSIM_EXEC_STALL_TIMEOUT_S;
      * negative: wait forever. It must exceed the longest kernel of the step. */
     double stall_timeout_s;
+    /* Profiling only (in-situ idle calibration): spin this long, as a device waiting for a Recv
+     * spins, before each kernel. 0: never. */
+    double spin_before_us;
 } PsimExecOptions;
 
 #define PSIM_EXEC_STALL_TIMEOUT_S 5.0

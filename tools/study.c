@@ -552,9 +552,9 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"algos", 'a', 0, G_OPTION_ARG_STRING, &st->algos,
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
-        {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per run, 1 to 100000 (default 10)", "N"},
+        {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per run, 1 to 100000 (default 30)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_STRING, &st->rounds_text,
-         "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 10, at most --steps)", "N"},
+         "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 30, at most --steps)", "N"},
         {"profile-rounds", 0, 0, G_OPTION_ARG_STRING, &st->profile_rounds_text,
          "Profile in N interleaved passes, samples pooled (default 100; see 'placesim profile')", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &st->out_dir,
@@ -586,7 +586,9 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
     psim_cli_graph_options_add(ctx, &st->go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
     if (!psim_cli_parse(ctx, argc, argv, "study"))
         return FALSE;
-    int64_t steps = 10, rounds = -1, profile_rounds = 100;
+    /* 30 rounds of one step: a shared host's fast and slow spells last seconds, and a plan's
+     * figure is only as good as the number of spells its steps sample (docs/validation.md). */
+    int64_t steps = 30, rounds = -1, profile_rounds = 100;
     st->profile_budget = 300;
     if (!psim_cli_flag_int("--steps", st->steps_text, 1, 100000, &steps, error) ||
         !psim_cli_flag_int("--rounds", st->rounds_text, 1, steps, &rounds, error) ||
@@ -595,7 +597,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
                               error))
         return FALSE;
     st->steps = (int)steps;
-    st->rounds = rounds < 0 ? MIN(10, st->steps) : (int)rounds;
+    st->rounds = rounds < 0 ? MIN(30, st->steps) : (int)rounds;
     st->profile_rounds = (int)profile_rounds;
     st->weights = PSIM_PROFILE_WEIGHTS_AUTO;
     if (st->profile_weights && !psim_profile_weights_from_name(st->profile_weights, &st->weights)) {

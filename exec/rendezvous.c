@@ -153,29 +153,48 @@ void psim_rendezvous_recv_async(PsimRendezvous *r, const char *key, uint64_t ste
     psim_rendezvous_key_recv_async(psim_rendezvous_key(r, key), step, done, user);
 }
 
-void psim_rendezvous_abort(PsimRendezvous *r)
+/* Calls fn on every entry, each locked, the table locked throughout. */
+static void each_key(PsimRendezvous *r, void (*fn)(PsimRendezvousKey *k, void *user), void *user)
 {
-    g_autoptr(GArray) waiting = g_array_new(FALSE, FALSE, sizeof(Slot));
     pthread_mutex_lock(&r->lock);
-    atomic_store(&r->aborted, TRUE);
     GHashTableIter it;
     gpointer kk, v;
     g_hash_table_iter_init(&it, r->keys);
     while (g_hash_table_iter_next(&it, &kk, &v)) {
         PsimRendezvousKey *k = v;
         pthread_mutex_lock(&k->lock);
-        for (guint i = 0; i < k->slots->len;) {
-            Slot *s = &g_array_index(k->slots, Slot, i);
-            if (s->done) {
-                g_array_append_val(waiting, *s);
-                g_array_remove_index_fast(k->slots, i);
-            } else {
-                i++;
-            }
-        }
+        fn(k, user);
         pthread_mutex_unlock(&k->lock);
     }
     pthread_mutex_unlock(&r->lock);
+}
+
+/* Moves k's waiting Recvs to `waiting` (a GArray of Slot). */
+static void take_waiting(PsimRendezvousKey *k, void *waiting)
+{
+    for (guint i = 0; i < k->slots->len;) {
+        Slot *s = &g_array_index(k->slots, Slot, i);
+        if (s->done) {
+            g_array_append_val((GArray *)waiting, *s);
+            g_array_remove_index_fast(k->slots, i);
+        } else {
+            i++;
+        }
+    }
+}
+
+static void clear_key(PsimRendezvousKey *k, void *user)
+{
+    (void)user;
+    key_clear(k);
+}
+
+void psim_rendezvous_abort(PsimRendezvous *r)
+{
+    g_autoptr(GArray) waiting = g_array_new(FALSE, FALSE, sizeof(Slot));
+    /* Set before any entry is locked: a Recv either sees it or is found waiting. */
+    atomic_store(&r->aborted, TRUE);
+    each_key(r, take_waiting, waiting);
     for (guint i = 0; i < waiting->len; i++) {
         Slot *s = &g_array_index(waiting, Slot, i);
         s->done(NULL, FALSE, s->user);
@@ -184,18 +203,8 @@ void psim_rendezvous_abort(PsimRendezvous *r)
 
 void psim_rendezvous_reset(PsimRendezvous *r)
 {
-    pthread_mutex_lock(&r->lock);
-    GHashTableIter it;
-    gpointer kk, v;
-    g_hash_table_iter_init(&it, r->keys);
-    while (g_hash_table_iter_next(&it, &kk, &v)) {
-        PsimRendezvousKey *k = v;
-        pthread_mutex_lock(&k->lock);
-        key_clear(k);
-        pthread_mutex_unlock(&k->lock);
-    }
+    each_key(r, clear_key, NULL);
     atomic_store(&r->aborted, FALSE);
-    pthread_mutex_unlock(&r->lock);
 }
 
 gboolean psim_rendezvous_aborted(PsimRendezvous *r)

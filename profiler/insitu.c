@@ -370,9 +370,9 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     return TRUE;
 }
 
-gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *report, GError **error)
+/* Stores the rows and calibrations of s's samples (psim_insitu_session_finish). */
+static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GError **error)
 {
-    g_autoptr(PsimInsituSession) owned = s;
     PsimInsituReport dummy;
     if (!report)
         report = &dummy;
@@ -456,6 +456,13 @@ gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *repo
     for (int32_t d = 0; d < p->n_devices; d++)
         g_free(alone[d]);
     report->elapsed_ms = (psim_exec_now_us() - s->t0) / 1e3;
+    return ok;
+}
+
+gboolean psim_insitu_session_finish(PsimInsituSession *s, PsimInsituReport *report, GError **error)
+{
+    gboolean ok = session_store(s, report, error);
+    psim_insitu_session_free(s);
     return ok;
 }
 

@@ -862,25 +862,21 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     }
     g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
     gboolean ok = study_measure(st, trials, session, ci, run_tl, error);
+    /* The refresh's rows replace the DB's; the plans are simulated again with them. */
+    gboolean refreshed = FALSE;
     if (ok && ci) {
         progress(&st->prog, "storing the in-situ profile of the rounds");
-        ok = psim_cli_insitu_finish(g_steal_pointer(&ci), NULL, error);
-        if (ok) {
-            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
-            for (int a = 0; a < st->n_algos; a++)
-                if (!trials[a].r->error)
-                    trial_simulate(&trials[a], fresh, st->order);
-        }
+        ok = refreshed = psim_cli_insitu_finish(g_steal_pointer(&ci), NULL, error);
     }
-    if (session) {
+    if (ok && session) {
         progress(&st->prog, "storing the refreshed profile");
-        ok = psim_profile_session_finish(g_steal_pointer(&session), NULL, error);
-        if (ok) {
-            g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
-            for (int a = 0; a < st->n_algos; a++)
-                if (!trials[a].r->error)
-                    trial_simulate(&trials[a], fresh, st->order);
-        }
+        ok = refreshed = psim_profile_session_finish(g_steal_pointer(&session), NULL, error);
+    }
+    if (refreshed) {
+        g_autoptr(PsimCostModel) fresh = psim_cost_model_new(st->cluster, st->db);
+        for (int a = 0; a < st->n_algos; a++)
+            if (!trials[a].r->error)
+                trial_simulate(&trials[a], fresh, st->order);
     }
     for (int a = 0; a < st->n_algos; a++) {
         if (ok && !trials[a].r->error)

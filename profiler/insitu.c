@@ -370,6 +370,22 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     return TRUE;
 }
 
+/* Calibration `kind` of every CPU device whose hardware ran as d (calibrations are per device;
+ * identical hardware shares the one run), counted in report. */
+static gboolean put_for_hardware(PsimInsituSession *s, int32_t d, const char *kind, double value,
+                                 const char *detail, PsimInsituReport *report, GError **error)
+{
+    for (int32_t k = 0; k < s->n_cpus; k++) {
+        if (s->first_of[s->cpus[k]] != d)
+            continue;
+        if (!psim_cost_db_calibration_put(s->p->db, psim_cluster_device(s->p->cluster, s->cpus[k]), kind, value,
+                                          detail, error))
+            return FALSE;
+        report->calibrations++;
+    }
+    return TRUE;
+}
+
 /* Stores the rows and calibrations of s's samples (psim_insitu_session_finish). */
 static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GError **error)
 {
@@ -396,13 +412,7 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             g_autofree char *detail = g_strdup_printf(
                 "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
                 r->step_us->len, s->passes, psim_graph_name(g));
-            /* Calibrations are per device: every device of this hardware gets them. */
-            for (int32_t k2 = 0; ok && k2 < s->n_cpus; k2++)
-                if (s->first_of[s->cpus[k2]] == d) {
-                    ok = psim_cost_db_calibration_put(p->db, psim_cluster_device(p->cluster, s->cpus[k2]),
-                                                      "dispatch_us", gap, detail, error);
-                    report->calibrations += ok;
-                }
+            ok = put_for_hardware(s, d, "dispatch_us", gap, detail, report, error);
         }
         /* The same ops after a spin of INSITU_IDLE_US each, over them straight on. */
         g_autofree double *idle = ok ? node_times(g, &s->idle[d], s->constant) : NULL;
@@ -412,14 +422,8 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             g_autofree char *detail = g_strdup_printf(
                 "in-situ: sum of op times of %s with the executor spinning %.0f us before each, over the sum without",
                 psim_graph_name(g), INSITU_IDLE_US);
-            for (int32_t k2 = 0; ok && k2 < s->n_cpus; k2++) {
-                const PsimDevice *d2 = psim_cluster_device(p->cluster, s->cpus[k2]);
-                if (s->first_of[s->cpus[k2]] != d)
-                    continue;
-                ok = psim_cost_db_calibration_put(p->db, d2, "idle_factor", b / a, detail, error) &&
-                     psim_cost_db_calibration_put(p->db, d2, "idle_gap_us", INSITU_IDLE_US, detail, error);
-                report->calibrations += ok ? 2 : 0;
-            }
+            ok = put_for_hardware(s, d, "idle_factor", b / a, detail, report, error) &&
+                 put_for_hardware(s, d, "idle_gap_us", INSITU_IDLE_US, detail, report, error);
             if (report->n_runs == 0)
                 report->idle_factor = b / a;
         }

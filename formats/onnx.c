@@ -6,10 +6,13 @@
 #include "placesim/formats.h"
 #include "onnx.pb-c.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* protobuf-c expands an input byte into at most a few dozen bytes of structs (an empty
  * sub-message of two bytes becomes a pointer plus a struct): this bounds it with room to spare. */
@@ -185,18 +188,94 @@ static gboolean in_int32_data(PsimDType t)
     }
 }
 
-/* A host tensor from a TensorProto; the error message names no file (callers prefix it). */
-static PsimTensor *tensor_from_proto(const PsimOnnx__TensorProto *tp, GError **error)
+/* External data (ONNX's rule for models over protobuf's 2 GB, and for keeping weights apart):
+ * the tensor's little-endian bytes sit in the file `location`, relative to the model's folder,
+ * from `offset` (0 by default) for `length` bytes (the shape's size by default). The location
+ * must stay inside that folder: no absolute path, no "..". Reads exactly `nbytes` into dst. */
+static gboolean read_external(const PsimOnnx__TensorProto *tp, const char *dir, void *dst,
+                              guint64 nbytes, GError **error)
+{
+    const char *loc = NULL;
+    guint64 offset = 0, length = nbytes;
+    gboolean have_len = FALSE;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const char *k = str_or_empty(tp->external_data[i]->key);
+        const char *v = str_or_empty(tp->external_data[i]->value);
+        if (!strcmp(k, "location")) {
+            loc = v;
+        } else if (!strcmp(k, "offset") || !strcmp(k, "length")) {
+            guint64 x;
+            if (!g_ascii_string_to_unsigned(v, 10, 0, G_MAXINT64, &x, NULL)) {
+                set_err(error, "external data: %s '%s' is not a byte count", k, v);
+                return FALSE;
+            }
+            if (k[0] == 'o')
+                offset = x;
+            else
+                length = x, have_len = TRUE;
+        }
+    }
+    if (!loc || !*loc) {
+        set_err(error, "external data without a location");
+        return FALSE;
+    }
+    g_autofree char *valid = text_valid(loc, -1);
+    g_auto(GStrv) parts = g_strsplit_set(loc, "/\\", -1);
+    gboolean escapes = g_path_is_absolute(loc);
+    for (int i = 0; parts[i] && !escapes; i++)
+        escapes = !strcmp(parts[i], "..");
+    if (escapes) {
+        set_err(error, "external data location '%s' leaves the model's folder", valid);
+        return FALSE;
+    }
+    if (!dir) {
+        set_err(error, "external data ('%s') needs the model's folder, and this tensor has none",
+                valid);
+        return FALSE;
+    }
+    if (have_len && length != nbytes) {
+        set_err(error, "external data '%s': length %" G_GUINT64_FORMAT
+                " bytes, the shape needs %" G_GUINT64_FORMAT, valid, length, nbytes);
+        return FALSE;
+    }
+    g_autofree char *path = g_build_filename(dir, loc, NULL);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(error, "external data '%s': %s", valid, g_strerror(errno));
+        return FALSE;
+    }
+    struct stat st;
+    gboolean ok = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    if (!ok)
+        set_err(error, "external data '%s' is not a regular file", valid);
+    else if (offset > (guint64)st.st_size || nbytes > (guint64)st.st_size - offset) {
+        set_err(error, "external data '%s' has %" G_GUINT64_FORMAT " bytes, the tensor needs %"
+                G_GUINT64_FORMAT " from offset %" G_GUINT64_FORMAT, valid, (guint64)st.st_size,
+                nbytes, offset);
+        ok = FALSE;
+    } else if (nbytes && (fseeko(f, (off_t)offset, SEEK_SET) != 0 ||
+                          fread(dst, 1, nbytes, f) != nbytes)) {
+        set_err(error, "external data '%s': cannot read %" G_GUINT64_FORMAT " bytes at %"
+                G_GUINT64_FORMAT, valid, nbytes, offset);
+        ok = FALSE;
+    }
+    fclose(f);
+    return ok;
+}
+
+/* A host tensor from a TensorProto; the error message names no file (callers prefix it). dir is
+ * the folder external data is relative to (NULL: external data is an error). */
+static PsimTensor *tensor_from_proto(const PsimOnnx__TensorProto *tp, const char *dir,
+                                     GError **error)
 {
     if (tp->segment) {
         set_err(error, "segmented tensors are not supported");
         return NULL;
     }
-    if ((tp->has_data_location && tp->data_location == PSIM_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
-        tp->n_external_data > 0) {
-        set_err(error, "external data (bytes kept in another file) is not supported");
-        return NULL;
-    }
+    gboolean external =
+        (tp->has_data_location &&
+         tp->data_location == PSIM_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
+        tp->n_external_data > 0;
     int32_t dt = tp->has_data_type ? tp->data_type : 0;
     if (dt <= PSIM_DTYPE_UNDEFINED || dt >= PSIM_DTYPE_N_TYPES) {
         set_err(error, "data_type %d is not a known dtype", dt);
@@ -233,6 +312,20 @@ static PsimTensor *tensor_from_proto(const PsimOnnx__TensorProto *tp, GError **e
     if (tp->has_raw_data && dtype == PSIM_DTYPE_STRING && tp->raw_data.len > 0) {
         set_err(error, "string tensors cannot use raw_data");
         return NULL;
+    }
+    if (external) {
+        if (dtype == PSIM_DTYPE_STRING) {
+            set_err(error, "string tensors cannot use external data");
+            return NULL;
+        }
+        PsimTensor *t = psim_tensor_new(dtype, rank, tp->dims, error);
+        if (t && !read_external(tp, dir, t->data, t->nbytes, error)) {
+            psim_tensor_unref(t);
+            return NULL;
+        }
+        if (t)
+            swap_to_host(t->data, t->nbytes, complex ? esize / 2 : esize);
+        return t;
     }
     if (raw) {
         if (tp->raw_data.len != (uint64_t)ne * esize) {
@@ -305,7 +398,8 @@ PsimTensor *psim_tensor_parse_pb(const char *path, const guint8 *data, gsize len
                 error))
         return NULL;
     const PsimOnnx__TensorProto *tp = (const PsimOnnx__TensorProto *)d.msg;
-    PsimTensor *t = tensor_from_proto(tp, error);
+    g_autofree char *dir = path ? g_path_get_dirname(path) : NULL;
+    PsimTensor *t = tensor_from_proto(tp, dir, error);
     if (!t) {
         g_prefix_error(error, "%s: tensor '%s': ", path ? path : "input", str_or_empty(tp->name));
         error_one_line(error);
@@ -388,6 +482,7 @@ gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *
 
 typedef struct {
     const char *path;
+    char *dir;            /* the model's folder: external data is relative to it */
     PsimGraph *g;
     GHashTable *tensors;  /* tensor name (owned by the decoded message) -> index + 1 in ports */
     GArray *ports;        /* PsimPort */
@@ -459,7 +554,7 @@ static gboolean import_initializer(Importer *im, const PsimOnnx__TensorProto *tp
         fail(im, error, "initializer #%zu has no name", i);
         return FALSE;
     }
-    PsimTensor *t = tensor_from_proto(tp, error);
+    PsimTensor *t = tensor_from_proto(tp, im->dir, error);
     if (!t) {
         g_prefix_error(error, "%s: initializer '%s': ", im->path, tname);
         return FALSE;
@@ -646,7 +741,7 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
             fail(im, error, "node '%s': attribute '%s': type TENSOR but no tensor", n->name, aname);
             return FALSE;
         }
-        PsimTensor *t = tensor_from_proto(a->t, error);
+        PsimTensor *t = tensor_from_proto(a->t, im->dir, error);
         if (!t) {
             g_prefix_error(error, "%s: node '%s': attribute '%s': ", im->path, n->name, aname);
             return FALSE;
@@ -676,7 +771,7 @@ static gboolean import_attr(Importer *im, PsimNode *n, const PsimOnnx__Attribute
     case PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS: {
         g_autoptr(GPtrArray) v = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
         for (size_t i = 0; i < a->n_tensors; i++) {
-            PsimTensor *t = tensor_from_proto(a->tensors[i], error);
+            PsimTensor *t = tensor_from_proto(a->tensors[i], im->dir, error);
             if (!t) {
                 g_prefix_error(error, "%s: node '%s': attribute '%s': tensor %zu: ", im->path,
                                n->name, aname, i);
@@ -827,6 +922,7 @@ static PsimGraph *graph_from_model(const char *path, const PsimOnnx__ModelProto 
     }
     Importer im = {
         .path = path,
+        .dir = g_path_get_dirname(path),
         .g = g,
         .tensors = g_hash_table_new(g_str_hash, g_str_equal),
         .ports = g_array_new(FALSE, FALSE, sizeof(PsimPort)),
@@ -836,6 +932,7 @@ static PsimGraph *graph_from_model(const char *path, const PsimOnnx__ModelProto 
     g_hash_table_destroy(im.tensors);
     g_array_free(im.ports, TRUE);
     g_hash_table_destroy(im.suffixes);
+    g_free(im.dir);
     if (!ok) {
         psim_graph_free(g);
         return NULL;

@@ -934,6 +934,92 @@ static void test_tensor_typed(void)
     }
 }
 
+/* An ONNX model whose initializer w (float32 [4]) keeps its bytes in another file (ONNX's
+ * external data: location relative to the model's folder, offset, length). */
+static GByteArray *external_model(const char *location, const char *offset, const char *length)
+{
+    GByteArray *g = g_byte_array_new();
+    put_msg(g, 1, node_pb("y", "Add", "x,w", "y"));
+    put_str(g, 2, "ext");
+    static const int64_t wd[] = {4};
+    GByteArray *t = tensor_pb("w", 1, 1, wd, NULL, 0);
+    const char *kv[][2] = {{"location", location}, {"offset", offset}, {"length", length}};
+    for (int i = 0; i < 3; i++) {
+        if (!kv[i][1])
+            continue;
+        GByteArray *e = g_byte_array_new();
+        put_str(e, 1, kv[i][0]);
+        put_str(e, 2, kv[i][1]);
+        put_msg(t, 13, e);
+    }
+    put_int(t, 14, 1);
+    put_msg(g, 5, t);
+    put_msg(g, 11, value_info("x", 1, 1, wd));
+    put_msg(g, 12, value_info("y", 1, 1, wd));
+    return model_pb(g, 13);
+}
+
+static void test_external_data(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("psim-ext-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    g_autofree char *model = g_build_filename(dir, "m.onnx", NULL);
+    g_autofree char *bin = g_build_filename(dir, "m.weights", NULL);
+    /* 8 bytes of something else, then w. */
+    const float w[4] = {1.5f, -2.0f, 3.25f, 1e-30f};
+    guint8 bytes[8 + sizeof w] = {0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3};
+    memcpy(bytes + 8, w, sizeof w);
+    g_assert_true(g_file_set_contents(bin, (const char *)bytes, sizeof bytes, NULL));
+
+    GError *err = NULL;
+    GByteArray *b = external_model("m.weights", "8", "16");
+    PsimGraph *g = psim_graph_load_data(model, PSIM_FORMAT_ONNX, b->data, b->len, NULL, &err);
+    g_byte_array_unref(b);
+    g_assert_no_error(err);
+    const PsimAttr *v = psim_node_attr(psim_graph_node_find(g, "w"), "value");
+    g_assert_nonnull(v);
+    for (int i = 0; i < 4; i++)
+        g_assert_cmpfloat(psim_tensor_get_f64(v->v.t, i), ==, (double)w[i]);
+    psim_graph_free(g);
+
+    /* Offset and length default to 0 and the shape's size. */
+    g_assert_true(g_file_set_contents(bin, (const char *)w, sizeof w, NULL));
+    b = external_model("m.weights", NULL, NULL);
+    g = psim_graph_load_data(model, PSIM_FORMAT_ONNX, b->data, b->len, NULL, &err);
+    g_byte_array_unref(b);
+    g_assert_no_error(err);
+    v = psim_node_attr(psim_graph_node_find(g, "w"), "value");
+    g_assert_cmpfloat(psim_tensor_get_f64(v->v.t, 2), ==, 3.25);
+    psim_graph_free(g);
+
+    /* Each bad case is one line naming the model and the initializer. */
+    const struct {
+        const char *loc, *off, *len, *expect;
+    } bad[] = {
+        {"nope.bin", NULL, NULL, "external data 'nope.bin': No such file"},
+        {"../m.weights", NULL, NULL, "leaves the model's folder"},
+        {"/etc/hostname", NULL, NULL, "leaves the model's folder"},
+        {"m.weights", "4", NULL, "has 16 bytes, the tensor needs 16 from offset 4"},
+        {"m.weights", NULL, "12", "length 12 bytes, the shape needs 16"},
+        {"m.weights", "x", NULL, "offset 'x' is not a byte count"},
+        {"", NULL, NULL, "external data without a location"},
+        {".", NULL, NULL, "is not a regular file"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        b = external_model(bad[i].loc, bad[i].off, bad[i].len);
+        g = psim_graph_load_data(model, PSIM_FORMAT_ONNX, b->data, b->len, NULL, &err);
+        g_byte_array_unref(b);
+        g_assert_null(g);
+        g_assert_nonnull(err);
+        if (!strstr(err->message, bad[i].expect) || !strstr(err->message, "initializer 'w'") ||
+            !strstr(err->message, model) || strchr(err->message, '\n'))
+            g_error("case %zu: '%s' does not say '%s'", i, err->message, bad[i].expect);
+        g_clear_error(&err);
+    }
+    g_assert_cmpint(g_remove(bin), ==, 0);
+    g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -944,5 +1030,6 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/onnx/json-roundtrip", test_json_roundtrip);
     g_test_add_func("/graph/onnx/tensor-files", test_tensor_files);
     g_test_add_func("/graph/onnx/tensor-typed", test_tensor_typed);
+    g_test_add_func("/graph/onnx/external-data", test_external_data);
     return g_test_run();
 }

@@ -91,6 +91,12 @@ enum {
     PSIM_CE_TANH, PSIM_CE_ERF, PSIM_CE_ABS, PSIM_CE_CLIP, PSIM_CE_WHERE,
 };
 
+/* 2-D pooling geometry: input h x w, output oh x ow, window kh x kw, strides, leading and
+ * trailing pads, dilations (max pooling only). */
+typedef struct {
+    int64_t h, w, oh, ow, kh, kw, sh, sw, ph0, pw0, ph1, pw1, dh, dw;
+} PsimCudaPool2d;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -108,6 +114,8 @@ int psim__cuda_layernorm(void *stream, int64_t rows, int64_t cols, const float *
 int psim__cuda_batchnorm(void *stream, int64_t n, int64_t c, int64_t inner, const float *x,
                          const float *scale, const float *bias, const float *mean,
                          const float *var, float eps, float *y);
+int psim__cuda_pool2d(void *stream, int is_max, int count_include_pad, int64_t nc,
+                      const PsimCudaPool2d *g, const float *x, float *y);
 #ifdef __cplusplus
 }
 #endif

@@ -193,7 +193,7 @@ static gboolean run_gemm(PsimKernelCtx *ctx, GError **error)
     return sgemm(ctx, ta, tb, M, N, K, alpha, pa, pb, beta, y->data, error);
 }
 
-/* --- Explicit padding of an NC(H)W tensor (asymmetric pads, ceil-mode max pooling) ----------- */
+/* --- Explicit padding of an NC(H)W tensor (convolutions with asymmetric pads) ---------------- */
 
 /* A device copy of x (N, C, H, W) padded by t/b/l/r with `value`; made through an index map. */
 static PsimTensor *pad_nchw(PsimKernelCtx *ctx, const float *x, const int64_t *dims, int64_t t,
@@ -499,59 +499,48 @@ static gboolean run_pool(PsimKernelCtx *ctx, GError **error)
     PsimWindow win;
     if (!psim__cpu_window(ctx, nk, x->dims + 2, ks, ceil_mode, is_max, &win, error))
         return FALSE;
-    int64_t k[2] = {1, 1}, st[2] = {1, 1}, p0[2] = {0, 0}, p1[2] = {0, 0}, od[2] = {1, 1};
+    int64_t k[2] = {1, 1}, st[2] = {1, 1}, p0[2] = {0, 0}, p1[2] = {0, 0}, od[2] = {1, 1},
+            dil[2] = {1, 1};
     for (int32_t i = 0; i < nk; i++) {
         int32_t j = nk == 1 ? 1 : i;
-        if (win.dil[i] != 1) {
-            KERR(ctx, error, "dilated pooling is not supported on GPU");
-            return FALSE;
-        }
         k[j] = win.k[i];
         st[j] = win.stride[i];
         p0[j] = win.pad0[i];
         p1[j] = win.pad1[i];
         od[j] = win.out[i];
+        dil[j] = is_max ? win.dil[i] : 1;
     }
     const float *px = psim__cuda_in(ctx, 0, error);
     if (!px)
         return FALSE;
-    /* cuDNN pads symmetrically and rounds down: anything else is padded explicitly (max) or
-     * refused (average, whose divisor would change). */
-    int64_t e[2];
-    gboolean explicit_pad = FALSE;
-    for (int32_t j = 0; j < 2; j++) {
-        int64_t span = (od[j] - 1) * st[j] + k[j]; /* input extent the windows cover */
-        e[j] = span - (xd[2 + j] + p0[j]);        /* needed after the input */
-        if (e[j] < 0)
-            e[j] = 0;
-        if (p0[j] != p1[j] || e[j] > p1[j] || (xd[2 + j] + 2 * p0[j] - k[j]) / st[j] + 1 != od[j])
-            explicit_pad = TRUE;
-    }
-    g_autoptr(PsimTensor) padded = NULL;
-    if (explicit_pad) {
-        if (!is_max) {
-            KERR(ctx, error, "AveragePool with asymmetric or ceil-mode padding is not supported "
-                 "on GPU");
-            return FALSE;
-        }
-        padded = pad_nchw(ctx, px, xd, p0[0], e[0], p0[1], e[1], -INFINITY, error);
-        if (!padded)
-            return FALSE;
-        px = padded->data;
-        xd[2] += p0[0] + e[0];
-        xd[3] += p0[1] + e[1];
-        p0[0] = p0[1] = 0;
-    }
     int64_t yd[4] = {xd[0], xd[1], od[0], od[1]};
     int64_t y1[3] = {xd[0], xd[1], od[1]};
     PsimTensor *y = out_like(ctx, x->rank, x->rank == 4 ? yd : y1, error);
     if (!y)
         return FALSE;
-    cudnnPoolingMode_t mode =
-        is_max ? CUDNN_POOLING_MAX
-               : psim_node_attr_int(ctx->node, "count_include_pad", 0)
-                     ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                     : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    gboolean incl = psim_node_attr_int(ctx->node, "count_include_pad", 0) != 0;
+    /* cuDNN pools with symmetric pads, floor rounding and no dilation; anything else (ceil
+     * mode, asymmetric pads, dilated max pooling) runs the direct kernel, which follows the CPU
+     * kernel's rules for windows that overhang the input. */
+    gboolean cudnn_fits = TRUE;
+    for (int32_t j = 0; j < 2; j++)
+        if (p0[j] != p1[j] || dil[j] != 1 ||
+            (xd[2 + j] + 2 * p0[j] - k[j]) / st[j] + 1 != od[j])
+            cudnn_fits = FALSE;
+    if (!cudnn_fits) {
+        PsimCudaPool2d g = {.h = xd[2], .w = xd[3], .oh = od[0], .ow = od[1], .kh = k[0],
+                            .kw = k[1], .sh = st[0], .sw = st[1], .ph0 = p0[0], .pw0 = p0[1],
+                            .ph1 = p1[0], .pw1 = p1[1], .dh = dil[0], .dw = dil[1]};
+        int rc = psim__cuda_pool2d(psim__cuda_dev(ctx)->stream, is_max, incl, xd[0] * xd[1], &g,
+                                   px, y->data);
+        if (rc != 0)
+            return psim__cuda_fail(ctx, error, "CUDA", "pooling kernel",
+                                   cudaGetErrorString((cudaError_t)rc));
+        return TRUE;
+    }
+    cudnnPoolingMode_t mode = is_max ? CUDNN_POOLING_MAX
+                              : incl ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                     : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     return pool2d(ctx, mode, px, xd, k, p0, st, y->data, yd, error);
 }
 

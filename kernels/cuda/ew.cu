@@ -424,3 +424,72 @@ extern "C" int psim__cuda_batchnorm(void *stream, int64_t n, int64_t c, int64_t 
                                                                      bias, mean, var, eps, y);
     return (int)cudaGetLastError();
 }
+
+/* --- 2-D pooling with any padding, ceil mode and (max) dilation ----------------------------- */
+
+/* One thread per output element, the CPU kernel's rules (kernels/cpu/pool.c): max over the
+ * window's positions inside the input (-inf when none); average over them, divided by their
+ * count, or with count_include_pad by the window's extent inside the padded input. cuDNN pools
+ * only with symmetric pads and floor rounding; this covers the rest. */
+__global__ void k_pool2d(int is_max, int incl, int64_t nc, PsimCudaPool2d g, const float *x,
+                         float *y)
+{
+    int64_t total = nc * g.oh * g.ow;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t ox = i % g.ow, oy = (i / g.ow) % g.oh, p = i / (g.ow * g.oh);
+        const float *xp = x + p * g.h * g.w;
+        int64_t y0 = oy * g.sh - g.ph0, x0 = ox * g.sw - g.pw0;
+        if (is_max) {
+            float best = -INFINITY;
+            bool any = false;
+            for (int64_t a = 0; a < g.kh; a++) {
+                int64_t iy = y0 + a * g.dh;
+                if (iy < 0 || iy >= g.h)
+                    continue;
+                for (int64_t b = 0; b < g.kw; b++) {
+                    int64_t ix = x0 + b * g.dw;
+                    if (ix >= 0 && ix < g.w) {
+                        float v = xp[iy * g.w + ix];
+                        if (!any || v > best)
+                            best = v;
+                        any = true;
+                    }
+                }
+            }
+            y[i] = best;
+            continue;
+        }
+        float sum = 0.0f;
+        int64_t cnt = 0;
+        for (int64_t a = 0; a < g.kh; a++) {
+            int64_t iy = y0 + a;
+            if (iy < 0 || iy >= g.h)
+                continue;
+            for (int64_t b = 0; b < g.kw; b++) {
+                int64_t ix = x0 + b;
+                if (ix >= 0 && ix < g.w) {
+                    sum += xp[iy * g.w + ix];
+                    cnt++;
+                }
+            }
+        }
+        if (incl) {
+            int64_t hs = max(y0, -g.ph0), he = min(y0 + g.kh, g.h + g.ph1);
+            int64_t ws = max(x0, -g.pw0), we = min(x0 + g.kw, g.w + g.pw1);
+            cnt = max(he - hs, (int64_t)0) * max(we - ws, (int64_t)0);
+        }
+        y[i] = cnt > 0 ? sum / (float)cnt : 0.0f;
+    }
+}
+
+extern "C" int psim__cuda_pool2d(void *stream, int is_max, int count_include_pad, int64_t nc,
+                                 const PsimCudaPool2d *g, const float *x, float *y)
+{
+    int64_t total = nc * g->oh * g->ow;
+    if (total <= 0)
+        return 0;
+    k_pool2d<<<grid_for(total), BLOCK, 0, (cudaStream_t)stream>>>(is_max, count_include_pad, nc,
+                                                                  *g, x, y);
+    return (int)cudaGetLastError();
+}

@@ -89,6 +89,8 @@ gboolean psim__cupti_flush(GError **error);
  * last clear; *n_records (may be NULL) gets how many records. */
 double psim__cupti_total_us(uint64_t id, int32_t *n_records);
 void psim__cupti_clear(void);
+/* How many timed records and external correlations are held (diagnostics). */
+void psim__cupti_counts(int32_t *n_records, int32_t *n_correlations);
 /* Waits for the current device's work; a RUNTIME error naming the CUDA error otherwise. */
 gboolean psim__cuda_sync(GError **error);
 /* GPU transfers: host<->GPU for every (CPU device, GPU) pair and GPU<->GPU, timed by CUPTI. */

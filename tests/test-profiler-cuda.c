@@ -63,6 +63,9 @@ static void test_attribution_and_events(void)
     g_assert_true(psim__cupti_flush(&err));
     g_assert_no_error(err);
     double ratios[REPS];
+    int32_t held = 0, corr = 0;
+    psim__cupti_counts(&held, &corr);
+    printf("# CUPTI holds %d timed records and %d external correlations\n", held, corr);
     for (int i = 0; i < REPS; i++) {
         int32_t nrec = 0;
         cupti_us[i] = psim__cupti_total_us(1000 + i, &nrec);
@@ -118,6 +121,41 @@ static void test_links_and_calibration(void)
     g_assert_cmpint(system(cmd), ==, 0);
 }
 
+/* Kernels timed on the GPU: the profiler draws each input on the host and copies it into
+ * device memory (the worker class's from_host) before timing; every measurable node of
+ * zoo:mlp gets a time, and a Gemm of the mlp's size takes well under a millisecond. */
+static void test_kernels_on_gpu(void)
+{
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
+    g_assert_no_error(err);
+    int32_t gpu = -1;
+    for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
+        if (psim_cluster_device(c, i)->kind == PSIM_DEVICE_TYPE_GPU && gpu < 0)
+            gpu = i;
+    g_assert_cmpint(gpu, >=, 0);
+    g_autoptr(PsimGraph) g = psim_zoo_make("mlp", &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o;
+    psim_profile_options_init(&o);
+    o.budget_ms = 20;
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, NULL, &o, &err);
+    g_assert_no_error(err);
+    int measured = 0;
+    for (int32_t i = 0; i < psim_graph_n_nodes(g); i++) {
+        const PsimNode *n = psim_graph_node(g, i);
+        if (!psim_profiler_node_measurable(g, n, NULL))
+            continue;
+        PsimTimingStats st;
+        if (!psim_profiler_measure_node(p, g, n, gpu, &st, &err))
+            g_error("%s (%s) on the GPU: %s", n->name, n->op, err->message);
+        g_assert_cmpfloat(st.median_us, >, 0);
+        g_assert_cmpfloat(st.median_us, <, 1000);
+        measured++;
+    }
+    g_assert_cmpint(measured, >=, 3);
+}
+
 int main(int argc, char **argv)
 {
     int n = 0;
@@ -128,6 +166,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/profiler/cuda/attribution-and-events", test_attribution_and_events);
     g_test_add_func("/profiler/cuda/links-and-calibration", test_links_and_calibration);
+    g_test_add_func("/profiler/cuda/kernels-on-gpu", test_kernels_on_gpu);
     return g_test_run();
 }
 #endif

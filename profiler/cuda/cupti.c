@@ -110,6 +110,12 @@ gboolean psim__cupti_start(GError **error)
     PSIM_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable memcpy records");
     PSIM_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2), "enable peer memcpy records");
     PSIM_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memset records");
+    /* External correlation records tie an external id to a runtime or driver API record's
+     * correlation id, and CUPTI emits them only for API calls it traces: without the RUNTIME
+     * and DRIVER kinds (whose own records are dropped in buffer_completed) no kernel is ever
+     * attributed to a node. cuBLAS and cuDNN launch through either API. */
+    PSIM_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable runtime API records");
+    PSIM_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable driver API records");
     PSIM_CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION),
                      "enable external correlation");
     started = TRUE;
@@ -156,6 +162,14 @@ double psim__cupti_total_us(uint64_t id, int32_t *n_records)
     if (n_records)
         *n_records = n;
     return total;
+}
+
+void psim__cupti_counts(int32_t *n_records, int32_t *n_correlations)
+{
+    g_mutex_lock(&lock);
+    *n_records = records ? (int32_t)records->len : 0;
+    *n_correlations = corr_to_ext ? (int32_t)g_hash_table_size(corr_to_ext) : 0;
+    g_mutex_unlock(&lock);
 }
 
 void psim__cupti_clear(void)

@@ -2,7 +2,8 @@
  * device (PsimDevice.gpu_ordinal) and makes a stream with cuBLAS and cuDNN handles on it
  * (kernels/cuda/common.c); tensors are plain cudaMalloc memory (never managed), accounted like
  * the CPU worker's; kernels run asynchronously in stream order and sync() waits for the stream.
- * Tensors leave the device through to_host into pinned (cudaMallocHost) host memory. Compiled
+ * Tensors leave the device through to_host into pinned (cudaMallocHost) host memory and enter it
+ * through from_host (the profiler's generated inputs). Compiled
  * only in CUDA builds. */
 #ifdef PSIM_HAVE_CUDA
 #include "exec-private.h"
@@ -99,6 +100,24 @@ static PsimTensor *gpu_to_host(PsimWorker *w, PsimTensor *t, GError **error)
     return psim_tensor_new_wrap(t->dtype, t->rank, t->dims, h, pinned_release, NULL);
 }
 
+static gboolean gpu_from_host(PsimWorker *w, PsimTensor *dst, const PsimTensor *src,
+                              GError **error)
+{
+    PsimCudaDevice *d = psim_worker_context(w);
+    cudaError_t ce = cudaSuccess;
+    if (src->nbytes)
+        ce = cudaMemcpyAsync(dst->data, src->data, src->nbytes, cudaMemcpyHostToDevice, d->stream);
+    if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(d->stream); /* src is pageable and may go right after */
+    if (ce != cudaSuccess) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "device %s: copying a tensor from the host: %s", psim_worker_name(w),
+                    cudaGetErrorString(ce));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 const PsimWorkerClass psim__gpu_worker_class = {
     .name = "GPU",
     .description = "a host thread driving one CUDA device: one stream, cuBLAS and cuDNN handles, "
@@ -110,5 +129,6 @@ const PsimWorkerClass psim__gpu_worker_class = {
     .mem_free = gpu_mem_free,
     .device_index = 0,
     .to_host = gpu_to_host,
+    .from_host = gpu_from_host,
 };
 #endif

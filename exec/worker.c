@@ -342,6 +342,17 @@ PsimTensor *psim_worker_to_host(PsimWorker *w, PsimTensor *t, GError **error)
         return NULL;
     return th.out;
 }
+gboolean psim_worker_copy_in(PsimWorker *w, PsimTensor *dst, const PsimTensor *src,
+                             GError **error)
+{
+    g_return_val_if_fail(dst && src && dst->nbytes == src->nbytes && src->device < 0, FALSE);
+    if (dst->device >= 0 && w->klass->from_host)
+        return w->klass->from_host(w, dst, src, error);
+    if (src->nbytes)
+        memcpy(dst->data, src->data, src->nbytes);
+    return TRUE;
+}
+
 const char *psim_worker_device_type(const PsimWorker *w) { return w->klass->name; }
 const char *psim_worker_name(const PsimWorker *w) { return w->name; }
 

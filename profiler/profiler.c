@@ -281,7 +281,19 @@ static PsimTensor *make_input(PsimWorker *w, const PsimProfileOptions *opts, con
         *ok = FALSE;
         return NULL;
     }
-    fill_input(opts, g, src, t, seed + (uint64_t)k * 7919);
+    if (t->device < 0) {
+        fill_input(opts, g, src, t, seed + (uint64_t)k * 7919);
+        return t;
+    }
+    /* Device memory (a GPU): drawn on the host, then copied in once, before any timing. */
+    g_autoptr(PsimTensor) h = psim_tensor_new(o->dtype, o->rank, o->dims, error);
+    if (h)
+        fill_input(opts, g, src, h, seed + (uint64_t)k * 7919);
+    if (!h || !psim_worker_copy_in(w, t, h, error)) {
+        psim_tensor_unref(t);
+        *ok = FALSE;
+        return NULL;
+    }
     return t;
 }
 

@@ -53,6 +53,9 @@ typedef struct PsimWorkerClass {
     /* A new host tensor with the data of t, which is in this worker's device memory (fetches,
      * tensors sent to another device). NULL: tensors are host memory already. */
     PsimTensor *(*to_host)(PsimWorker *w, PsimTensor *t, GError **error);
+    /* Copies host tensor src into dst, a tensor in this worker's device memory of the same
+     * size, and returns when src may be freed. NULL: tensors are host memory already. */
+    gboolean (*from_host)(PsimWorker *w, PsimTensor *dst, const PsimTensor *src, GError **error);
 } PsimWorkerClass;
 
 /* Work run on a worker's thread. A FALSE return sets the error that psim_worker_wait reports. */
@@ -89,6 +92,11 @@ gboolean psim_worker_sync(PsimWorker *w, GError **error);
 /* t as a host tensor: a new reference when it is one already, else a copy made by the worker's
  * class (to_host) on the worker's thread. */
 PsimTensor *psim_worker_to_host(PsimWorker *w, PsimTensor *t, GError **error);
+/* Fills dst (allocated by this worker, psim_worker_tensor_new) with host tensor src's data, of
+ * the same byte size: through the class's from_host for device memory, memcpy otherwise. Runs
+ * on the worker's own thread (inside a PsimWorkerFn). */
+gboolean psim_worker_copy_in(PsimWorker *w, PsimTensor *dst, const PsimTensor *src,
+                             GError **error);
 /* Bytes of tensors allocated on this worker's device (ctx->alloc) and still alive; *peak
  * (optional) gets the most alive at once since psim_worker_memory_reset_peak. */
 uint64_t psim_worker_memory(const PsimWorker *w, uint64_t *peak);

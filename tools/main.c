@@ -3,6 +3,8 @@
 #include <string.h>
 #include <stdarg.h>
 #include <unistd.h>
+#include <execinfo.h>
+#include <signal.h>
 
 #include <math.h>
 
@@ -32,8 +34,61 @@ static void usage(FILE *f)
                "Exit codes: 0 ok, 2 bad input or usage, 1 runtime failure.\n");
 }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PSIM_OWN_CRASH_HANDLER 0 /* the sanitizers report crashes themselves */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(undefined_behavior_sanitizer)
+#define PSIM_OWN_CRASH_HANDLER 0
+#endif
+#endif
+#ifndef PSIM_OWN_CRASH_HANDLER
+#define PSIM_OWN_CRASH_HANDLER 1
+#endif
+
+#if PSIM_OWN_CRASH_HANDLER
+/* A crash is a bug: say so on one line, then print the stack (frames as binary(+offset), which
+ * `addr2line -e placesim OFFSET` resolves against the same build even when the binary was
+ * stripped), and die of the same signal. Only async-signal-safe calls. */
+static void on_crash(int sig)
+{
+    static const char head[] = "placesim: crashed (a bug; please report it with this stack): ";
+    char num[16];
+    int n = 0;
+    for (int v = sig; n < 3; v /= 10) {
+        num[n++] = (char)('0' + v % 10);
+        if (v < 10)
+            break;
+    }
+    if (write(STDERR_FILENO, head, sizeof head - 1) < 0)
+        _exit(128 + sig);
+    const char sigw[] = "signal ";
+    if (write(STDERR_FILENO, sigw, sizeof sigw - 1) < 0)
+        _exit(128 + sig);
+    while (n > 0)
+        if (write(STDERR_FILENO, &num[--n], 1) < 0)
+            _exit(128 + sig);
+    if (write(STDERR_FILENO, "\n", 1) < 0)
+        _exit(128 + sig);
+    void *frames[64];
+    int nf = backtrace(frames, 64);
+    backtrace_symbols_fd(frames, nf, STDERR_FILENO);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+#endif
+
 int main(int argc, char **argv)
 {
+#if PSIM_OWN_CRASH_HANDLER
+    {
+        void *warm[1];
+        backtrace(warm, 1); /* loads libgcc's unwinder now, not inside the handler */
+        static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+        for (size_t i = 0; i < G_N_ELEMENTS(sigs); i++)
+            signal(sigs[i], on_crash);
+    }
+#endif
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds placesim with CUDA (here: CUDA 13, as on the lent GPU machines) and bundles what the GPU
-# checks need into dist-gpu/ (git-ignored): the CLI, the CUDA kernel test, the shared libraries
-# they load (from ldd, minus glibc and the CUDA/NVIDIA libraries, which the GPU machine has),
-# and the onnx-light models with their expected outputs. The tree is about 95 MiB (OpenBLAS and
+# checks (bench/gpu-check.sh) need into dist-gpu/ (git-ignored): the CLI, the CUDA kernel and
+# CUPTI tests, fill-weights, the shared libraries they load (from ldd, minus glibc and the
+# CUDA/NVIDIA libraries, which the GPU machine has), the onnx-light models with their expected
+# outputs, and the torchvision models of gpu-models/ without their weights (bench/gpu-models.py). The tree is about 95 MiB (OpenBLAS and
 # ICU's data are most of it), so dist-gpu/ holds it as one xz tarball (about a third of that);
 # the printed command unpacks it on the GPU machine first. Prints the one command to run there.
 #
@@ -17,9 +18,9 @@ limit_mib=60
 command -v /usr/local/cuda/bin/nvcc >/dev/null || { echo "gpu-bundle: no CUDA toolkit at /usr/local/cuda" >&2; exit 2; }
 /usr/local/cuda/bin/nvcc --version | grep -o 'release [0-9.]*' >&2
 cmake -S . -B "$build" -DPSIM_CUDA=ON >/dev/null
-make -C "$build" -j"$(nproc)" placesim_cli test-kernels-cuda >/dev/null
+make -C "$build" -j"$(nproc)" placesim_cli test-kernels-cuda test-profiler-cuda fill-weights >/dev/null
 
-bins=("$build/placesim" "$build/test-kernels-cuda")
+bins=("$build/placesim" "$build/test-kernels-cuda" "$build/test-profiler-cuda" "$build/fill-weights")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 final=$out
@@ -42,6 +43,12 @@ done
 for f in "$data"/onnx-light/*.onnx "$data"/onnx-light/*_output_0.pb; do
     cp "$f" "$out/data/"
 done
+# Torchvision models without their weights (bench/gpu-models.py): fill-weights recreates them.
+models=${PSIM_GPU_MODELS:-gpu-models}
+if ls "$models"/*.fill >/dev/null 2>&1; then
+    mkdir -p "$out/models"
+    cp "$models"/*.onnx "$models"/*.fill "$out/models/"
+fi
 
 tree_kib=$(du -sk "$out" | cut -f1)
 rm -rf "$final"
@@ -55,5 +62,5 @@ fi
 echo "gpu-bundle: $final/bundle.tar.xz: $(ls "$out/lib" | wc -l) libraries, $((tree_kib / 1024)) MiB unpacked, $((size_kib / 1024)) MiB packed" >&2
 # What the GPU machine runs from the repository root (its CUDA 13 runtime, cuBLAS and cuDNN
 # libraries come from its own installation).
-cmd='tar -xJf dist-gpu/bundle.tar.xz; export LD_LIBRARY_PATH=$PWD/dist-gpu/lib:${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64; nvidia-smi -L; dist-gpu/test-kernels-cuda; echo test-kernels-cuda rc=$?; for m in dist-gpu/data/*.onnx; do dist-gpu/placesim run "$m" --cluster local --device GPU:0 --steps 5 --check "${m%.onnx}_output_0.pb" --json || echo "FAIL $m"; done'
+cmd='bash bench/gpu-check.sh "$OUT"'
 echo "$cmd"

@@ -507,6 +507,42 @@ static void test_zoo_cnn(void)
     }
 }
 
+/* The GPU worker caches freed device blocks: a tensor of the size just freed gets the same
+ * block back, zeroed as a fresh one, and the accounting sees it live again. */
+typedef struct {
+    PsimTensor *t;
+    void *ptr;
+} AllocJob;
+
+static gboolean alloc_job(PsimWorker *w, void *arg, GError **error)
+{
+    AllocJob *j = arg;
+    int64_t d[1] = {1000};
+    j->t = psim_worker_tensor_new(w, PSIM_DTYPE_FLOAT32, 1, d, error);
+    j->ptr = j->t ? j->t->data : NULL;
+    return j->t != NULL;
+}
+
+static void test_allocator(void)
+{
+    GError *err = NULL;
+    AllocJob a = {0}, b = {0};
+    g_assert_true(psim_worker_call(gpu, alloc_job, &a, &err));
+    g_assert_cmpint(a.t->device, >=, 0);
+    g_assert_cmpint(cudaMemset(a.ptr, 0x7f, a.t->nbytes), ==, cudaSuccess);
+    uint64_t live = psim_worker_memory(gpu, NULL);
+    psim_tensor_unref(a.t);
+    g_assert_cmpuint(psim_worker_memory(gpu, NULL), ==, live - 4000);
+    g_assert_true(psim_worker_call(gpu, alloc_job, &b, &err));
+    g_assert_true(b.ptr == a.ptr);
+    g_autoptr(PsimTensor) h = psim_worker_to_host(gpu, b.t, &err);
+    g_assert_no_error(err);
+    for (int64_t i = 0; i < h->n_elems; i++)
+        g_assert_cmpfloat(((float *)h->data)[i], ==, 0.0f);
+    g_assert_cmpuint(psim_worker_memory(gpu, NULL), ==, live);
+    psim_tensor_unref(b.t);
+}
+
 int main(int argc, char **argv)
 {
     int count = 0;
@@ -534,6 +570,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels-cuda/movement", test_movement);
     g_test_add_func("/kernels-cuda/coverage", test_coverage);
     g_test_add_func("/kernels-cuda/zoo-cnn", test_zoo_cnn);
+    g_test_add_func("/kernels-cuda/allocator", test_allocator);
     int rc = g_test_run();
     psim_worker_free(gpu);
     psim_cluster_free(cluster);

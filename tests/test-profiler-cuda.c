@@ -48,6 +48,11 @@ static void test_attribution_and_events(void)
     psim__cupti_flush(&err);
     psim__cupti_clear();
     for (int i = 0; i < REPS; i++) {
+        /* An unattributed GEMM first keeps the GPU busy while the host records e0 and launches
+         * the timed pair (with CUPTI's API tracing on, a launch costs tens of microseconds of
+         * host time): the events then bracket the two kernels back to back, not the host's
+         * launch latency after e0 (on the H200 that gap alone was 5% of the pair). */
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);
         cudaEventRecord(e0, 0);
         psim__cupti_push(1000 + i);
         /* Two calls under one id: both are the "node". */

@@ -245,6 +245,8 @@ struct PsimInsituSession {
     gboolean *constant;
     int32_t n_cpus;
     int32_t *cpus;     /* the CPU devices with a worker */
+    int32_t n_gpus;
+    int32_t *gpus;     /* the GPU devices with a worker: run alone only (no idle, no busy runs) */
     int32_t *first_of; /* per device: the device of identical hardware run alone for it */
     Run *alone;        /* per device d with first_of[d] == d */
     Run *busy;         /* per CPU device (cpus[k]): every device at once; NULL without */
@@ -267,6 +269,7 @@ void psim_insitu_session_free(PsimInsituSession *s)
     g_free(s->alone);
     g_free(s->busy);
     g_free(s->cpus);
+    g_free(s->gpus);
     g_free(s->first_of);
     g_free(s->constant);
     g_free(s);
@@ -294,10 +297,13 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
     s->o = o;
     s->t0 = psim_exec_now_us();
     s->constant = psim_cost_constant_nodes(g);
-    /* CPU devices only: a GPU worker's ops are asynchronous launches, whose executor times are
-     * not the kernels' (GPUs keep their CUPTI kernel rows). One run per fingerprint: devices of
-     * identical hardware share rows (psim_cost_db_kernel_get). */
+    /* One run per fingerprint on CPUs: devices of identical hardware share rows
+     * (psim_cost_db_kernel_get). A GPU runs alone too: its ops' executor times are the host
+     * thread's (launch, allocation, the waits of ops that synchronise), which is what a step on
+     * it takes when the host issues more slowly than the GPU computes (every model of the H200
+     * run, docs/validation.md), where its CUPTI kernel rows alone predicted 15% of the step. */
     s->cpus = g_new0(int32_t, p->n_devices + 1);
+    s->gpus = g_new0(int32_t, p->n_devices + 1);
     s->first_of = g_new0(int32_t, p->n_devices + 1);
     s->alone = g_new0(Run, p->n_devices + 1);
     s->idle = g_new0(Run, p->n_devices + 1);
@@ -305,6 +311,11 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
     for (int32_t d = 0; d < p->n_devices; d++) {
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         s->first_of[d] = -1;
+        if (dev->kind == PSIM_DEVICE_TYPE_GPU && p->workers[d]) {
+            s->gpus[s->n_gpus++] = d;
+            s->first_of[d] = d;
+            continue;
+        }
         if (dev->kind != PSIM_DEVICE_TYPE_CPU || !p->workers[d])
             continue;
         s->cpus[s->n_cpus++] = d;
@@ -316,9 +327,9 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
             s->first_of[d] = d;
         g_ptr_array_add(digests, g_strdup(f->digest));
     }
-    if (s->n_cpus == 0) {
+    if (s->n_cpus + s->n_gpus == 0) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
-                    "in-situ profile: the cluster has no CPU device with a worker to run %s on",
+                    "in-situ profile: the cluster has no device with a worker to run %s on",
                     psim_graph_name(g));
         return NULL;
     }
@@ -330,6 +341,10 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
                           &o, error)))
             return NULL;
     }
+    for (int32_t k = 0; k < s->n_gpus; k++)
+        if (!run_prepare(p, &s->alone[s->gpus[k]], g, s->gpus[k], 0, feed_names, feeds, n_feeds, fetches,
+                         n_fetches, &o, error))
+            return NULL;
     /* Interference: every CPU device runs the graph at once. */
     if (o.busy && s->n_cpus > 1) {
         s->busy = g_new0(Run, s->n_cpus);
@@ -346,7 +361,7 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     if (steps < 1)
         return TRUE;
     PsimProfiler *p = s->p;
-    int32_t stages = s->n_cpus + (s->busy ? 1 : 0), stage = 0;
+    int32_t stages = s->n_cpus + s->n_gpus + (s->busy ? 1 : 0), stage = 0;
     for (int32_t k = 0; k < s->n_cpus; k++) {
         int32_t d = s->cpus[k];
         if (s->first_of[d] != d)
@@ -356,6 +371,15 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
         psim__profiler_progress(p, "in-situ", stage++, stages, item);
         s->alone[d].steps = s->idle[d].steps = steps;
         if (!run_all(p, &s->alone[d], &d, 1, error) || !run_all(p, &s->idle[d], &d, 1, error))
+            return FALSE;
+    }
+    for (int32_t k = 0; k < s->n_gpus; k++) {
+        int32_t d = s->gpus[k];
+        g_autofree char *item = g_strdup_printf("%s on %s", psim_graph_name(s->g),
+                                                psim_cluster_device(p->cluster, d)->short_name);
+        psim__profiler_progress(p, "in-situ", stage++, stages, item);
+        s->alone[d].steps = steps;
+        if (!run_all(p, &s->alone[d], &d, 1, error))
             return FALSE;
     }
     if (s->busy) {
@@ -435,6 +459,23 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             report->ops_us = sum_finite(alone[d], r->n_nodes, NULL) + report->dispatch_us * n_gaps;
             for (int32_t v = 0; v < r->n_nodes; v++)
                 report->n_nodes += !isnan(alone[d][v]);
+        }
+        report->n_runs++;
+    }
+    /* GPUs: their rows and their executor's gap between ops. */
+    for (int32_t k = 0; ok && k < s->n_gpus; k++) {
+        int32_t d = s->gpus[k];
+        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+        const Run *r = &s->alone[d];
+        alone[d] = node_times(g, r, s->constant);
+        ok = store_rows(p, g, r, alone[d], dev, report, error);
+        double gap = step_gap(r);
+        if (ok && !isnan(gap)) {
+            g_autofree char *detail = g_strdup_printf(
+                "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
+                r->step_us->len, s->passes, psim_graph_name(g));
+            ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
+            report->calibrations += ok;
         }
         report->n_runs++;
     }

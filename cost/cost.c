@@ -18,7 +18,7 @@ typedef struct {
      * added to every measured op (0 without the row), and how much slower ops ran with
      * busy_devices devices busy at once (1 and 0 without the rows). */
     double dispatch_us, busy_factor, busy_devices;
-    double idle_factor, idle_gap_us; /* ops after the device waited idle_gap_us (1 and 0: none) */
+    double idle_extra_us, idle_gap_us; /* per op after the device waited idle_gap_us (0: none) */
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -127,7 +127,7 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
     r->mem_bw_GBps = d->mem_bw_GBps;
     r->launch_us = d->launch_us;
     r->busy_factor = 1;
-    r->idle_factor = 1;
+    r->idle_extra_us = 0;
     if (m->db) {
         GError *err = NULL;
         double v;
@@ -149,10 +149,10 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
             psim_cost_db_calibration_get(m->db, d, "busy_devices", &r->busy_devices, &err) &&
             r->busy_devices >= 2 && isfinite(r->busy_devices))
             r->busy_factor = MIN(v, 1e6);
-        if (!err && psim_cost_db_calibration_get(m->db, d, "idle_factor", &v, &err) && v > 0 && isfinite(v) &&
+        if (!err && psim_cost_db_calibration_get(m->db, d, "idle_extra_us", &v, &err) && v >= 0 && isfinite(v) &&
             psim_cost_db_calibration_get(m->db, d, "idle_gap_us", &r->idle_gap_us, &err) &&
             r->idle_gap_us > 0 && isfinite(r->idle_gap_us))
-            r->idle_factor = MIN(v, 1e6);
+            r->idle_extra_us = MIN(v, PSIM_COST_MAX_US);
         if (err)
             warn_db_error(m, err);
     }
@@ -223,15 +223,15 @@ double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_bu
     return f;
 }
 
-void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *factor, double *gap_us)
+void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *extra_us, double *gap_us)
 {
     g_mutex_lock(&m->lock);
     ensure_size(m);
-    *factor = 1;
+    *extra_us = 0;
     *gap_us = 0;
     if (device >= 0 && device < m->n_dev) {
         const DeviceRates *r = rates(m, device);
-        *factor = r->idle_factor;
+        *extra_us = r->idle_extra_us;
         *gap_us = r->idle_gap_us;
     }
     g_mutex_unlock(&m->lock);

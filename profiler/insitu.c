@@ -215,6 +215,15 @@ static double sum_finite(const double *v, int32_t n, const double *mask)
     return s;
 }
 
+/* How many of v[0..n) are numbers where mask[] is one too. */
+static int32_t count_finite(const double *v, int32_t n, const double *mask)
+{
+    int32_t c = 0;
+    for (int32_t i = 0; i < n; i++)
+        c += !isnan(v[i]) && !isnan(mask[i]);
+    return c;
+}
+
 /* Runs r[0..n) on their workers at once (alone when n is 1) and waits for all. */
 static gboolean run_all(PsimProfiler *p, Run *r, const int32_t *devices, int32_t n, GError **error)
 {
@@ -416,7 +425,7 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
     PsimInsituReport dummy;
     if (!report)
         report = &dummy;
-    *report = (PsimInsituReport){.busy_factor = 1, .idle_factor = 1};
+    *report = (PsimInsituReport){.busy_factor = 1};
     if (s->passes == 0 && !psim_insitu_session_pass(s, s->o.steps, error))
         return FALSE;
     PsimProfiler *p = s->p;
@@ -438,18 +447,22 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
                 r->step_us->len, s->passes, psim_graph_name(g));
             ok = put_for_hardware(s, d, "dispatch_us", gap, detail, report, error);
         }
-        /* The same ops after a spin of INSITU_IDLE_US each, over them straight on. */
+        /* The same ops after a spin of INSITU_IDLE_US each, less them straight on, per op (a
+         * slower op after a wait is a few microseconds whatever its size; no less than 0). */
         g_autofree double *idle = ok ? node_times(g, &s->idle[d], s->constant) : NULL;
         double a = idle ? sum_finite(alone[d], r->n_nodes, idle) : 0;
         double b = idle ? sum_finite(idle, r->n_nodes, alone[d]) : 0;
-        if (ok && a > 0 && b > 0) {
+        int32_t n_both = idle ? count_finite(alone[d], r->n_nodes, idle) : 0;
+        if (ok && a > 0 && b > 0 && n_both > 0) {
+            double extra = MAX(0.0, (b - a) / n_both);
             g_autofree char *detail = g_strdup_printf(
-                "in-situ: sum of op times of %s with the executor spinning %.0f us before each, over the sum without",
-                psim_graph_name(g), INSITU_IDLE_US);
-            ok = put_for_hardware(s, d, "idle_factor", b / a, detail, report, error) &&
+                "in-situ: mean per op (%d ops) of %s's op times with the executor spinning %.0f us before "
+                "each, less without (%.1f us: %.1f over %.1f us)",
+                n_both, psim_graph_name(g), INSITU_IDLE_US, extra, b, a);
+            ok = put_for_hardware(s, d, "idle_extra_us", extra, detail, report, error) &&
                  put_for_hardware(s, d, "idle_gap_us", INSITU_IDLE_US, detail, report, error);
             if (report->n_runs == 0)
-                report->idle_factor = b / a;
+                report->idle_extra_us = extra;
         }
         if (report->n_runs == 0) {
             report->dispatch_us = isnan(gap) ? 0 : gap;

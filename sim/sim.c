@@ -131,7 +131,7 @@ typedef struct {
     uint64_t mem, peak, capacity;
     /* Waiting: when its streams last all went free (once something ran this step), and the
      * device's idle calibration (psim_cost_model_idle_calibration). */
-    double idle_since, idle_factor, idle_gap_us;
+    double idle_since, idle_extra_us, idle_gap_us;
     gboolean ran;
 } Dev;
 
@@ -419,9 +419,9 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
     Dev *dv = &s->dev[d];
     /* A node that starts after its device waited within the step runs slower (the executor
      * spins while it waits; psim_cost_model_idle_calibration). */
-    double scale = dv->busy == 0 && dv->ran && s->kind[v] == KIND_COMPUTE
-                       ? psim_cost_idle_scale(dv->idle_factor, dv->idle_gap_us, s->now - dv->idle_since)
-                       : 1;
+    double extra = dv->busy == 0 && dv->ran && s->kind[v] == KIND_COMPUTE
+                       ? psim_cost_idle_extra(dv->idle_extra_us, dv->idle_gap_us, s->now - dv->idle_since)
+                       : 0;
     stream_take(s, v, d);
     /* start[v] holds the time v became ready; if it waited for its device since, what freed
      * the device (or let it issue) is what bound its start. */
@@ -429,7 +429,7 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
-    double cost = scale == 1 ? s->cost[v] : psim_cost_bound(s->cost[v] * scale);
+    double cost = extra == 0 ? s->cost[v] : psim_cost_bound(s->cost[v] + extra);
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
     heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
@@ -612,7 +612,7 @@ static void setup_common(Sim *s)
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
-        psim_cost_model_idle_calibration(s->m, s->cluster_dev[d], &s->dev[d].idle_factor,
+        psim_cost_model_idle_calibration(s->m, s->cluster_dev[d], &s->dev[d].idle_extra_us,
                                          &s->dev[d].idle_gap_us);
         s->dev[d].capacity = dv->memory_bytes;
     }

@@ -65,7 +65,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["in_situ"][0]
 assert s["ran"] and s["rows"] >= 2 and s["ops"] >= s["rows"] and s["devices_run"] == 1, s
-assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0 and s["idle_factor"] > 0, s
+assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0 and s["idle_extra_us"] >= 0, s
 assert r["measured"] == 0 and r["skipped"] == 2 * s["rows"], r
 open(sys.argv[1] + ".rows", "w").write(str(s["rows"]))
 PY
@@ -73,7 +73,7 @@ if command -v sqlite3 > /dev/null; then
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" = "$(cat "$tmp/insitu.json.rows")" ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'kernel'")" = 0 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" = 2 ]
-    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_factor' AND value > 0")" = 2 ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_extra_us' AND value >= 0")" = 2 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_gap_us' AND value = 50")" = 2 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'busy_factor' AND value > 0")" = 2 ]
 fi

@@ -458,17 +458,17 @@ static void test_insitu(void)
     g_assert_cmpint(r.n_runs, ==, 1); /* CPU:0 and CPU:1 share a fingerprint */
     g_assert_cmpint(r.n_nodes, ==, 4);
     g_assert_cmpint(r.rows, ==, 3);
-    /* dispatch_us, idle_factor and idle_gap_us for both devices (the same hardware), and
+    /* dispatch_us, idle_extra_us and idle_gap_us for both devices (the same hardware), and
      * busy_factor and busy_devices for each */
     g_assert_cmpint(r.calibrations, ==, 3 * 2 + 2 * 2);
     g_assert_cmpfloat(r.step_us, >, 0);
-    g_assert_cmpfloat(r.idle_factor, >, 0);
+    g_assert_cmpfloat(r.idle_extra_us, >=, 0);
     for (int d = 0; d < 2; d++) {
         double f = 0, gap_us = 0, disp = -1;
-        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_factor", &f, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_extra_us", &f, &err));
         g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_gap_us", &gap_us, &err));
         g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "dispatch_us", &disp, &err));
-        g_assert_cmpfloat(f, ==, r.idle_factor);
+        g_assert_cmpfloat(f, ==, r.idle_extra_us);
         g_assert_cmpfloat(gap_us, ==, PSIM_EXEC_PAUSE_SPIN_US);
         g_assert_cmpfloat(disp, ==, r.dispatch_us);
     }

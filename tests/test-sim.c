@@ -518,10 +518,10 @@ static void test_resnet50_trace(void)
     psim_sim_result_clear(&r);
 }
 
-/* A node that starts after its device waited within the step is scaled by the device's idle
- * calibration, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us for A
- * (P:0, 0..30, arrives at once), so C (100 us) takes 100 * (1 + 0.4 * 20 / 50) = 116; E right
- * after C did not wait (10 us); D, its first node, is not scaled. Without the rows C takes 100. */
+/* A node that starts after its device waited within the step takes the device's idle
+ * calibration longer, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us
+ * for A (P:0, 0..30, arrives at once), so C (100 us) takes 100 + 15 * 20 / 50 = 106; E right
+ * after C did not wait (10 us); D, its first node, is not charged. Without the rows C takes 100. */
 static void test_idle(void)
 {
     g_autofree char *dir = g_dir_make_tmp("psim-idle-XXXXXX", NULL);
@@ -541,7 +541,7 @@ static void test_idle(void)
         g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
         g_assert_no_error(err);
         for (int32_t d = 0; d < 2 && with; d++) {
-            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_factor", 1.4, "t", &err));
+            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_extra_us", 15, "t", &err));
             g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_gap_us", 50, "t", &err));
         }
         g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
@@ -552,16 +552,18 @@ static void test_idle(void)
         g_assert_no_error(err);
         g_assert_cmpfloat_with_epsilon(op_end(t, "D"), 10, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 30, 1e-9);
-        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), with ? 116 : 100, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), with ? 106 : 100, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t, "E") - op_start(t, "E"), 10, 1e-9);
-        g_assert_cmpfloat_with_epsilon(r.step_time_us, with ? 156 : 140, 1e-9);
+        g_assert_cmpfloat_with_epsilon(r.step_time_us, with ? 146 : 140, 1e-9);
         psim_sim_result_clear(&r);
         psim_plan_free(p);
         b_free(&b);
     }
-    g_assert_cmpfloat(psim_cost_idle_scale(1.4, 50, 0), ==, 1);
-    g_assert_cmpfloat_with_epsilon(psim_cost_idle_scale(1.4, 50, 500), 1.4, 1e-12);
-    g_assert_cmpfloat(psim_cost_idle_scale(1, 0, 500), ==, 1);
+    g_assert_cmpfloat(psim_cost_idle_extra(15, 50, 0), ==, 0);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(15, 50, 500), 15, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(15, 50, 10), 3, 1e-12);
+    g_assert_cmpfloat(psim_cost_idle_extra(0, 50, 500), ==, 0);
+    g_assert_cmpfloat(psim_cost_idle_extra(15, 0, 500), ==, 0);
     for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
         g_autofree char *f = g_strconcat(path, *sfx, NULL);
         g_unlink(f);

@@ -64,18 +64,20 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
 /* How much slower an op of `device` runs when the device waited (for a Recv) right before it: a
  * core that spun waiting runs its next kernel slower than one that went straight on (the 2-vCPU
- * VM: 15% after 20 us, 23% after 50 us; docs/validation.md). *factor and *gap_us from the
- * device's "idle_factor" and "idle_gap_us" calibrations (profile --in-situ: its ops' time with
- * the executor spinning idle_gap_us before each, over their time without); 1 and 0 without
- * them. psim_cost_idle_scale turns them into the factor after idle_us of waiting; the simulator
- * applies it to each node that starts on a device after it was idle within the step. */
-void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *factor, double *gap_us);
-/* 1 + (factor - 1) * min(1, idle_us / gap_us); 1 without a calibration or a wait. */
-static inline double psim_cost_idle_scale(double factor, double gap_us, double idle_us)
+ * VM: a few microseconds per op, whatever the op's size; docs/validation.md). *extra_us and
+ * *gap_us from the device's "idle_extra_us" and "idle_gap_us" calibrations (profile --in-situ:
+ * the mean per op of its time with the executor spinning idle_gap_us before each, less its time
+ * without); 0 and 0 without them. psim_cost_idle_extra turns them into the microseconds added
+ * after idle_us of waiting; the simulator adds them to each node that starts on a device after
+ * it was idle within the step. A time per op, not a factor: the same measurement gave factors
+ * of 1.29-1.51 on a graph of 5-40 us ops and 0.99-1.02 on graphs of millisecond ops. */
+void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *extra_us, double *gap_us);
+/* extra_us * min(1, idle_us / gap_us); 0 without a calibration or a wait. */
+static inline double psim_cost_idle_extra(double extra_us, double gap_us, double idle_us)
 {
-    if (factor == 1 || !(gap_us > 0) || !(idle_us > 0))
-        return 1;
-    return 1 + (factor - 1) * (idle_us < gap_us ? idle_us / gap_us : 1);
+    if (!(extra_us > 0) || !(gap_us > 0) || !(idle_us > 0))
+        return 0;
+    return extra_us * (idle_us < gap_us ? idle_us / gap_us : 1);
 }
 
 /* The longest time the model answers, in microseconds. Finite costs and link times beyond it (a

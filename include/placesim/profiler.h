@@ -219,7 +219,7 @@ typedef struct {
     double ops_us;        /* the step its rows predict: their sum over the nodes, plus the gaps */
     double dispatch_us;   /* its op-to-op gap (dispatch_us) */
     double busy_factor;   /* its factor with every device busy (1: not measured) */
-    double idle_factor;   /* its factor after the executor's wait spin (idle_factor, 1: none) */
+    double idle_extra_us; /* us per op after the executor's wait spin (idle_extra_us, 0: none) */
     double elapsed_ms;
 } PsimInsituReport;
 

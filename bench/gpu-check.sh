@@ -65,7 +65,7 @@ if ls "$D"/models/*.fill > /dev/null 2>&1; then
             --json > "$out/tv/$s.cpu.json" 2> "$out/tv/$s.cpu.err"
         echo "$s cpu rc=$?"; head -3 "$out/tv/$s.cpu.err"
         timeout 60 "$P" run "$m" --cluster local:1 --device GPU:0 --steps 30 \
-            --save-outputs "$out/tv/$s.gpu" --json > "$out/tv/$s.gpu.json" 2> "$out/tv/$s.gpu.err"
+            --trace "$out/tv/$s.gpu.trace.json" --save-outputs "$out/tv/$s.gpu" --json > "$out/tv/$s.gpu.json" 2> "$out/tv/$s.gpu.err"
         echo "$s gpu rc=$?"; head -c 400 "$out/tv/$s.gpu.json"; echo; head -3 "$out/tv/$s.gpu.err"
     done
 fi

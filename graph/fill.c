@@ -1,12 +1,12 @@
-/* Generated tensor data: normal N(0, 1) from a seed (splitmix64 and Box-Muller), zeros, ones,
- * or the arange(n)/n ramp. The feeds of `run`, `profile` and `study`, and the profiler's inputs,
+/* Generated tensor data: normal N(0, 1) from a seed (splitmix64 and Box-Muller), uniform
+ * [0, 1) from a seed, zeros, ones, or the arange(n)/n ramp. The feeds of `run`, `profile` and `study`, and the profiler's inputs,
  * come from here, so that a profile times kernels on the distribution the run it predicts sees. */
 #include <math.h>
 #include <string.h>
 
 #include "graph-private.h"
 
-static const char *const names[] = {"random", "zeros", "ones", "ramp"};
+static const char *const names[] = {"random", "zeros", "ones", "ramp", "uniform"};
 
 const char *psim_tensor_fill_name(PsimTensorFill fill)
 {
@@ -56,6 +56,10 @@ static void fill_values(PsimTensorFill fill, uint64_t seed, int64_t n, void *dat
             v[1] = r * sin(2 * G_PI * u2);
             break;
         }
+        case PSIM_TENSOR_FILL_UNIFORM: /* 53 random bits each, in [0, 1) */
+            v[0] = (double)(splitmix(&s) >> 11) / 9007199254740992.0;
+            v[1] = (double)(splitmix(&s) >> 11) / 9007199254740992.0;
+            break;
         case PSIM_TENSOR_FILL_ZEROS: v[0] = v[1] = 0; break;
         case PSIM_TENSOR_FILL_ONES: v[0] = v[1] = 1; break;
         default: /* RAMP */
@@ -66,8 +70,10 @@ static void fill_values(PsimTensorFill fill, uint64_t seed, int64_t n, void *dat
         for (int k = 0; k < 2 && i + k < n; k++) {
             if (f64)
                 ((double *)data)[i + k] = v[k];
-            else
-                ((float *)data)[i + k] = (float)v[k];
+            else /* float32 rounds 1 - 2^-53 up to 1: uniform stays below it */
+                ((float *)data)[i + k] = fill == PSIM_TENSOR_FILL_UNIFORM && v[k] >= 1.0 - 0x1p-25
+                                             ? 1.0f - 0x1p-24f
+                                             : (float)v[k];
         }
     }
 }

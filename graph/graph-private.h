@@ -5,6 +5,20 @@
 #include "placesim/graph.h"
 
 /* Sets an error in the house style "FILE: node 'x': message" (node may be NULL). */
+/* TF StridedSlice's geometry (graph/ops-tf.c): for input dims[0..r) and k begin/end/stride
+ * entries with the five masks, per input dim the first index, step and count (-1 where the dim
+ * is unknown), and the output's dims and rank (shrunk axes dropped, new axes 1). FALSE with
+ * *why (g_free it) for an invalid slice. Shape inference and the CPU kernel both use it. */
+typedef struct {
+    int64_t start, step, len;
+} PsimSliceDim;
+gboolean psim__strided_slice_geometry(int32_t r, const int64_t *dims, int32_t k,
+                                      const int64_t *begin, const int64_t *end,
+                                      const int64_t *strides, uint64_t begin_mask,
+                                      uint64_t end_mask, uint64_t ellipsis_mask,
+                                      uint64_t new_axis_mask, uint64_t shrink_axis_mask,
+                                      PsimSliceDim *sd, int64_t *out_dims, int32_t *out_rank,
+                                      char **why);
 void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, const char *fmt, ...)
     G_GNUC_PRINTF(4, 5);
 /* Same with an explicit path (importers, before a graph exists). */

@@ -171,14 +171,101 @@ static void count_write(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
 
 /* ---- StridedSlice ---- */
 
-/* Per input dim: first index, step, element count (-1 unknown), and whether it is kept. */
-typedef struct {
-    int64_t start, step, len;
-} SliceDim;
-
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+gboolean psim__strided_slice_geometry(int32_t r, const int64_t *dims, int32_t k,
+                                      const int64_t *begin, const int64_t *end,
+                                      const int64_t *strides, uint64_t bm, uint64_t em,
+                                      uint64_t elm, uint64_t nam, uint64_t sam, PsimSliceDim *sd,
+                                      int64_t *out_dims, int32_t *out_rank_out, char **why)
+{
+    if (elm & (elm - 1)) {
+        *why = g_strdup("StridedSlice has more than one ellipsis");
+        return FALSE;
+    }
+    if (r > 64 || k > 64) {
+        *why = g_strdup_printf("StridedSlice of a rank-%d tensor with %d indices (over 64)", r, k);
+        return FALSE;
+    }
+    int32_t out_rank = 0, d = 0;
+    for (int32_t i = 0; i < k; i++) {
+        uint64_t bit = (uint64_t)1 << i;
+        if (elm & bit) {
+            int32_t after = 0;
+            for (int32_t j = i + 1; j < k; j++)
+                after += (nam >> j) & 1;
+            int32_t next = MIN(r, r - (k - i) + 1 + after);
+            for (; d < next; d++) {
+                sd[d] = (PsimSliceDim){0, 1, dims[d]};
+                out_dims[out_rank++] = dims[d];
+            }
+            continue;
+        }
+        if (nam & bit) {
+            out_dims[out_rank++] = 1;
+            continue;
+        }
+        if (d >= r) {
+            *why = g_strdup_printf("StridedSlice indexes %d dimensions of a rank-%d tensor", d + 1, r);
+            return FALSE;
+        }
+        int64_t size = dims[d], st = strides[i], b = begin[i], e = end[i];
+        if (st == 0) {
+            *why = g_strdup_printf("StridedSlice stride %d is zero", i);
+            return FALSE;
+        }
+        if (sam & bit) {
+            if (size >= 0) {
+                int64_t idx = b < 0 ? b + size : b;
+                if (idx < 0 || idx >= size) {
+                    *why = g_strdup_printf("StridedSlice index %" G_GINT64_FORMAT
+                                           " is out of range for dimension %d of size %" G_GINT64_FORMAT,
+                                           b, d, size);
+                    return FALSE;
+                }
+                sd[d] = (PsimSliceDim){idx, 1, 1};
+            } else {
+                sd[d] = (PsimSliceDim){0, 1, -1};
+            }
+            d++;
+            continue;
+        }
+        int64_t len = -1, start = 0;
+        if (st < -INT64_MAX)
+            st = -INT64_MAX; /* as far as any dimension can reach, without overflowing -st */
+        if (size >= 0) {
+            if (st > 0) {
+                b = (bm & bit) ? 0 : clamp64(b < 0 ? b + size : b, 0, size);
+                e = (em & bit) ? size : clamp64(e < 0 ? e + size : e, 0, size);
+                len = e > b ? (e - b - 1) / st + 1 : 0;
+            } else {
+                b = (bm & bit) ? size - 1 : clamp64(b < 0 ? b + size : b, -1, size - 1);
+                e = (em & bit) ? -1 : clamp64(e < 0 ? e + size : e, -1, size - 1);
+                len = b > e ? (b - e - 1) / (-st) + 1 : 0;
+            }
+            start = b;
+        }
+        sd[d] = (PsimSliceDim){start, st, len};
+        out_dims[out_rank++] = len;
+        d++;
+    }
+    for (; d < r; d++) {
+        sd[d] = (PsimSliceDim){0, 1, dims[d]};
+        if (out_rank >= 64) {
+            *why = g_strdup("StridedSlice output rank exceeds 64");
+            return FALSE;
+        }
+        out_dims[out_rank++] = dims[d];
+    }
+    if (out_rank > 64) {
+        *why = g_strdup("StridedSlice output rank exceeds 64");
+        return FALSE;
+    }
+    *out_rank_out = out_rank;
+    return TRUE;
 }
 
 static gboolean infer_strided_slice(PsimGraph *g, PsimNode *n, GError **error)
@@ -198,98 +285,17 @@ static gboolean infer_strided_slice(PsimGraph *g, PsimNode *n, GError **error)
         psim__error_node(error, g, n, "begin, end and strides have %d, %d and %d entries", kb, ke, ks);
         return FALSE;
     }
-    uint64_t bm = (uint64_t)psim_node_attr_int(n, "begin_mask", 0);
-    uint64_t em = (uint64_t)psim_node_attr_int(n, "end_mask", 0);
-    uint64_t elm = (uint64_t)psim_node_attr_int(n, "ellipsis_mask", 0);
-    uint64_t nam = (uint64_t)psim_node_attr_int(n, "new_axis_mask", 0);
-    uint64_t sam = (uint64_t)psim_node_attr_int(n, "shrink_axis_mask", 0);
-    if (elm & (elm - 1)) {
-        psim__error_node(error, g, n, "StridedSlice has more than one ellipsis");
-        return FALSE;
-    }
-    int32_t r = x->rank, k = kb;
-    if (r > 64) {
-        psim__error_node(error, g, n, "StridedSlice of a rank-%d tensor (over 64)", r);
-        return FALSE;
-    }
-    SliceDim sd[64];
+    int32_t r = x->rank, out_rank = 0;
+    PsimSliceDim sd[64];
     int64_t out_dims[128];
-    int32_t out_rank = 0, d = 0;
-    gboolean ellipsis = FALSE;
-    for (int32_t i = 0; i < k; i++) {
-        uint64_t bit = (uint64_t)1 << i;
-        if (elm & bit) {
-            int32_t after = 0;
-            for (int32_t j = i + 1; j < k; j++)
-                after += (nam >> j) & 1;
-            int32_t next = MIN(r, r - (k - i) + 1 + after);
-            for (; d < next; d++) {
-                sd[d] = (SliceDim){0, 1, x->dims[d]};
-                out_dims[out_rank++] = x->dims[d];
-            }
-            ellipsis = TRUE;
-            continue;
-        }
-        if (nam & bit) {
-            out_dims[out_rank++] = 1;
-            continue;
-        }
-        if (d >= r) {
-            psim__error_node(error, g, n, "StridedSlice indexes %d dimensions of a rank-%d tensor",
-                             d + 1, r);
-            return FALSE;
-        }
-        int64_t size = x->dims[d], s = strides[i], b = begin[i], e = end[i];
-        if (s == 0) {
-            psim__error_node(error, g, n, "StridedSlice stride %d is zero", i);
-            return FALSE;
-        }
-        if (sam & bit) {
-            if (size >= 0) {
-                int64_t idx = b < 0 ? b + size : b;
-                if (idx < 0 || idx >= size) {
-                    psim__error_node(error, g, n, "StridedSlice index %" G_GINT64_FORMAT
-                                     " is out of range for dimension %d of size %" G_GINT64_FORMAT,
-                                     b, d, size);
-                    return FALSE;
-                }
-                sd[d] = (SliceDim){idx, 1, 1};
-            } else {
-                sd[d] = (SliceDim){0, 1, -1};
-            }
-            d++;
-            continue;
-        }
-        int64_t len = -1, start = 0;
-        if (s < -INT64_MAX)
-            s = -INT64_MAX; /* as far as any dimension can reach, without overflowing -s */
-        if (size >= 0) {
-            if (s > 0) {
-                b = (bm & bit) ? 0 : clamp64(b < 0 ? b + size : b, 0, size);
-                e = (em & bit) ? size : clamp64(e < 0 ? e + size : e, 0, size);
-                len = e > b ? (e - b - 1) / s + 1 : 0;
-            } else {
-                b = (bm & bit) ? size - 1 : clamp64(b < 0 ? b + size : b, -1, size - 1);
-                e = (em & bit) ? -1 : clamp64(e < 0 ? e + size : e, -1, size - 1);
-                len = b > e ? (b - e - 1) / (-s) + 1 : 0;
-            }
-            start = b;
-        }
-        sd[d] = (SliceDim){start, s, len};
-        out_dims[out_rank++] = len;
-        d++;
-    }
-    (void)ellipsis;
-    for (; d < r; d++) {
-        sd[d] = (SliceDim){0, 1, x->dims[d]};
-        if (out_rank >= 64) {
-            psim__error_node(error, g, n, "StridedSlice output rank exceeds 64");
-            return FALSE;
-        }
-        out_dims[out_rank++] = x->dims[d];
-    }
-    if (out_rank > 64) {
-        psim__error_node(error, g, n, "StridedSlice output rank exceeds 64");
+    g_autofree char *why = NULL;
+    if (!psim__strided_slice_geometry(
+            r, x->dims, kb, begin, end, strides, (uint64_t)psim_node_attr_int(n, "begin_mask", 0),
+            (uint64_t)psim_node_attr_int(n, "end_mask", 0),
+            (uint64_t)psim_node_attr_int(n, "ellipsis_mask", 0),
+            (uint64_t)psim_node_attr_int(n, "new_axis_mask", 0),
+            (uint64_t)psim_node_attr_int(n, "shrink_axis_mask", 0), sd, out_dims, &out_rank, &why)) {
+        psim__error_node(error, g, n, "%s", why);
         return FALSE;
     }
     psim_graph_output_set(g, n, 0, x->dtype, out_rank, out_dims);

@@ -1329,6 +1329,124 @@ static void test_shape_ops(void)
     node_free(nv);
 }
 
+/* TF ops (kernels/cpu/tf.c) against values worked out by hand. */
+static void test_tf_ops(void)
+{
+    int64_t d3[3] = {2, 3, 4};
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 3, d3, NULL);
+    for (int64_t i = 0; i < 24; i++)
+        ((float *)x->data)[i] = (float)i;
+    double want[64];
+
+    /* x[1, ::-2, 1:] with shrink on axis 0: [[9,10,11],[1..]]: rows 2 and 0 of batch 1. */
+    Node ss = node_new("StridedSlice", 1);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "shrink_axis_mask", 1);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "end_mask", 2 | 4);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "begin_mask", 2);
+    g_autoptr(PsimTensor) b = ints(3, (int64_t[]){1, 0, 1});
+    g_autoptr(PsimTensor) e = ints(3, (int64_t[]){2, 0, 0});
+    g_autoptr(PsimTensor) st = ints(3, (int64_t[]){1, -2, 1});
+    PsimTensor *sin[4] = {x, b, e, st};
+    g_autoptr(PsimTensor) sy = run1(ss, sin, 4);
+    assert_shape(sy, 2, (int64_t[]){2, 3});
+    const double sw[6] = {21, 22, 23, 13, 14, 15};
+    assert_close(sy, sw, 0, 0);
+    /* new_axis (bit 0) and an ellipsis (bit 1): x[None, ..., 2] has shape [1, 2, 3]. */
+    psim_graph_node_attr_set_int(ss.g, ss.n, "shrink_axis_mask", 4);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "new_axis_mask", 1);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "ellipsis_mask", 2);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "begin_mask", 0);
+    psim_graph_node_attr_set_int(ss.g, ss.n, "end_mask", 0);
+    g_autoptr(PsimTensor) b2 = ints(3, (int64_t[]){0, 0, 2});
+    g_autoptr(PsimTensor) e2 = ints(3, (int64_t[]){1, 0, 3});
+    g_autoptr(PsimTensor) s2 = ints(3, (int64_t[]){1, 1, 1});
+    PsimTensor *sin2[4] = {x, b2, e2, s2};
+    g_autoptr(PsimTensor) sy2 = run1(ss, sin2, 4);
+    assert_shape(sy2, 3, (int64_t[]){1, 2, 3});
+    for (int i = 0; i < 6; i++)
+        want[i] = 4 * i + 2;
+    assert_close(sy2, want, 0, 0);
+    /* A zero stride is one error line naming the node. */
+    g_autoptr(PsimTensor) s0 = ints(3, (int64_t[]){1, 1, 0});
+    PsimTensor *sin3[4] = {x, b2, e2, s0}, *o1[1];
+    GError *err = NULL;
+    g_assert_false(run_n(ss, sin3, 4, o1, &err));
+    g_assert_nonnull(strstr(err->message, "stride 2 is zero"));
+    g_clear_error(&err);
+    node_free(ss);
+
+    /* Unpack along axis 1 into 3, Pack them back along axis -2: x again. */
+    Node up = node_new("Unpack", 3);
+    psim_graph_node_attr_set_int(up.g, up.n, "axis", 1);
+    PsimTensor *uin[1] = {x}, *parts[3];
+    g_assert_true(run_n(up, uin, 1, parts, &err));
+    g_assert_no_error(err);
+    assert_shape(parts[2], 2, (int64_t[]){2, 4});
+    for (int i = 0; i < 8; i++)
+        want[i] = (i / 4) * 12 + 8 + i % 4;
+    assert_close(parts[2], want, 0, 0);
+    Node pk = node_new("Pack", 1);
+    psim_graph_node_attr_set_int(pk.g, pk.n, "axis", -2);
+    g_autoptr(PsimTensor) packed = run1(pk, parts, 3);
+    assert_shape(packed, 3, d3);
+    for (int i = 0; i < 24; i++)
+        want[i] = i;
+    assert_close(packed, want, 0, 0);
+    for (int k = 0; k < 3; k++)
+        psim_tensor_unref(parts[k]);
+    node_free(up);
+    node_free(pk);
+
+    /* ExpandDims at -1, Fill [2, 2] with 7. */
+    Node ed = node_new("ExpandDims", 1);
+    g_autoptr(PsimTensor) dim = ints(1, (int64_t[]){-1});
+    PsimTensor *ein[2] = {x, dim};
+    g_autoptr(PsimTensor) ey = run1(ed, ein, 2);
+    assert_shape(ey, 4, (int64_t[]){2, 3, 4, 1});
+    node_free(ed);
+    Node fl = node_new("Fill", 1);
+    g_autoptr(PsimTensor) fd = ints(2, (int64_t[]){2, 2});
+    g_autoptr(PsimTensor) seven = scalar_f32(7);
+    PsimTensor *fin[2] = {fd, seven};
+    g_autoptr(PsimTensor) fy = run1(fl, fin, 2);
+    const double f7[4] = {7, 7, 7, 7};
+    assert_shape(fy, 2, (int64_t[]){2, 2});
+    assert_close(fy, f7, 0, 0);
+    node_free(fl);
+
+    /* RandomUniform: [0, 1), a stream that moves on between runs, the same from a new state. */
+    Node ru = node_new("RandomUniform", 1);
+    const PsimKernelDef *def = psim_kernel_lookup("RandomUniform", "CPU", PSIM_DTYPE_INT64);
+    g_assert_nonnull(def);
+    g_autoptr(PsimTensor) shape = ints(1, (int64_t[]){1000});
+    float first[2][1000];
+    for (int inst = 0; inst < 2; inst++) {
+        void *state = NULL;
+        g_assert_true(def->prepare(ru.g, ru.n, NULL, &state, &err));
+        PsimTensor *rin[1] = {shape}, *rout[1] = {NULL};
+        double sum = 0;
+        for (int step = 0; step < 2; step++) {
+            PsimKernelCtx c = {.graph = ru.g, .node = ru.n, .n_inputs = 1, .inputs = rin, .n_outputs = 1,
+                               .outputs = rout, .device_type = "CPU", .alloc = host_alloc, .state = state};
+            g_assert_true(def->run(&c, &err));
+            const float *v = rout[0]->data;
+            for (int i = 0; i < 1000; i++) {
+                g_assert_true(v[i] >= 0 && v[i] < 1);
+                sum += v[i];
+            }
+            if (step == 0)
+                memcpy(first[inst], v, sizeof first[inst]);
+            else
+                g_assert_true(memcmp(first[inst], v, sizeof first[inst]) != 0);
+            g_clear_pointer(&rout[0], psim_tensor_unref);
+        }
+        g_assert_cmpfloat(fabs(sum / 2000 - 0.5), <, 0.03);
+        def->release(state);
+    }
+    g_assert_true(memcmp(first[0], first[1], sizeof first[0]) == 0);
+    node_free(ru);
+}
+
 static void test_reduce(void)
 {
     int64_t dx[4] = {2, 3, 4, 5};
@@ -1468,6 +1586,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/cpu/matmul", test_matmul);
     g_test_add_func("/kernels/cpu/gemm", test_gemm);
     g_test_add_func("/kernels/cpu/conv", test_conv);
+    g_test_add_func("/kernels/cpu/tf-ops", test_tf_ops);
     g_test_add_func("/kernels/cpu/pool", test_pool);
     g_test_add_func("/kernels/cpu/norm", test_norm);
     g_test_add_func("/kernels/cpu/views", test_views);

@@ -119,7 +119,7 @@ void psim_cli_json_string(JsonBuilder *b, const char *name, const char *v);
 gboolean psim_cli_stderr_tty(void);
 
 /* --feed of run, profile and study, read by one parser (tools/feeds.c). Each value is
- *   KIND        random, zeros, ones or ramp: every float graph input not named (default random)
+ *   KIND        random, uniform, zeros, ones or ramp: every float graph input not named (default random)
  *   NAME=KIND   that input generated
  *   NAME=FILE   that input from an ONNX TensorProto file (a file named like a KIND: ./ones)
  * random is N(0, 1) drawn from seed PSIM_TENSOR_FILL_SEED and the input's name; ramp is
@@ -135,7 +135,7 @@ typedef struct {
 #define PSIM_CLI_FEED_ARG "[NAME=]KIND|NAME=FILE.pb"
 #define PSIM_CLI_FEED_HELP                                                                        \
     "graph inputs: NAME=KIND or NAME=FILE.pb (ONNX TensorProto) for one input, KIND for every "   \
-    "float input not named; KIND is random, zeros, ones or ramp (repeatable; default random: "    \
+    "float input not named; KIND is random, uniform, zeros, ones or ramp (repeatable; default random: "    \
     "N(0,1), seed 42 mixed with the input's name; ramp: arange(n)/n)"
 /* USAGE error (exit 2) naming the flag for a malformed value, a KIND given twice or a name given
  * twice; a file that cannot be read is an INPUT error naming it. */

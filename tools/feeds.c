@@ -37,7 +37,7 @@ gboolean psim_cli_feeds_parse(PsimCliFeeds *f, char *const *args, GError **error
         if (!eq) {
             if (!psim_tensor_fill_from_name(*p, &fill)) {
                 g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                            "--feed '%s': expected random, zeros, ones, ramp, NAME=KIND or NAME=FILE.pb", *p);
+                            "--feed '%s': expected random, uniform, zeros, ones, ramp, NAME=KIND or NAME=FILE.pb", *p);
                 return FALSE;
             }
             if (f->fill_given) {
@@ -51,7 +51,7 @@ gboolean psim_cli_feeds_parse(PsimCliFeeds *f, char *const *args, GError **error
         }
         if (eq == *p || !eq[1]) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                        "--feed '%s': expected NAME=random|zeros|ones|ramp or NAME=FILE.pb", *p);
+                        "--feed '%s': expected NAME=random|uniform|zeros|ones|ramp or NAME=FILE.pb", *p);
             return FALSE;
         }
         g_autofree char *name = g_strndup(*p, (gsize)(eq - *p));

@@ -92,10 +92,11 @@ typedef enum {
     PSIM_TENSOR_FILL_ZEROS,
     PSIM_TENSOR_FILL_ONES,
     PSIM_TENSOR_FILL_RAMP, /* element i of n is i / n (arange(n)/n) */
+    PSIM_TENSOR_FILL_UNIFORM, /* uniform [0, 1), reproducible from a seed (TF's RandomUniform) */
 } PsimTensorFill;
 /* The seed of every RANDOM feed unless told otherwise. */
 #define PSIM_TENSOR_FILL_SEED 42
-/* "random", "zeros", "ones", "ramp"; from_name FALSE for anything else. */
+/* "random", "zeros", "ones", "ramp", "uniform"; from_name FALSE for anything else. */
 const char *psim_tensor_fill_name(PsimTensorFill fill);
 gboolean psim_tensor_fill_from_name(const char *name, PsimTensorFill *out);
 /* Fills t's float32 and float64 elements (other dtypes are zeroed: valid indices). RANDOM is a

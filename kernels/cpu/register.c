@@ -10,4 +10,5 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_norm();
     psim__cpu_register_shape();
     psim__cpu_register_reduce();
+    psim__cpu_register_tf();
 }

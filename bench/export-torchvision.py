@@ -36,6 +36,9 @@ import traceback
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tensorproto  # noqa: E402  (bench/tensorproto.py)
+
 # One or more per family the issue names; see docs/validation.md, "Held-out set".
 MODELS = [
     "resnet18", "resnet50", "vgg11",                                  # plain CNNs, residual
@@ -46,8 +49,7 @@ MODELS = [
     "vit_b_16", "convnext_tiny",                                      # transformer, modern CNN
 ]
 
-# ONNX TensorProto.DataType values.
-ONNX_FLOAT, ONNX_DOUBLE = 1, 11
+ONNX_FLOAT, ONNX_DOUBLE = tensorproto.ONNX_FLOAT, tensorproto.ONNX_DOUBLE
 
 
 def make(name):
@@ -83,38 +85,15 @@ def randomize(model, size):
     return model.eval()
 
 
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def tensor_proto(t, name, dtype):
-    """An ONNX TensorProto (dims = 1, data_type = 2, name = 8, raw_data = 9; little-endian raw
-    data), written by hand so that python3-onnx is not needed."""
+    """An ONNX TensorProto of a torch tensor (bench/tensorproto.py writes it)."""
     t = t.detach().contiguous().to(dtype).cpu()
-    raw = t.numpy().astype("<f8" if dtype == torch.float64 else "<f4").tobytes()
-    out = bytearray()
-    for d in t.shape:
-        out += b"\x08" + varint(d)
-    out += b"\x10" + varint(ONNX_DOUBLE if dtype == torch.float64 else ONNX_FLOAT)
-    nb = name.encode()
-    out += b"\x42" + varint(len(nb)) + nb
-    out += b"\x4a" + varint(len(raw)) + raw
-    return bytes(out)
+    f64 = dtype == torch.float64
+    raw = t.numpy().astype("<f8" if f64 else "<f4").tobytes()
+    return tensorproto.tensor_proto(t.shape, raw, name, ONNX_DOUBLE if f64 else ONNX_FLOAT)
 
 
-def write(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+write = tensorproto.write
 
 
 def files(out, name):

@@ -7,7 +7,7 @@ For each MODEL it writes, into OUT (default tests/data/tf):
   MODEL_keep_prob.pb  keep_prob = 1.0 (the dropout these graphs end with is then the identity:
                       floor(1 + U[0, 1)) = 1, whatever the random draw)
   MODEL_output_0.pb   TensorFlow's output:0 for them (float32)
-as ONNX TensorProto files (written by hand: no onnx package needed).
+as ONNX TensorProto files (bench/tensorproto.py: no onnx package needed).
 
 Needs TensorFlow from PyPI in a virtual environment (the project's rule for reference figures):
     python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install tensorflow-cpu numpy
@@ -19,37 +19,15 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tensorproto  # noqa: E402  (bench/tensorproto.py)
 
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+write = tensorproto.write
 
 
 def tensor_proto(a, name):
-    """dims = 1, data_type = 2 (FLOAT = 1), name = 8, raw_data = 9 (little-endian)."""
     a = np.ascontiguousarray(a, dtype="<f4")
-    out = bytearray()
-    for d in a.shape:
-        out += b"\x08" + varint(d)
-    out += b"\x10" + varint(1)
-    nb = name.encode()
-    out += b"\x42" + varint(len(nb)) + nb
-    raw = a.tobytes()
-    out += b"\x4a" + varint(len(raw)) + raw
-    return bytes(out)
-
-
-def write(path, data):
-    with open(path + ".tmp", "wb") as f:
-        f.write(data)
-    os.replace(path + ".tmp", path)
+    return tensorproto.tensor_proto(a.shape, a.tobytes(), name)
 
 
 def main():

@@ -403,15 +403,15 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     return TRUE;
 }
 
-/* Calibration `kind` of every CPU device whose hardware ran as d (calibrations are per device;
- * identical hardware shares the one run), counted in report. */
+/* Calibration `kind` of every device whose hardware ran as d (calibrations are per device;
+ * identical CPUs share the one run, a GPU runs for itself), counted in report. */
 static gboolean put_for_hardware(PsimInsituSession *s, int32_t d, const char *kind, double value,
                                  const char *detail, PsimInsituReport *report, GError **error)
 {
-    for (int32_t k = 0; k < s->n_cpus; k++) {
-        if (s->first_of[s->cpus[k]] != d)
+    for (int32_t e = 0; e < s->p->n_devices; e++) {
+        if (s->first_of[e] != d)
             continue;
-        if (!psim_cost_db_calibration_put(s->p->db, psim_cluster_device(s->p->cluster, s->cpus[k]), kind, value,
+        if (!psim_cost_db_calibration_put(s->p->db, psim_cluster_device(s->p->cluster, e), kind, value,
                                           detail, error))
             return FALSE;
         report->calibrations++;
@@ -432,8 +432,8 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
     const PsimGraph *g = s->g;
     g_autofree double **alone = g_new0(double *, p->n_devices + 1);
     gboolean ok = TRUE;
-    for (int32_t k = 0; ok && k < s->n_cpus; k++) {
-        int32_t d = s->cpus[k];
+    /* Every run alone: a CPU per kind of hardware, each GPU. */
+    for (int32_t d = 0; ok && d < p->n_devices; d++) {
         if (s->first_of[d] != d)
             continue;
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
@@ -448,8 +448,9 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             ok = put_for_hardware(s, d, "dispatch_us", gap, detail, report, error);
         }
         /* The same ops after a spin of INSITU_IDLE_US each, less them straight on, per op (a
-         * slower op after a wait is a few microseconds whatever its size; no less than 0). */
-        g_autofree double *idle = ok ? node_times(g, &s->idle[d], s->constant) : NULL;
+         * slower op after a wait is a few microseconds whatever its size; no less than 0).
+         * CPUs only: a GPU has no idle run. */
+        g_autofree double *idle = ok && s->idle[d].per_node ? node_times(g, &s->idle[d], s->constant) : NULL;
         double a = idle ? sum_finite(alone[d], r->n_nodes, idle) : 0;
         double b = idle ? sum_finite(idle, r->n_nodes, alone[d]) : 0;
         int32_t n_both = idle ? count_finite(alone[d], r->n_nodes, idle) : 0;
@@ -472,23 +473,6 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             report->ops_us = sum_finite(alone[d], r->n_nodes, NULL) + report->dispatch_us * n_gaps;
             for (int32_t v = 0; v < r->n_nodes; v++)
                 report->n_nodes += !isnan(alone[d][v]);
-        }
-        report->n_runs++;
-    }
-    /* GPUs: their rows and their executor's gap between ops. */
-    for (int32_t k = 0; ok && k < s->n_gpus; k++) {
-        int32_t d = s->gpus[k];
-        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
-        const Run *r = &s->alone[d];
-        alone[d] = node_times(g, r, s->constant);
-        ok = store_rows(p, g, r, alone[d], dev, report, error);
-        double gap = step_gap(r);
-        if (ok && !isnan(gap)) {
-            g_autofree char *detail = g_strdup_printf(
-                "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
-                r->step_us->len, s->passes, psim_graph_name(g));
-            ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
-            report->calibrations += ok;
         }
         report->n_runs++;
     }

@@ -93,16 +93,25 @@ static void test_attribution_and_events(void)
     cublasDestroy(h);
 }
 
+/* This machine as local:1 (*c) and the index of its first GPU. */
+static int32_t local_gpu(PsimCluster **c)
+{
+    GError *err = NULL;
+    *c = psim_cluster_from_spec("local:1", &err);
+    g_assert_no_error(err);
+    int32_t gpu = -1;
+    for (int32_t i = 0; i < psim_cluster_n_devices(*c); i++)
+        if (psim_cluster_device(*c, i)->kind == PSIM_DEVICE_TYPE_GPU && gpu < 0)
+            gpu = i;
+    g_assert_cmpint(gpu, >=, 0);
+    return gpu;
+}
+
 static void test_links_and_calibration(void)
 {
     GError *err = NULL;
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
-    g_assert_no_error(err);
-    int32_t gpu = -1;
-    for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
-        if (psim_cluster_device(c, i)->kind == PSIM_DEVICE_TYPE_GPU && gpu < 0)
-            gpu = i;
-    g_assert_cmpint(gpu, >=, 0);
+    g_autoptr(PsimCluster) c = NULL;
+    int32_t gpu = local_gpu(&c);
     g_autofree char *dir = g_dir_make_tmp("psim-cupti-XXXXXX", NULL);
     g_autofree char *path = g_build_filename(dir, "gpu.db", NULL);
     g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
@@ -132,13 +141,8 @@ static void test_links_and_calibration(void)
 static void test_kernels_on_gpu(void)
 {
     GError *err = NULL;
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
-    g_assert_no_error(err);
-    int32_t gpu = -1;
-    for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
-        if (psim_cluster_device(c, i)->kind == PSIM_DEVICE_TYPE_GPU && gpu < 0)
-            gpu = i;
-    g_assert_cmpint(gpu, >=, 0);
+    g_autoptr(PsimCluster) c = NULL;
+    int32_t gpu = local_gpu(&c);
     g_autoptr(PsimGraph) g = psim_zoo_make("mlp", &err);
     g_assert_no_error(err);
     PsimProfileOptions o;

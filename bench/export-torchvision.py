@@ -28,7 +28,6 @@ with onnx.checker. The files are large (about 1.7 GB for the default set): keep 
 (tv-models/ is ignored)."""
 import argparse
 import os
-import struct
 import sys
 import time
 import traceback

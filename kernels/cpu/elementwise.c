@@ -50,6 +50,11 @@ static inline int32_t idiv32(int32_t x, int32_t y)
 {
     return y == 0 ? 0 : (y == -1 ? (int32_t)(0 - (uint32_t)x) : x / y);
 }
+/* Integer Mod: C's remainder (fmod=1, the dividend's sign) or Python's (fmod=0, the
+ * divisor's sign); 0 for a 0 divisor, and no overflow for MIN % -1. */
+#define IMOD(T, x, y, py)                                                                         \
+    ((y) == 0 || (y) == -1 ? (T)0                                                                 \
+                           : (T)((x) % (y) + ((py) && (x) % (y) != 0 && (((x) % (y) < 0) != ((y) < 0)) ? (y) : 0)))
 static inline int64_t ipow64(int64_t x, int64_t y)
 {
     uint64_t r = 1, b = (uint64_t)x; /* unsigned: wraps instead of overflowing */
@@ -93,6 +98,12 @@ DEF_BIN(pow_i64, int64_t, int64_t, ipow64(x, y))
 /* ONNX Max/Min propagate NaN (as numpy.maximum does). `|`, not `||`: one condition, which GCC
  * vectorizes into a select, where the short circuit was a branch per element that mispredicted
  * on unordered data. */
+DEF_BIN(fmod_f32, float, float, fmodf(x, y))
+DEF_BIN(fmod_f64, double, double, fmod(x, y))
+DEF_BIN(cmod_i32, int32_t, int32_t, IMOD(int32_t, x, y, 0))
+DEF_BIN(cmod_i64, int64_t, int64_t, IMOD(int64_t, x, y, 0))
+DEF_BIN(pymod_i32, int32_t, int32_t, IMOD(int32_t, x, y, 1))
+DEF_BIN(pymod_i64, int64_t, int64_t, IMOD(int64_t, x, y, 1))
 DEF_BIN(max_f32, float, float, ((x != x) | (x > y)) ? x : y)
 DEF_BIN(max_f64, double, double, ((x != x) | (x > y)) ? x : y)
 DEF_BIN(max_i32, int32_t, int32_t, x > y ? x : y)
@@ -130,6 +141,8 @@ static const BinOp bin_ops[] = {
     {"Mul", FALSE, mul_f32, mul_f64, mul_i32, mul_i64, NULL},
     {"Div", FALSE, div_f32, div_f64, div_i32, div_i64, NULL},
     {"Pow", FALSE, pow_f32, pow_f64, pow_i32, pow_i64, NULL},
+    /* Mod's fmod=0 form; run_binary takes the fmod=1 form below for fmod=1 (floats only have it). */
+    {"Mod", FALSE, NULL, NULL, pymod_i32, pymod_i64, NULL},
     {"Max", FALSE, max_f32, max_f64, max_i32, max_i64, NULL},
     {"Min", FALSE, min_f32, min_f64, min_i32, min_i64, NULL},
     {"Sum", FALSE, add_f32, add_f64, add_i32, add_i64, NULL},
@@ -228,6 +241,9 @@ static gboolean run_binary(PsimKernelCtx *ctx, GError **error)
         }
         b = conv;
     }
+    static const BinOp cmod = {"Mod", FALSE, fmod_f32, fmod_f64, cmod_i32, cmod_i64, NULL};
+    if (!strcmp(op->op, "Mod") && psim_node_attr_int(ctx->node, "fmod", 0))
+        op = &cmod;
     static const BinOp square = {"Pow", FALSE, square_f32, square_f64, NULL, NULL, NULL};
     if (!strcmp(op->op, "Pow") && b->n_elems == 1 &&
         ((b->dtype == PSIM_DTYPE_FLOAT32 && *(const float *)b->data == 2.0f) ||
@@ -351,6 +367,21 @@ DEF_UN(sin, sinf(x), sin(x))
 DEF_UN(cos, cosf(x), cos(x))
 DEF_UN(softplus, x > 0 ? x + log1pf(expf(-x)) : log1pf(expf(x)),
        x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)))
+DEF_UN(tan, tanf(x), tan(x))
+DEF_UN(asin, asinf(x), asin(x))
+DEF_UN(acos, acosf(x), acos(x))
+DEF_UN(atan, atanf(x), atan(x))
+DEF_UN(sinh, sinhf(x), sinh(x))
+DEF_UN(cosh, coshf(x), cosh(x))
+DEF_UN(asinh, asinhf(x), asinh(x))
+DEF_UN(acosh, acoshf(x), acosh(x))
+DEF_UN(atanh, atanhf(x), atanh(x))
+DEF_UN(softsign, x / (1.0f + fabsf(x)), x / (1.0 + fabs(x)))
+/* ONNX Round: halves to even, which rint does in the default rounding mode. */
+DEF_UN(round, rintf(x), rint(x))
+DEF_UN(sign, (float)((x > 0.0f) - (x < 0.0f)), (double)((x > 0.0) - (x < 0.0)))
+DEF_UNI(sign_i64, int64_t, (int64_t)((x > 0) - (x < 0)))
+DEF_UNI(sign_i32, int32_t, (int32_t)((x > 0) - (x < 0)))
 DEF_UNI(neg_i64, int64_t, (int64_t)(0 - (uint64_t)x))
 DEF_UNI(neg_i32, int32_t, (int32_t)(0 - (uint32_t)x))
 DEF_UNI(abs_i64, int64_t, x < 0 ? (int64_t)(0 - (uint64_t)x) : x)
@@ -374,6 +405,18 @@ static const UnOp un_ops[] = {
     {"Sin", sin_f32, sin_f64, NULL, NULL},
     {"Cos", cos_f32, cos_f64, NULL, NULL},
     {"Softplus", softplus_f32, softplus_f64, NULL, NULL},
+    {"Tan", tan_f32, tan_f64, NULL, NULL},
+    {"Asin", asin_f32, asin_f64, NULL, NULL},
+    {"Acos", acos_f32, acos_f64, NULL, NULL},
+    {"Atan", atan_f32, atan_f64, NULL, NULL},
+    {"Sinh", sinh_f32, sinh_f64, NULL, NULL},
+    {"Cosh", cosh_f32, cosh_f64, NULL, NULL},
+    {"Asinh", asinh_f32, asinh_f64, NULL, NULL},
+    {"Acosh", acosh_f32, acosh_f64, NULL, NULL},
+    {"Atanh", atanh_f32, atanh_f64, NULL, NULL},
+    {"Softsign", softsign_f32, softsign_f64, NULL, NULL},
+    {"Round", round_f32, round_f64, NULL, NULL},
+    {"Sign", sign_f32, sign_f64, sign_i64, sign_i32},
 };
 
 static gboolean run_unary(PsimKernelCtx *ctx, GError **error)
@@ -406,6 +449,27 @@ static gboolean run_unary(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* IsNaN, IsInf (detect_positive, detect_negative): bool of a float32 or float64 input. */
+static gboolean run_isnan_isinf(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_BOOL, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    gboolean nan = !strcmp(ctx->node->op, "IsNaN");
+    gboolean pos = psim_node_attr_int(ctx->node, "detect_positive", 1) != 0;
+    gboolean neg = psim_node_attr_int(ctx->node, "detect_negative", 1) != 0;
+    uint8_t *restrict b = y->data;
+    for (int64_t i = 0; i < x->n_elems; i++) {
+        double v = x->dtype == PSIM_DTYPE_FLOAT64 ? ((const double *)x->data)[i]
+                                                  : ((const float *)x->data)[i];
+        b[i] = nan ? isnan(v) : isinf(v) && ((v > 0 && pos) || (v < 0 && neg));
+    }
+    return TRUE;
+}
+
 static gboolean run_not(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 1, error))
@@ -421,7 +485,8 @@ static gboolean run_not(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
-/* LeakyRelu, Elu, Selu, HardSigmoid: unary with float attributes. */
+/* LeakyRelu, Elu, Selu, HardSigmoid, Shrink, ThresholdedRelu, Celu, HardSwish: unary with
+ * float attributes. */
 static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 1, error))
@@ -460,6 +525,30 @@ static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
         for (int64_t i = 0; i < n; i++) {
             float v = a[i], pos = v > 0.0f ? v : 0.0f;
             b[i] = ga * (pos + al * (b[i] - 1.0f));
+        }
+    } else if (!strcmp(op, "Shrink")) {
+        float bias = (float)psim_node_attr_float(ctx->node, "bias", 0.0);
+        float lambd = (float)psim_node_attr_float(ctx->node, "lambd", 0.5);
+        for (int64_t i = 0; i < n; i++)
+            b[i] = a[i] < -lambd ? a[i] + bias : a[i] > lambd ? a[i] - bias : 0.0f;
+    } else if (!strcmp(op, "ThresholdedRelu")) {
+        float al = (float)psim_node_attr_float(ctx->node, "alpha", 1.0);
+        for (int64_t i = 0; i < n; i++)
+            b[i] = a[i] > al ? a[i] : 0.0f;
+    } else if (!strcmp(op, "Celu")) {
+        float al = (float)psim_node_attr_float(ctx->node, "alpha", 1.0);
+        for (int64_t i = 0; i < n; i++) /* exp(min(x, 0) / alpha): never overflows */
+            b[i] = (0.0f < a[i] ? 0.0f : a[i]) / al;
+        psim__vmath_f32(PSIM_VMATH_EXP, b, b, n);
+        for (int64_t i = 0; i < n; i++) {
+            float v = a[i], pos = v > 0.0f ? v : 0.0f;
+            b[i] = pos + al * (b[i] - 1.0f);
+        }
+    } else if (!strcmp(op, "HardSwish")) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = a[i] / 6.0f + 0.5f;
+            v = v < 1.0f ? v : 1.0f;
+            b[i] = a[i] * (v > 0.0f ? v : 0.0f);
         }
     } else { /* HardSigmoid */
         float al = (float)psim_node_attr_float(ctx->node, "alpha", 0.2);
@@ -775,7 +864,7 @@ static const PsimDType where_types[] = {T_(BOOL), -1};
 
 void psim__cpu_register_elementwise(void)
 {
-    static const char *arith[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    static const char *arith[] = {"Add", "Sub", "Mul", "Div", "Pow", "Mod"};
     for (size_t i = 0; i < G_N_ELEMENTS(arith); i++)
         psim__cpu_add(arith[i], "cpu-binary", "elementwise with numpy broadcasting", run_binary,
                       arith_types, NULL);
@@ -795,12 +884,17 @@ void psim__cpu_register_elementwise(void)
         psim__cpu_add(logic[i], "cpu-logical", "elementwise boolean", run_binary, bool_types,
                       NULL);
     psim__cpu_add("Not", "cpu-logical", "boolean negation", run_not, bool_types, NULL);
+    psim__cpu_add("IsNaN", "cpu-classify", "x is NaN, bool output", run_isnan_isinf, float_types,
+                  NULL);
+    psim__cpu_add("IsInf", "cpu-classify", "x is an infinity, bool output", run_isnan_isinf,
+                  float_types, NULL);
     for (size_t i = 0; i < G_N_ELEMENTS(un_ops); i++) {
         const UnOp *u = &un_ops[i];
         psim__cpu_add(u->op, "cpu-unary", "elementwise math",
                       run_unary, u->i64 ? signed_types : float_types, NULL);
     }
-    static const char *ua[] = {"LeakyRelu", "Elu", "Selu", "HardSigmoid"};
+    static const char *ua[] = {"LeakyRelu", "Elu",  "Selu",            "HardSigmoid",
+                               "Shrink",    "Celu", "ThresholdedRelu", "HardSwish"};
     for (size_t i = 0; i < G_N_ELEMENTS(ua); i++)
         psim__cpu_add(ua[i], "cpu-activation", "activation with attributes", run_unary_attr,
                       f32_types, NULL);

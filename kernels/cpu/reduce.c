@@ -154,6 +154,57 @@ static gboolean run_reduce(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* ArgMax, ArgMin: the index (int64) of the first extreme along `axis` (the last one with
+ * select_last_index), keepdims as the reductions. A NaN is never selected over a number. */
+static gboolean run_arg(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    int32_t r = x->rank, axis;
+    if (r == 0 || !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 0), r, &axis, error)) {
+        if (error && !*error)
+            KERR(ctx, error, "%s needs an input of rank >= 1", ctx->node->op);
+        return FALSE;
+    }
+    gboolean keep = psim_node_attr_int(ctx->node, "keepdims", 1) != 0;
+    gboolean last = psim_node_attr_int(ctx->node, "select_last_index", 0) != 0;
+    gboolean is_max = !strcmp(ctx->node->op, "ArgMax");
+    int64_t od[PSIM_CPU_MAX_RANK];
+    int32_t orank = 0;
+    for (int32_t d = 0; d < r; d++)
+        if (d != axis)
+            od[orank++] = x->dims[d];
+        else if (keep)
+            od[orank++] = 1;
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_INT64, orank, od, error);
+    if (!y)
+        return FALSE;
+    int64_t outer = psim_shape_elems(axis, x->dims), n = x->dims[axis];
+    int64_t inner = psim_shape_elems(r - axis - 1, x->dims + axis + 1);
+    int64_t *out = y->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t best = 0;
+            double bv = 0;
+            for (int64_t k = 0; k < n; k++) {
+                int64_t at = (o * n + k) * inner + i;
+                double v = x->dtype == PSIM_DTYPE_FLOAT32 ? ((const float *)x->data)[at]
+                           : x->dtype == PSIM_DTYPE_FLOAT64 ? ((const double *)x->data)[at]
+                           : x->dtype == PSIM_DTYPE_INT64 ? (double)((const int64_t *)x->data)[at]
+                                                          : (double)((const int32_t *)x->data)[at];
+                gboolean better = k == 0 || (is_max ? v > bv || (last && v == bv)
+                                                    : v < bv || (last && v == bv));
+                if (better) {
+                    best = k;
+                    bv = v;
+                }
+            }
+            out[o * inner + i] = best;
+        }
+    return TRUE;
+}
+
 void psim__cpu_register_reduce(void)
 {
     static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT64,
@@ -163,4 +214,6 @@ void psim__cpu_register_reduce(void)
     for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
         psim__cpu_add(ops[i], "cpu-reduce", "reduction over a set of axes", run_reduce, types,
                       NULL);
+    psim__cpu_add("ArgMax", "cpu-arg", "index of the max along an axis", run_arg, types, NULL);
+    psim__cpu_add("ArgMin", "cpu-arg", "index of the min along an axis", run_arg, types, NULL);
 }

@@ -456,6 +456,35 @@ static void count_reduce(const PsimGraph *g, const PsimNode *n, PsimOpCount *out
 
 /* ---- Range ---- */
 
+/* GatherElements: input 1's shape, input 0's dtype. */
+static gboolean infer_gather_elements(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *idx = psim__input(g, n, 1);
+    return psim__out_set(g, n, 0, psim__input_dtype(g, n, 0), idx->rank, idx->dims, error);
+}
+
+/* NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: output 0 has the target's shape with
+ * reduction "none", else it is a scalar; SoftmaxCrossEntropyLoss's optional output 1 (the log
+ * probabilities) has the scores' shape. */
+static gboolean infer_loss(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0), *t = psim__input(g, n, 1);
+    const char *red = psim_node_attr_string(n, "reduction", "mean");
+    if (strcmp(red, "none") && strcmp(red, "sum") && strcmp(red, "mean")) {
+        psim__error_node(error, g, n, "reduction '%s' is not none, sum or mean", red);
+        return FALSE;
+    }
+    gboolean ok = !strcmp(red, "none") ? psim__out_set(g, n, 0, x->dtype, t->rank, t->dims, error)
+                                       : psim__out_set(g, n, 0, x->dtype, 0, NULL, error);
+    if (ok && n->n_outputs > 1)
+        ok = psim__out_set(g, n, 1, x->dtype, x->rank, x->dims, error);
+    return ok;
+}
+
 static gboolean infer_range(PsimGraph *g, PsimNode *n, GError **error)
 {
     if (!need_inputs(g, n, 3, error))
@@ -586,6 +615,15 @@ static const PsimOpDef math_ops[] = {
     UNARY("Not", "logical not"),
     UNARY("IsNaN", "x != x"),
     UNARY("IsInf", "x is +inf or -inf (detect_positive, detect_negative)"),
+    UNARY("Trilu", "lower or upper triangle of the last two dims (upper, diagonal offset k)"),
+    UNARY("CumSum", "cumulative sum along an axis (exclusive, reverse)"),
+    UNARY("Hardmax", "1 at the first max along an axis, 0 elsewhere"),
+    {"GatherElements", "take elements along an axis by an index tensor of the output's shape", 0,
+     infer_gather_elements, count_elementwise},
+    {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,
+     count_elementwise},
+    {"SoftmaxCrossEntropyLoss", "NLL of the log-softmax of the scores", 0, infer_loss,
+     count_elementwise},
     UNARY("Tan", "tangent"),
     UNARY("Asin", "arcsine"),
     UNARY("Acos", "arccosine"),
@@ -639,6 +677,8 @@ static const PsimOpDef math_ops[] = {
     {"ReduceSumSquare", "sum of squares over axes", 0, infer_reduce, count_reduce},
     {"ReduceL1", "sum of absolute values over axes", 0, infer_reduce, count_reduce},
     {"ReduceL2", "Euclidean norm over axes", 0, infer_reduce, count_reduce},
+    {"ReduceLogSum", "log of the sum over axes", 0, infer_reduce, count_reduce},
+    {"ReduceLogSumExp", "log of the sum of exponentials over axes", 0, infer_reduce, count_reduce},
     {"ArgMax", "index of the max along an axis", 0, infer_reduce, count_reduce},
     {"ArgMin", "index of the min along an axis", 0, infer_reduce, count_reduce},
     {"Range", "start, start+delta, ... up to limit", 0, infer_range, psim__count_move},

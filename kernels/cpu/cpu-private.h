@@ -88,6 +88,8 @@ void psim__cpu_register_norm(void);
 void psim__cpu_register_shape(void);
 void psim__cpu_register_reduce(void);
 void psim__cpu_register_tf(void);
+void psim__cpu_register_index(void);
+void psim__cpu_register_loss(void);
 
 /* Helpers for registration: one definition per dtype in a 0-terminated list. */
 void psim__cpu_add(const char *op, const char *name, const char *description,

@@ -1,4 +1,5 @@
 /* Reductions over any set of axes: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd,
+ * ReduceLogSum, ReduceLogSumExp (max + log of the shifted sum, floats), ArgMax, ArgMin,
  * ReduceSumSquare, ReduceL1, ReduceL2 (axes from the attribute or, from opset 13/18, input 1;
  * keepdims; noop_with_empty_axes). The input is walked once in memory order; the output offset
  * comes from broadcasting the kept shape against the input (so the accumulator row is either a
@@ -7,13 +8,16 @@
 
 #include <math.h>
 
-typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_SUMSQ, R_L1, R_L2 } RKind;
+/* R_LSE is LogSumExp's second pass (exp(x - max) summed); R_LOGSUM and R_LOGSUMEXP are the
+ * ops, which reduce as R_SUM and R_MAX then R_LSE. */
+typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_SUMSQ, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_LSE } RKind;
 
 static RKind kind_of(const char *op)
 {
-    static const char *names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
-                                  "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2"};
-    for (int i = 0; i < 8; i++)
+    static const char *names[] = {"ReduceSum",    "ReduceMean",     "ReduceMax", "ReduceMin",
+                                  "ReduceProd",   "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                                  "ReduceLogSum", "ReduceLogSumExp"};
+    for (int i = 0; i < 10; i++)
         if (!strcmp(op, names[i]))
             return (RKind)i;
     g_assert_not_reached();
@@ -24,7 +28,22 @@ typedef struct {
     PsimDType t;
     const void *x;
     void *acc;
+    const void *max; /* R_LSE: each output cell's max, laid out as acc */
 } RRun;
+
+/* exp(x - max) summed into the accumulator (floats only). */
+#define LSE_ROW(T, EXP)                                                                           \
+    {                                                                                             \
+        const T *restrict x = (const T *)r->x + in_off;                                           \
+        T *restrict a = (T *)r->acc + off[0];                                                     \
+        const T *restrict m = (const T *)r->max + off[0];                                         \
+        if (stride[0])                                                                            \
+            for (int64_t i = 0; i < n; i++)                                                       \
+                a[i] += EXP(x[i] - m[i]);                                                         \
+        else                                                                                      \
+            for (int64_t i = 0; i < n; i++)                                                       \
+                a[0] += EXP(x[i] - m[0]);                                                         \
+    }
 
 #define RED_ROW(T)                                                                                \
     {                                                                                             \
@@ -57,6 +76,13 @@ static void red_row(void *user, const int64_t *off, int64_t in_off, int64_t n,
                     const int64_t *stride)
 {
     RRun *r = user;
+    if (r->k == R_LSE) {
+        if (r->t == PSIM_DTYPE_FLOAT32)
+            LSE_ROW(float, expf)
+        else
+            LSE_ROW(double, exp)
+        return;
+    }
     if (r->t == PSIM_DTYPE_FLOAT32)
         RED_ROW(float)
     else if (r->t == PSIM_DTYPE_FLOAT64)
@@ -104,7 +130,16 @@ static gboolean run_reduce(PsimKernelCtx *ctx, GError **error)
         if (!red[i] || keep)
             od[orank++] = kd[i];
     }
-    if ((k == R_MAX || k == R_MIN) && cnt == 0) {
+    gboolean logs = k == R_LOGSUM || k == R_LOGSUMEXP;
+    if (logs && x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) {
+        KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
+        return FALSE;
+    }
+    if (k == R_LOGSUM)
+        k = R_SUM; /* then the log below */
+    else if (k == R_LOGSUMEXP)
+        k = R_MAX; /* the max first, then R_LSE against it */
+    if ((k == R_MAX || k == R_MIN) && cnt == 0 && !logs) {
         KERR(ctx, error, "%s over an empty set of values", ctx->node->op);
         return FALSE;
     }
@@ -132,8 +167,39 @@ static gboolean run_reduce(PsimKernelCtx *ctx, GError **error)
     const PsimTensor *ins[1] = {&kept};
     PsimBcast bc;
     psim__cpu_bcast_init(&bc, 1, ins, x->rank, x->dims);
-    RRun run = {k, x->dtype, x->data, y->data};
+    RRun run = {k, x->dtype, x->data, y->data, NULL};
     psim__cpu_bcast_run(&bc, red_row, &run);
+    if (logs) {
+        /* LogSum: log of the sum. LogSumExp: max + log(sum(exp(x - max))), which neither
+         * overflows nor loses a row far below the others; an empty or all -inf row is -inf. */
+        gboolean lse = kind_of(ctx->node->op) == R_LOGSUMEXP;
+        g_autofree void *mx = lse ? g_memdup2(y->data, y->nbytes) : NULL;
+        if (lse) {
+            for (int64_t i = 0; i < y->n_elems; i++) {
+                if (x->dtype == PSIM_DTYPE_FLOAT32) {
+                    float *m = (float *)mx + i;
+                    *m = isfinite(*m) ? *m : 0.0f;
+                    ((float *)y->data)[i] = 0.0f;
+                } else {
+                    double *m = (double *)mx + i;
+                    *m = isfinite(*m) ? *m : 0.0;
+                    ((double *)y->data)[i] = 0.0;
+                }
+            }
+            RRun second = {R_LSE, x->dtype, x->data, y->data, mx};
+            psim__cpu_bcast_run(&bc, red_row, &second);
+        }
+        for (int64_t i = 0; i < y->n_elems; i++) {
+            if (x->dtype == PSIM_DTYPE_FLOAT32) {
+                float *v = (float *)y->data + i;
+                *v = logf(*v) + (lse ? ((const float *)mx)[i] : 0.0f);
+            } else {
+                double *v = (double *)y->data + i;
+                *v = log(*v) + (lse ? ((const double *)mx)[i] : 0.0);
+            }
+        }
+        return TRUE;
+    }
     if (k == R_MEAN || k == R_L2) {
         for (int64_t i = 0; i < y->n_elems; i++) {
             if (x->dtype == PSIM_DTYPE_FLOAT32) {
@@ -209,8 +275,10 @@ void psim__cpu_register_reduce(void)
 {
     static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT64,
                                       PSIM_DTYPE_INT32, -1};
-    static const char *ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
-                                "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2"};
+    static const char *ops[] = {"ReduceSum",       "ReduceMean",   "ReduceMax",
+                                "ReduceMin",       "ReduceProd",   "ReduceSumSquare",
+                                "ReduceL1",        "ReduceL2",     "ReduceLogSum",
+                                "ReduceLogSumExp"};
     for (size_t i = 0; i < G_N_ELEMENTS(ops); i++)
         psim__cpu_add(ops[i], "cpu-reduce", "reduction over a set of axes", run_reduce, types,
                       NULL);

@@ -11,4 +11,6 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_shape();
     psim__cpu_register_reduce();
     psim__cpu_register_tf();
+    psim__cpu_register_index();
+    psim__cpu_register_loss();
 }

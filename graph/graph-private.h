@@ -5,6 +5,10 @@
 #include "placesim/graph.h"
 
 /* Sets an error in the house style "FILE: node 'x': message" (node may be NULL). */
+/* Reads an attr holding a dtype (INT with an ONNX code, DTYPE, or a dtype name); dflt when
+ * absent, UNDEFINED when not a dtype (graph/ops-util.c; shape inference and kernels). */
+PsimDType psim__attr_dtype(const PsimNode *n, const char *name, PsimDType dflt);
+
 /* TF StridedSlice's geometry (graph/ops-tf.c): for input dims[0..r) and k begin/end/stride
  * entries with the five masks, per input dim the first index, step and count (-1 where the dim
  * is unknown), and the output's dims and rank (shrunk axes dropped, new axes 1). FALSE with

@@ -465,6 +465,107 @@ static gboolean infer_gather_elements(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, psim__input_dtype(g, n, 0), idx->rank, idx->dims, error);
 }
 
+/* Input 0's shape and dtype (ScatterElements, ScatterND; EyeLike with its dtype attribute). */
+static gboolean infer_like_input(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    PsimDType dt = psim__attr_dtype(n, "dtype", x->dtype);
+    return psim__out_set(g, n, 0, dt, x->rank, x->dims, error);
+}
+
+/* DepthToSpace (N, C/b^2, H*b, W*b) and SpaceToDepth (N, C*b^2, H/b, W/b). */
+static gboolean infer_depth_space(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    int64_t b = psim_node_attr_int(n, "blocksize", 0);
+    if (b < 1) {
+        psim__error_node(error, g, n, "%s needs a blocksize >= 1", n->op);
+        return FALSE;
+    }
+    if (x->rank < 0)
+        return psim__out_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL, error);
+    if (x->rank != 4) {
+        psim__error_node(error, g, n, "%s needs a 4-D input", n->op);
+        return FALSE;
+    }
+    gboolean d2s = !strcmp(n->op, "DepthToSpace");
+    int64_t d[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+    if (d2s) {
+        if (d[1] >= 0 && d[1] % (b * b)) {
+            psim__error_node(error, g, n, "DepthToSpace: %" G_GINT64_FORMAT " channels are not a multiple of %" G_GINT64_FORMAT,
+                             d[1], b * b);
+            return FALSE;
+        }
+        d[1] = d[1] >= 0 ? d[1] / (b * b) : d[1];
+        d[2] = d[2] >= 0 ? d[2] * b : d[2];
+        d[3] = d[3] >= 0 ? d[3] * b : d[3];
+    } else {
+        if ((d[2] >= 0 && d[2] % b) || (d[3] >= 0 && d[3] % b)) {
+            psim__error_node(error, g, n, "SpaceToDepth: height and width must be multiples of %" G_GINT64_FORMAT, b);
+            return FALSE;
+        }
+        d[1] = d[1] >= 0 ? d[1] * b * b : d[1];
+        d[2] = d[2] >= 0 ? d[2] / b : d[2];
+        d[3] = d[3] >= 0 ? d[3] / b : d[3];
+    }
+    return psim__out_set(g, n, 0, x->dtype, 4, d, error);
+}
+
+/* GatherND: indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:]. */
+static gboolean infer_gather_nd(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0), *ix = psim__input(g, n, 1);
+    int64_t bd = psim_node_attr_int(n, "batch_dims", 0);
+    if (x->rank < 0 || ix->rank < 1 || ix->dims[ix->rank - 1] < 0)
+        return psim__out_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL, error);
+    int64_t last = ix->dims[ix->rank - 1];
+    if (bd < 0 || bd + last > x->rank) {
+        psim__error_node(error, g, n, "GatherND: batch_dims %" G_GINT64_FORMAT " and index depth %" G_GINT64_FORMAT
+                         " exceed the data's rank %d", bd, last, x->rank);
+        return FALSE;
+    }
+    int64_t d[PSIM__MAX_RANK];
+    int32_t r = 0;
+    for (int32_t i = 0; i < ix->rank - 1 && r < PSIM__MAX_RANK; i++)
+        d[r++] = ix->dims[i];
+    for (int64_t i = bd + last; i < x->rank && r < PSIM__MAX_RANK; i++)
+        d[r++] = x->dims[i];
+    return psim__out_set(g, n, 0, x->dtype, r, d, error);
+}
+
+/* TopK: values and int64 indices with the axis dim K (input 1's value when known). */
+static gboolean infer_topk(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    if (x->rank < 1)
+        return psim__out_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL, error) &&
+               (n->n_outputs < 2 || psim__out_set(g, n, 1, PSIM_DTYPE_INT64, PSIM_RANK_UNKNOWN, NULL, error));
+    int64_t axis = psim_node_attr_int(n, "axis", -1);
+    if (axis < -x->rank || axis >= x->rank) {
+        psim__error_node(error, g, n, "TopK axis %" G_GINT64_FORMAT " is out of range", axis);
+        return FALSE;
+    }
+    axis = axis < 0 ? axis + x->rank : axis;
+    int64_t k[1] = {PSIM_DIM_UNKNOWN};
+    if (psim__input(g, n, 1) && psim__input_ints(g, n, 1, k, 1, "K", error) == -2)
+        return FALSE;
+    if (!psim__input(g, n, 1))
+        k[0] = psim_node_attr_int(n, "k", PSIM_DIM_UNKNOWN);
+    int64_t d[PSIM__MAX_RANK];
+    memcpy(d, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    d[axis] = k[0];
+    return psim__out_set(g, n, 0, x->dtype, x->rank, d, error) &&
+           (n->n_outputs < 2 || psim__out_set(g, n, 1, PSIM_DTYPE_INT64, x->rank, d, error));
+}
+
 /* NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss: output 0 has the target's shape with
  * reduction "none", else it is a scalar; SoftmaxCrossEntropyLoss's optional output 1 (the log
  * probabilities) has the scores' shape. */
@@ -620,6 +721,20 @@ static const PsimOpDef math_ops[] = {
     UNARY("Hardmax", "1 at the first max along an axis, 0 elsewhere"),
     {"GatherElements", "take elements along an axis by an index tensor of the output's shape", 0,
      infer_gather_elements, count_elementwise},
+    {"ScatterElements", "data with updates written along an axis at an index tensor", 0,
+     infer_like_input, count_elementwise},
+    {"Scatter", "ScatterElements before opset 11", 0, infer_like_input, count_elementwise},
+    {"ScatterND", "data with updates written at index tuples", 0, infer_like_input,
+     count_elementwise},
+    {"GatherND", "slices of the data at index tuples", 0, infer_gather_nd, count_elementwise},
+    {"EyeLike", "ones on diagonal k of a 2-D shape (dtype attribute or the input's)", 0,
+     infer_like_input, count_elementwise},
+    {"DepthToSpace", "channels rearranged into blocks of space (DCR or CRD)", 0,
+     infer_depth_space, count_elementwise},
+    {"SpaceToDepth", "blocks of space rearranged into channels", 0, infer_depth_space,
+     count_elementwise},
+    {"TopK", "the K largest (or smallest) along an axis, and their indices", 0, infer_topk,
+     count_elementwise},
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,
      count_elementwise},
     {"SoftmaxCrossEntropyLoss", "NLL of the log-softmax of the scores", 0, infer_loss,

@@ -78,8 +78,6 @@ int64_t psim__in_elems(const PsimGraph *g, const PsimNode *n, int32_t k);
 void psim__count_io(const PsimGraph *g, const PsimNode *n, PsimOpCount *out);
 /* A count function: data movement only. */
 void psim__count_move(const PsimGraph *g, const PsimNode *n, PsimOpCount *out);
-/* Reads an integer attr holding a dtype (INT with an ONNX code, or DTYPE). */
-PsimDType psim__attr_dtype(const PsimNode *n, const char *name, PsimDType dflt);
 
 /* ---- Shared by inference and folding (ops-shape.c) ---- */
 

@@ -125,6 +125,14 @@ DEF_BIN(gt_f32, float, uint8_t, x > y)
 DEF_BIN(gt_f64, double, uint8_t, x > y)
 DEF_BIN(gt_i32, int32_t, uint8_t, x > y)
 DEF_BIN(gt_i64, int64_t, uint8_t, x > y)
+DEF_BIN(le_f32, float, uint8_t, x <= y)
+DEF_BIN(le_f64, double, uint8_t, x <= y)
+DEF_BIN(le_i32, int32_t, uint8_t, x <= y)
+DEF_BIN(le_i64, int64_t, uint8_t, x <= y)
+DEF_BIN(ge_f32, float, uint8_t, x >= y)
+DEF_BIN(ge_f64, double, uint8_t, x >= y)
+DEF_BIN(ge_i32, int32_t, uint8_t, x >= y)
+DEF_BIN(ge_i64, int64_t, uint8_t, x >= y)
 DEF_BIN(and_u8, uint8_t, uint8_t, (x != 0) & (y != 0))
 DEF_BIN(or_u8, uint8_t, uint8_t, (x != 0) | (y != 0))
 DEF_BIN(xor_u8, uint8_t, uint8_t, (x != 0) ^ (y != 0))
@@ -150,6 +158,8 @@ static const BinOp bin_ops[] = {
     {"Equal", TRUE, eq_f32, eq_f64, eq_i32, eq_i64, eq_u8},
     {"Less", TRUE, lt_f32, lt_f64, lt_i32, lt_i64, NULL},
     {"Greater", TRUE, gt_f32, gt_f64, gt_i32, gt_i64, NULL},
+    {"LessOrEqual", TRUE, le_f32, le_f64, le_i32, le_i64, NULL},
+    {"GreaterOrEqual", TRUE, ge_f32, ge_f64, ge_i32, ge_i64, NULL},
     {"And", TRUE, NULL, NULL, NULL, NULL, and_u8},
     {"Or", TRUE, NULL, NULL, NULL, NULL, or_u8},
     {"Xor", TRUE, NULL, NULL, NULL, NULL, xor_u8},
@@ -879,6 +889,10 @@ void psim__cpu_register_elementwise(void)
     psim__cpu_add("Less", "cpu-compare", "elementwise <, bool output", run_binary, cmp_types, NULL);
     psim__cpu_add("Greater", "cpu-compare", "elementwise >, bool output", run_binary, cmp_types,
                   NULL);
+    psim__cpu_add("LessOrEqual", "cpu-compare", "elementwise <=, bool output", run_binary,
+                  cmp_types, NULL);
+    psim__cpu_add("GreaterOrEqual", "cpu-compare", "elementwise >=, bool output", run_binary,
+                  cmp_types, NULL);
     static const char *logic[] = {"And", "Or", "Xor"};
     for (size_t i = 0; i < G_N_ELEMENTS(logic); i++)
         psim__cpu_add(logic[i], "cpu-logical", "elementwise boolean", run_binary, bool_types,

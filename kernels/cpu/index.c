@@ -1,4 +1,5 @@
-/* Index and scan ops: GatherElements, Trilu, CumSum, Range, Hardmax (ONNX semantics). Values
+/* Index and scan ops: GatherElements, ScatterElements (Scatter), GatherND, ScatterND, Trilu,
+ * CumSum, Range, Hardmax, EyeLike, DepthToSpace, SpaceToDepth, TopK (ONNX semantics). Values
  * move as bytes (any dtype but strings) where the op only moves them; CumSum, Range and
  * Hardmax compute in float32, float64, int32 or int64. */
 #include "cpu-private.h"
@@ -228,6 +229,308 @@ static gboolean run_hardmax(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* ScatterElements (and the older Scatter): a copy of data with updates[i...] written at dim
+ * `axis` = indices[i...]; reduction none, add or mul. */
+static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 3, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *ix = ctx->inputs[1], *up = ctx->inputs[2];
+    size_t es = psim__cpu_esize(x->dtype);
+    int32_t r = x->rank, axis;
+    if (!es || r == 0 || ix->rank != r || up->rank != r || up->dtype != x->dtype ||
+        memcmp(ix->dims, up->dims, sizeof(int64_t) * (size_t)r) ||
+        (ix->dtype != PSIM_DTYPE_INT64 && ix->dtype != PSIM_DTYPE_INT32)) {
+        KERR(ctx, error, "%s needs data, integer indices and updates of one rank, the last two of one shape",
+             ctx->node->op);
+        return FALSE;
+    }
+    if (!psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 0), r, &axis, error))
+        return FALSE;
+    const char *red = psim_node_attr_string(ctx->node, "reduction", "none");
+    int mode = !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2 : 0;
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, r, x->dims, error);
+    if (!y)
+        return FALSE;
+    memcpy(y->data, x->data, x->nbytes);
+    int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0}, v = 1;
+    for (int32_t d = r - 1; d >= 0; d--) {
+        xs[d] = v;
+        v *= x->dims[d];
+    }
+    for (int64_t u = 0; u < up->n_elems; u++) {
+        int64_t k = get_index(ix, u), dim = x->dims[axis], off = 0;
+        if (k < -dim || k >= dim) {
+            KERR(ctx, error, "%s index %" G_GINT64_FORMAT " is out of range", ctx->node->op, k);
+            return FALSE;
+        }
+        for (int32_t d = 0; d < r; d++) {
+            int64_t at = d == axis ? (k < 0 ? k + dim : k) : idx[d];
+            if (at >= x->dims[d]) {
+                KERR(ctx, error, "%s updates are larger than the data in dim %d", ctx->node->op, d);
+                return FALSE;
+            }
+            off += at * xs[d];
+        }
+        if (mode == 0)
+            memcpy((char *)y->data + (size_t)off * es, (const char *)up->data + (size_t)u * es, es);
+        else
+            set_num(y, off, mode == 1 ? get_num(y, off) + get_num(up, u) : get_num(y, off) * get_num(up, u));
+        for (int32_t d = r - 1; d >= 0; d--) {
+            if (++idx[d] < up->dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return TRUE;
+}
+
+/* The offset of the slice that index tuple t (depth q) of batch b picks in data. */
+static gboolean nd_offset(PsimKernelCtx *ctx, const PsimTensor *x, const PsimTensor *ix, int64_t t,
+                          int64_t q, int64_t bd, int64_t batch, const int64_t *xs, int64_t *off,
+                          GError **error)
+{
+    int64_t o = 0, rem = batch;
+    for (int64_t d = bd - 1; d >= 0; d--) { /* the batch position */
+        o += (rem % x->dims[d]) * xs[d];
+        rem /= x->dims[d];
+    }
+    for (int64_t j = 0; j < q; j++) {
+        int64_t k = get_index(ix, t * q + j), dim = x->dims[bd + j];
+        if (k < -dim || k >= dim) {
+            KERR(ctx, error, "%s index %" G_GINT64_FORMAT " is out of range for dim %" G_GINT64_FORMAT,
+                 ctx->node->op, k, bd + j);
+            return FALSE;
+        }
+        o += (k < 0 ? k + dim : k) * xs[bd + j];
+    }
+    *off = o;
+    return TRUE;
+}
+
+static gboolean nd_check(PsimKernelCtx *ctx, const PsimTensor *x, const PsimTensor *ix, int64_t bd,
+                         GError **error)
+{
+    if (!psim__cpu_esize(x->dtype) || ix->rank < 1 ||
+        (ix->dtype != PSIM_DTYPE_INT64 && ix->dtype != PSIM_DTYPE_INT32) || bd < 0 ||
+        bd + ix->dims[ix->rank - 1] > x->rank || bd >= ix->rank) {
+        KERR(ctx, error, "%s needs integer index tuples no deeper than the data", ctx->node->op);
+        return FALSE;
+    }
+    for (int64_t d = 0; d < bd; d++)
+        if (ix->dims[d] != x->dims[d]) {
+            KERR(ctx, error, "%s: batch dim %" G_GINT64_FORMAT " differs", ctx->node->op, d);
+            return FALSE;
+        }
+    return TRUE;
+}
+
+/* GatherND: for each index tuple (last dim of indices), the slice of data it names. */
+static gboolean run_gather_nd(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *ix = ctx->inputs[1];
+    int64_t bd = psim_node_attr_int(ctx->node, "batch_dims", 0);
+    if (!nd_check(ctx, x, ix, bd, error))
+        return FALSE;
+    int64_t q = ix->dims[ix->rank - 1], od[PSIM_CPU_MAX_RANK];
+    int32_t orank = 0;
+    for (int32_t i = 0; i < ix->rank - 1; i++)
+        od[orank++] = ix->dims[i];
+    for (int64_t i = bd + q; i < x->rank; i++)
+        od[orank++] = x->dims[i];
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, orank, od, error);
+    if (!y)
+        return FALSE;
+    size_t es = psim__cpu_esize(x->dtype);
+    int64_t xs[PSIM_CPU_MAX_RANK], v = 1;
+    for (int32_t d = x->rank - 1; d >= 0; d--) {
+        xs[d] = v;
+        v *= x->dims[d];
+    }
+    int64_t slice = psim_shape_elems(x->rank - bd - q, x->dims + bd + q);
+    int64_t tuples = q ? ix->n_elems / q : psim_shape_elems(ix->rank - 1, ix->dims);
+    int64_t per_batch = psim_shape_elems(ix->rank - 1 - bd, ix->dims + bd);
+    for (int64_t t = 0; t < tuples; t++) {
+        int64_t off;
+        if (!nd_offset(ctx, x, ix, t, q, bd, per_batch ? t / per_batch : 0, xs, &off, error))
+            return FALSE;
+        memcpy((char *)y->data + (size_t)(t * slice) * es, (const char *)x->data + (size_t)off * es,
+               (size_t)slice * es);
+    }
+    return TRUE;
+}
+
+/* ScatterND: a copy of data with each update slice written (or added, multiplied) where its
+ * index tuple points. */
+static gboolean run_scatter_nd(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 3, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *ix = ctx->inputs[1], *up = ctx->inputs[2];
+    if (!nd_check(ctx, x, ix, 0, error))
+        return FALSE;
+    int64_t q = ix->dims[ix->rank - 1];
+    int64_t slice = psim_shape_elems(x->rank - q, x->dims + q);
+    int64_t tuples = q ? ix->n_elems / q : psim_shape_elems(ix->rank - 1, ix->dims);
+    if (up->dtype != x->dtype || up->n_elems != tuples * slice) {
+        KERR(ctx, error, "ScatterND updates must be %" G_GINT64_FORMAT " elements of the data's dtype",
+             tuples * slice);
+        return FALSE;
+    }
+    const char *red = psim_node_attr_string(ctx->node, "reduction", "none");
+    int mode = !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2 : 0;
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    memcpy(y->data, x->data, x->nbytes);
+    size_t es = psim__cpu_esize(x->dtype);
+    int64_t xs[PSIM_CPU_MAX_RANK], v = 1;
+    for (int32_t d = x->rank - 1; d >= 0; d--) {
+        xs[d] = v;
+        v *= x->dims[d];
+    }
+    for (int64_t t = 0; t < tuples; t++) {
+        int64_t off;
+        if (!nd_offset(ctx, x, ix, t, q, 0, 0, xs, &off, error))
+            return FALSE;
+        if (mode == 0)
+            memcpy((char *)y->data + (size_t)off * es, (const char *)up->data + (size_t)(t * slice) * es,
+                   (size_t)slice * es);
+        else
+            for (int64_t i = 0; i < slice; i++)
+                set_num(y, off + i, mode == 1 ? get_num(y, off + i) + get_num(up, t * slice + i)
+                                              : get_num(y, off + i) * get_num(up, t * slice + i));
+    }
+    return TRUE;
+}
+
+/* EyeLike: zeros of the input's 2-D shape with ones on diagonal k. */
+static gboolean run_eye_like(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    PsimDType dt = psim__attr_dtype(ctx->node, "dtype", x->dtype);
+    if (x->rank != 2 || (dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64 &&
+                         dt != PSIM_DTYPE_INT32 && dt != PSIM_DTYPE_INT64)) {
+        KERR(ctx, error, "EyeLike makes 2-D float32, float64, int32 or int64 tensors");
+        return FALSE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, dt, 2, x->dims, error);
+    if (!y)
+        return FALSE;
+    int64_t k = psim_node_attr_int(ctx->node, "k", 0);
+    memset(y->data, 0, y->nbytes);
+    for (int64_t i = 0; i < x->dims[0]; i++)
+        if (i + k >= 0 && i + k < x->dims[1])
+            set_num(y, i * x->dims[1] + i + k, 1);
+    return TRUE;
+}
+
+/* DepthToSpace (DCR: depth, column, row order of the channel split; CRD: column, row, depth)
+ * and SpaceToDepth (DCR's inverse), as one index permutation. */
+static gboolean run_depth_space(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    size_t es = psim__cpu_esize(x->dtype);
+    int64_t b = psim_node_attr_int(ctx->node, "blocksize", 0);
+    gboolean d2s = !strcmp(ctx->node->op, "DepthToSpace");
+    gboolean crd = d2s && !strcmp(psim_node_attr_string(ctx->node, "mode", "DCR"), "CRD");
+    if (!es || x->rank != 4 || b < 1 || (d2s && x->dims[1] % (b * b)) ||
+        (!d2s && (x->dims[2] % b || x->dims[3] % b))) {
+        KERR(ctx, error, "%s needs a 4-D input whose dims divide by the blocksize", ctx->node->op);
+        return FALSE;
+    }
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t od[4] = {N, d2s ? C / (b * b) : C * b * b, d2s ? H * b : H / b, d2s ? W * b : W / b};
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, 4, od, error);
+    if (!y)
+        return FALSE;
+    /* In the space (large) layout: channel c of the small count, row h, column w; in the depth
+     * layout: channel (bh, bw, c) by mode. */
+    int64_t Cs = d2s ? od[1] : C, Hs = d2s ? od[2] : H, Ws = d2s ? od[3] : W;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < Cs; c++)
+            for (int64_t h = 0; h < Hs; h++)
+                for (int64_t w = 0; w < Ws; w++) {
+                    int64_t bh = h % b, bw = w % b;
+                    int64_t cd = crd ? (c * b + bh) * b + bw : (bh * b + bw) * Cs + c;
+                    int64_t space = ((n * Cs + c) * Hs + h) * Ws + w;
+                    int64_t depth = ((n * Cs * b * b + cd) * (Hs / b) + h / b) * (Ws / b) + w / b;
+                    int64_t src = d2s ? depth : space, dst = d2s ? space : depth;
+                    memcpy((char *)y->data + (size_t)dst * es, (const char *)x->data + (size_t)src * es, es);
+                }
+    return TRUE;
+}
+
+/* TopK: the K largest (smallest) along axis, in order (ties: the lower index first), and
+ * their indices. */
+typedef struct {
+    double v;
+    int64_t i;
+} Ranked;
+
+static int cmp_largest(const void *a, const void *b)
+{
+    const Ranked *x = a, *y = b;
+    return x->v > y->v ? -1 : x->v < y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static int cmp_smallest(const void *a, const void *b)
+{
+    const Ranked *x = a, *y = b;
+    return x->v < y->v ? -1 : x->v > y->v ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static gboolean run_topk(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *kt = ctx->inputs[1];
+    int32_t axis;
+    if (x->rank == 0 || kt->n_elems != 1 ||
+        !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", -1), x->rank, &axis, error)) {
+        if (error && !*error)
+            KERR(ctx, error, "TopK needs a tensor of rank >= 1 and one K");
+        return FALSE;
+    }
+    int64_t k = get_index(kt, 0), n = x->dims[axis];
+    if (k < 0 || k > n) {
+        KERR(ctx, error, "TopK: K %" G_GINT64_FORMAT " is not in [0, %" G_GINT64_FORMAT "]", k, n);
+        return FALSE;
+    }
+    gboolean largest = psim_node_attr_int(ctx->node, "largest", 1) != 0;
+    int64_t od[PSIM_CPU_MAX_RANK];
+    memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    od[axis] = k;
+    PsimTensor *vals = psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
+    PsimTensor *idxs = vals && psim__cpu_wants(ctx, 1)
+                           ? psim__cpu_out(ctx, 1, PSIM_DTYPE_INT64, x->rank, od, error)
+                           : NULL;
+    if (!vals || (psim__cpu_wants(ctx, 1) && !idxs))
+        return FALSE;
+    int64_t outer = psim_shape_elems(axis, x->dims);
+    int64_t inner = psim_shape_elems(x->rank - axis - 1, x->dims + axis + 1);
+    g_autofree Ranked *row = g_new(Ranked, n + 1);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            for (int64_t c = 0; c < n; c++)
+                row[c] = (Ranked){get_num(x, (o * n + c) * inner + i), c};
+            qsort(row, (size_t)n, sizeof(Ranked), largest ? cmp_largest : cmp_smallest);
+            for (int64_t c = 0; c < k; c++) {
+                int64_t at = (o * k + c) * inner + i;
+                set_num(vals, at, row[c].v);
+                if (idxs)
+                    ((int64_t *)idxs->data)[at] = row[c].i;
+            }
+        }
+    return TRUE;
+}
+
 void psim__cpu_register_index(void)
 {
     static const PsimDType num_types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
@@ -240,5 +543,19 @@ void psim__cpu_register_index(void)
     psim__cpu_add("Range", "cpu-range", "start, start + delta, ... below limit", run_range,
                   num_types, NULL);
     psim__cpu_add("Hardmax", "cpu-hardmax", "one-hot of the first max along an axis", run_hardmax,
+                  num_types, NULL);
+    psim__cpu_add("ScatterElements", "cpu-scatter-elements", "write updates along an axis",
+                  run_scatter_elements, NULL, NULL);
+    psim__cpu_add("Scatter", "cpu-scatter-elements", "ScatterElements before opset 11",
+                  run_scatter_elements, NULL, NULL);
+    psim__cpu_add("GatherND", "cpu-gather-nd", "slices at index tuples", run_gather_nd, NULL, NULL);
+    psim__cpu_add("ScatterND", "cpu-scatter-nd", "write slices at index tuples", run_scatter_nd,
+                  NULL, NULL);
+    psim__cpu_add("EyeLike", "cpu-eye-like", "ones on a diagonal", run_eye_like, NULL, NULL);
+    psim__cpu_add("DepthToSpace", "cpu-depth-space", "channels into blocks of space",
+                  run_depth_space, NULL, NULL);
+    psim__cpu_add("SpaceToDepth", "cpu-depth-space", "blocks of space into channels",
+                  run_depth_space, NULL, NULL);
+    psim__cpu_add("TopK", "cpu-topk", "the K largest or smallest along an axis", run_topk,
                   num_types, NULL);
 }

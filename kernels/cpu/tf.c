@@ -238,8 +238,7 @@ static gboolean run_random_uniform(PsimKernelCtx *ctx, GError **error)
     int32_t n;
     if (!ints_of(ctx, 0, "shape", dims, PSIM_CPU_MAX_RANK, &n, error))
         return FALSE;
-    const PsimAttr *a = psim_node_attr(ctx->node, "dtype");
-    PsimDType dt = a && a->type == PSIM_ATTR_DTYPE ? a->v.dt : PSIM_DTYPE_FLOAT32;
+    PsimDType dt = psim__attr_dtype(ctx->node, "dtype", PSIM_DTYPE_FLOAT32);
     if ((dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64) || psim_shape_elems(n, dims) < 0 ||
         !ctx->state) {
         KERR(ctx, error, "RandomUniform makes float32 or float64 tensors of a non-negative shape");

@@ -855,6 +855,67 @@ static gboolean run_cast(PsimKernelCtx *ctx, GError **error)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Narrow dtypes (int8, uint8, int16, uint16, uint32, float16) for the arithmetic, comparison,
+ * variadic and Clip kernels: the inputs widened exactly (to int64, float16 to float32), the
+ * kernel of the wide type run, its outputs narrowed back as Cast does (integers wrap, float16
+ * rounds to nearest). uint64 stays out: int64 cannot hold all of it. */
+
+static PsimTensor *plain_alloc(PsimKernelCtx *ctx, PsimDType dt, int32_t r, const int64_t *d,
+                               GError **error)
+{
+    (void)ctx;
+    return psim_tensor_new(dt, r, d, error);
+}
+
+static gboolean run_widened(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error) || ctx->n_inputs > 8 || ctx->n_outputs > 8)
+        return FALSE;
+    const char *op = ctx->node->op;
+    PsimDType narrow = ctx->inputs[0]->dtype;
+    PsimDType wide = narrow == PSIM_DTYPE_FLOAT16 ? PSIM_DTYPE_FLOAT32 : PSIM_DTYPE_INT64;
+    PsimTensor *win[8] = {NULL}, *wout[8] = {NULL};
+    gboolean ok = TRUE;
+    for (int32_t k = 0; k < ctx->n_inputs && ok; k++) {
+        PsimTensor *t = ctx->inputs[k];
+        if (t && t->dtype == narrow) {
+            win[k] = convert(t, wide, error);
+            ok = win[k] != NULL;
+        } else if (t) {
+            win[k] = psim_tensor_ref(t);
+        }
+    }
+    PsimKernelCtx w = *ctx;
+    w.inputs = win;
+    w.outputs = wout;
+    w.alloc = plain_alloc;
+    w.alloc_user = NULL;
+    gboolean variadic = !strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min");
+    if (ok)
+        ok = !strcmp(op, "Clip") ? run_clip(&w, error)
+             : variadic          ? run_variadic(&w, error)
+                                 : run_binary(&w, error);
+    for (int32_t k = 0; k < ctx->n_outputs && ok; k++) {
+        PsimTensor *t = wout[k];
+        if (!t)
+            continue;
+        PsimDType dt = t->dtype == wide ? narrow : t->dtype;
+        PsimTensor *y = psim__cpu_out(ctx, k, dt, t->rank, t->dims, error);
+        if (!y)
+            ok = FALSE;
+        else if (dt == narrow)
+            cast_data(t->data, wide, y->data, narrow, t->n_elems, TRUE);
+        else if (t->nbytes)
+            memcpy(y->data, t->data, t->nbytes);
+    }
+    for (int32_t k = 0; k < 8; k++) {
+        g_clear_pointer(&win[k], psim_tensor_unref);
+        g_clear_pointer(&wout[k], psim_tensor_unref);
+    }
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 
 #define T_(x) PSIM_DTYPE_##x
 static const PsimDType arith_types[] = {T_(FLOAT32), T_(FLOAT64), T_(INT32), T_(INT64), -1};
@@ -913,6 +974,14 @@ void psim__cpu_register_elementwise(void)
         psim__cpu_add(ua[i], "cpu-activation", "activation with attributes", run_unary_attr,
                       f32_types, NULL);
     psim__cpu_add("Clip", "cpu-clip", "clamps to [min, max]", run_clip, clip_types, NULL);
+    static const PsimDType narrow[] = {T_(INT8), T_(UINT8), T_(INT16), T_(UINT16), T_(UINT32),
+                                       T_(FLOAT16), -1};
+    static const char *widened[] = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Sum", "Max",
+                                    "Min", "Equal", "Less", "Greater", "LessOrEqual",
+                                    "GreaterOrEqual", "Clip"};
+    for (size_t i = 0; i < G_N_ELEMENTS(widened); i++)
+        psim__cpu_add(widened[i], "cpu-widened", "narrow dtypes through the int64/float32 kernel",
+                      run_widened, narrow, NULL);
     psim__cpu_add("Where", "cpu-where", "select by condition, broadcast", run_where, where_types,
                   NULL);
     psim__cpu_add("Cast", "cpu-cast", "dtype conversion", run_cast, cast_types, NULL);

@@ -539,6 +539,34 @@ static gboolean infer_gather_nd(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, x->dtype, r, d, error);
 }
 
+/* Resize and Upsample: sizes (input 3) when known, else floor(dim * scale) from the scales
+ * (input 2; input 1 in the two-input forms; Upsample-7's attribute); the rank otherwise. */
+static gboolean infer_resize(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    if (x->rank < 0)
+        return psim__out_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL, error);
+    int32_t r = x->rank;
+    gboolean two = n->n_inputs == 2;
+    const PsimTensor *sizes = two ? NULL : psim__input_value(g, n, 3);
+    const PsimTensor *scales = psim__input_value(g, n, two ? 1 : 2);
+    const PsimAttr *sa = psim_node_attr(n, "scales");
+    int64_t d[PSIM__MAX_RANK];
+    for (int32_t i = 0; i < r && i < PSIM__MAX_RANK; i++) {
+        if (sizes && sizes->n_elems == r)
+            d[i] = (int64_t)psim_tensor_get_f64(sizes, i);
+        else if (x->dims[i] >= 0 && scales && scales->n_elems == r)
+            d[i] = (int64_t)floor((double)x->dims[i] * psim_tensor_get_f64(scales, i));
+        else if (x->dims[i] >= 0 && sa && sa->type == PSIM_ATTR_FLOATS && sa->n == r)
+            d[i] = (int64_t)floor((double)x->dims[i] * sa->v.floats[i]);
+        else
+            d[i] = PSIM_DIM_UNKNOWN;
+    }
+    return psim__out_set(g, n, 0, x->dtype, r, d, error);
+}
+
 /* TopK: values and int64 indices with the axis dim K (input 1's value when known). */
 static gboolean infer_topk(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -735,6 +763,9 @@ static const PsimOpDef math_ops[] = {
      count_elementwise},
     {"TopK", "the K largest (or smallest) along an axis, and their indices", 0, infer_topk,
      count_elementwise},
+    {"Resize", "nearest, linear or cubic resampling by scales or sizes", 0, infer_resize,
+     count_elementwise},
+    {"Upsample", "Resize before opset 10", 0, infer_resize, count_elementwise},
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,
      count_elementwise},
     {"SoftmaxCrossEntropyLoss", "NLL of the log-softmax of the scores", 0, infer_loss,

@@ -13,4 +13,5 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_tf();
     psim__cpu_register_index();
     psim__cpu_register_loss();
+    psim__cpu_register_resize();
 }

@@ -1,0 +1,220 @@
+/* Resize (opsets 10-17) and Upsample: nearest (four rounding modes), N-linear and N-cubic
+ * (cubic_coeff_a, exclude_outside) interpolation, separable over the axes, with every
+ * coordinate_transformation_mode (half_pixel, pytorch_half_pixel, align_corners, asymmetric,
+ * tf_half_pixel_for_nn, tf_crop_and_resize with roi and extrapolation_value). A neighbour
+ * outside the input takes the nearest edge value, as ONNX's reference does. float32, float64. */
+#include "cpu-private.h"
+
+#include <math.h>
+
+/* Per output coordinate of one axis: up to 4 (input index, weight) pairs, or "outside" (the
+ * extrapolation value). */
+typedef struct {
+    int32_t n;
+    gboolean outside;
+    int64_t at[4];
+    double w[4];
+} Taps;
+
+typedef enum { C_HALF, C_PYTORCH, C_ALIGN, C_ASYM, C_TF_NN, C_CROP } Coord;
+typedef enum { N_ROUND_FLOOR, N_ROUND_CEIL, N_FLOOR, N_CEIL } NearestMode;
+typedef enum { M_NEAREST, M_LINEAR, M_CUBIC } Mode;
+
+/* lout is the output length as ONNX's reference takes it: in * scale, not floored, when
+ * scales were given (align_corners then maps onto it), the sizes otherwise. */
+static double in_coord(Coord c, double x, double scale, int64_t lin, double lout, double r0, double r1)
+{
+    switch (c) {
+    case C_HALF: return (x + 0.5) / scale - 0.5;
+    case C_PYTORCH: return lout > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    case C_ALIGN: return lout > 1 ? x * (double)(lin - 1) / (lout - 1) : 0;
+    case C_ASYM: return x / scale;
+    case C_TF_NN: return (x + 0.5) / scale;
+    default: /* tf_crop_and_resize */
+        return lout > 1 ? r0 * (double)(lin - 1) + x * (r1 - r0) * (double)(lin - 1) / (lout - 1)
+                        : 0.5 * (r0 + r1) * (double)(lin - 1);
+    }
+}
+
+static void cubic_coeffs(double t, double a, double *w)
+{
+    double x[4] = {1 + t, t, 1 - t, 2 - t};
+    for (int i = 0; i < 4; i++) {
+        double s = x[i];
+        w[i] = s <= 1 ? ((a + 2) * s - (a + 3)) * s * s + 1
+                      : ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+    }
+}
+
+static void taps_of(Taps *t, Mode m, NearestMode nm, Coord c, double x_out, double scale, int64_t lin,
+                    double lout, double r0, double r1, double a, gboolean exclude)
+{
+    double x = in_coord(c, x_out, scale, lin, lout, r0, r1);
+    t->outside = c == C_CROP && (x < 0 || x > (double)(lin - 1));
+    if (m == M_NEAREST) {
+        double f = floor(x), frac = x - f;
+        double r = nm == N_FLOOR ? f
+                   : nm == N_CEIL ? ceil(x)
+                   : frac == 0.5  ? (nm == N_ROUND_FLOOR ? f : f + 1)
+                                  : round(x);
+        int64_t i = (int64_t)r;
+        t->n = 1;
+        t->at[0] = CLAMP(i, 0, lin - 1);
+        t->w[0] = 1;
+        return;
+    }
+    double f = floor(x), frac = x - f;
+    int64_t base = (int64_t)f;
+    if (m == M_LINEAR) {
+        t->n = 2;
+        t->at[0] = CLAMP(base, 0, lin - 1);
+        t->at[1] = CLAMP(base + 1, 0, lin - 1);
+        t->w[0] = 1 - frac;
+        t->w[1] = frac;
+        return;
+    }
+    t->n = 4;
+    cubic_coeffs(frac, a, t->w);
+    double sum = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t j = base - 1 + i;
+        if (exclude && (j < 0 || j >= lin))
+            t->w[i] = 0;
+        sum += t->w[i];
+        t->at[i] = CLAMP(j, 0, lin - 1);
+    }
+    if (exclude && sum != 0)
+        for (int i = 0; i < 4; i++)
+            t->w[i] /= sum;
+}
+
+static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    const PsimNode *node = ctx->node;
+    int32_t r = x->rank;
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || r < 1 ||
+        r > PSIM_CPU_MAX_RANK) {
+        KERR(ctx, error, "%s needs a float32 or float64 tensor", node->op);
+        return FALSE;
+    }
+    gboolean upsample = !strcmp(node->op, "Upsample");
+    /* Resize 11+: X, roi, scales, sizes; Resize 10 and Upsample 9: X, scales; Upsample 7: attr. */
+    gboolean two = ctx->n_inputs == 2;
+    PsimTensor *roi = two ? NULL : psim__cpu_in(ctx, 1);
+    PsimTensor *sc = psim__cpu_in(ctx, two ? 1 : 2), *sz = two ? NULL : psim__cpu_in(ctx, 3);
+    double scales[PSIM_CPU_MAX_RANK], r0[PSIM_CPU_MAX_RANK], r1[PSIM_CPU_MAX_RANK], lout[PSIM_CPU_MAX_RANK];
+    int64_t od[PSIM_CPU_MAX_RANK];
+    const PsimAttr *sa = psim_node_attr(node, "scales"); /* Upsample-7 */
+    const double *sattr = sa && sa->type == PSIM_ATTR_FLOATS ? sa->v.floats : NULL;
+    int32_t nsa = sattr ? sa->n : -1;
+    for (int32_t d = 0; d < r; d++) {
+        r0[d] = 0;
+        r1[d] = 1;
+        if (sz && sz->n_elems == r) {
+            od[d] = (int64_t)psim_tensor_get_f64(sz, d);
+            scales[d] = x->dims[d] ? (double)od[d] / (double)x->dims[d] : 1;
+            lout[d] = (double)od[d];
+        } else if ((sc && sc->n_elems == r) || nsa == r) {
+            scales[d] = sc && sc->n_elems == r ? psim_tensor_get_f64(sc, d) : sattr[d];
+            od[d] = (int64_t)floor((double)x->dims[d] * scales[d]);
+            lout[d] = (double)x->dims[d] * scales[d];
+        } else {
+            KERR(ctx, error, "%s needs %d scales or sizes", node->op, r);
+            return FALSE;
+        }
+        if (!(scales[d] > 0) || od[d] < 0) {
+            KERR(ctx, error, "%s scale %g of axis %d is not positive", node->op, scales[d], d);
+            return FALSE;
+        }
+        if (roi && roi->n_elems == 2 * r) {
+            r0[d] = psim_tensor_get_f64(roi, d);
+            r1[d] = psim_tensor_get_f64(roi, r + d);
+        }
+    }
+    const char *ms = psim_node_attr_string(node, "mode", "nearest");
+    Mode mode = !strcmp(ms, "nearest") ? M_NEAREST
+                : !strcmp(ms, "cubic") ? M_CUBIC
+                                       : M_LINEAR; /* linear, bilinear, trilinear */
+    const char *cs = psim_node_attr_string(node, "coordinate_transformation_mode",
+                                           upsample || two ? "asymmetric" : "half_pixel");
+    Coord coord = !strcmp(cs, "pytorch_half_pixel")   ? C_PYTORCH
+                  : !strcmp(cs, "align_corners")      ? C_ALIGN
+                  : !strcmp(cs, "asymmetric")         ? C_ASYM
+                  : !strcmp(cs, "tf_half_pixel_for_nn") ? C_TF_NN
+                  : !strcmp(cs, "tf_crop_and_resize") ? C_CROP
+                                                      : C_HALF;
+    const char *ns = psim_node_attr_string(node, "nearest_mode",
+                                           upsample || two ? "floor" : "round_prefer_floor");
+    NearestMode nm = !strcmp(ns, "round_prefer_ceil") ? N_ROUND_CEIL
+                     : !strcmp(ns, "floor")           ? N_FLOOR
+                     : !strcmp(ns, "ceil")            ? N_CEIL
+                                                      : N_ROUND_FLOOR;
+    double a = psim_node_attr_float(node, "cubic_coeff_a", -0.75);
+    gboolean exclude = psim_node_attr_int(node, "exclude_outside", 0) != 0;
+    double extrap = psim_node_attr_float(node, "extrapolation_value", 0.0);
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, r, od, error);
+    if (!y)
+        return FALSE;
+    /* The taps of every output coordinate of every axis, then each output element as the sum
+     * over the product of its axes' taps. */
+    g_autofree Taps **taps = g_new0(Taps *, r + 1);
+    for (int32_t d = 0; d < r; d++) {
+        taps[d] = g_new(Taps, od[d] + 1);
+        for (int64_t o = 0; o < od[d]; o++)
+            taps_of(&taps[d][o], mode, nm, coord, (double)o, scales[d], x->dims[d], lout[d], r0[d], r1[d],
+                    a, exclude);
+    }
+    int64_t xs[PSIM_CPU_MAX_RANK], v = 1, idx[PSIM_CPU_MAX_RANK] = {0};
+    for (int32_t d = r - 1; d >= 0; d--) {
+        xs[d] = v;
+        v *= x->dims[d];
+    }
+    gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
+    for (int64_t o = 0; o < y->n_elems; o++) {
+        gboolean outside = FALSE;
+        int64_t total = 1;
+        for (int32_t d = 0; d < r; d++) {
+            outside = outside || taps[d][idx[d]].outside;
+            total *= taps[d][idx[d]].n;
+        }
+        double sum = 0;
+        for (int64_t c = 0; c < total && !outside; c++) {
+            int64_t rem = c, off = 0;
+            double w = 1;
+            for (int32_t d = r - 1; d >= 0; d--) {
+                const Taps *t = &taps[d][idx[d]];
+                int32_t k = (int32_t)(rem % t->n);
+                rem /= t->n;
+                off += t->at[k] * xs[d];
+                w *= t->w[k];
+            }
+            if (w != 0)
+                sum += w * (f64 ? ((const double *)x->data)[off] : ((const float *)x->data)[off]);
+        }
+        if (outside)
+            sum = extrap;
+        if (f64)
+            ((double *)y->data)[o] = sum;
+        else
+            ((float *)y->data)[o] = (float)sum;
+        for (int32_t d = r - 1; d >= 0; d--) {
+            if (++idx[d] < od[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    for (int32_t d = 0; d < r; d++)
+        g_free(taps[d]);
+    return TRUE;
+}
+
+void psim__cpu_register_resize(void)
+{
+    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
+    psim__cpu_add("Resize", "cpu-resize", "nearest, linear or cubic resampling", run_resize, types,
+                  NULL);
+    psim__cpu_add("Upsample", "cpu-resize", "Resize before opset 10", run_resize, types, NULL);
+}

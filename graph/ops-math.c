@@ -567,6 +567,75 @@ static gboolean infer_resize(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, x->dtype, r, d, error);
 }
 
+/* Hann, Hamming and Blackman windows: 1-D of input 0's value, output_datatype (float32). */
+static gboolean infer_window(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    int64_t len[1] = {PSIM_DIM_UNKNOWN};
+    if (psim__input_ints(g, n, 0, len, 1, "size", error) == -2)
+        return FALSE;
+    if (len[0] < PSIM_DIM_UNKNOWN || (len[0] < 0 && len[0] != PSIM_DIM_UNKNOWN))
+        len[0] = PSIM_DIM_UNKNOWN;
+    return psim__out_set(g, n, 0, psim__attr_dtype(n, "output_datatype", PSIM_DTYPE_FLOAT32), 1, len,
+                         error);
+}
+
+/* OneHot: the indices' shape with depth (input 1's value when known) inserted at axis, the
+ * values' dtype. */
+static gboolean infer_onehot(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 3, error))
+        return FALSE;
+    const PsimOutput *ix = psim__input(g, n, 0);
+    PsimDType dt = psim__input_dtype(g, n, 2);
+    if (ix->rank < 0 || ix->rank + 1 > PSIM__MAX_RANK)
+        return psim__out_set(g, n, 0, dt, PSIM_RANK_UNKNOWN, NULL, error);
+    int64_t axis = psim_node_attr_int(n, "axis", -1), r = ix->rank + 1;
+    if (axis < -r || axis >= r) {
+        psim__error_node(error, g, n, "OneHot axis %" G_GINT64_FORMAT " is out of range", axis);
+        return FALSE;
+    }
+    axis = axis < 0 ? axis + r : axis;
+    const PsimTensor *dv = psim__input_value(g, n, 1);
+    int64_t depth = dv && dv->n_elems == 1 ? (int64_t)psim_tensor_get_f64(dv, 0) : PSIM_DIM_UNKNOWN;
+    int64_t d[PSIM__MAX_RANK];
+    for (int64_t i = 0, j = 0; i < r; i++)
+        d[i] = i == axis ? depth : ix->dims[j++];
+    return psim__out_set(g, n, 0, dt, (int32_t)r, d, error);
+}
+
+/* Compress: the axis dim (or the flattened input's) as many as the condition keeps: unknown. */
+static gboolean infer_compress(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    const PsimAttr *a = psim_node_attr(n, "axis");
+    int64_t unknown = PSIM_DIM_UNKNOWN;
+    if (!a || x->rank < 0)
+        return psim__out_set(g, n, 0, x->dtype, a ? PSIM_RANK_UNKNOWN : 1, a ? NULL : &unknown, error);
+    int64_t axis = psim_node_attr_int(n, "axis", 0);
+    if (axis < -x->rank || axis >= x->rank) {
+        psim__error_node(error, g, n, "Compress axis %" G_GINT64_FORMAT " is out of range", axis);
+        return FALSE;
+    }
+    int64_t d[PSIM__MAX_RANK];
+    memcpy(d, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    d[axis < 0 ? axis + x->rank : axis] = PSIM_DIM_UNKNOWN;
+    return psim__out_set(g, n, 0, x->dtype, x->rank, d, error);
+}
+
+/* NonZero: int64 (rank, count of nonzeros). */
+static gboolean infer_nonzero(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    int64_t d[2] = {x->rank >= 0 ? x->rank : PSIM_DIM_UNKNOWN, PSIM_DIM_UNKNOWN};
+    return psim__out_set(g, n, 0, PSIM_DTYPE_INT64, 2, d, error);
+}
+
 /* TopK: values and int64 indices with the axis dim K (input 1's value when known). */
 static gboolean infer_topk(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -766,6 +835,17 @@ static const PsimOpDef math_ops[] = {
     {"Resize", "nearest, linear or cubic resampling by scales or sizes", 0, infer_resize,
      count_elementwise},
     {"Upsample", "Resize before opset 10", 0, infer_resize, count_elementwise},
+    {"HannWindow", "Hann window of a length (periodic or symmetric)", 0, infer_window, count_elementwise},
+    {"HammingWindow", "Hamming window of a length", 0, infer_window, count_elementwise},
+    {"BlackmanWindow", "Blackman window of a length", 0, infer_window, count_elementwise},
+    {"OneHot", "values[1] at each index along a new axis of depth, values[0] elsewhere", 0,
+     infer_onehot, count_elementwise},
+    {"Compress", "the slices along an axis whose condition is true", 0, infer_compress,
+     count_elementwise},
+    {"NonZero", "the indices of the nonzero elements, one row per dim", 0, infer_nonzero,
+     count_elementwise},
+    BINARY("BitShift", "unsigned shift left or right by b (direction)"),
+    UNARY("MeanVarianceNormalization", "(x - mean) / sqrt(variance) over axes (0, 2, 3)"),
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,
      count_elementwise},
     {"SoftmaxCrossEntropyLoss", "NLL of the log-softmax of the scores", 0, infer_loss,

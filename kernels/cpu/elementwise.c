@@ -104,6 +104,9 @@ DEF_BIN(cmod_i32, int32_t, int32_t, IMOD(int32_t, x, y, 0))
 DEF_BIN(cmod_i64, int64_t, int64_t, IMOD(int64_t, x, y, 0))
 DEF_BIN(pymod_i32, int32_t, int32_t, IMOD(int32_t, x, y, 1))
 DEF_BIN(pymod_i64, int64_t, int64_t, IMOD(int64_t, x, y, 1))
+/* BitShift on unsigned values widened to int64 (non-negative): a shift of 64 or more is 0. */
+DEF_BIN(shl_i64, int64_t, int64_t, y < 0 || y >= 64 ? 0 : (int64_t)((uint64_t)x << y))
+DEF_BIN(shr_i64, int64_t, int64_t, y < 0 || y >= 64 ? 0 : (int64_t)((uint64_t)x >> y))
 DEF_BIN(max_f32, float, float, ((x != x) | (x > y)) ? x : y)
 DEF_BIN(max_f64, double, double, ((x != x) | (x > y)) ? x : y)
 DEF_BIN(max_i32, int32_t, int32_t, x > y ? x : y)
@@ -151,6 +154,8 @@ static const BinOp bin_ops[] = {
     {"Pow", FALSE, pow_f32, pow_f64, pow_i32, pow_i64, NULL},
     /* Mod's fmod=0 form; run_binary takes the fmod=1 form below for fmod=1 (floats only have it). */
     {"Mod", FALSE, NULL, NULL, pymod_i32, pymod_i64, NULL},
+    /* BitShift's LEFT form; run_binary takes RIGHT below. Only through run_widened (unsigned). */
+    {"BitShift", FALSE, NULL, NULL, NULL, shl_i64, NULL},
     {"Max", FALSE, max_f32, max_f64, max_i32, max_i64, NULL},
     {"Min", FALSE, min_f32, min_f64, min_i32, min_i64, NULL},
     {"Sum", FALSE, add_f32, add_f64, add_i32, add_i64, NULL},
@@ -251,6 +256,9 @@ static gboolean run_binary(PsimKernelCtx *ctx, GError **error)
         }
         b = conv;
     }
+    static const BinOp shr = {"BitShift", FALSE, NULL, NULL, NULL, shr_i64, NULL};
+    if (!strcmp(op->op, "BitShift") && !strcmp(psim_node_attr_string(ctx->node, "direction", ""), "RIGHT"))
+        op = &shr;
     static const BinOp cmod = {"Mod", FALSE, fmod_f32, fmod_f64, cmod_i32, cmod_i64, NULL};
     if (!strcmp(op->op, "Mod") && psim_node_attr_int(ctx->node, "fmod", 0))
         op = &cmod;
@@ -982,6 +990,9 @@ void psim__cpu_register_elementwise(void)
     for (size_t i = 0; i < G_N_ELEMENTS(widened); i++)
         psim__cpu_add(widened[i], "cpu-widened", "narrow dtypes through the int64/float32 kernel",
                       run_widened, narrow, NULL);
+    static const PsimDType unsigned_narrow[] = {T_(UINT8), T_(UINT16), T_(UINT32), -1};
+    psim__cpu_add("BitShift", "cpu-widened", "unsigned shifts through the int64 kernel",
+                  run_widened, unsigned_narrow, NULL);
     psim__cpu_add("Where", "cpu-where", "select by condition, broadcast", run_where, where_types,
                   NULL);
     psim__cpu_add("Cast", "cpu-cast", "dtype conversion", run_cast, cast_types, NULL);

@@ -1,5 +1,6 @@
 /* Index and scan ops: GatherElements, ScatterElements (Scatter), GatherND, ScatterND, Trilu,
- * CumSum, Range, Hardmax, EyeLike, DepthToSpace, SpaceToDepth, TopK (ONNX semantics). Values
+ * CumSum, Range, Hardmax, EyeLike, DepthToSpace, SpaceToDepth, TopK, OneHot, Compress, NonZero,
+ * and the Hann, Hamming and Blackman windows (ONNX semantics). Values
  * move as bytes (any dtype but strings) where the op only moves them; CumSum, Range and
  * Hardmax compute in float32, float64, int32 or int64. */
 #include "cpu-private.h"
@@ -531,6 +532,212 @@ static gboolean run_topk(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* Hann, Hamming, Blackman: N points of a window periodic (divisor N) or symmetric (N - 1). */
+static gboolean run_window(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *sz = ctx->inputs[0];
+    PsimDType dt = psim__attr_dtype(ctx->node, "output_datatype", PSIM_DTYPE_FLOAT32);
+    if (sz->n_elems != 1 || (dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64 &&
+                             dt != PSIM_DTYPE_INT32 && dt != PSIM_DTYPE_INT64)) {
+        KERR(ctx, error, "%s needs one size and a numeric output_datatype", ctx->node->op);
+        return FALSE;
+    }
+    int64_t n = get_index(sz, 0);
+    if (n < 0 || n > PSIM_MAX_ELEMENTS) {
+        KERR(ctx, error, "%s size %" G_GINT64_FORMAT " is out of range", ctx->node->op, n);
+        return FALSE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, dt, 1, &n, error);
+    if (!y)
+        return FALSE;
+    gboolean periodic = psim_node_attr_int(ctx->node, "periodic", 1) != 0;
+    double div = periodic ? (double)n : (double)(n - 1);
+    const char *op = ctx->node->op;
+    for (int64_t i = 0; i < n; i++) {
+        double t = div > 0 ? 2 * G_PI * (double)i / div : 0, v;
+        if (!strcmp(op, "HannWindow"))
+            v = 0.5 - 0.5 * cos(t);
+        else if (!strcmp(op, "HammingWindow"))
+            v = 25.0 / 46.0 - (21.0 / 46.0) * cos(t);
+        else
+            v = 0.42 - 0.5 * cos(t) + 0.08 * cos(2 * t);
+        set_num(y, i, v);
+    }
+    return TRUE;
+}
+
+/* OneHot: values[1] where the index (negative from depth) matches along the new axis. */
+static gboolean run_onehot(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 3, error))
+        return FALSE;
+    PsimTensor *ix = ctx->inputs[0], *dp = ctx->inputs[1], *vals = ctx->inputs[2];
+    size_t es = psim__cpu_esize(vals->dtype);
+    int32_t r = ix->rank + 1, axis;
+    if (dp->n_elems != 1 || vals->n_elems != 2 || !es || r > PSIM_CPU_MAX_RANK ||
+        !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", -1), r, &axis, error)) {
+        if (error && !*error)
+            KERR(ctx, error, "OneHot needs one depth and two values");
+        return FALSE;
+    }
+    int64_t depth = (int64_t)get_num(dp, 0);
+    if (depth < 0 || depth > PSIM_MAX_ELEMENTS) {
+        KERR(ctx, error, "OneHot depth %" G_GINT64_FORMAT " is out of range", depth);
+        return FALSE;
+    }
+    int64_t od[PSIM_CPU_MAX_RANK];
+    for (int32_t d = 0, j = 0; d < r; d++)
+        od[d] = d == axis ? depth : ix->dims[j++];
+    PsimTensor *y = psim__cpu_out(ctx, 0, vals->dtype, r, od, error);
+    if (!y)
+        return FALSE;
+    int64_t outer = psim_shape_elems(axis, od), inner = psim_shape_elems(r - axis - 1, od + axis + 1);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < depth; c++)
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t k = (int64_t)get_num(ix, o * inner + i);
+                if (k < 0)
+                    k += depth;
+                memcpy((char *)y->data + (size_t)((o * depth + c) * inner + i) * es,
+                       (const char *)vals->data + (k == c ? es : 0), es);
+            }
+    return TRUE;
+}
+
+/* Compress: the slices along axis (the flattened input without one) where condition is true. */
+static gboolean run_compress(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *cond = ctx->inputs[1];
+    size_t es = psim__cpu_esize(x->dtype);
+    gboolean has_axis = psim_node_attr(ctx->node, "axis") != NULL;
+    int32_t axis = 0;
+    if (!es || cond->dtype != PSIM_DTYPE_BOOL || cond->rank != 1 ||
+        (has_axis && (x->rank == 0 ||
+                      !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 0), x->rank, &axis, error)))) {
+        if (error && !*error)
+            KERR(ctx, error, "Compress needs a 1-D bool condition and a valid axis");
+        return FALSE;
+    }
+    int64_t flat = x->n_elems;
+    int32_t r = has_axis ? x->rank : 1;
+    const int64_t *dims = has_axis ? x->dims : &flat;
+    int64_t n = dims[axis], keep = 0;
+    const uint8_t *c = cond->data;
+    for (int64_t i = 0; i < MIN(n, cond->n_elems); i++)
+        keep += c[i] != 0;
+    int64_t od[PSIM_CPU_MAX_RANK];
+    memcpy(od, dims, sizeof(int64_t) * (size_t)r);
+    od[axis] = keep;
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, r, od, error);
+    if (!y)
+        return FALSE;
+    int64_t outer = psim_shape_elems(axis, dims), inner = psim_shape_elems(r - axis - 1, dims + axis + 1);
+    size_t row = (size_t)inner * es;
+    int64_t w = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < MIN(n, cond->n_elems); i++)
+            if (c[i])
+                memcpy((char *)y->data + (size_t)w++ * row,
+                       (const char *)x->data + (size_t)(o * n + i) * row, row);
+    return TRUE;
+}
+
+/* NonZero: the indices of the nonzero elements, (rank, count), in memory order. */
+static gboolean run_nonzero(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    size_t es = psim__cpu_esize(x->dtype);
+    if (!es) {
+        KERR(ctx, error, "NonZero cannot read %s tensors", psim_dtype_name(x->dtype));
+        return FALSE;
+    }
+    static const uint8_t zero[8] = {0};
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < x->n_elems; i++)
+        cnt += memcmp((const char *)x->data + (size_t)i * es, zero, es) != 0;
+    int64_t od[2] = {x->rank, cnt};
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_INT64, 2, od, error);
+    if (!y)
+        return FALSE;
+    int64_t *out = y->data, k = 0;
+    for (int64_t i = 0; i < x->n_elems; i++) {
+        if (!memcmp((const char *)x->data + (size_t)i * es, zero, es))
+            continue;
+        int64_t rem = i;
+        for (int32_t d = x->rank - 1; d >= 0; d--) {
+            out[d * cnt + k] = rem % x->dims[d];
+            rem /= x->dims[d];
+        }
+        k++;
+    }
+    return TRUE;
+}
+
+/* MeanVarianceNormalization: (x - mean) / sqrt(E[(x - mean)^2]) over axes (default 0, 2, 3),
+ * in double. */
+static gboolean run_mvn(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || x->rank < 1) {
+        KERR(ctx, error, "MeanVarianceNormalization needs a float32 or float64 tensor");
+        return FALSE;
+    }
+    static const int64_t dflt[3] = {0, 2, 3};
+    const int64_t *av = NULL;
+    int32_t na = psim_node_attr_ints(ctx->node, "axes", &av);
+    if (na < 0) {
+        av = dflt;
+        na = x->rank >= 4 ? 3 : 0;
+    }
+    gboolean red[PSIM_CPU_MAX_RANK] = {FALSE};
+    for (int32_t i = 0; i < na; i++) {
+        int32_t a;
+        if (!psim__cpu_axis(ctx, av[i], x->rank, &a, error))
+            return FALSE;
+        red[a] = TRUE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    /* Each element's group: its index over the kept dims. */
+    int64_t groups = 1;
+    for (int32_t d = 0; d < x->rank; d++)
+        groups *= red[d] ? 1 : x->dims[d];
+    g_autofree double *sum = g_new0(double, groups + 1), *sq = g_new0(double, groups + 1);
+    g_autofree int64_t *grp = g_new(int64_t, x->n_elems + 1);
+    int64_t per = groups ? x->n_elems / groups : 0;
+    for (int64_t i = 0; i < x->n_elems; i++) {
+        int64_t rem = i, gi = 0, mul = 1;
+        for (int32_t d = x->rank - 1; d >= 0; d--) {
+            int64_t c = rem % x->dims[d];
+            rem /= x->dims[d];
+            if (!red[d]) {
+                gi += c * mul;
+                mul *= x->dims[d];
+            }
+        }
+        grp[i] = gi;
+        sum[gi] += get_num(x, i);
+    }
+    for (int64_t i = 0; i < x->n_elems; i++) {
+        double dv = get_num(x, i) - sum[grp[i]] / (double)per;
+        sq[grp[i]] += dv * dv;
+    }
+    for (int64_t i = 0; i < x->n_elems; i++) {
+        double mean = sum[grp[i]] / (double)per, var = sq[grp[i]] / (double)per;
+        set_num(y, i, (get_num(x, i) - mean) / (sqrt(var) + 1e-9));
+    }
+    return TRUE;
+}
+
 void psim__cpu_register_index(void)
 {
     static const PsimDType num_types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
@@ -558,4 +765,14 @@ void psim__cpu_register_index(void)
                   run_depth_space, NULL, NULL);
     psim__cpu_add("TopK", "cpu-topk", "the K largest or smallest along an axis", run_topk,
                   num_types, NULL);
+    static const char *windows[] = {"HannWindow", "HammingWindow", "BlackmanWindow"};
+    for (size_t i = 0; i < G_N_ELEMENTS(windows); i++)
+        psim__cpu_add(windows[i], "cpu-window", "signal window of a length", run_window, NULL, NULL);
+    psim__cpu_add("OneHot", "cpu-onehot", "one-hot along a new axis", run_onehot, NULL, NULL);
+    psim__cpu_add("Compress", "cpu-compress", "slices where a condition holds", run_compress,
+                  NULL, NULL);
+    psim__cpu_add("NonZero", "cpu-nonzero", "indices of the nonzero elements", run_nonzero, NULL,
+                  NULL);
+    psim__cpu_add("MeanVarianceNormalization", "cpu-mvn", "zero mean, unit variance over axes",
+                  run_mvn, NULL, NULL);
 }

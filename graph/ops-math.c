@@ -201,9 +201,11 @@ typedef struct {
     gboolean drop_m, drop_n;
 } MatMulDims;
 
+/* QLinearMatMul's operands are inputs 0 and 3; everyone else's 0 and 1. */
 static gboolean matmul_dims(const PsimGraph *g, const PsimNode *n, MatMulDims *m, GError **error)
 {
-    const PsimOutput *a = psim__input_ranked(g, n, 0), *b = psim__input_ranked(g, n, 1);
+    int32_t ib = !strcmp(n->op, "QLinearMatMul") ? 3 : 1;
+    const PsimOutput *a = psim__input_ranked(g, n, 0), *b = psim__input_ranked(g, n, ib);
     if (!a || !b)
         return FALSE;
     if (a->rank < 1 || b->rank < 1 || a->rank > PSIM__MAX_RANK - 1 ||
@@ -251,6 +253,10 @@ static gboolean infer_matmul(PsimGraph *g, PsimNode *n, GError **error)
     PsimDType dt = psim__input_dtype(g, n, 0);
     if (dt == PSIM_DTYPE_UNDEFINED)
         dt = psim__input_dtype(g, n, 1);
+    if (!strcmp(n->op, "MatMulInteger"))
+        dt = PSIM_DTYPE_INT32;
+    else if (!strcmp(n->op, "QLinearMatMul"))
+        dt = n->n_inputs > 7 ? psim__input_dtype(g, n, 7) : PSIM_DTYPE_UINT8;
     MatMulDims m;
     GError *err = NULL;
     if (!matmul_dims(g, n, &m, &err)) {
@@ -636,6 +642,35 @@ static gboolean infer_nonzero(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, PSIM_DTYPE_INT64, 2, d, error);
 }
 
+/* QuantizeLinear: x's shape, the zero point's dtype (uint8 without one); DequantizeLinear: x's
+ * shape, the scale's dtype; DynamicQuantizeLinear: uint8 x's shape, a float scale, a uint8
+ * zero point. */
+static gboolean infer_quantize(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    if (!strcmp(n->op, "DynamicQuantizeLinear"))
+        return psim__out_set(g, n, 0, PSIM_DTYPE_UINT8, x->rank, x->dims, error) &&
+               (n->n_outputs < 2 || psim__out_set(g, n, 1, PSIM_DTYPE_FLOAT32, 0, NULL, error)) &&
+               (n->n_outputs < 3 || psim__out_set(g, n, 2, PSIM_DTYPE_UINT8, 0, NULL, error));
+    PsimDType dt = !strcmp(n->op, "DequantizeLinear") ? psim__input_dtype(g, n, 1)
+                   : psim__input(g, n, 2)             ? psim__input_dtype(g, n, 2)
+                                                      : PSIM_DTYPE_UINT8;
+    return psim__out_set(g, n, 0, dt, x->rank, x->dims, error);
+}
+
+/* Det: the input without its last two dims. */
+static gboolean infer_det(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    if (x->rank < 2)
+        return psim__out_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL, error);
+    return psim__out_set(g, n, 0, x->dtype, x->rank - 2, x->dims, error);
+}
+
 /* TopK: values and int64 indices with the axis dim K (input 1's value when known). */
 static gboolean infer_topk(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -845,6 +880,15 @@ static const PsimOpDef math_ops[] = {
     {"NonZero", "the indices of the nonzero elements, one row per dim", 0, infer_nonzero,
      count_elementwise},
     BINARY("BitShift", "unsigned shift left or right by b (direction)"),
+    {"QuantizeLinear", "saturate(round(x / scale) + zero_point)", 0, infer_quantize, count_elementwise},
+    {"DequantizeLinear", "(x - zero_point) * scale", 0, infer_quantize, count_elementwise},
+    {"DynamicQuantizeLinear", "uint8 quantization with the scale and zero point of x's range", 0,
+     infer_quantize, count_elementwise},
+    {"MatMulInteger", "(A - a_zero_point) (B - b_zero_point) in int32", 0, infer_matmul, count_matmul},
+    {"QLinearMatMul", "quantized MatMul, requantized to the output's scale and zero point", 0,
+     infer_matmul, count_matmul},
+    {"Det", "determinant of the last two dims", 0, infer_det, count_elementwise},
+    UNARY("ReverseSequence", "each batch's first seq_lens elements reversed along time_axis"),
     UNARY("MeanVarianceNormalization", "(x - mean) / sqrt(variance) over axes (0, 2, 3)"),
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,
      count_elementwise},

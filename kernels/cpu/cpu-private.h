@@ -91,6 +91,7 @@ void psim__cpu_register_tf(void);
 void psim__cpu_register_index(void);
 void psim__cpu_register_loss(void);
 void psim__cpu_register_resize(void);
+void psim__cpu_register_quant(void);
 
 /* Helpers for registration: one definition per dtype in a 0-terminated list. */
 void psim__cpu_add(const char *op, const char *name, const char *description,

@@ -107,6 +107,8 @@ DEF_BIN(pymod_i64, int64_t, int64_t, IMOD(int64_t, x, y, 1))
 /* BitShift on unsigned values widened to int64 (non-negative): a shift of 64 or more is 0. */
 DEF_BIN(shl_i64, int64_t, int64_t, y < 0 || y >= 64 ? 0 : (int64_t)((uint64_t)x << y))
 DEF_BIN(shr_i64, int64_t, int64_t, y < 0 || y >= 64 ? 0 : (int64_t)((uint64_t)x >> y))
+DEF_BIN(prelu_f32, float, float, x < 0 ? x * y : x)
+DEF_BIN(prelu_f64, double, double, x < 0 ? x * y : x)
 DEF_BIN(max_f32, float, float, ((x != x) | (x > y)) ? x : y)
 DEF_BIN(max_f64, double, double, ((x != x) | (x > y)) ? x : y)
 DEF_BIN(max_i32, int32_t, int32_t, x > y ? x : y)
@@ -156,6 +158,7 @@ static const BinOp bin_ops[] = {
     {"Mod", FALSE, NULL, NULL, pymod_i32, pymod_i64, NULL},
     /* BitShift's LEFT form; run_binary takes RIGHT below. Only through run_widened (unsigned). */
     {"BitShift", FALSE, NULL, NULL, NULL, shl_i64, NULL},
+    {"PRelu", FALSE, prelu_f32, prelu_f64, NULL, NULL, NULL},
     {"Max", FALSE, max_f32, max_f64, max_i32, max_i64, NULL},
     {"Min", FALSE, min_f32, min_f64, min_i32, min_i64, NULL},
     {"Sum", FALSE, add_f32, add_f64, add_i32, add_i64, NULL},
@@ -953,6 +956,8 @@ void psim__cpu_register_elementwise(void)
                       run_variadic, arith_types, NULL);
     psim__cpu_add("Mean", "cpu-variadic", "elementwise mean of n inputs", run_variadic,
                   float_types, NULL);
+    psim__cpu_add("PRelu", "cpu-binary", "x or slope * x, slope broadcast", run_binary, float_types,
+                  NULL);
     psim__cpu_add("Equal", "cpu-compare", "elementwise ==, bool output", run_binary, eq_types,
                   NULL);
     psim__cpu_add("Less", "cpu-compare", "elementwise <, bool output", run_binary, cmp_types, NULL);

@@ -738,6 +738,89 @@ static gboolean run_mvn(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* Det: the determinant of each matrix of the last two dims, by LU with partial pivoting. */
+static gboolean run_det(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || x->rank < 2 ||
+        x->dims[x->rank - 1] != x->dims[x->rank - 2]) {
+        KERR(ctx, error, "Det needs square float matrices in the last two dims");
+        return FALSE;
+    }
+    int64_t n = x->dims[x->rank - 1];
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank - 2, x->dims, error);
+    if (!y)
+        return FALSE;
+    g_autofree double *m = g_new(double, n * n + 1);
+    for (int64_t b = 0; b < y->n_elems; b++) {
+        for (int64_t i = 0; i < n * n; i++)
+            m[i] = get_num(x, b * n * n + i);
+        double det = 1;
+        for (int64_t c = 0; c < n && det != 0; c++) {
+            int64_t p = c;
+            for (int64_t r = c + 1; r < n; r++)
+                if (fabs(m[r * n + c]) > fabs(m[p * n + c]))
+                    p = r;
+            if (m[p * n + c] == 0) {
+                det = 0;
+                break;
+            }
+            if (p != c) {
+                for (int64_t k = 0; k < n; k++) {
+                    double t = m[c * n + k];
+                    m[c * n + k] = m[p * n + k];
+                    m[p * n + k] = t;
+                }
+                det = -det;
+            }
+            det *= m[c * n + c];
+            for (int64_t r = c + 1; r < n; r++) {
+                double f = m[r * n + c] / m[c * n + c];
+                for (int64_t k = c; k < n; k++)
+                    m[r * n + k] -= f * m[c * n + k];
+            }
+        }
+        set_num(y, b, det);
+    }
+    return TRUE;
+}
+
+/* ReverseSequence: for each batch entry b, its first seq_lens[b] steps along time_axis
+ * reversed, the rest kept. */
+static gboolean run_reverse_sequence(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *lens = ctx->inputs[1];
+    size_t es = psim__cpu_esize(x->dtype);
+    int32_t ta, ba;
+    if (!es || x->rank < 2 ||
+        !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "time_axis", 0), x->rank, &ta, error) ||
+        !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "batch_axis", 1), x->rank, &ba, error) ||
+        ta == ba || lens->n_elems != x->dims[ba]) {
+        if (error && !*error)
+            KERR(ctx, error, "ReverseSequence needs distinct time and batch axes and a length per batch");
+        return FALSE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    int64_t xs[PSIM_CPU_MAX_RANK], v = 1;
+    for (int32_t d = x->rank - 1; d >= 0; d--) {
+        xs[d] = v;
+        v *= x->dims[d];
+    }
+    for (int64_t i = 0; i < x->n_elems; i++) {
+        int64_t t = (i / xs[ta]) % x->dims[ta], b = (i / xs[ba]) % x->dims[ba];
+        int64_t len = CLAMP(get_index(lens, b), 0, x->dims[ta]);
+        int64_t src = t < len ? i + (len - 1 - 2 * t) * xs[ta] : i;
+        memcpy((char *)y->data + (size_t)i * es, (const char *)x->data + (size_t)src * es, es);
+    }
+    return TRUE;
+}
+
 void psim__cpu_register_index(void)
 {
     static const PsimDType num_types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
@@ -775,4 +858,7 @@ void psim__cpu_register_index(void)
                   NULL);
     psim__cpu_add("MeanVarianceNormalization", "cpu-mvn", "zero mean, unit variance over axes",
                   run_mvn, NULL, NULL);
+    psim__cpu_add("Det", "cpu-det", "determinant by LU", run_det, NULL, NULL);
+    psim__cpu_add("ReverseSequence", "cpu-reverse-sequence", "reverse each batch's first steps",
+                  run_reverse_sequence, NULL, NULL);
 }

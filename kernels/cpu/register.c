@@ -14,4 +14,5 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_index();
     psim__cpu_register_loss();
     psim__cpu_register_resize();
+    psim__cpu_register_quant();
 }

@@ -9,6 +9,14 @@
  * absent, UNDEFINED when not a dtype (graph/ops-util.c; shape inference and kernels). */
 PsimDType psim__attr_dtype(const PsimNode *n, const char *name, PsimDType dflt);
 
+/* ConvTranspose's geometry (graph/ops-math.c) for `ns` spatial dims of input sizes in[] and
+ * kernel sizes k[]: strides, dilations, pads (begin and end), output_padding, and the output
+ * sizes, from the node's attributes (output_shape and auto_pad decide the pads as ONNX says).
+ * FALSE with *why (g_free) for attributes that do not fit. Inference and the CPU kernel. */
+gboolean psim__conv_transpose_geometry(const PsimNode *n, int32_t ns, const int64_t *in,
+                                       const int64_t *k, int64_t *stride, int64_t *dil,
+                                       int64_t *pad0, int64_t *pad1, int64_t *out, char **why);
+
 /* TF StridedSlice's geometry (graph/ops-tf.c): for input dims[0..r) and k begin/end/stride
  * entries with the five masks, per input dim the first index, step and count (-1 where the dim
  * is unknown), and the output's dims and rank (shrunk axes dropped, new axes 1). FALSE with

@@ -660,6 +660,79 @@ static gboolean infer_quantize(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, dt, x->rank, x->dims, error);
 }
 
+gboolean psim__conv_transpose_geometry(const PsimNode *n, int32_t ns, const int64_t *in,
+                                       const int64_t *k, int64_t *stride, int64_t *dil,
+                                       int64_t *pad0, int64_t *pad1, int64_t *out, char **why)
+{
+    const int64_t *st = NULL, *dl = NULL, *pd = NULL, *op = NULL, *os = NULL;
+    int32_t nst = psim_node_attr_ints(n, "strides", &st), ndl = psim_node_attr_ints(n, "dilations", &dl);
+    int32_t npd = psim_node_attr_ints(n, "pads", &pd), nop = psim_node_attr_ints(n, "output_padding", &op);
+    int32_t nos = psim_node_attr_ints(n, "output_shape", &os);
+    const char *ap = psim_node_attr_string(n, "auto_pad", "NOTSET");
+    gboolean same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    if ((nst >= 0 && nst != ns) || (ndl >= 0 && ndl != ns) || (npd >= 0 && npd != 2 * ns) ||
+        (nop >= 0 && nop != ns) || (nos >= 0 && nos != ns && nos != ns + 2)) {
+        *why = g_strdup_printf("ConvTranspose attributes do not match %d spatial dims", ns);
+        return FALSE;
+    }
+    for (int32_t i = 0; i < ns; i++) {
+        stride[i] = nst > 0 ? st[i] : 1;
+        dil[i] = ndl > 0 ? dl[i] : 1;
+        int64_t opad = nop > 0 ? op[i] : 0;
+        if (stride[i] < 1 || dil[i] < 1 || k[i] < 1 || opad < 0) {
+            *why = g_strdup("ConvTranspose strides, dilations and kernel must be >= 1");
+            return FALSE;
+        }
+        int64_t full = stride[i] * (in[i] - 1) + opad + (k[i] - 1) * dil[i] + 1;
+        int64_t want = nos > 0 ? os[nos - ns + i] : same ? in[i] * stride[i] : -1;
+        if (want >= 0) {
+            /* ONNX: SAME_UPPER puts the smaller half first, anything else the larger. */
+            int64_t total = full - want; /* negative: the output grows at the end */
+            int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); /* floor(total / 2) */
+            pad0[i] = !strcmp(ap, "SAME_UPPER") ? half : total - half;
+            pad1[i] = total - pad0[i];
+        } else {
+            pad0[i] = npd > 0 ? pd[i] : 0;
+            pad1[i] = npd > 0 ? pd[ns + i] : 0;
+        }
+        out[i] = full - pad0[i] - pad1[i];
+        if (out[i] < 0) {
+            *why = g_strdup_printf("ConvTranspose output dim %d would be negative", i);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* ConvTranspose: (N, M, out...) with M = W's dim 1 times group. */
+static gboolean infer_conv_transpose(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0), *w = psim__input(g, n, 1);
+    if (x->rank < 3 || w->rank != x->rank || x->rank > PSIM__MAX_RANK)
+        return psim__out_set(g, n, 0, x->dtype, x->rank >= 0 ? x->rank : PSIM_RANK_UNKNOWN,
+                             x->rank >= 0 ? x->dims : NULL, error) || TRUE;
+    int32_t ns = x->rank - 2;
+    int64_t d[PSIM__MAX_RANK], st[PSIM__MAX_RANK], dl[PSIM__MAX_RANK], p0[PSIM__MAX_RANK], p1[PSIM__MAX_RANK];
+    d[0] = x->dims[0];
+    d[1] = w->dims[1] >= 0 ? w->dims[1] * psim_node_attr_int(n, "group", 1) : PSIM_DIM_UNKNOWN;
+    gboolean known = TRUE;
+    for (int32_t i = 0; i < ns; i++)
+        known = known && x->dims[2 + i] >= 0 && w->dims[2 + i] >= 0;
+    if (!known) {
+        for (int32_t i = 0; i < ns; i++)
+            d[2 + i] = PSIM_DIM_UNKNOWN;
+        return psim__out_set(g, n, 0, x->dtype, x->rank, d, error);
+    }
+    g_autofree char *why = NULL;
+    if (!psim__conv_transpose_geometry(n, ns, x->dims + 2, w->dims + 2, st, dl, p0, p1, d + 2, &why)) {
+        psim__error_node(error, g, n, "%s", why);
+        return FALSE;
+    }
+    return psim__out_set(g, n, 0, x->dtype, x->rank, d, error);
+}
+
 /* Det: the input without its last two dims. */
 static gboolean infer_det(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -888,6 +961,8 @@ static const PsimOpDef math_ops[] = {
     {"QLinearMatMul", "quantized MatMul, requantized to the output's scale and zero point", 0,
      infer_matmul, count_matmul},
     {"Det", "determinant of the last two dims", 0, infer_det, count_elementwise},
+    {"ConvTranspose", "transposed (fractionally strided) convolution", 0, infer_conv_transpose,
+     count_elementwise},
     UNARY("ReverseSequence", "each batch's first seq_lens elements reversed along time_axis"),
     UNARY("MeanVarianceNormalization", "(x - mean) / sqrt(variance) over axes (0, 2, 3)"),
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,

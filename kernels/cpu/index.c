@@ -821,6 +821,83 @@ static gboolean run_reverse_sequence(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* ConvTranspose: each input position scatters its kernel window into the output, N-D, any
+ * group, in double; then the bias. */
+static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *w = ctx->inputs[1], *bias = psim__cpu_in(ctx, 2);
+    int32_t r = x->rank, ns = r - 2;
+    int64_t group = psim_node_attr_int(ctx->node, "group", 1);
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || r < 3 ||
+        r > PSIM_CPU_MAX_RANK || w->rank != r || w->dtype != x->dtype || group < 1 ||
+        x->dims[1] != w->dims[0] || x->dims[1] % group) {
+        KERR(ctx, error, "ConvTranspose needs X (N, C, ...) and W (C, M/group, ...) of one float dtype");
+        return FALSE;
+    }
+    int64_t st[PSIM_CPU_MAX_RANK], dl[PSIM_CPU_MAX_RANK], p0[PSIM_CPU_MAX_RANK], p1[PSIM_CPU_MAX_RANK],
+        od[PSIM_CPU_MAX_RANK];
+    g_autofree char *why = NULL;
+    if (!psim__conv_transpose_geometry(ctx->node, ns, x->dims + 2, w->dims + 2, st, dl, p0, p1, od + 2, &why)) {
+        KERR(ctx, error, "%s", why);
+        return FALSE;
+    }
+    int64_t N = x->dims[0], C = x->dims[1], Mg = w->dims[1], M = Mg * group, Cg = C / group;
+    od[0] = N;
+    od[1] = M;
+    if (bias && bias->n_elems != M) {
+        KERR(ctx, error, "ConvTranspose bias has %" G_GINT64_FORMAT " values for %" G_GINT64_FORMAT
+             " channels", bias->n_elems, M);
+        return FALSE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, r, od, error);
+    if (!y)
+        return FALSE;
+    int64_t in_sp = psim_shape_elems(ns, x->dims + 2), out_sp = psim_shape_elems(ns, od + 2);
+    int64_t k_sp = psim_shape_elems(ns, w->dims + 2);
+    g_autofree double *acc = g_new0(double, N * M * out_sp + 1);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t g = c / Cg;
+            for (int64_t ip = 0; ip < in_sp; ip++) {
+                double xv = get_num(x, (n * C + c) * in_sp + ip);
+                if (xv == 0)
+                    continue;
+                int64_t iidx[PSIM_CPU_MAX_RANK], rem = ip;
+                for (int32_t d = ns - 1; d >= 0; d--) {
+                    iidx[d] = rem % x->dims[2 + d];
+                    rem /= x->dims[2 + d];
+                }
+                for (int64_t kp = 0; kp < k_sp; kp++) {
+                    int64_t rk = kp, op = 0;
+                    gboolean in = TRUE;
+                    int64_t kidx[PSIM_CPU_MAX_RANK];
+                    for (int32_t d = ns - 1; d >= 0; d--) {
+                        kidx[d] = rk % w->dims[2 + d];
+                        rk /= w->dims[2 + d];
+                    }
+                    for (int32_t d = 0; d < ns && in; d++) {
+                        int64_t o = iidx[d] * st[d] + kidx[d] * dl[d] - p0[d];
+                        in = o >= 0 && o < od[2 + d];
+                        op = op * od[2 + d] + o;
+                    }
+                    if (!in)
+                        continue;
+                    for (int64_t m = 0; m < Mg; m++)
+                        acc[(n * M + g * Mg + m) * out_sp + op] += xv * get_num(w, (c * Mg + m) * k_sp + kp);
+                }
+            }
+        }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t op = 0; op < out_sp; op++) {
+                int64_t at = (n * M + m) * out_sp + op;
+                set_num(y, at, acc[at] + (bias ? get_num(bias, m) : 0));
+            }
+    return TRUE;
+}
+
 void psim__cpu_register_index(void)
 {
     static const PsimDType num_types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
@@ -859,6 +936,8 @@ void psim__cpu_register_index(void)
     psim__cpu_add("MeanVarianceNormalization", "cpu-mvn", "zero mean, unit variance over axes",
                   run_mvn, NULL, NULL);
     psim__cpu_add("Det", "cpu-det", "determinant by LU", run_det, NULL, NULL);
+    psim__cpu_add("ConvTranspose", "cpu-conv-transpose", "transposed convolution, N-D, grouped",
+                  run_conv_transpose, NULL, NULL);
     psim__cpu_add("ReverseSequence", "cpu-reverse-sequence", "reverse each batch's first steps",
                   run_reverse_sequence, NULL, NULL);
 }

@@ -733,6 +733,36 @@ static gboolean infer_conv_transpose(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, x->dtype, x->rank, d, error);
 }
 
+/* NonMaxSuppression: int64 (selected, 3). Unique: Y (1-D, or the input's rank with the axis
+ * unknown) and int64 1-D indices, inverse indices and counts. */
+static gboolean infer_nms_unique(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    int64_t unknown = PSIM_DIM_UNKNOWN;
+    if (!strcmp(n->op, "NonMaxSuppression")) {
+        int64_t d[2] = {PSIM_DIM_UNKNOWN, 3};
+        return psim__out_set(g, n, 0, PSIM_DTYPE_INT64, 2, d, error);
+    }
+    const PsimOutput *x = psim__input(g, n, 0);
+    gboolean ok;
+    if (psim_node_attr(n, "axis") && x->rank > 0) {
+        int64_t axis = psim_node_attr_int(n, "axis", 0), d[PSIM__MAX_RANK];
+        if (axis < -x->rank || axis >= x->rank) {
+            psim__error_node(error, g, n, "Unique axis %" G_GINT64_FORMAT " is out of range", axis);
+            return FALSE;
+        }
+        memcpy(d, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        d[axis < 0 ? axis + x->rank : axis] = PSIM_DIM_UNKNOWN;
+        ok = psim__out_set(g, n, 0, x->dtype, x->rank, d, error);
+    } else {
+        ok = psim__out_set(g, n, 0, x->dtype, 1, &unknown, error);
+    }
+    for (int32_t k = 1; ok && k < n->n_outputs; k++)
+        ok = psim__out_set(g, n, k, PSIM_DTYPE_INT64, 1, &unknown, error);
+    return ok;
+}
+
 /* Det: the input without its last two dims. */
 static gboolean infer_det(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -963,6 +993,10 @@ static const PsimOpDef math_ops[] = {
     {"Det", "determinant of the last two dims", 0, infer_det, count_elementwise},
     {"ConvTranspose", "transposed (fractionally strided) convolution", 0, infer_conv_transpose,
      count_elementwise},
+    {"NonMaxSuppression", "boxes kept per batch and class by score, dropping overlaps", 0,
+     infer_nms_unique, count_elementwise},
+    {"Unique", "the distinct values (or slices), first indices, inverse indices, counts", 0,
+     infer_nms_unique, count_elementwise},
     UNARY("ReverseSequence", "each batch's first seq_lens elements reversed along time_axis"),
     UNARY("MeanVarianceNormalization", "(x - mean) / sqrt(variance) over axes (0, 2, 3)"),
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,

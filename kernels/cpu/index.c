@@ -898,6 +898,212 @@ static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* NonMaxSuppression: per batch and class, boxes by descending score (ties: lower index), each
+ * kept unless its IoU with a kept one exceeds iou_threshold, scores at most score_threshold
+ * dropped, at most max_output_boxes_per_class kept; output rows (batch, class, box). */
+typedef struct {
+    double s;
+    int64_t i;
+} Scored;
+
+static int cmp_scored(const void *a, const void *b)
+{
+    const Scored *x = a, *y = b;
+    return x->s > y->s ? -1 : x->s < y->s ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+static void box_corners(const PsimTensor *bx, int64_t at, gboolean center, double *c)
+{
+    double v[4];
+    for (int k = 0; k < 4; k++)
+        v[k] = get_num(bx, at + k);
+    if (center) { /* x_center, y_center, width, height */
+        c[0] = v[1] - v[3] / 2;
+        c[1] = v[0] - v[2] / 2;
+        c[2] = v[1] + v[3] / 2;
+        c[3] = v[0] + v[2] / 2;
+    } else { /* y1, x1, y2, x2, either corner first */
+        c[0] = MIN(v[0], v[2]);
+        c[1] = MIN(v[1], v[3]);
+        c[2] = MAX(v[0], v[2]);
+        c[3] = MAX(v[1], v[3]);
+    }
+}
+
+static double iou(const double *a, const double *b)
+{
+    double h = MIN(a[2], b[2]) - MAX(a[0], b[0]), w = MIN(a[3], b[3]) - MAX(a[1], b[1]);
+    if (h <= 0 || w <= 0)
+        return 0;
+    double inter = h * w, uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return uni > 0 ? inter / uni : 0;
+}
+
+static gboolean run_nms(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *bx = ctx->inputs[0], *sc = ctx->inputs[1];
+    PsimTensor *mx = psim__cpu_in(ctx, 2), *it = psim__cpu_in(ctx, 3), *st = psim__cpu_in(ctx, 4);
+    if (bx->rank != 3 || bx->dims[2] != 4 || sc->rank != 3 || sc->dims[0] != bx->dims[0] ||
+        sc->dims[2] != bx->dims[1]) {
+        KERR(ctx, error, "NonMaxSuppression needs boxes (B, N, 4) and scores (B, C, N)");
+        return FALSE;
+    }
+    int64_t B = bx->dims[0], N = bx->dims[1], C = sc->dims[1];
+    int64_t max_out = mx && mx->n_elems ? (int64_t)get_num(mx, 0) : 0;
+    double iou_t = it && it->n_elems ? get_num(it, 0) : 0;
+    gboolean has_st = st && st->n_elems;
+    double score_t = has_st ? get_num(st, 0) : 0;
+    gboolean center = psim_node_attr_int(ctx->node, "center_point_box", 0) != 0;
+    g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(int64_t));
+    g_autofree Scored *cand = g_new(Scored, N + 1);
+    g_autofree double *corners = g_new(double, 4 * N + 4);
+    g_autofree int64_t *kept = g_new(int64_t, N + 1);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < N; i++)
+            box_corners(bx, (b * N + i) * 4, center, corners + 4 * i);
+        for (int64_t c = 0; c < C; c++) {
+            int64_t nc = 0, nk = 0;
+            for (int64_t i = 0; i < N; i++) {
+                double s = get_num(sc, (b * C + c) * N + i);
+                if (!has_st || s > score_t)
+                    cand[nc++] = (Scored){s, i};
+            }
+            qsort(cand, (size_t)nc, sizeof(Scored), cmp_scored);
+            for (int64_t j = 0; j < nc && nk < max_out; j++) {
+                gboolean keep = TRUE;
+                for (int64_t q = 0; q < nk && keep; q++)
+                    keep = iou(corners + 4 * cand[j].i, corners + 4 * kept[q]) <= iou_t;
+                if (!keep)
+                    continue;
+                kept[nk++] = cand[j].i;
+                int64_t row[3] = {b, c, cand[j].i};
+                g_array_append_vals(rows, row, 3);
+            }
+        }
+    }
+    int64_t od[2] = {rows->len / 3, 3};
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_INT64, 2, od, error);
+    if (!y)
+        return FALSE;
+    if (rows->len)
+        memcpy(y->data, rows->data, sizeof(int64_t) * rows->len);
+    return TRUE;
+}
+
+/* Unique: the distinct elements (or slices along axis), sorted ascending (lexicographically for
+ * slices) or in order of first occurrence; their first indices, each input's index into them,
+ * and their counts. */
+typedef struct {
+    const PsimTensor *x;
+    int64_t inner, n, outer; /* a slice i: elements (o * n + i) * inner + j */
+} SliceKey;
+
+static int slice_cmp(const SliceKey *k, int64_t a, int64_t b)
+{
+    for (int64_t o = 0; o < k->outer; o++)
+        for (int64_t j = 0; j < k->inner; j++) {
+            double x = get_num(k->x, (o * k->n + a) * k->inner + j), y = get_num(k->x, (o * k->n + b) * k->inner + j);
+            if (x != y)
+                return x < y ? -1 : 1;
+        }
+    return 0;
+}
+
+static gint cmp_slice_index(gconstpointer a, gconstpointer b, gpointer key)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    int c = slice_cmp(key, x, y);
+    return c ? c : (x > y) - (x < y);
+}
+
+static gboolean run_unique(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    size_t es = psim__cpu_esize(x->dtype);
+    if (!es || (x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64 &&
+                x->dtype != PSIM_DTYPE_INT32 && x->dtype != PSIM_DTYPE_INT64)) {
+        KERR(ctx, error, "Unique reads float32, float64, int32 or int64");
+        return FALSE;
+    }
+    gboolean has_axis = psim_node_attr(ctx->node, "axis") != NULL;
+    int32_t axis = 0;
+    if (has_axis && (x->rank == 0 || !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 0), x->rank, &axis, error))) {
+        if (error && !*error)
+            KERR(ctx, error, "Unique axis needs a tensor of rank >= 1");
+        return FALSE;
+    }
+    gboolean sorted = psim_node_attr_int(ctx->node, "sorted", 1) != 0;
+    SliceKey key = {x, 1, x->n_elems, 1};
+    if (has_axis) {
+        key.n = x->dims[axis];
+        key.outer = psim_shape_elems(axis, x->dims);
+        key.inner = psim_shape_elems(x->rank - axis - 1, x->dims + axis + 1);
+    }
+    int64_t n = key.n;
+    if (n > G_MAXINT) {
+        KERR(ctx, error, "Unique over %" G_GINT64_FORMAT " slices (at most %d)", n, G_MAXINT);
+        return FALSE;
+    }
+    g_autofree int64_t *order = g_new(int64_t, n + 1);
+    for (int64_t i = 0; i < n; i++)
+        order[i] = i;
+    g_qsort_with_data(order, (gint)n, sizeof(int64_t), cmp_slice_index, &key);
+    /* Groups of equal slices in sorted order; each group's first (lowest) index. */
+    g_autofree int64_t *group_of = g_new(int64_t, n + 1), *first = g_new(int64_t, n + 1),
+                       *count = g_new0(int64_t, n + 1), *rank = g_new(int64_t, n + 1);
+    int64_t ng = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i == 0 || slice_cmp(&key, order[i - 1], order[i]) != 0)
+            first[ng++] = order[i];
+        group_of[order[i]] = ng - 1;
+        count[ng - 1]++;
+    }
+    /* Output order: sorted groups, or by first occurrence. */
+    g_autofree int64_t *out_group = g_new(int64_t, ng + 1);
+    for (int64_t gi = 0; gi < ng; gi++)
+        out_group[gi] = gi;
+    if (!sorted) {
+        int64_t w = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (first[group_of[i]] == i)
+                out_group[w++] = group_of[i];
+    }
+    for (int64_t k = 0; k < ng; k++)
+        rank[out_group[k]] = k;
+    int64_t od[PSIM_CPU_MAX_RANK];
+    int32_t orank = has_axis ? x->rank : 1;
+    if (has_axis) {
+        memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        od[axis] = ng;
+    } else {
+        od[0] = ng;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, orank, od, error);
+    if (!y)
+        return FALSE;
+    for (int64_t o = 0; o < key.outer; o++)
+        for (int64_t k = 0; k < ng; k++)
+            memcpy((char *)y->data + (size_t)((o * ng + k) * key.inner) * es,
+                   (const char *)x->data + (size_t)((o * n + first[out_group[k]]) * key.inner) * es,
+                   (size_t)key.inner * es);
+    int64_t lens[4] = {0, ng, n, ng};
+    for (int32_t out = 1; out < 4; out++) {
+        if (!psim__cpu_wants(ctx, out))
+            continue;
+        PsimTensor *t = psim__cpu_out(ctx, out, PSIM_DTYPE_INT64, 1, &lens[out], error);
+        if (!t)
+            return FALSE;
+        int64_t *v = t->data;
+        for (int64_t i = 0; i < lens[out]; i++)
+            v[i] = out == 1 ? first[out_group[i]] : out == 2 ? rank[group_of[i]] : count[out_group[i]];
+    }
+    return TRUE;
+}
+
 void psim__cpu_register_index(void)
 {
     static const PsimDType num_types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
@@ -938,6 +1144,9 @@ void psim__cpu_register_index(void)
     psim__cpu_add("Det", "cpu-det", "determinant by LU", run_det, NULL, NULL);
     psim__cpu_add("ConvTranspose", "cpu-conv-transpose", "transposed convolution, N-D, grouped",
                   run_conv_transpose, NULL, NULL);
+    psim__cpu_add("NonMaxSuppression", "cpu-nms", "greedy non-maximum suppression per class",
+                  run_nms, NULL, NULL);
+    psim__cpu_add("Unique", "cpu-unique", "distinct values or slices", run_unique, NULL, NULL);
     psim__cpu_add("ReverseSequence", "cpu-reverse-sequence", "reverse each batch's first steps",
                   run_reverse_sequence, NULL, NULL);
 }

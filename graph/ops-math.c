@@ -763,6 +763,29 @@ static gboolean infer_nms_unique(PsimGraph *g, PsimNode *n, GError **error)
     return ok;
 }
 
+/* RNN, GRU, LSTM: Y (seq, dirs, batch, hidden), or (batch, seq, dirs, hidden) with layout 1;
+ * Y_h and Y_c (dirs, batch, hidden), or (batch, dirs, hidden). */
+static gboolean infer_rnn(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 3, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    gboolean batch_first = psim_node_attr_int(n, "layout", 0) != 0;
+    int64_t dirs = !strcmp(psim_node_attr_string(n, "direction", "forward"), "bidirectional") ? 2 : 1;
+    int64_t hid = psim_node_attr_int(n, "hidden_size", PSIM_DIM_UNKNOWN);
+    int64_t seq = PSIM_DIM_UNKNOWN, batch = PSIM_DIM_UNKNOWN;
+    if (x->rank == 3) {
+        seq = x->dims[batch_first ? 1 : 0];
+        batch = x->dims[batch_first ? 0 : 1];
+    }
+    int64_t y[4] = {seq, dirs, batch, hid}, yb[4] = {batch, seq, dirs, hid};
+    int64_t h[3] = {dirs, batch, hid}, hb[3] = {batch, dirs, hid};
+    gboolean ok = psim__out_set(g, n, 0, x->dtype, 4, batch_first ? yb : y, error);
+    for (int32_t k = 1; ok && k < n->n_outputs; k++)
+        ok = psim__out_set(g, n, k, x->dtype, 3, batch_first ? hb : h, error);
+    return ok;
+}
+
 /* Det: the input without its last two dims. */
 static gboolean infer_det(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -997,6 +1020,9 @@ static const PsimOpDef math_ops[] = {
      infer_nms_unique, count_elementwise},
     {"Unique", "the distinct values (or slices), first indices, inverse indices, counts", 0,
      infer_nms_unique, count_elementwise},
+    {"RNN", "Elman recurrent layer", 0, infer_rnn, count_elementwise},
+    {"GRU", "gated recurrent unit layer", 0, infer_rnn, count_elementwise},
+    {"LSTM", "long short-term memory layer", 0, infer_rnn, count_elementwise},
     UNARY("ReverseSequence", "each batch's first seq_lens elements reversed along time_axis"),
     UNARY("MeanVarianceNormalization", "(x - mean) / sqrt(variance) over axes (0, 2, 3)"),
     {"NegativeLogLikelihoodLoss", "-input[n, target[n], ...] weighted, reduced", 0, infer_loss,

@@ -92,6 +92,7 @@ void psim__cpu_register_index(void);
 void psim__cpu_register_loss(void);
 void psim__cpu_register_resize(void);
 void psim__cpu_register_quant(void);
+void psim__cpu_register_rnn(void);
 
 /* Helpers for registration: one definition per dtype in a 0-terminated list. */
 void psim__cpu_add(const char *op, const char *name, const char *description,

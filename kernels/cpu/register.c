@@ -15,4 +15,5 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_loss();
     psim__cpu_register_resize();
     psim__cpu_register_quant();
+    psim__cpu_register_rnn();
 }

@@ -786,6 +786,18 @@ static gboolean infer_rnn(PsimGraph *g, PsimNode *n, GError **error)
     return ok;
 }
 
+/* GridSample: (N, C, grid's H_out, grid's W_out). */
+static gboolean infer_grid_sample(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0), *gr = psim__input(g, n, 1);
+    if (x->rank != 4 || gr->rank != 4)
+        return psim__out_set(g, n, 0, x->dtype, PSIM_RANK_UNKNOWN, NULL, error);
+    int64_t d[4] = {x->dims[0], x->dims[1], gr->dims[1], gr->dims[2]};
+    return psim__out_set(g, n, 0, x->dtype, 4, d, error);
+}
+
 /* Det: the input without its last two dims. */
 static gboolean infer_det(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -1021,6 +1033,8 @@ static const PsimOpDef math_ops[] = {
     {"Unique", "the distinct values (or slices), first indices, inverse indices, counts", 0,
      infer_nms_unique, count_elementwise},
     {"RNN", "Elman recurrent layer", 0, infer_rnn, count_elementwise},
+    {"GridSample", "samples of X at a grid of normalized coordinates", 0, infer_grid_sample,
+     count_elementwise},
     {"GRU", "gated recurrent unit layer", 0, infer_rnn, count_elementwise},
     {"LSTM", "long short-term memory layer", 0, infer_rnn, count_elementwise},
     UNARY("ReverseSequence", "each batch's first seq_lens elements reversed along time_axis"),

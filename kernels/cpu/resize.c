@@ -2,7 +2,8 @@
  * (cubic_coeff_a, exclude_outside) interpolation, separable over the axes, with every
  * coordinate_transformation_mode (half_pixel, pytorch_half_pixel, align_corners, asymmetric,
  * tf_half_pixel_for_nn, tf_crop_and_resize with roi and extrapolation_value). A neighbour
- * outside the input takes the nearest edge value, as ONNX's reference does. float32, float64. */
+ * outside the input takes the nearest edge value, as ONNX's reference does. And GridSample. float32,
+ * float64. */
 #include "cpu-private.h"
 
 #include <math.h>
@@ -211,10 +212,110 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* GridSample (PyTorch's grid_sample, as ONNX defines it): X (N, C, H, W) sampled at grid
+ * (N, Ho, Wo, 2) of (x, y) in [-1, 1]; bilinear, nearest (half to even) or bicubic; padding
+ * zeros, border or reflection; align_corners. */
+static double gs_reflect(double v, double lo2, double hi2)
+{
+    if (lo2 == hi2)
+        return 0;
+    double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+    v = fabs(v - mn);
+    double extra = fmod(v, span), flips = floor(v / span);
+    return fmod(flips, 2) == 0 ? extra + mn : span - extra + mn;
+}
+
+/* A coordinate under the padding mode (border: clamped; reflection: reflected, then clamped). */
+static double gs_pad(double v, int64_t size, int pad, gboolean align)
+{
+    if (pad == 2)
+        v = align ? gs_reflect(v, 0, 2.0 * (double)(size - 1)) : gs_reflect(v, -1, 2.0 * (double)size - 1);
+    if (pad >= 1)
+        v = fmin(fmax(v, 0), (double)(size - 1));
+    return v;
+}
+
+static double gs_at(const PsimTensor *x, int64_t base, int64_t H, int64_t W, int64_t yy, int64_t xx)
+{
+    if (yy < 0 || yy >= H || xx < 0 || xx >= W)
+        return 0;
+    int64_t at = base + yy * W + xx;
+    return x->dtype == PSIM_DTYPE_FLOAT64 ? ((const double *)x->data)[at] : ((const float *)x->data)[at];
+}
+
+static gboolean run_grid_sample(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 2, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0], *grid = ctx->inputs[1];
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || x->rank != 4 ||
+        grid->rank != 4 || grid->dims[0] != x->dims[0] || grid->dims[3] != 2 || grid->dtype != x->dtype) {
+        KERR(ctx, error, "GridSample needs X (N, C, H, W) and a grid (N, H_out, W_out, 2) of its dtype");
+        return FALSE;
+    }
+    const char *ms = psim_node_attr_string(ctx->node, "mode", "bilinear");
+    const char *ps = psim_node_attr_string(ctx->node, "padding_mode", "zeros");
+    int mode = !strcmp(ms, "nearest") ? 0 : !strcmp(ms, "bicubic") ? 2 : 1;
+    int pad = !strcmp(ps, "border") ? 1 : !strcmp(ps, "reflection") ? 2 : 0;
+    gboolean align = psim_node_attr_int(ctx->node, "align_corners", 0) != 0;
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    int64_t Ho = grid->dims[1], Wo = grid->dims[2];
+    int64_t od[4] = {N, C, Ho, Wo};
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, 4, od, error);
+    if (!y)
+        return FALSE;
+    gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < Ho; i++)
+            for (int64_t j = 0; j < Wo; j++) {
+                int64_t ga = ((n * Ho + i) * Wo + j) * 2;
+                double gx = f64 ? ((const double *)grid->data)[ga] : ((const float *)grid->data)[ga];
+                double gy = f64 ? ((const double *)grid->data)[ga + 1] : ((const float *)grid->data)[ga + 1];
+                double ux = align ? (gx + 1) / 2 * (double)(W - 1) : ((gx + 1) * (double)W - 1) / 2;
+                double uy = align ? (gy + 1) / 2 * (double)(H - 1) : ((gy + 1) * (double)H - 1) / 2;
+                for (int64_t c = 0; c < C; c++) {
+                    int64_t base = (n * C + c) * H * W;
+                    double v = 0;
+                    if (mode == 2) { /* each tap padded on its own, as PyTorch does */
+                        double fx = floor(ux), fy = floor(uy), wx[4], wy[4];
+                        cubic_coeffs(ux - fx, -0.75, wx);
+                        cubic_coeffs(uy - fy, -0.75, wy);
+                        for (int a = 0; a < 4; a++)
+                            for (int b = 0; b < 4; b++) {
+                                double ty = fy - 1 + a, tx = fx - 1 + b;
+                                if (pad) {
+                                    ty = gs_pad(ty, H, pad, align);
+                                    tx = gs_pad(tx, W, pad, align);
+                                }
+                                v += wy[a] * wx[b] * gs_at(x, base, H, W, (int64_t)ty, (int64_t)tx);
+                            }
+                    } else {
+                        double px = gs_pad(ux, W, pad, align), py = gs_pad(uy, H, pad, align);
+                        if (mode == 0) {
+                            v = gs_at(x, base, H, W, (int64_t)rint(py), (int64_t)rint(px));
+                        } else {
+                            double fx = floor(px), fy = floor(py), ax = px - fx, ay = py - fy;
+                            int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+                            v = (1 - ay) * ((1 - ax) * gs_at(x, base, H, W, y0, x0) + ax * gs_at(x, base, H, W, y0, x0 + 1)) +
+                                ay * ((1 - ax) * gs_at(x, base, H, W, y0 + 1, x0) + ax * gs_at(x, base, H, W, y0 + 1, x0 + 1));
+                        }
+                    }
+                    int64_t at = ((n * C + c) * Ho + i) * Wo + j;
+                    if (f64)
+                        ((double *)y->data)[at] = v;
+                    else
+                        ((float *)y->data)[at] = (float)v;
+                }
+            }
+    return TRUE;
+}
+
 void psim__cpu_register_resize(void)
 {
     static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
     psim__cpu_add("Resize", "cpu-resize", "nearest, linear or cubic resampling", run_resize, types,
                   NULL);
     psim__cpu_add("Upsample", "cpu-resize", "Resize before opset 10", run_resize, types, NULL);
+    psim__cpu_add("GridSample", "cpu-grid-sample", "samples at a grid of normalized coordinates",
+                  run_grid_sample, types, NULL);
 }

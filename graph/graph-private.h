@@ -17,6 +17,22 @@ gboolean psim__conv_transpose_geometry(const PsimNode *n, int32_t ns, const int6
                                        const int64_t *k, int64_t *stride, int64_t *dil,
                                        int64_t *pad0, int64_t *pad1, int64_t *out, char **why);
 
+/* An Einsum equation resolved against its inputs' ranks (graph/ops-math.c): each input's and
+ * the output's dims as labels (letters 0-51, the ellipsis's dims 52 and up, aligned from the
+ * right); the output implicit (the ellipsis, then letters used once, alphabetically) when the
+ * equation has no "->". FALSE with *why (g_free) for a malformed equation. */
+#define PSIM_EINSUM_MAX_INPUTS 8
+#define PSIM_EINSUM_MAX_DIMS 16
+typedef struct {
+    int32_t n_in;
+    int32_t rank[PSIM_EINSUM_MAX_INPUTS];
+    int32_t lab[PSIM_EINSUM_MAX_INPUTS][PSIM_EINSUM_MAX_DIMS];
+    int32_t out_rank;
+    int32_t out[PSIM_EINSUM_MAX_DIMS];
+} PsimEinsum;
+gboolean psim__einsum_parse(const char *equation, int32_t n_in, const int32_t *ranks, PsimEinsum *e,
+                            char **why);
+
 /* TF StridedSlice's geometry (graph/ops-tf.c): for input dims[0..r) and k begin/end/stride
  * entries with the five masks, per input dim the first index, step and count (-1 where the dim
  * is unknown), and the output's dims and rank (shrunk axes dropped, new axes 1). FALSE with

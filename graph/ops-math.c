@@ -786,6 +786,135 @@ static gboolean infer_rnn(PsimGraph *g, PsimNode *n, GError **error)
     return ok;
 }
 
+static int32_t einsum_letter(char c)
+{
+    return c >= 'a' && c <= 'z' ? c - 'a' : c >= 'A' && c <= 'Z' ? 26 + c - 'A' : -1;
+}
+
+/* One term's labels into lab[]; rank is the input's rank (-1 for the output: the ellipsis then
+ * stands for `ell` dims). */
+static gboolean einsum_term(const char *t, size_t len, int32_t rank, int32_t ell_max, int32_t *lab,
+                            int32_t *n, char **why)
+{
+    int32_t letters = 0;
+    gboolean ellipsis = FALSE;
+    for (size_t i = 0; i < len; i++)
+        if (t[i] == '.') {
+            if (ellipsis || i + 2 >= len || t[i + 1] != '.' || t[i + 2] != '.') {
+                *why = g_strdup("Einsum: '.' outside a single '...'");
+                return FALSE;
+            }
+            ellipsis = TRUE;
+            i += 2;
+        } else if (einsum_letter(t[i]) >= 0) {
+            letters++;
+        } else if (t[i] != ' ') {
+            *why = g_strdup_printf("Einsum: '%c' is not a subscript", t[i]);
+            return FALSE;
+        }
+    int32_t ell = rank >= 0 ? rank - letters : ell_max;
+    if (ell < 0 || (!ellipsis && rank >= 0 && ell != 0) || letters + (ellipsis ? ell : 0) > PSIM_EINSUM_MAX_DIMS) {
+        *why = g_strdup_printf("Einsum: a term has %d subscripts for a rank-%d input", letters, rank);
+        return FALSE;
+    }
+    *n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (t[i] == '.') {
+            for (int32_t k = 0; k < ell; k++)
+                lab[(*n)++] = 52 + (ell_max - ell) + k;
+            i += 2;
+        } else if (einsum_letter(t[i]) >= 0) {
+            lab[(*n)++] = einsum_letter(t[i]);
+        }
+    return TRUE;
+}
+
+gboolean psim__einsum_parse(const char *eq, int32_t n_in, const int32_t *ranks, PsimEinsum *e, char **why)
+{
+    memset(e, 0, sizeof *e);
+    if (n_in < 1 || n_in > PSIM_EINSUM_MAX_INPUTS) {
+        *why = g_strdup_printf("Einsum of %d inputs (1 to %d)", n_in, PSIM_EINSUM_MAX_INPUTS);
+        return FALSE;
+    }
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+    /* The ellipsis covers the most dims any input gives it. */
+    int32_t ell_max = 0, k = 0;
+    const char *t = eq;
+    for (size_t i = 0; i <= lhs_len; i++)
+        if (i == lhs_len || eq[i] == ',') {
+            if (k >= n_in) {
+                *why = g_strdup("Einsum: more terms than inputs");
+                return FALSE;
+            }
+            int32_t letters = 0;
+            for (const char *c = t; c < eq + i; c++)
+                letters += einsum_letter(*c) >= 0;
+            if (memchr(t, '.', (size_t)(eq + i - t)))
+                ell_max = MAX(ell_max, ranks[k] - letters);
+            k++;
+            t = eq + i + 1;
+        }
+    if (k != n_in) {
+        *why = g_strdup_printf("Einsum: %d terms for %d inputs", k, n_in);
+        return FALSE;
+    }
+    e->n_in = n_in;
+    k = 0;
+    t = eq;
+    for (size_t i = 0; i <= lhs_len; i++)
+        if (i == lhs_len || eq[i] == ',') {
+            if (!einsum_term(t, (size_t)(eq + i - t), ranks[k], ell_max, e->lab[k], &e->rank[k], why))
+                return FALSE;
+            k++;
+            t = eq + i + 1;
+        }
+    if (arrow)
+        return einsum_term(arrow + 2, strlen(arrow + 2), -1, ell_max, e->out, &e->out_rank, why);
+    int32_t used[52 + PSIM_EINSUM_MAX_DIMS] = {0};
+    for (int32_t a = 0; a < n_in; a++)
+        for (int32_t d = 0; d < e->rank[a]; d++)
+            used[e->lab[a][d]]++;
+    for (int32_t l = 52; l < 52 + ell_max; l++)
+        e->out[e->out_rank++] = l;
+    for (int32_t l = 0; l < 52; l++)
+        if (used[l] == 1 && e->out_rank < PSIM_EINSUM_MAX_DIMS)
+            e->out[e->out_rank++] = l;
+    return TRUE;
+}
+
+/* Einsum: each output label's size from the inputs (1 only where every input has 1). */
+static gboolean infer_einsum(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need_inputs(g, n, 1, error))
+        return FALSE;
+    int32_t ranks[PSIM_EINSUM_MAX_INPUTS];
+    PsimDType dt = psim__input_dtype(g, n, 0);
+    for (int32_t k = 0; k < n->n_inputs && k < PSIM_EINSUM_MAX_INPUTS; k++) {
+        const PsimOutput *o = psim__input(g, n, k);
+        if (!o || o->rank < 0)
+            return psim__out_set(g, n, 0, dt, PSIM_RANK_UNKNOWN, NULL, error);
+        ranks[k] = o->rank;
+    }
+    PsimEinsum e;
+    g_autofree char *why = NULL;
+    if (!psim__einsum_parse(psim_node_attr_string(n, "equation", ""), n->n_inputs, ranks, &e, &why)) {
+        psim__error_node(error, g, n, "%s", why);
+        return FALSE;
+    }
+    int64_t d[PSIM_EINSUM_MAX_DIMS];
+    for (int32_t i = 0; i < e.out_rank; i++) {
+        d[i] = 1;
+        for (int32_t k = 0; k < e.n_in; k++)
+            for (int32_t j = 0; j < e.rank[k]; j++) {
+                int64_t s = psim__input(g, n, k)->dims[j];
+                if (e.lab[k][j] == e.out[i] && s != 1)
+                    d[i] = s;
+            }
+    }
+    return psim__out_set(g, n, 0, dt, e.out_rank, d, error);
+}
+
 /* GridSample: (N, C, grid's H_out, grid's W_out). */
 static gboolean infer_grid_sample(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -1034,6 +1163,8 @@ static const PsimOpDef math_ops[] = {
      infer_nms_unique, count_elementwise},
     {"RNN", "Elman recurrent layer", 0, infer_rnn, count_elementwise},
     {"GridSample", "samples of X at a grid of normalized coordinates", 0, infer_grid_sample,
+     count_elementwise},
+    {"Einsum", "sums of products over the labels an equation names", 0, infer_einsum,
      count_elementwise},
     {"GRU", "gated recurrent unit layer", 0, infer_rnn, count_elementwise},
     {"LSTM", "long short-term memory layer", 0, infer_rnn, count_elementwise},

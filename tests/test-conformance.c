@@ -2,7 +2,8 @@
  * CPU (op and input dtype, as the kernel registry keys them) is loaded, run by the single-device
  * executor on the host worker, and compared with the expected outputs (|got - want| <= 1e-7 +
  * 1e-3 |want|, as ONNX's own runner). Prints every failure, then "N passed, M failed"; fails
- * below 95% passed. Exits 77 (skipped) when the test data is not installed.
+ * below 95% of the tests run passed, or below 90% of all of them (a test that cannot run counted
+ * as failed: issue 19). Exits 77 (skipped) when the test data is not installed.
  * PSIM_CONFORMANCE_DIR overrides the folder; PSIM_CONFORMANCE_ONLY=name runs one test. */
 #include <math.h>
 #include <stdio.h>
@@ -271,6 +272,11 @@ int main(void)
     if (total == 0)
         return 1;
     double rate = (double)passed / total;
-    printf("pass rate %.1f%% (at least 95%% required)\n", 100 * rate);
-    return rate >= 0.95 ? 0 : 1;
+    /* Issue 19's measure: every test of the package, a test that cannot run counted as failed. */
+    double overall = (double)passed / (total + unsupported);
+    printf("pass rate %.1f%% of the tests run (at least 95%% required), %.1f%% of all %d (at least "
+           "90%% required)\n", 100 * rate, 100 * overall, total + unsupported);
+    if (only) /* one test: the share of all is not the question */
+        return rate >= 0.95 ? 0 : 1;
+    return rate >= 0.95 && overall >= 0.90 ? 0 : 1;
 }

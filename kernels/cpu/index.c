@@ -1104,6 +1104,97 @@ static gboolean run_unique(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* Einsum: every combination of the labels visited once, each product of the inputs' elements
+ * added into the output element its output labels name (in double). */
+static gboolean run_einsum(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    int32_t n_in = ctx->n_inputs, ranks[PSIM_EINSUM_MAX_INPUTS];
+    PsimDType dt = ctx->inputs[0]->dtype;
+    if (n_in > PSIM_EINSUM_MAX_INPUTS || (dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64 &&
+                                          dt != PSIM_DTYPE_INT32 && dt != PSIM_DTYPE_INT64)) {
+        KERR(ctx, error, "Einsum takes up to %d numeric inputs", PSIM_EINSUM_MAX_INPUTS);
+        return FALSE;
+    }
+    for (int32_t k = 0; k < n_in; k++) {
+        if (!ctx->inputs[k] || ctx->inputs[k]->dtype != dt) {
+            KERR(ctx, error, "Einsum input %d is missing or of another dtype", k);
+            return FALSE;
+        }
+        ranks[k] = ctx->inputs[k]->rank;
+    }
+    PsimEinsum e;
+    g_autofree char *why = NULL;
+    if (!psim__einsum_parse(psim_node_attr_string(ctx->node, "equation", ""), n_in, ranks, &e, &why)) {
+        KERR(ctx, error, "%s", why);
+        return FALSE;
+    }
+    enum { NL = 52 + PSIM_EINSUM_MAX_DIMS };
+    int64_t size[NL];
+    gboolean seen[NL] = {FALSE};
+    for (int32_t l = 0; l < NL; l++)
+        size[l] = 1;
+    for (int32_t k = 0; k < n_in; k++)
+        for (int32_t j = 0; j < e.rank[k]; j++) {
+            int32_t l = e.lab[k][j];
+            int64_t s = ctx->inputs[k]->dims[j];
+            if (seen[l] && size[l] != s && s != 1 && size[l] != 1) {
+                KERR(ctx, error, "Einsum: a subscript is %" G_GINT64_FORMAT " and %" G_GINT64_FORMAT, size[l], s);
+                return FALSE;
+            }
+            if (!seen[l] || size[l] == 1)
+                size[l] = s;
+            seen[l] = TRUE;
+        }
+    int32_t labels[NL], nl = 0;
+    for (int32_t l = 0; l < NL; l++)
+        if (seen[l])
+            labels[nl++] = l;
+    int64_t od[PSIM_EINSUM_MAX_DIMS];
+    for (int32_t i = 0; i < e.out_rank; i++) {
+        if (!seen[e.out[i]]) {
+            KERR(ctx, error, "Einsum: an output subscript is in no input");
+            return FALSE;
+        }
+        od[i] = size[e.out[i]];
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, dt, e.out_rank, od, error);
+    if (!y)
+        return FALSE;
+    g_autofree double *acc = g_new0(double, y->n_elems + 1);
+    int64_t total = 1, idx[NL] = {0};
+    for (int32_t i = 0; i < nl; i++) {
+        if (size[labels[i]] > 0 && total > ((int64_t)1 << 40) / size[labels[i]]) {
+            KERR(ctx, error, "Einsum over more than 2^40 combinations of its subscripts");
+            return FALSE;
+        }
+        total *= size[labels[i]];
+    }
+    for (int64_t c = 0; c < total; c++) {
+        double p = 1;
+        for (int32_t k = 0; k < n_in && p != 0; k++) {
+            const PsimTensor *t = ctx->inputs[k];
+            int64_t off = 0;
+            for (int32_t j = 0; j < e.rank[k]; j++)
+                off = off * t->dims[j] + (t->dims[j] == 1 ? 0 : idx[e.lab[k][j]]);
+            p *= get_num(t, off);
+        }
+        int64_t o = 0;
+        for (int32_t i = 0; i < e.out_rank; i++)
+            o = o * od[i] + idx[e.out[i]];
+        acc[o] += p;
+        for (int32_t i = nl - 1; i >= 0; i--) {
+            if (++idx[labels[i]] < size[labels[i]])
+                break;
+            idx[labels[i]] = 0;
+        }
+    }
+    for (int64_t i = 0; i < y->n_elems; i++)
+        set_num(y, i, acc[i]);
+    return TRUE;
+}
+
 void psim__cpu_register_index(void)
 {
     static const PsimDType num_types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
@@ -1147,6 +1238,8 @@ void psim__cpu_register_index(void)
     psim__cpu_add("NonMaxSuppression", "cpu-nms", "greedy non-maximum suppression per class",
                   run_nms, NULL, NULL);
     psim__cpu_add("Unique", "cpu-unique", "distinct values or slices", run_unique, NULL, NULL);
+    psim__cpu_add("Einsum", "cpu-einsum", "sums of products named by an equation", run_einsum, NULL,
+                  NULL);
     psim__cpu_add("ReverseSequence", "cpu-reverse-sequence", "reverse each batch's first steps",
                   run_reverse_sequence, NULL, NULL);
 }

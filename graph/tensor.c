@@ -183,6 +183,25 @@ static float half_to_float(uint16_t h)
     return f;
 }
 
+void psim_tensor_set_f64(PsimTensor *t, int64_t i, double v)
+{
+    void *d = t->data;
+    switch (t->dtype) {
+    case PSIM_DTYPE_FLOAT32: ((float *)d)[i] = (float)v; break;
+    case PSIM_DTYPE_FLOAT64: ((double *)d)[i] = v; break;
+    case PSIM_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
+    case PSIM_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
+    case PSIM_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
+    case PSIM_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
+    case PSIM_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
+    case PSIM_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
+    case PSIM_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)v; break;
+    case PSIM_DTYPE_INT64: ((int64_t *)d)[i] = (int64_t)v; break;
+    case PSIM_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
+    default: break;
+    }
+}
+
 double psim_tensor_get_f64(const PsimTensor *t, int64_t i)
 {
     const void *d = t->data;

@@ -7,27 +7,6 @@
 
 #include <math.h>
 
-/* Element i of a numeric tensor as a double, and back. */
-static double get_num(const PsimTensor *t, int64_t i)
-{
-    switch (t->dtype) {
-    case PSIM_DTYPE_FLOAT32: return ((const float *)t->data)[i];
-    case PSIM_DTYPE_FLOAT64: return ((const double *)t->data)[i];
-    case PSIM_DTYPE_INT32: return ((const int32_t *)t->data)[i];
-    default: return (double)((const int64_t *)t->data)[i];
-    }
-}
-
-static void set_num(PsimTensor *t, int64_t i, double v)
-{
-    switch (t->dtype) {
-    case PSIM_DTYPE_FLOAT32: ((float *)t->data)[i] = (float)v; break;
-    case PSIM_DTYPE_FLOAT64: ((double *)t->data)[i] = v; break;
-    case PSIM_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)v; break;
-    default: ((int64_t *)t->data)[i] = (int64_t)v; break;
-    }
-}
-
 static int64_t get_index(const PsimTensor *t, int64_t i)
 {
     return t->dtype == PSIM_DTYPE_INT32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
@@ -144,10 +123,10 @@ static gboolean run_cumsum(PsimKernelCtx *ctx, GError **error)
             double s = 0;
             for (int64_t c = 0; c < n; c++) {
                 int64_t kk = rev ? n - 1 - c : c, e = (o * n + kk) * inner + i;
-                double v = get_num(x, e);
+                double v = psim_tensor_get_f64(x, e);
                 if (!excl)
                     s += v;
-                set_num(y, e, s);
+                psim_tensor_set_f64(y, e, s);
                 if (excl)
                     s += v;
             }
@@ -166,7 +145,7 @@ static gboolean run_range(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "Range needs three scalars of one dtype");
         return FALSE;
     }
-    double a = get_num(s, 0), b = get_num(l, 0), step = get_num(d, 0);
+    double a = psim_tensor_get_f64(s, 0), b = psim_tensor_get_f64(l, 0), step = psim_tensor_get_f64(d, 0);
     double c = step != 0 ? ceil((b - a) / step) : -1;
     if (!(step != 0) || !isfinite(c) || c > (double)PSIM_MAX_ELEMENTS) {
         KERR(ctx, error, "Range needs a finite, nonzero delta and finite bounds");
@@ -180,14 +159,14 @@ static gboolean run_range(PsimKernelCtx *ctx, GError **error)
     if (s->dtype == PSIM_DTYPE_INT64 || s->dtype == PSIM_DTYPE_INT32) {
         int64_t v = (int64_t)a, st = (int64_t)step;
         for (int64_t i = 0; i < n; i++, v += st)
-            set_num(y, i, (double)v);
+            psim_tensor_set_f64(y, i, (double)v);
     } else if (s->dtype == PSIM_DTYPE_FLOAT32) {
         float fa = (float)a, fd = (float)step;
         for (int64_t i = 0; i < n; i++)
             ((float *)y->data)[i] = fa + (float)i * fd;
     } else {
         for (int64_t i = 0; i < n; i++)
-            set_num(y, i, a + (double)i * step);
+            psim_tensor_set_f64(y, i, a + (double)i * step);
     }
     return TRUE;
 }
@@ -220,12 +199,12 @@ static gboolean run_hardmax(PsimKernelCtx *ctx, GError **error)
             int64_t best = 0;
             for (int64_t c = 0; c < n; c++) {
                 int64_t e = (o * n + c) * inner + i;
-                if (get_num(x, e) > get_num(x, (o * n + best) * inner + i))
+                if (psim_tensor_get_f64(x, e) > psim_tensor_get_f64(x, (o * n + best) * inner + i))
                     best = c;
-                set_num(y, e, 0);
+                psim_tensor_set_f64(y, e, 0);
             }
             if (n > 0)
-                set_num(y, (o * n + best) * inner + i, 1);
+                psim_tensor_set_f64(y, (o * n + best) * inner + i, 1);
         }
     return TRUE;
 }
@@ -276,7 +255,7 @@ static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
         if (mode == 0)
             memcpy((char *)y->data + (size_t)off * es, (const char *)up->data + (size_t)u * es, es);
         else
-            set_num(y, off, mode == 1 ? get_num(y, off) + get_num(up, u) : get_num(y, off) * get_num(up, u));
+            psim_tensor_set_f64(y, off, mode == 1 ? psim_tensor_get_f64(y, off) + psim_tensor_get_f64(up, u) : psim_tensor_get_f64(y, off) * psim_tensor_get_f64(up, u));
         for (int32_t d = r - 1; d >= 0; d--) {
             if (++idx[d] < up->dims[d])
                 break;
@@ -401,8 +380,8 @@ static gboolean run_scatter_nd(PsimKernelCtx *ctx, GError **error)
                    (size_t)slice * es);
         else
             for (int64_t i = 0; i < slice; i++)
-                set_num(y, off + i, mode == 1 ? get_num(y, off + i) + get_num(up, t * slice + i)
-                                              : get_num(y, off + i) * get_num(up, t * slice + i));
+                psim_tensor_set_f64(y, off + i, mode == 1 ? psim_tensor_get_f64(y, off + i) + psim_tensor_get_f64(up, t * slice + i)
+                                              : psim_tensor_get_f64(y, off + i) * psim_tensor_get_f64(up, t * slice + i));
     }
     return TRUE;
 }
@@ -426,7 +405,7 @@ static gboolean run_eye_like(PsimKernelCtx *ctx, GError **error)
     memset(y->data, 0, y->nbytes);
     for (int64_t i = 0; i < x->dims[0]; i++)
         if (i + k >= 0 && i + k < x->dims[1])
-            set_num(y, i * x->dims[1] + i + k, 1);
+            psim_tensor_set_f64(y, i * x->dims[1] + i + k, 1);
     return TRUE;
 }
 
@@ -520,11 +499,11 @@ static gboolean run_topk(PsimKernelCtx *ctx, GError **error)
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             for (int64_t c = 0; c < n; c++)
-                row[c] = (Ranked){get_num(x, (o * n + c) * inner + i), c};
+                row[c] = (Ranked){psim_tensor_get_f64(x, (o * n + c) * inner + i), c};
             qsort(row, (size_t)n, sizeof(Ranked), largest ? cmp_largest : cmp_smallest);
             for (int64_t c = 0; c < k; c++) {
                 int64_t at = (o * k + c) * inner + i;
-                set_num(vals, at, row[c].v);
+                psim_tensor_set_f64(vals, at, row[c].v);
                 if (idxs)
                     ((int64_t *)idxs->data)[at] = row[c].i;
             }
@@ -563,7 +542,7 @@ static gboolean run_window(PsimKernelCtx *ctx, GError **error)
             v = 25.0 / 46.0 - (21.0 / 46.0) * cos(t);
         else
             v = 0.42 - 0.5 * cos(t) + 0.08 * cos(2 * t);
-        set_num(y, i, v);
+        psim_tensor_set_f64(y, i, v);
     }
     return TRUE;
 }
@@ -582,7 +561,7 @@ static gboolean run_onehot(PsimKernelCtx *ctx, GError **error)
             KERR(ctx, error, "OneHot needs one depth and two values");
         return FALSE;
     }
-    int64_t depth = (int64_t)get_num(dp, 0);
+    int64_t depth = (int64_t)psim_tensor_get_f64(dp, 0);
     if (depth < 0 || depth > PSIM_MAX_ELEMENTS) {
         KERR(ctx, error, "OneHot depth %" G_GINT64_FORMAT " is out of range", depth);
         return FALSE;
@@ -597,7 +576,7 @@ static gboolean run_onehot(PsimKernelCtx *ctx, GError **error)
     for (int64_t o = 0; o < outer; o++)
         for (int64_t c = 0; c < depth; c++)
             for (int64_t i = 0; i < inner; i++) {
-                int64_t k = (int64_t)get_num(ix, o * inner + i);
+                int64_t k = (int64_t)psim_tensor_get_f64(ix, o * inner + i);
                 if (k < 0)
                     k += depth;
                 memcpy((char *)y->data + (size_t)((o * depth + c) * inner + i) * es,
@@ -725,15 +704,15 @@ static gboolean run_mvn(PsimKernelCtx *ctx, GError **error)
             }
         }
         grp[i] = gi;
-        sum[gi] += get_num(x, i);
+        sum[gi] += psim_tensor_get_f64(x, i);
     }
     for (int64_t i = 0; i < x->n_elems; i++) {
-        double dv = get_num(x, i) - sum[grp[i]] / (double)per;
+        double dv = psim_tensor_get_f64(x, i) - sum[grp[i]] / (double)per;
         sq[grp[i]] += dv * dv;
     }
     for (int64_t i = 0; i < x->n_elems; i++) {
         double mean = sum[grp[i]] / (double)per, var = sq[grp[i]] / (double)per;
-        set_num(y, i, (get_num(x, i) - mean) / (sqrt(var) + 1e-9));
+        psim_tensor_set_f64(y, i, (psim_tensor_get_f64(x, i) - mean) / (sqrt(var) + 1e-9));
     }
     return TRUE;
 }
@@ -756,7 +735,7 @@ static gboolean run_det(PsimKernelCtx *ctx, GError **error)
     g_autofree double *m = g_new(double, n * n + 1);
     for (int64_t b = 0; b < y->n_elems; b++) {
         for (int64_t i = 0; i < n * n; i++)
-            m[i] = get_num(x, b * n * n + i);
+            m[i] = psim_tensor_get_f64(x, b * n * n + i);
         double det = 1;
         for (int64_t c = 0; c < n && det != 0; c++) {
             int64_t p = c;
@@ -782,7 +761,7 @@ static gboolean run_det(PsimKernelCtx *ctx, GError **error)
                     m[r * n + k] -= f * m[c * n + k];
             }
         }
-        set_num(y, b, det);
+        psim_tensor_set_f64(y, b, det);
     }
     return TRUE;
 }
@@ -861,7 +840,7 @@ static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
         for (int64_t c = 0; c < C; c++) {
             int64_t g = c / Cg;
             for (int64_t ip = 0; ip < in_sp; ip++) {
-                double xv = get_num(x, (n * C + c) * in_sp + ip);
+                double xv = psim_tensor_get_f64(x, (n * C + c) * in_sp + ip);
                 if (xv == 0)
                     continue;
                 int64_t iidx[PSIM_CPU_MAX_RANK], rem = ip;
@@ -885,7 +864,7 @@ static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
                     if (!in)
                         continue;
                     for (int64_t m = 0; m < Mg; m++)
-                        acc[(n * M + g * Mg + m) * out_sp + op] += xv * get_num(w, (c * Mg + m) * k_sp + kp);
+                        acc[(n * M + g * Mg + m) * out_sp + op] += xv * psim_tensor_get_f64(w, (c * Mg + m) * k_sp + kp);
                 }
             }
         }
@@ -893,7 +872,7 @@ static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
         for (int64_t m = 0; m < M; m++)
             for (int64_t op = 0; op < out_sp; op++) {
                 int64_t at = (n * M + m) * out_sp + op;
-                set_num(y, at, acc[at] + (bias ? get_num(bias, m) : 0));
+                psim_tensor_set_f64(y, at, acc[at] + (bias ? psim_tensor_get_f64(bias, m) : 0));
             }
     return TRUE;
 }
@@ -916,7 +895,7 @@ static void box_corners(const PsimTensor *bx, int64_t at, gboolean center, doubl
 {
     double v[4];
     for (int k = 0; k < 4; k++)
-        v[k] = get_num(bx, at + k);
+        v[k] = psim_tensor_get_f64(bx, at + k);
     if (center) { /* x_center, y_center, width, height */
         c[0] = v[1] - v[3] / 2;
         c[1] = v[0] - v[2] / 2;
@@ -951,10 +930,10 @@ static gboolean run_nms(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     }
     int64_t B = bx->dims[0], N = bx->dims[1], C = sc->dims[1];
-    int64_t max_out = mx && mx->n_elems ? (int64_t)get_num(mx, 0) : 0;
-    double iou_t = it && it->n_elems ? get_num(it, 0) : 0;
+    int64_t max_out = mx && mx->n_elems ? (int64_t)psim_tensor_get_f64(mx, 0) : 0;
+    double iou_t = it && it->n_elems ? psim_tensor_get_f64(it, 0) : 0;
     gboolean has_st = st && st->n_elems;
-    double score_t = has_st ? get_num(st, 0) : 0;
+    double score_t = has_st ? psim_tensor_get_f64(st, 0) : 0;
     gboolean center = psim_node_attr_int(ctx->node, "center_point_box", 0) != 0;
     g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(int64_t));
     g_autofree Scored *cand = g_new(Scored, N + 1);
@@ -966,7 +945,7 @@ static gboolean run_nms(PsimKernelCtx *ctx, GError **error)
         for (int64_t c = 0; c < C; c++) {
             int64_t nc = 0, nk = 0;
             for (int64_t i = 0; i < N; i++) {
-                double s = get_num(sc, (b * C + c) * N + i);
+                double s = psim_tensor_get_f64(sc, (b * C + c) * N + i);
                 if (!has_st || s > score_t)
                     cand[nc++] = (Scored){s, i};
             }
@@ -1004,7 +983,7 @@ static int slice_cmp(const SliceKey *k, int64_t a, int64_t b)
 {
     for (int64_t o = 0; o < k->outer; o++)
         for (int64_t j = 0; j < k->inner; j++) {
-            double x = get_num(k->x, (o * k->n + a) * k->inner + j), y = get_num(k->x, (o * k->n + b) * k->inner + j);
+            double x = psim_tensor_get_f64(k->x, (o * k->n + a) * k->inner + j), y = psim_tensor_get_f64(k->x, (o * k->n + b) * k->inner + j);
             if (x != y)
                 return x < y ? -1 : 1;
         }
@@ -1178,7 +1157,7 @@ static gboolean run_einsum(PsimKernelCtx *ctx, GError **error)
             int64_t off = 0;
             for (int32_t j = 0; j < e.rank[k]; j++)
                 off = off * t->dims[j] + (t->dims[j] == 1 ? 0 : idx[e.lab[k][j]]);
-            p *= get_num(t, off);
+            p *= psim_tensor_get_f64(t, off);
         }
         int64_t o = 0;
         for (int32_t i = 0; i < e.out_rank; i++)
@@ -1191,7 +1170,7 @@ static gboolean run_einsum(PsimKernelCtx *ctx, GError **error)
         }
     }
     for (int64_t i = 0; i < y->n_elems; i++)
-        set_num(y, i, acc[i]);
+        psim_tensor_set_f64(y, i, acc[i]);
     return TRUE;
 }
 

@@ -7,18 +7,6 @@
 
 #include <math.h>
 
-static double getf(const PsimTensor *t, int64_t i)
-{
-    return t->dtype == PSIM_DTYPE_FLOAT64 ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
-}
-
-static void setf(PsimTensor *t, int64_t i, double v)
-{
-    if (t->dtype == PSIM_DTYPE_FLOAT64)
-        ((double *)t->data)[i] = v;
-    else
-        ((float *)t->data)[i] = (float)v;
-}
 
 /* NLL of log-probabilities lp (N, C, inner...) against target (N, inner...): output 0. */
 static gboolean nll(PsimKernelCtx *ctx, const PsimTensor *lp, const PsimTensor *target,
@@ -63,16 +51,16 @@ static gboolean nll(PsimKernelCtx *ctx, const PsimTensor *lp, const PsimTensor *
                          ctx->node->op, c, C);
                     return FALSE;
                 }
-                w = weight ? getf(weight, c) : 1.0;
-                loss = -getf(lp, (n * C + c) * inner + i) * w;
+                w = weight ? psim_tensor_get_f64(weight, c) : 1.0;
+                loss = -psim_tensor_get_f64(lp, (n * C + c) * inner + i) * w;
             }
             if (none)
-                setf(y, t_at, loss);
+                psim_tensor_set_f64(y, t_at, loss);
             sum += loss;
             wsum += w;
         }
     if (!none)
-        setf(y, 0, mean ? sum / wsum : sum);
+        psim_tensor_set_f64(y, 0, mean ? sum / wsum : sum);
     return TRUE;
 }
 
@@ -110,13 +98,13 @@ static gboolean run_sce(PsimKernelCtx *ctx, GError **error)
         for (int64_t i = 0; i < inner; i++) {
             double m = -INFINITY, s = 0;
             for (int64_t c = 0; c < C; c++)
-                m = fmax(m, getf(x, (n * C + c) * inner + i));
+                m = fmax(m, psim_tensor_get_f64(x, (n * C + c) * inner + i));
             for (int64_t c = 0; c < C; c++)
-                s += exp(getf(x, (n * C + c) * inner + i) - m);
+                s += exp(psim_tensor_get_f64(x, (n * C + c) * inner + i) - m);
             double ls = log(s);
             for (int64_t c = 0; c < C; c++) {
                 int64_t at = (n * C + c) * inner + i;
-                setf(lp, at, getf(x, at) - m - ls);
+                psim_tensor_set_f64(lp, at, psim_tensor_get_f64(x, at) - m - ls);
             }
         }
     if (!nll(ctx, lp, ctx->inputs[1], psim__cpu_in(ctx, 2), error))

@@ -6,16 +6,6 @@
 
 #include <math.h>
 
-static double qget(const PsimTensor *t, int64_t i)
-{
-    switch (t->dtype) {
-    case PSIM_DTYPE_UINT8: return ((const uint8_t *)t->data)[i];
-    case PSIM_DTYPE_INT8: return ((const int8_t *)t->data)[i];
-    case PSIM_DTYPE_INT32: return ((const int32_t *)t->data)[i];
-    case PSIM_DTYPE_FLOAT64: return ((const double *)t->data)[i];
-    default: return ((const float *)t->data)[i];
-    }
-}
 
 /* round half to even, then saturate to dt's range, stored. */
 static void qset(PsimTensor *t, int64_t i, double v)
@@ -79,9 +69,9 @@ static gboolean run_quantize(PsimKernelCtx *ctx, GError **error)
     gboolean f32 = x->dtype == PSIM_DTYPE_FLOAT32 && scale->dtype == PSIM_DTYPE_FLOAT32;
     for (int64_t i = 0; i < x->n_elems; i++) {
         int64_t p = param_at(x, axis, scale->n_elems, i);
-        double q = f32 ? (double)rintf((float)qget(x, i) / (float)qget(scale, p))
-                       : rint(qget(x, i) / qget(scale, p));
-        qset(y, i, q + (zp ? qget(zp, p) : 0));
+        double q = f32 ? (double)rintf((float)psim_tensor_get_f64(x, i) / (float)psim_tensor_get_f64(scale, p))
+                       : rint(psim_tensor_get_f64(x, i) / psim_tensor_get_f64(scale, p));
+        qset(y, i, q + (zp ? psim_tensor_get_f64(zp, p) : 0));
     }
     return TRUE;
 }
@@ -103,7 +93,7 @@ static gboolean run_dequantize(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     for (int64_t i = 0; i < x->n_elems; i++) {
         int64_t p = param_at(x, axis, scale->n_elems, i);
-        double v = (qget(x, i) - (zp ? qget(zp, p) : 0)) * qget(scale, p);
+        double v = (psim_tensor_get_f64(x, i) - (zp ? psim_tensor_get_f64(zp, p) : 0)) * psim_tensor_get_f64(scale, p);
         if (y->dtype == PSIM_DTYPE_FLOAT64)
             ((double *)y->data)[i] = v;
         else
@@ -123,7 +113,7 @@ static gboolean run_dynamic_quantize(PsimKernelCtx *ctx, GError **error)
     }
     double lo = 0, hi = 0;
     for (int64_t i = 0; i < x->n_elems; i++) {
-        double v = qget(x, i);
+        double v = psim_tensor_get_f64(x, i);
         lo = MIN(lo, v);
         hi = MAX(hi, v);
     }
@@ -177,7 +167,7 @@ static gboolean int_matmul(PsimKernelCtx *ctx, const PsimTensor *a, const PsimTe
             for (int64_t j = 0; j < N; j++) {
                 double s = 0;
                 for (int64_t k = 0; k < K; k++)
-                    s += (qget(a, ao + i * K + k) - azp) * (qget(b, bo + k * N + j) - bzp);
+                    s += (psim_tensor_get_f64(a, ao + i * K + k) - azp) * (psim_tensor_get_f64(b, bo + k * N + j) - bzp);
                 qset(y, yo + i * N + j, rescale == 1 && yzp == 0 ? s : s * rescale + yzp);
             }
     }
@@ -186,7 +176,7 @@ static gboolean int_matmul(PsimKernelCtx *ctx, const PsimTensor *a, const PsimTe
 
 static double scalar_or_zero(const PsimTensor *t)
 {
-    return t && t->n_elems >= 1 ? qget(t, 0) : 0;
+    return t && t->n_elems >= 1 ? psim_tensor_get_f64(t, 0) : 0;
 }
 
 static gboolean run_matmul_integer(PsimKernelCtx *ctx, GError **error)
@@ -212,9 +202,9 @@ static gboolean run_qlinear_matmul(PsimKernelCtx *ctx, GError **error)
             KERR(ctx, error, "QLinearMatMul: only per-tensor scales and zero points are supported");
             return FALSE;
         }
-    double rescale = qget(in[1], 0) * qget(in[4], 0) / qget(in[6], 0);
-    return int_matmul(ctx, in[0], in[3], qget(in[2], 0), qget(in[5], 0), in[7]->dtype, rescale,
-                      qget(in[7], 0), error);
+    double rescale = psim_tensor_get_f64(in[1], 0) * psim_tensor_get_f64(in[4], 0) / psim_tensor_get_f64(in[6], 0);
+    return int_matmul(ctx, in[0], in[3], psim_tensor_get_f64(in[2], 0), psim_tensor_get_f64(in[5], 0), in[7]->dtype, rescale,
+                      psim_tensor_get_f64(in[7], 0), error);
 }
 
 void psim__cpu_register_quant(void)

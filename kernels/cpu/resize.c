@@ -239,8 +239,7 @@ static double gs_at(const PsimTensor *x, int64_t base, int64_t H, int64_t W, int
 {
     if (yy < 0 || yy >= H || xx < 0 || xx >= W)
         return 0;
-    int64_t at = base + yy * W + xx;
-    return x->dtype == PSIM_DTYPE_FLOAT64 ? ((const double *)x->data)[at] : ((const float *)x->data)[at];
+    return psim_tensor_get_f64(x, base + yy * W + xx);
 }
 
 static gboolean run_grid_sample(PsimKernelCtx *ctx, GError **error)

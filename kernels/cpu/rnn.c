@@ -49,18 +49,6 @@ static gboolean act_known(const char *s)
     return FALSE;
 }
 
-static double rget(const PsimTensor *t, int64_t i)
-{
-    return t->dtype == PSIM_DTYPE_FLOAT64 ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
-}
-
-static void rset(PsimTensor *t, int64_t i, double v)
-{
-    if (t->dtype == PSIM_DTYPE_FLOAT64)
-        ((double *)t->data)[i] = v;
-    else
-        ((float *)t->data)[i] = (float)v;
-}
 
 static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
 {
@@ -134,8 +122,8 @@ static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
     for (int64_t d = 0; d < D; d++) {
         gboolean rev = !strcmp(dir, "reverse") || d == 1;
         for (int64_t i = 0; i < Bn * H; i++) {
-            h[i] = h0 ? rget(h0, (bf ? (i / H) * D * H + d * H + i % H : d * Bn * H + i)) : 0;
-            c[i] = c0 ? rget(c0, (bf ? (i / H) * D * H + d * H + i % H : d * Bn * H + i)) : 0;
+            h[i] = h0 ? psim_tensor_get_f64(h0, (bf ? (i / H) * D * H + d * H + i % H : d * Bn * H + i)) : 0;
+            c[i] = c0 ? psim_tensor_get_f64(c0, (bf ? (i / H) * D * H + d * H + i % H : d * Bn * H + i)) : 0;
         }
         for (int64_t b = 0; b < Bn; b++) {
             int64_t len = S;
@@ -149,14 +137,14 @@ static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
                 const int64_t xo = bf ? (b * S + t) * I : (t * Bn + b) * I;
                 /* gates = X W^T + Wb (+ H R^T + Rb, except GRU's h gate) */
                 for (int64_t gi = 0; gi < G * H; gi++) {
-                    double s = Bt ? rget(Bt, d * 2 * G * H + gi) : 0;
+                    double s = Bt ? psim_tensor_get_f64(Bt, d * 2 * G * H + gi) : 0;
                     for (int64_t k = 0; k < I; k++)
-                        s += rget(X, xo + k) * rget(W, (d * G * H + gi) * I + k);
+                        s += psim_tensor_get_f64(X, xo + k) * psim_tensor_get_f64(W, (d * G * H + gi) * I + k);
                     gboolean h_gate = gru && gi >= 2 * H;
                     if (!h_gate) {
-                        s += Bt ? rget(Bt, d * 2 * G * H + G * H + gi) : 0;
+                        s += Bt ? psim_tensor_get_f64(Bt, d * 2 * G * H + G * H + gi) : 0;
                         for (int64_t k = 0; k < H; k++)
-                            s += hb[k] * rget(R, (d * G * H + gi) * H + k);
+                            s += hb[k] * psim_tensor_get_f64(R, (d * G * H + gi) * H + k);
                     }
                     gates[gi] = s;
                 }
@@ -165,8 +153,8 @@ static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
                         rvec[k] = act(&acts[d][0], clip > 0 ? CLAMP(gates[H + k], -clip, clip) : gates[H + k]);
                 for (int64_t j = 0; j < H; j++) {
                     if (lstm) {
-                        double pi = P ? rget(P, d * 3 * H + j) : 0, po = P ? rget(P, d * 3 * H + H + j) : 0,
-                               pf = P ? rget(P, d * 3 * H + 2 * H + j) : 0;
+                        double pi = P ? psim_tensor_get_f64(P, d * 3 * H + j) : 0, po = P ? psim_tensor_get_f64(P, d * 3 * H + H + j) : 0,
+                               pf = P ? psim_tensor_get_f64(P, d * 3 * H + 2 * H + j) : 0;
                         double gi_ = gates[j] + pi * cb[j], go = gates[H + j], gf = gates[2 * H + j] + pf * cb[j],
                                gc = gates[3 * H + j];
                         if (clip > 0) {
@@ -192,17 +180,17 @@ static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
                         r = act(&acts[d][0], r);
                         /* h gate: X Wh^T + Wbh (in gates) plus r (.) (H Rh^T + Rbh) with
                          * linear_before_reset, else (r (.) H) Rh^T + Rbh. */
-                        double rb = Bt ? rget(Bt, d * 2 * G * H + G * H + 2 * H + j) : 0;
+                        double rb = Bt ? psim_tensor_get_f64(Bt, d * 2 * G * H + G * H + 2 * H + j) : 0;
                         double rh;
                         if (lbr) {
                             double s = rb;
                             for (int64_t k = 0; k < H; k++)
-                                s += hb[k] * rget(R, (d * G * H + 2 * H + j) * H + k);
+                                s += hb[k] * psim_tensor_get_f64(R, (d * G * H + 2 * H + j) * H + k);
                             rh = r * s;
                         } else {
                             double s = rb;
                             for (int64_t k = 0; k < H; k++)
-                                s += rvec[k] * hb[k] * rget(R, (d * G * H + 2 * H + j) * H + k);
+                                s += rvec[k] * hb[k] * psim_tensor_get_f64(R, (d * G * H + 2 * H + j) * H + k);
                             rh = s;
                         }
                         double hv = gates[2 * H + j] + rh;
@@ -220,15 +208,15 @@ static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
                 memcpy(hb, hn, sizeof(double) * (size_t)H);
                 if (Y)
                     for (int64_t j = 0; j < H; j++)
-                        rset(Y, bf ? ((b * S + t) * D + d) * H + j : ((t * D + d) * Bn + b) * H + j, hb[j]);
+                        psim_tensor_set_f64(Y, bf ? ((b * S + t) * D + d) * H + j : ((t * D + d) * Bn + b) * H + j, hb[j]);
             }
         }
         for (int64_t i = 0; i < Bn * H; i++) {
             int64_t at = bf ? (i / H) * D * H + d * H + i % H : d * Bn * H + i;
             if (Yh)
-                rset(Yh, at, h[i]);
+                psim_tensor_set_f64(Yh, at, h[i]);
             if (Yc)
-                rset(Yc, at, c[i]);
+                psim_tensor_set_f64(Yc, at, c[i]);
         }
     }
     return TRUE;

@@ -470,15 +470,22 @@ static gboolean run_unary(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* Output 0: a bool tensor of input 0's shape (NULL with an error). */
+static PsimTensor *bool_like_input(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return NULL;
+    PsimTensor *x = ctx->inputs[0];
+    return psim__cpu_out(ctx, 0, PSIM_DTYPE_BOOL, x->rank, x->dims, error);
+}
+
 /* IsNaN, IsInf (detect_positive, detect_negative): bool of a float32 or float64 input. */
 static gboolean run_isnan_isinf(PsimKernelCtx *ctx, GError **error)
 {
-    if (!psim__cpu_need(ctx, 1, error))
-        return FALSE;
-    PsimTensor *x = ctx->inputs[0];
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_BOOL, x->rank, x->dims, error);
+    PsimTensor *y = bool_like_input(ctx, error);
     if (!y)
         return FALSE;
+    const PsimTensor *x = ctx->inputs[0];
     gboolean nan = !strcmp(ctx->node->op, "IsNaN");
     gboolean pos = psim_node_attr_int(ctx->node, "detect_positive", 1) != 0;
     gboolean neg = psim_node_attr_int(ctx->node, "detect_negative", 1) != 0;
@@ -493,12 +500,10 @@ static gboolean run_isnan_isinf(PsimKernelCtx *ctx, GError **error)
 
 static gboolean run_not(PsimKernelCtx *ctx, GError **error)
 {
-    if (!psim__cpu_need(ctx, 1, error))
-        return FALSE;
-    PsimTensor *x = ctx->inputs[0];
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_BOOL, x->rank, x->dims, error);
+    PsimTensor *y = bool_like_input(ctx, error);
     if (!y)
         return FALSE;
+    const PsimTensor *x = ctx->inputs[0];
     const uint8_t *restrict a = x->data;
     uint8_t *restrict b = y->data;
     for (int64_t i = 0; i < x->n_elems; i++)

@@ -1299,12 +1299,17 @@ static int infer_node_test(const char *dir, GString *why)
         if (!want)
             continue;
         PsimPort port = psim_graph_output(g, i);
-        const PsimOutput *o = &psim_graph_node(g, port.node)->outputs[port.index];
+        const PsimNode *producer = psim_graph_node(g, port.node);
+        const PsimOutput *o = &producer->outputs[port.index];
+        /* A dim that counts what the data selects may stay unknown (ONNX's inference leaves it
+         * symbolic too); every other dim, the rank and the dtype must be the data's. */
+        const PsimOpDef *def = psim_op_lookup(producer->op);
+        gboolean data_shaped = def && (def->flags & PSIM_OP_DATA_SHAPED);
         gboolean same = o->rank == want->rank &&
                         (o->dtype == want->dtype ||
                          (want->dtype == PSIM_DTYPE_UINT16 && o->dtype == PSIM_DTYPE_BFLOAT16));
         for (int32_t j = 0; same && j < want->rank; j++)
-            same = o->dims[j] == want->dims[j];
+            same = o->dims[j] == want->dims[j] || (data_shaped && o->dims[j] == PSIM_DIM_UNKNOWN);
         if (!same) {
             g_string_append_printf(why, "output %d: %s rank %d [", i, psim_dtype_name(o->dtype),
                                    o->rank);

@@ -359,6 +359,9 @@ enum {
     PSIM_OP_STATEFUL = 1u << 0, /* never merged by CSE nor folded (variables, random) */
     PSIM_OP_ABSTRACT = 1u << 1, /* no kernel can run it (Task) */
     PSIM_OP_SOURCE = 1u << 2,   /* Const, Placeholder */
+    /* Some output dim is how many elements the data selects (NonZero, Compress, Unique,
+     * NonMaxSuppression): inference leaves it unknown, as ONNX's own does. */
+    PSIM_OP_DATA_SHAPED = 1u << 3,
 };
 
 typedef struct PsimOpDef {

@@ -488,8 +488,8 @@ static gboolean infer_depth_space(PsimGraph *g, PsimNode *n, GError **error)
         return FALSE;
     const PsimOutput *x = psim__input(g, n, 0);
     int64_t b = psim_node_attr_int(n, "blocksize", 0);
-    if (b < 1) {
-        psim__error_node(error, g, n, "%s needs a blocksize >= 1", n->op);
+    if (b < 1 || b > 65536) {
+        psim__error_node(error, g, n, "%s needs a blocksize from 1 to 65536", n->op);
         return FALSE;
     }
     if (x->rank < 0)

@@ -885,8 +885,12 @@ static PsimTensor *plain_alloc(PsimKernelCtx *ctx, PsimDType dt, int32_t r, cons
 
 static gboolean run_widened(PsimKernelCtx *ctx, GError **error)
 {
-    if (!psim__cpu_need(ctx, 1, error) || ctx->n_inputs > 8 || ctx->n_outputs > 8)
+    if (!psim__cpu_need(ctx, 1, error))
         return FALSE;
+    if (ctx->n_inputs > 8 || ctx->n_outputs > 8) {
+        KERR(ctx, error, "%s on narrow dtypes takes at most 8 inputs and outputs", ctx->node->op);
+        return FALSE;
+    }
     const char *op = ctx->node->op;
     PsimDType narrow = ctx->inputs[0]->dtype;
     PsimDType wide = narrow == PSIM_DTYPE_FLOAT16 ? PSIM_DTYPE_FLOAT32 : PSIM_DTYPE_INT64;

@@ -7,9 +7,27 @@
 
 #include <math.h>
 
+/* Element i as an integer, for every dtype: integers exactly (uint64 above INT64_MAX saturates),
+ * floats truncated and saturated, NaN as 0. */
 static int64_t get_index(const PsimTensor *t, int64_t i)
 {
-    return t->dtype == PSIM_DTYPE_INT32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
+    switch (t->dtype) {
+    case PSIM_DTYPE_INT64: return ((const int64_t *)t->data)[i];
+    case PSIM_DTYPE_INT32: return ((const int32_t *)t->data)[i];
+    case PSIM_DTYPE_INT16: return ((const int16_t *)t->data)[i];
+    case PSIM_DTYPE_INT8: return ((const int8_t *)t->data)[i];
+    case PSIM_DTYPE_UINT8: case PSIM_DTYPE_BOOL: return ((const uint8_t *)t->data)[i];
+    case PSIM_DTYPE_UINT16: return ((const uint16_t *)t->data)[i];
+    case PSIM_DTYPE_UINT32: return ((const uint32_t *)t->data)[i];
+    case PSIM_DTYPE_UINT64: {
+        uint64_t v = ((const uint64_t *)t->data)[i];
+        return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+    }
+    default: {
+        double v = psim_tensor_get_f64(t, i);
+        return isnan(v) ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (int64_t)v;
+    }
+    }
 }
 
 /* out[i...] = data[i...] with dim `axis` replaced by indices[i...] (negative from the end). */
@@ -209,6 +227,23 @@ static gboolean run_hardmax(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* Scatter reductions: 0 none (a copy), 1 add, 2 mul, 3 max, 4 min; -1 with an error otherwise. */
+static int scatter_mode(PsimKernelCtx *ctx, GError **error)
+{
+    static const char *const names[] = {"none", "add", "mul", "max", "min"};
+    const char *red = psim_node_attr_string(ctx->node, "reduction", "none");
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(red, names[i]))
+            return i;
+    KERR(ctx, error, "%s reduction '%s' is not none, add, mul, max or min", ctx->node->op, red);
+    return -1;
+}
+
+static double scatter_apply(int mode, double old, double upd)
+{
+    return mode == 1 ? old + upd : mode == 2 ? old * upd : mode == 3 ? fmax(old, upd) : fmin(old, upd);
+}
+
 /* ScatterElements (and the older Scatter): a copy of data with updates[i...] written at dim
  * `axis` = indices[i...]; reduction none, add or mul. */
 static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
@@ -227,8 +262,9 @@ static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
     }
     if (!psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 0), r, &axis, error))
         return FALSE;
-    const char *red = psim_node_attr_string(ctx->node, "reduction", "none");
-    int mode = !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2 : 0;
+    int mode = scatter_mode(ctx, error);
+    if (mode < 0)
+        return FALSE;
     PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, r, x->dims, error);
     if (!y)
         return FALSE;
@@ -255,7 +291,7 @@ static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
         if (mode == 0)
             memcpy((char *)y->data + (size_t)off * es, (const char *)up->data + (size_t)u * es, es);
         else
-            psim_tensor_set_f64(y, off, mode == 1 ? psim_tensor_get_f64(y, off) + psim_tensor_get_f64(up, u) : psim_tensor_get_f64(y, off) * psim_tensor_get_f64(up, u));
+            psim_tensor_set_f64(y, off, scatter_apply(mode, psim_tensor_get_f64(y, off), psim_tensor_get_f64(up, u)));
         for (int32_t d = r - 1; d >= 0; d--) {
             if (++idx[d] < up->dims[d])
                 break;
@@ -316,6 +352,10 @@ static gboolean run_gather_nd(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     int64_t q = ix->dims[ix->rank - 1], od[PSIM_CPU_MAX_RANK];
     int32_t orank = 0;
+    if ((ix->rank - 1) + (x->rank - bd - q) > PSIM_CPU_MAX_RANK) {
+        KERR(ctx, error, "GatherND output of rank over %d", PSIM_CPU_MAX_RANK);
+        return FALSE;
+    }
     for (int32_t i = 0; i < ix->rank - 1; i++)
         od[orank++] = ix->dims[i];
     for (int64_t i = bd + q; i < x->rank; i++)
@@ -359,8 +399,9 @@ static gboolean run_scatter_nd(PsimKernelCtx *ctx, GError **error)
              tuples * slice);
         return FALSE;
     }
-    const char *red = psim_node_attr_string(ctx->node, "reduction", "none");
-    int mode = !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2 : 0;
+    int mode = scatter_mode(ctx, error);
+    if (mode < 0)
+        return FALSE;
     PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
@@ -380,8 +421,7 @@ static gboolean run_scatter_nd(PsimKernelCtx *ctx, GError **error)
                    (size_t)slice * es);
         else
             for (int64_t i = 0; i < slice; i++)
-                psim_tensor_set_f64(y, off + i, mode == 1 ? psim_tensor_get_f64(y, off + i) + psim_tensor_get_f64(up, t * slice + i)
-                                              : psim_tensor_get_f64(y, off + i) * psim_tensor_get_f64(up, t * slice + i));
+                psim_tensor_set_f64(y, off + i, scatter_apply(mode, psim_tensor_get_f64(y, off + i), psim_tensor_get_f64(up, t * slice + i)));
     }
     return TRUE;
 }
@@ -420,7 +460,7 @@ static gboolean run_depth_space(PsimKernelCtx *ctx, GError **error)
     int64_t b = psim_node_attr_int(ctx->node, "blocksize", 0);
     gboolean d2s = !strcmp(ctx->node->op, "DepthToSpace");
     gboolean crd = d2s && !strcmp(psim_node_attr_string(ctx->node, "mode", "DCR"), "CRD");
-    if (!es || x->rank != 4 || b < 1 || (d2s && x->dims[1] % (b * b)) ||
+    if (!es || x->rank != 4 || b < 1 || b > 65536 || (d2s && x->dims[1] % (b * b)) ||
         (!d2s && (x->dims[2] % b || x->dims[3] % b))) {
         KERR(ctx, error, "%s needs a 4-D input whose dims divide by the blocksize", ctx->node->op);
         return FALSE;
@@ -561,7 +601,8 @@ static gboolean run_onehot(PsimKernelCtx *ctx, GError **error)
             KERR(ctx, error, "OneHot needs one depth and two values");
         return FALSE;
     }
-    int64_t depth = (int64_t)psim_tensor_get_f64(dp, 0);
+    double dv = psim_tensor_get_f64(dp, 0);
+    int64_t depth = isfinite(dv) && dv >= 0 && dv <= (double)PSIM_MAX_ELEMENTS ? (int64_t)dv : -1;
     if (depth < 0 || depth > PSIM_MAX_ELEMENTS) {
         KERR(ctx, error, "OneHot depth %" G_GINT64_FORMAT " is out of range", depth);
         return FALSE;
@@ -576,7 +617,7 @@ static gboolean run_onehot(PsimKernelCtx *ctx, GError **error)
     for (int64_t o = 0; o < outer; o++)
         for (int64_t c = 0; c < depth; c++)
             for (int64_t i = 0; i < inner; i++) {
-                int64_t k = (int64_t)psim_tensor_get_f64(ix, o * inner + i);
+                int64_t k = get_index(ix, o * inner + i);
                 if (k < 0)
                     k += depth;
                 memcpy((char *)y->data + (size_t)((o * depth + c) * inner + i) * es,
@@ -636,17 +677,17 @@ static gboolean run_nonzero(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "NonZero cannot read %s tensors", psim_dtype_name(x->dtype));
         return FALSE;
     }
-    static const uint8_t zero[8] = {0};
+    /* By value: -0.0 is zero (a bytewise test would count it). */
     int64_t cnt = 0;
     for (int64_t i = 0; i < x->n_elems; i++)
-        cnt += memcmp((const char *)x->data + (size_t)i * es, zero, es) != 0;
+        cnt += psim_tensor_get_f64(x, i) != 0;
     int64_t od[2] = {x->rank, cnt};
     PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_INT64, 2, od, error);
     if (!y)
         return FALSE;
     int64_t *out = y->data, k = 0;
     for (int64_t i = 0; i < x->n_elems; i++) {
-        if (!memcmp((const char *)x->data + (size_t)i * es, zero, es))
+        if (psim_tensor_get_f64(x, i) == 0)
             continue;
         int64_t rem = i;
         for (int32_t d = x->rank - 1; d >= 0; d--) {
@@ -930,7 +971,7 @@ static gboolean run_nms(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     }
     int64_t B = bx->dims[0], N = bx->dims[1], C = sc->dims[1];
-    int64_t max_out = mx && mx->n_elems ? (int64_t)psim_tensor_get_f64(mx, 0) : 0;
+    int64_t max_out = mx && mx->n_elems ? MAX(get_index(mx, 0), 0) : 0;
     double iou_t = it && it->n_elems ? psim_tensor_get_f64(it, 0) : 0;
     gboolean has_st = st && st->n_elems;
     double score_t = has_st ? psim_tensor_get_f64(st, 0) : 0;

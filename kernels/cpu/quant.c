@@ -10,7 +10,7 @@
 /* round half to even, then saturate to dt's range, stored. */
 static void qset(PsimTensor *t, int64_t i, double v)
 {
-    v = rint(v);
+    v = isnan(v) ? 0 : rint(v);
     switch (t->dtype) {
     case PSIM_DTYPE_UINT8: ((uint8_t *)t->data)[i] = (uint8_t)CLAMP(v, 0, 255); break;
     case PSIM_DTYPE_INT8: ((int8_t *)t->data)[i] = (int8_t)CLAMP(v, -128, 127); break;
@@ -35,6 +35,11 @@ static int64_t param_at(const PsimTensor *x, int32_t axis, int64_t n_params, int
 static gboolean q_params(PsimKernelCtx *ctx, const PsimTensor *x, const PsimTensor *scale,
                          const PsimTensor *zp, int32_t *axis, GError **error)
 {
+    if (scale->n_elems < 1 || (scale->dtype != PSIM_DTYPE_FLOAT32 && scale->dtype != PSIM_DTYPE_FLOAT64) ||
+        (zp && !quant_type(zp->dtype) && zp->dtype != PSIM_DTYPE_INT32)) {
+        KERR(ctx, error, "%s needs a float32 or float64 scale and an integer zero point", ctx->node->op);
+        return FALSE;
+    }
     if (scale->n_elems > 1 &&
         (x->rank == 0 || !psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", 1), x->rank, axis, error)))
         return FALSE;
@@ -184,6 +189,10 @@ static gboolean run_matmul_integer(PsimKernelCtx *ctx, GError **error)
     if (!psim__cpu_need(ctx, 2, error))
         return FALSE;
     PsimTensor *azp = psim__cpu_in(ctx, 2), *bzp = psim__cpu_in(ctx, 3);
+    if (!quant_type(ctx->inputs[0]->dtype) || !quant_type(ctx->inputs[1]->dtype)) {
+        KERR(ctx, error, "MatMulInteger reads int8 or uint8");
+        return FALSE;
+    }
     if ((azp && azp->n_elems > 1) || (bzp && bzp->n_elems > 1)) {
         KERR(ctx, error, "MatMulInteger: per-row or per-column zero points are not supported");
         return FALSE;
@@ -197,6 +206,11 @@ static gboolean run_qlinear_matmul(PsimKernelCtx *ctx, GError **error)
     if (!psim__cpu_need(ctx, 8, error))
         return FALSE;
     PsimTensor *const *in = ctx->inputs;
+    if (!quant_type(in[0]->dtype) || !quant_type(in[3]->dtype) || !quant_type(in[2]->dtype) ||
+        !quant_type(in[5]->dtype) || !quant_type(in[7]->dtype)) {
+        KERR(ctx, error, "QLinearMatMul reads and writes int8 or uint8");
+        return FALSE;
+    }
     for (int k = 1; k < 8; k++)
         if (k != 3 && in[k]->n_elems != 1) {
             KERR(ctx, error, "QLinearMatMul: only per-tensor scales and zero points are supported");

@@ -248,6 +248,10 @@ static gboolean run_arg(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     int64_t outer = psim_shape_elems(axis, x->dims), n = x->dims[axis];
     int64_t inner = psim_shape_elems(r - axis - 1, x->dims + axis + 1);
+    if (n == 0 && y->n_elems > 0) {
+        KERR(ctx, error, "%s along an empty axis", ctx->node->op);
+        return FALSE;
+    }
     int64_t *out = y->data;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {

@@ -156,6 +156,10 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
     double a = psim_node_attr_float(node, "cubic_coeff_a", -0.75);
     gboolean exclude = psim_node_attr_int(node, "exclude_outside", 0) != 0;
     double extrap = psim_node_attr_float(node, "extrapolation_value", 0.0);
+    if (x->n_elems == 0 && psim_shape_elems(r, od) > 0) {
+        KERR(ctx, error, "%s of an empty tensor to a non-empty one", node->op);
+        return FALSE;
+    }
     PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, r, od, error);
     if (!y)
         return FALSE;
@@ -254,7 +258,7 @@ static gboolean run_grid_sample(PsimKernelCtx *ctx, GError **error)
     }
     const char *ms = psim_node_attr_string(ctx->node, "mode", "bilinear");
     const char *ps = psim_node_attr_string(ctx->node, "padding_mode", "zeros");
-    int mode = !strcmp(ms, "nearest") ? 0 : !strcmp(ms, "bicubic") ? 2 : 1;
+    int mode = !strcmp(ms, "nearest") ? 0 : !strcmp(ms, "bicubic") || !strcmp(ms, "cubic") ? 2 : 1;
     int pad = !strcmp(ps, "border") ? 1 : !strcmp(ps, "reflection") ? 2 : 0;
     gboolean align = psim_node_attr_int(ctx->node, "align_corners", 0) != 0;
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];

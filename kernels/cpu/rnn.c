@@ -39,14 +39,15 @@ static double act(const Act *a, double x)
     return log1p(exp(x)); /* Softplus */
 }
 
-static gboolean act_known(const char *s)
+/* The canonical spelling of an activation name (any case), or NULL. */
+static const char *act_canonical(const char *s)
 {
     static const char *const known[] = {"Tanh", "Sigmoid", "Relu", "HardSigmoid", "LeakyRelu", "Affine",
                                         "ThresholdedRelu", "ScaledTanh", "Elu", "Softsign", "Softplus"};
     for (size_t i = 0; i < G_N_ELEMENTS(known); i++)
         if (!g_ascii_strcasecmp(s, known[i]))
-            return TRUE;
-    return FALSE;
+            return known[i];
+    return NULL;
 }
 
 
@@ -89,13 +90,13 @@ static gboolean run_rnn(PsimKernelCtx *ctx, GError **error)
             const char *name = lstm ? (k == 0 ? "Sigmoid" : "Tanh") : gru ? (k == 0 ? "Sigmoid" : "Tanh") : "Tanh";
             if (an && an->type == PSIM_ATTR_STRINGS && at < an->n)
                 name = an->v.strs[at];
-            if (!act_known(name)) {
+            const char *canon = act_canonical(name);
+            if (!canon) {
                 KERR(ctx, error, "%s: activation '%s' is not supported", op, name);
                 return FALSE;
             }
             Act *a = &acts[d][k];
-            g_strlcpy(a->name, name, sizeof a->name);
-            a->name[0] = g_ascii_toupper(a->name[0]);
+            g_strlcpy(a->name, canon, sizeof a->name);
             a->alpha = aa && aa->type == PSIM_ATTR_FLOATS && at < aa->n ? aa->v.floats[at]
                        : !strcmp(a->name, "LeakyRelu")                 ? 0.01
                        : !strcmp(a->name, "HardSigmoid")               ? 0.2

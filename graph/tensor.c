@@ -1,6 +1,7 @@
 /* Dtypes and reference-counted dense tensors. */
 #include "graph-private.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,21 +184,32 @@ static float half_to_float(uint16_t h)
     return f;
 }
 
+/* v saturated into [lo, hi] (NaN as 0): every conversion below is then defined. */
+static double sat(double v, double lo, double hi)
+{
+    return isnan(v) ? 0 : v < lo ? lo : v > hi ? hi : v;
+}
+
 void psim_tensor_set_f64(PsimTensor *t, int64_t i, double v)
 {
     void *d = t->data;
     switch (t->dtype) {
     case PSIM_DTYPE_FLOAT32: ((float *)d)[i] = (float)v; break;
     case PSIM_DTYPE_FLOAT64: ((double *)d)[i] = v; break;
-    case PSIM_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
-    case PSIM_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
+    case PSIM_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)sat(v, INT8_MIN, INT8_MAX); break;
+    case PSIM_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)sat(v, 0, UINT8_MAX); break;
     case PSIM_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
-    case PSIM_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
-    case PSIM_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
-    case PSIM_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
-    case PSIM_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)v; break;
-    case PSIM_DTYPE_INT64: ((int64_t *)d)[i] = (int64_t)v; break;
-    case PSIM_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
+    case PSIM_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)sat(v, INT16_MIN, INT16_MAX); break;
+    case PSIM_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)sat(v, 0, UINT16_MAX); break;
+    case PSIM_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)sat(v, INT32_MIN, INT32_MAX); break;
+    case PSIM_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)sat(v, 0, UINT32_MAX); break;
+    /* 2^63 and 2^64 are the first doubles out of range. */
+    case PSIM_DTYPE_INT64:
+        ((int64_t *)d)[i] = isnan(v) ? 0 : v >= 0x1p63 ? INT64_MAX : v < -0x1p63 ? INT64_MIN : (int64_t)v;
+        break;
+    case PSIM_DTYPE_UINT64:
+        ((uint64_t *)d)[i] = isnan(v) || v <= 0 ? 0 : v >= 0x1p64 ? UINT64_MAX : (uint64_t)v;
+        break;
     default: break;
     }
 }

@@ -375,11 +375,37 @@ static void test_fill(void)
     g_assert_false(psim_tensor_fill_from_name(NULL, &f));
 }
 
+/* psim_tensor_set_f64 stores every numeric dtype, saturating integers (NaN as 0), and
+ * psim_tensor_get_f64 reads it back. */
+static void test_tensor_set_f64(void)
+{
+    const struct {
+        PsimDType dt;
+        double in, want;
+    } cases[] = {
+        {PSIM_DTYPE_FLOAT32, 0.1, (double)0.1f},  {PSIM_DTYPE_FLOAT64, -2.5, -2.5},
+        {PSIM_DTYPE_INT32, 3e9, 2147483647},      {PSIM_DTYPE_INT32, -3e9, -2147483648.0},
+        {PSIM_DTYPE_INT32, -7.9, -7},             {PSIM_DTYPE_INT32, NAN, 0},
+        {PSIM_DTYPE_UINT8, -1, 0},                {PSIM_DTYPE_UINT8, 300, 255},
+        {PSIM_DTYPE_INT8, -200, -128},            {PSIM_DTYPE_INT16, 40000, 32767},
+        {PSIM_DTYPE_UINT16, 70000, 65535},        {PSIM_DTYPE_UINT32, 5e9, 4294967295.0},
+        {PSIM_DTYPE_INT64, 1e30, 9223372036854775807.0}, {PSIM_DTYPE_INT64, -1e30, -9223372036854775808.0},
+        {PSIM_DTYPE_UINT64, -5, 0},               {PSIM_DTYPE_BOOL, 0.5, 1},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        int64_t d[1] = {1};
+        g_autoptr(PsimTensor) t = psim_tensor_new(cases[i].dt, 1, d, NULL);
+        psim_tensor_set_f64(t, 0, cases[i].in);
+        g_assert_cmpfloat(psim_tensor_get_f64(t, 0), ==, cases[i].want);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/graph/build-topo", test_build_topo);
     g_test_add_func("/graph/fill", test_fill);
+    g_test_add_func("/graph/tensor-set-f64", test_tensor_set_f64);
     g_test_add_func("/graph/cycle", test_cycle);
     g_test_add_func("/graph/bad-refs", test_bad_refs);
     g_test_add_func("/graph/json-roundtrip", test_json_roundtrip);

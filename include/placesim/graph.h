@@ -83,7 +83,8 @@ int64_t psim_shape_elems(int32_t rank, const int64_t *dims);
 /* Value of element i as double/int64 whatever the dtype (numeric dtypes only). */
 double psim_tensor_get_f64(const PsimTensor *t, int64_t i);
 /* Stores v as element i of a numeric tensor: floats rounded to the dtype, integers truncated
- * (as C converts; the caller clamps), bool as v != 0; float16, bfloat16 and strings unchanged. */
+ * and saturated to the dtype's range (NaN as 0), bool as v != 0; float16, bfloat16 and strings
+ * unchanged. */
 void psim_tensor_set_f64(PsimTensor *t, int64_t i, double v);
 int64_t psim_tensor_get_i64(const PsimTensor *t, int64_t i);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimTensor, psim_tensor_unref)

@@ -79,6 +79,26 @@ gboolean psim__cpu_window(PsimKernelCtx *ctx, int32_t n, const int64_t *in, cons
                           gboolean ceil_mode, gboolean use_dilations, PsimWindow *w,
                           GError **error);
 
+/* Row-major strides of dims[0..rank) into s (elements). */
+static inline void psim__cpu_strides(int32_t rank, const int64_t *dims, int64_t *s)
+{
+    int64_t v = 1;
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        s[d] = v;
+        v *= dims[d];
+    }
+}
+
+/* Moves the row-major index idx[0..rank) within dims one step on (wrapping to all zeros). */
+static inline void psim__cpu_next_index(int32_t rank, const int64_t *dims, int64_t *idx)
+{
+    for (int32_t d = rank - 1; d >= 0; d--) {
+        if (++idx[d] < dims[d])
+            return;
+        idx[d] = 0;
+    }
+}
+
 /* Registration tables of each kernel file. */
 void psim__cpu_register_elementwise(void);
 void psim__cpu_register_matmul(void);

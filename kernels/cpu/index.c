@@ -49,11 +49,7 @@ static gboolean run_gather_elements(PsimKernelCtx *ctx, GError **error)
     if (!y)
         return FALSE;
     int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0};
-    int64_t v = 1;
-    for (int32_t d = r - 1; d >= 0; d--) {
-        xs[d] = v;
-        v *= x->dims[d];
-    }
+    psim__cpu_strides(r, x->dims, xs);
     for (int64_t o = 0; o < y->n_elems; o++) {
         int64_t k = get_index(ix, o), dim = x->dims[axis];
         if (k < -dim || k >= dim) {
@@ -71,11 +67,7 @@ static gboolean run_gather_elements(PsimKernelCtx *ctx, GError **error)
             off += at * xs[d];
         }
         memcpy((char *)y->data + (size_t)o * es, (const char *)x->data + (size_t)off * es, es);
-        for (int32_t d = r - 1; d >= 0; d--) {
-            if (++idx[d] < ix->dims[d])
-                break;
-            idx[d] = 0;
-        }
+        psim__cpu_next_index(r, ix->dims, idx);
     }
     return TRUE;
 }
@@ -269,11 +261,8 @@ static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
     if (!y)
         return FALSE;
     memcpy(y->data, x->data, x->nbytes);
-    int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0}, v = 1;
-    for (int32_t d = r - 1; d >= 0; d--) {
-        xs[d] = v;
-        v *= x->dims[d];
-    }
+    int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0};
+    psim__cpu_strides(r, x->dims, xs);
     for (int64_t u = 0; u < up->n_elems; u++) {
         int64_t k = get_index(ix, u), dim = x->dims[axis], off = 0;
         if (k < -dim || k >= dim) {
@@ -292,11 +281,7 @@ static gboolean run_scatter_elements(PsimKernelCtx *ctx, GError **error)
             memcpy((char *)y->data + (size_t)off * es, (const char *)up->data + (size_t)u * es, es);
         else
             psim_tensor_set_f64(y, off, scatter_apply(mode, psim_tensor_get_f64(y, off), psim_tensor_get_f64(up, u)));
-        for (int32_t d = r - 1; d >= 0; d--) {
-            if (++idx[d] < up->dims[d])
-                break;
-            idx[d] = 0;
-        }
+        psim__cpu_next_index(r, up->dims, idx);
     }
     return TRUE;
 }
@@ -364,11 +349,8 @@ static gboolean run_gather_nd(PsimKernelCtx *ctx, GError **error)
     if (!y)
         return FALSE;
     size_t es = psim__cpu_esize(x->dtype);
-    int64_t xs[PSIM_CPU_MAX_RANK], v = 1;
-    for (int32_t d = x->rank - 1; d >= 0; d--) {
-        xs[d] = v;
-        v *= x->dims[d];
-    }
+    int64_t xs[PSIM_CPU_MAX_RANK];
+    psim__cpu_strides(x->rank, x->dims, xs);
     int64_t slice = psim_shape_elems(x->rank - bd - q, x->dims + bd + q);
     int64_t tuples = q ? ix->n_elems / q : psim_shape_elems(ix->rank - 1, ix->dims);
     int64_t per_batch = psim_shape_elems(ix->rank - 1 - bd, ix->dims + bd);
@@ -407,11 +389,8 @@ static gboolean run_scatter_nd(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     memcpy(y->data, x->data, x->nbytes);
     size_t es = psim__cpu_esize(x->dtype);
-    int64_t xs[PSIM_CPU_MAX_RANK], v = 1;
-    for (int32_t d = x->rank - 1; d >= 0; d--) {
-        xs[d] = v;
-        v *= x->dims[d];
-    }
+    int64_t xs[PSIM_CPU_MAX_RANK];
+    psim__cpu_strides(x->rank, x->dims, xs);
     for (int64_t t = 0; t < tuples; t++) {
         int64_t off;
         if (!nd_offset(ctx, x, ix, t, q, 0, 0, xs, &off, error))
@@ -487,8 +466,8 @@ static gboolean run_depth_space(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
-/* TopK: the K largest (smallest) along axis, in order (ties: the lower index first), and
- * their indices. */
+/* A value and its index, ordered by value (ties: the lower index first): TopK and
+ * NonMaxSuppression's candidates. */
 typedef struct {
     double v;
     int64_t i;
@@ -827,11 +806,8 @@ static gboolean run_reverse_sequence(PsimKernelCtx *ctx, GError **error)
     PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
-    int64_t xs[PSIM_CPU_MAX_RANK], v = 1;
-    for (int32_t d = x->rank - 1; d >= 0; d--) {
-        xs[d] = v;
-        v *= x->dims[d];
-    }
+    int64_t xs[PSIM_CPU_MAX_RANK];
+    psim__cpu_strides(x->rank, x->dims, xs);
     for (int64_t i = 0; i < x->n_elems; i++) {
         int64_t t = (i / xs[ta]) % x->dims[ta], b = (i / xs[ba]) % x->dims[ba];
         int64_t len = CLAMP(get_index(lens, b), 0, x->dims[ta]);
@@ -921,17 +897,6 @@ static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
 /* NonMaxSuppression: per batch and class, boxes by descending score (ties: lower index), each
  * kept unless its IoU with a kept one exceeds iou_threshold, scores at most score_threshold
  * dropped, at most max_output_boxes_per_class kept; output rows (batch, class, box). */
-typedef struct {
-    double s;
-    int64_t i;
-} Scored;
-
-static int cmp_scored(const void *a, const void *b)
-{
-    const Scored *x = a, *y = b;
-    return x->s > y->s ? -1 : x->s < y->s ? 1 : (x->i > y->i) - (x->i < y->i);
-}
-
 static void box_corners(const PsimTensor *bx, int64_t at, gboolean center, double *c)
 {
     double v[4];
@@ -977,7 +942,7 @@ static gboolean run_nms(PsimKernelCtx *ctx, GError **error)
     double score_t = has_st ? psim_tensor_get_f64(st, 0) : 0;
     gboolean center = psim_node_attr_int(ctx->node, "center_point_box", 0) != 0;
     g_autoptr(GArray) rows = g_array_new(FALSE, FALSE, sizeof(int64_t));
-    g_autofree Scored *cand = g_new(Scored, N + 1);
+    g_autofree Ranked *cand = g_new(Ranked, N + 1);
     g_autofree double *corners = g_new(double, 4 * N + 4);
     g_autofree int64_t *kept = g_new(int64_t, N + 1);
     for (int64_t b = 0; b < B; b++) {
@@ -988,9 +953,9 @@ static gboolean run_nms(PsimKernelCtx *ctx, GError **error)
             for (int64_t i = 0; i < N; i++) {
                 double s = psim_tensor_get_f64(sc, (b * C + c) * N + i);
                 if (!has_st || s > score_t)
-                    cand[nc++] = (Scored){s, i};
+                    cand[nc++] = (Ranked){s, i};
             }
-            qsort(cand, (size_t)nc, sizeof(Scored), cmp_scored);
+            qsort(cand, (size_t)nc, sizeof(Ranked), cmp_largest);
             for (int64_t j = 0; j < nc && nk < max_out; j++) {
                 gboolean keep = TRUE;
                 for (int64_t q = 0; q < nk && keep; q++)

@@ -172,11 +172,8 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
             taps_of(&taps[d][o], mode, nm, coord, (double)o, scales[d], x->dims[d], lout[d], r0[d], r1[d],
                     a, exclude);
     }
-    int64_t xs[PSIM_CPU_MAX_RANK], v = 1, idx[PSIM_CPU_MAX_RANK] = {0};
-    for (int32_t d = r - 1; d >= 0; d--) {
-        xs[d] = v;
-        v *= x->dims[d];
-    }
+    int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0};
+    psim__cpu_strides(r, x->dims, xs);
     gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
     for (int64_t o = 0; o < y->n_elems; o++) {
         gboolean outside = FALSE;
@@ -205,11 +202,7 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
             ((double *)y->data)[o] = sum;
         else
             ((float *)y->data)[o] = (float)sum;
-        for (int32_t d = r - 1; d >= 0; d--) {
-            if (++idx[d] < od[d])
-                break;
-            idx[d] = 0;
-        }
+        psim__cpu_next_index(r, od, idx);
     }
     for (int32_t d = 0; d < r; d++)
         g_free(taps[d]);

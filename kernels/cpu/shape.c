@@ -79,16 +79,6 @@ static void imap_run(const IndexMap *m, size_t es, const void *in, void *out, co
     }
 }
 
-/* Strides of a contiguous tensor. */
-static void strides_of(const PsimTensor *t, int64_t *s)
-{
-    int64_t v = 1;
-    for (int32_t d = t->rank - 1; d >= 0; d--) {
-        s[d] = v;
-        v *= t->dims[d];
-    }
-}
-
 static gboolean movable(PsimKernelCtx *ctx, const PsimTensor *t, GError **error)
 {
     size_t es = psim__cpu_esize(t->dtype);
@@ -329,7 +319,7 @@ static gboolean run_transpose(PsimKernelCtx *ctx, GError **error)
         seen[p[i]] = TRUE;
     }
     int64_t s[PSIM_CPU_MAX_RANK], od[PSIM_CPU_MAX_RANK];
-    strides_of(x, s);
+    psim__cpu_strides(x->rank, x->dims, s);
     IndexMap m = {x->rank};
     for (int32_t d = 0; d < x->rank; d++) {
         od[d] = x->dims[p[d]];
@@ -402,7 +392,7 @@ static gboolean run_slice(PsimKernelCtx *ctx, GError **error)
         st[a] = step;
     }
     int64_t s[PSIM_CPU_MAX_RANK];
-    strides_of(x, s);
+    psim__cpu_strides(x->rank, x->dims, s);
     IndexMap m = {x->rank};
     for (int32_t d = 0; d < x->rank; d++) {
         m.dims[d] = od[d];
@@ -476,7 +466,7 @@ static gboolean run_pad(PsimKernelCtx *ctx, GError **error)
         memcpy(&pv, &f, 4);
     }
     int64_t s[PSIM_CPU_MAX_RANK];
-    strides_of(x, s);
+    psim__cpu_strides(x->rank, x->dims, s);
     IndexMap m = {x->rank};
     for (int32_t d = 0; d < x->rank; d++) {
         m.dims[d] = od[d];
@@ -543,7 +533,7 @@ static gboolean run_expand_tile(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     }
     int64_t s[PSIM_CPU_MAX_RANK];
-    strides_of(x, s);
+    psim__cpu_strides(x->rank, x->dims, s);
     IndexMap m = {r};
     for (int32_t d = 0; d < r; d++) {
         int32_t xd = d - (r - x->rank);

@@ -65,11 +65,7 @@ static gboolean run_strided_slice(PsimKernelCtx *ctx, GError **error)
     /* Walk the input dims' (start, step, len) odometer; the output is that walk in order. */
     int32_t r = x->rank;
     int64_t stride[64], idx[64] = {0}, total = y->n_elems;
-    int64_t v = 1;
-    for (int32_t d = r - 1; d >= 0; d--) {
-        stride[d] = v;
-        v *= x->dims[d];
-    }
+    psim__cpu_strides(r, x->dims, stride);
     for (int64_t o = 0; o < total; o++) {
         int64_t off = 0;
         for (int32_t d = 0; d < r; d++)

@@ -74,5 +74,8 @@ void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from);
 
 /* Reads an attribute value into arena memory of g (deep copy). */
 void psim__attr_copy(PsimGraph *g, PsimAttr *dst, const PsimAttr *src);
+/* Gives n, which has no attributes yet, these count attributes as they are, in one allocation:
+ * their names and strings must already be g's (psim_graph_intern), arrays in its arena. */
+void psim__node_attrs_set_interned(PsimGraph *g, PsimNode *n, const PsimAttr *attrs, int32_t count);
 
 #endif

@@ -294,25 +294,59 @@ const char *psim_graph_unique_name(PsimGraph *g, const char *base)
     }
 }
 
-PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GError **error)
+void psim_graph_reserve(PsimGraph *g, int32_t n_nodes)
 {
-    g_return_val_if_fail(name && op, NULL);
+    while ((uint64_t)n_nodes * 2 > g->index_cap && n_nodes < (1 << 30))
+        index_grow(g);
+}
+
+/* Room for one more node, or FALSE with an error. */
+static gboolean node_room(PsimGraph *g, const char *name, const char *op, GError **error)
+{
     if (name[0] == '\0') {
         psim__error_node(error, g, NULL, "a node of op '%s' has an empty name", op);
-        return NULL;
+        return FALSE;
     }
     /* 2^30 nodes would take over 100 GiB; the limit keeps the name index's size in range. */
     if (g->n_nodes >= (1 << 30)) {
         psim__error_node(error, g, NULL, "too many nodes");
-        return NULL;
+        return FALSE;
     }
     if ((uint64_t)(g->n_nodes + 1) * 2 > g->index_cap)
         index_grow(g);
+    return TRUE;
+}
+
+static PsimNode *node_insert(PsimGraph *g, const char *name, const char *op, uint32_t hash,
+                             uint32_t slot);
+
+PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GError **error)
+{
+    g_return_val_if_fail(name && op, NULL);
+    if (!node_room(g, name, op, error))
+        return NULL;
     uint32_t hash = g_str_hash(name), slot = index_probe(g, name, hash);
     if (g->index[slot]) {
         psim__error_node(error, g, NULL, "node '%s': two nodes have this name", name);
         return NULL;
     }
+    return node_insert(g, name, op, hash, slot);
+}
+
+PsimNode *psim_graph_node_add_unique(PsimGraph *g, const char *base, const char *op, GError **error)
+{
+    g_return_val_if_fail(base && op, NULL);
+    if (!node_room(g, base, op, error))
+        return NULL;
+    uint32_t hash = g_str_hash(base), slot = index_probe(g, base, hash);
+    if (!g->index[slot])
+        return node_insert(g, base, op, hash, slot);
+    return psim_graph_node_add(g, psim_graph_unique_name(g, base), op, error);
+}
+
+static PsimNode *node_insert(PsimGraph *g, const char *name, const char *op, uint32_t hash,
+                             uint32_t slot)
+{
     int32_t id = g->n_nodes;
     if ((id >> PAGE_SHIFT) >= (int32_t)g->pages->len)
         g_ptr_array_add(g->pages, g_new0(PsimNode, PAGE_SIZE));
@@ -439,6 +473,20 @@ static PsimAttr *attr_slot(PsimGraph *g, PsimNode *n, const char *name)
     memset(a, 0, sizeof *a);
     a->name = psim_graph_intern(g, name);
     return a;
+}
+
+void psim__node_attrs_set_interned(PsimGraph *g, PsimNode *n, const PsimAttr *attrs, int32_t count)
+{
+    g_return_if_fail(n->n_attrs == 0);
+    if (count <= 0)
+        return;
+    /* Capacity is implicit (the next power of two, see grow_from): allocate that much. */
+    int32_t cap = 1;
+    while (cap < count)
+        cap *= 2;
+    n->attrs = psim_graph_alloc(g, sizeof(PsimAttr) * (size_t)cap);
+    memcpy(n->attrs, attrs, sizeof(PsimAttr) * (size_t)count);
+    n->n_attrs = count;
 }
 
 static void *arena_dup(PsimGraph *g, const void *src, size_t size)

@@ -1,5 +1,6 @@
-/* Graph structure through igraph: DAG check, topological order, and the critical path. The IR's
- * own arrays stay the source of truth; igraph gets a copy of the edges. */
+/* Graph structure: DAG check, topological order and the critical path over the IR's own CSR
+ * arrays; and igraph's set-up (quiet handlers, one lock) for the code that hands it a copy of
+ * the edges (the DOT and GraphML exporters). */
 #include "graph-private.h"
 
 #include <igraph.h>
@@ -68,62 +69,16 @@ static int32_t node_on_cycle(const PsimGraph *g, const guint8 *ordered)
 
 int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
 {
-    psim__igraph_init();
+    /* Kahn's algorithm with a FIFO queue over the CSR arrays: sources in id order, each node's
+     * successors in id order (the order igraph_topological_sorting gives, which this replaced:
+     * copying the edges into igraph cost more than the sort). A node that is its own input
+     * never reaches in-degree 0, so self-loops are cycles too. */
     int32_t n = psim_graph_n_nodes(g);
-    const int32_t *po, *p;
+    const int32_t *po, *p, *so, *s;
     psim_graph_pred(g, &po, &p);
-    int64_t m = po[n];
-
-    igraph_vector_int_t edges, order;
-    igraph_t ig;
-    psim__igraph_lock();
-    if (igraph_vector_int_init(&edges, 2 * m) != IGRAPH_SUCCESS) {
-        psim__igraph_unlock();
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "out of memory for %" G_GINT64_FORMAT " edges", m);
-        return NULL;
-    }
-    int64_t e = 0;
-    gboolean self_loop = FALSE;
-    for (int32_t v = 0; v < n; v++)
-        for (int32_t i = po[v]; i < po[v + 1]; i++) {
-            VECTOR(edges)[e++] = p[i];
-            VECTOR(edges)[e++] = v;
-            self_loop |= p[i] == v;
-        }
-    int32_t *out = NULL;
-    gboolean ok = igraph_create(&ig, &edges, n, IGRAPH_DIRECTED) == IGRAPH_SUCCESS;
-    igraph_vector_int_destroy(&edges);
-    if (!ok) {
-        psim__igraph_unlock();
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "igraph could not build the graph");
-        return NULL;
-    }
-    /* igraph_topological_sorting fails (or orders fewer than n vertices) on a cycle, so a
-     * separate igraph_is_dag pass, which costs as much again, is not needed. */
-    igraph_vector_int_init(&order, 0);
-    if (igraph_topological_sorting(&ig, &order, IGRAPH_OUT) == IGRAPH_SUCCESS &&
-        igraph_vector_int_size(&order) == n) {
-        out = g_new(int32_t, n ? n : 1);
-        for (int32_t i = 0; i < n; i++)
-            out[i] = (int32_t)VECTOR(order)[i];
-    }
-    igraph_vector_int_destroy(&order);
-    igraph_destroy(&ig);
-    psim__igraph_unlock();
-    /* igraph's sort passes over self-loops; a node that is its own input is a cycle too. */
-    if (out && self_loop) {
-        g_free(out);
-        out = NULL;
-    }
-    if (out)
-        return out;
-
-    /* Not a DAG: find what Kahn's algorithm can order, and name a node on a cycle. */
-    const int32_t *so, *s;
     psim_graph_succ(g, &so, &s);
+    int32_t *queue = g_new(int32_t, n ? n : 1);
     g_autofree int32_t *indeg = g_new(int32_t, n ? n : 1);
-    g_autofree int32_t *queue = g_new(int32_t, n ? n : 1);
-    g_autofree guint8 *ordered = g_new0(guint8, n ? n : 1);
     int32_t head = 0, tail = 0;
     for (int32_t v = 0; v < n; v++) {
         indeg[v] = po[v + 1] - po[v];
@@ -132,11 +87,18 @@ int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
     }
     while (head < tail) {
         int32_t v = queue[head++];
-        ordered[v] = 1;
         for (int32_t i = so[v]; i < so[v + 1]; i++)
             if (--indeg[s[i]] == 0)
                 queue[tail++] = s[i];
     }
+    if (tail == n)
+        return queue;
+
+    /* Not a DAG: name a node on a cycle among those Kahn's algorithm could not order. */
+    g_autofree guint8 *ordered = g_new0(guint8, n ? n : 1);
+    for (int32_t i = 0; i < tail; i++)
+        ordered[queue[i]] = 1;
+    g_free(queue);
     int32_t c = node_on_cycle(g, ordered);
     psim__error_node(error, g, c >= 0 ? psim_graph_node(g, c) : NULL,
                      "the graph has a cycle through this node");

@@ -146,11 +146,19 @@ double psim__engine_run(const PsimPlaceCtx *c, const int32_t *dev, const int32_t
 {
     if (!c->g)
         return coarse_step(c, dev, seq, start, finish);
+    return psim__engine_run_plan(c, dev, seq, start, finish, NULL, NULL, 0, NULL);
+}
+
+double psim__engine_run_plan(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq,
+                             double *start, double *finish, double *plan_start, double *plan_end,
+                             int32_t n_plan, GError **error)
+{
+    g_return_val_if_fail(c->g, -1);
     g_autofree double *cost = g_new(double, c->n + 1);
     for (int32_t v = 0; v < c->n; v++)
         cost[v] = psim__cost(c, v, dev[v]);
-    PsimSimPlacement pl = {dev, seq, cost, c->opt.compress, start, finish};
-    return psim_sim_placement_step(c->g, c->model, &pl, NULL);
+    PsimSimPlacement pl = {dev, seq, cost, c->opt.compress, start, finish, plan_start, plan_end, n_plan};
+    return psim_sim_placement_step(c->g, c->model, &pl, error);
 }
 
 gboolean psim_placement_evaluate(PsimPlaceCtx *c, PsimPlacement *p, GError **error)

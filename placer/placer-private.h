@@ -133,6 +133,11 @@ double *psim__tlevel(const PsimPlaceCtx *c);
  * if the order deadlocks. A coarse problem is simulated on its fine graph. */
 double psim__engine_run(const PsimPlaceCtx *c, const int32_t *device_of, const int32_t *seq,
                         double *start, double *finish);
+/* The same step of a fine problem, also giving every node of its plan (psim_plan_build's
+ * numbering: n_plan nodes, Send and Recv after the graph's) its times; -1 with an error. */
+double psim__engine_run_plan(const PsimPlaceCtx *c, const int32_t *device_of, const int32_t *seq,
+                             double *start, double *finish, double *plan_start, double *plan_end,
+                             int32_t n_plan, GError **error);
 
 /* Sorts nodes by start, then finish, then topological position into seq. */
 void psim__seq_from_start(const PsimPlaceCtx *c, const double *start, const double *finish,

@@ -1180,6 +1180,16 @@ double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimS
     double step = 0;
     for (int32_t v = 0; v < s->n; v++)
         step = MAX(step, s->end[v]);
+    if ((pl->plan_start || pl->plan_end) && pl->n_plan != s->n) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "the placement's plan has %d nodes, not %d", s->n, pl->n_plan);
+        sim_free(s);
+        return -1;
+    }
+    if (pl->plan_start)
+        memcpy(pl->plan_start, s->start, sizeof(double) * (size_t)s->n);
+    if (pl->plan_end)
+        memcpy(pl->plan_end, s->end, sizeof(double) * (size_t)s->n);
     if (pl->start)
         memcpy(pl->start, s->start, sizeof(double) * (size_t)n);
     if (pl->finish)

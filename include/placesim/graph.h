@@ -255,6 +255,11 @@ void *psim_graph_alloc(PsimGraph *g, size_t size);
 PsimNode *psim_graph_node_add(PsimGraph *g, const char *name, const char *op, GError **error);
 /* Generates an unused name from `base` ("base", "base_1", ...); returns the interned name. */
 const char *psim_graph_unique_name(PsimGraph *g, const char *base);
+/* psim_graph_node_add(g, psim_graph_unique_name(g, base), op, error), with one name lookup
+ * where base is free. */
+PsimNode *psim_graph_node_add_unique(PsimGraph *g, const char *base, const char *op, GError **error);
+/* Sizes the name index for n_nodes in all, so that adding them does not rehash it. */
+void psim_graph_reserve(PsimGraph *g, int32_t n_nodes);
 
 /* Inputs may be added before their producer exists: refs are "node", "node:k" or "^node"
  * strings resolved by psim_graph_finalize. Ports are already resolved ids. */

@@ -85,6 +85,12 @@ typedef struct {
     const double *cost;
     gboolean compress;     /* float32 tensors travel as 16 bits (psim_plan_output_compressed) */
     double *start, *finish;
+    /* Optional, n_plan each: the times of every node of the plan psim_plan_build makes of this
+     * placement (as psim_sim_run's node_start and node_end give them), its Send and Recv nodes
+     * numbered after the graph's nodes, a pair per transfer in the order they are made; the
+     * step fails when n_plan is not their count. */
+    double *plan_start, *plan_end;
+    int32_t n_plan;
 } PsimSimPlacement;
 
 /* The step time of placement pl of g (static order), or -1 with an error when it deadlocks or a

@@ -1,14 +1,18 @@
 /* Placement speed on generated graphs: a random layered DAG of N Task nodes (1 to 3 inputs each
  * from the previous 1000 nodes, costs 1 to 100 us, outputs 1 kB to 1 MB) on D identical devices
  * with 10 GB/s, 5 us links. Times building the placement problem (cost table, edges,
- * constraints) and each algorithm (placement plus the engine's evaluation), median of R runs.
+ * constraints) and each algorithm (placement plus the engine's evaluation), median of R runs;
+ * then partitioning its placement into a plan, beside one simulation of that plan, and the
+ * run's peak memory.
  * Usage: bench-placer [N [D [R [ALGO...]]]] (default 100000 16 3 greedy heft). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "placesim/placer.h"
+#include "placesim/sim.h"
 
 static PsimGraph *generate(int32_t n, guint32 seed)
 {
@@ -106,8 +110,19 @@ int main(int argc, char **argv)
             double a = now_ms(), ac = cpu_ms();
             g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, NULL);
             g_assert_nonnull(plan);
-            printf("%-8s plan: %d transfers, built in %.0f ms wall, %.0f ms CPU\n", algos[k],
-                   plan->n_transfers, now_ms() - a, cpu_ms() - ac);
+            double build_ms = now_ms() - a, build_cpu = cpu_ms() - ac;
+            /* Beside it, the simulator on the same plan (static order, no timeline: what the
+             * plan builder runs once inside), so the ratio holds on any machine. */
+            PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .no_timeline = TRUE};
+            PsimSimResult sr = {0};
+            double b = now_ms(), bc = cpu_ms();
+            g_assert_true(psim_sim_run(plan, m, &so, &sr, NULL, NULL));
+            double sim_ms = now_ms() - b, sim_cpu = cpu_ms() - bc;
+            psim_sim_result_clear(&sr);
+            printf("%-8s plan: %d nodes, %d transfers, built in %.0f ms wall, %.0f ms CPU; "
+                   "simulating it %.0f ms wall, %.0f ms CPU; build / simulate %.2f (CPU)\n",
+                   algos[k], psim_graph_n_nodes(plan->graph), plan->n_transfers, build_ms,
+                   build_cpu, sim_ms, sim_cpu, build_cpu / sim_cpu);
         }
         psim_stats_sort(ms, reps);
         psim_stats_sort(cpu, reps);
@@ -121,5 +136,8 @@ int main(int argc, char **argv)
     psim_place_ctx_free(ctx);
     g_free(ctx_ms);
     g_free(ctx_cpu);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak memory (max RSS) of the whole run: %.0f MB\n", ru.ru_maxrss / 1024.0);
     return 0;
 }

@@ -74,6 +74,9 @@ void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from);
 
 /* Reads an attribute value into arena memory of g (deep copy). */
 void psim__attr_copy(PsimGraph *g, PsimAttr *dst, const PsimAttr *src);
+/* A copy of the len bytes at s (a string once NUL-terminated) kept as long as g, without the
+ * lookup psim_graph_intern makes to share equal strings: for strings known to be new. */
+const char *psim__graph_store(PsimGraph *g, const char *s, size_t len);
 /* Gives n, which has no attributes yet, these count attributes as they are, in one allocation:
  * their names and strings must already be g's (psim_graph_intern), arrays in its arena. */
 void psim__node_attrs_set_interned(PsimGraph *g, PsimNode *n, const PsimAttr *attrs, int32_t count);

@@ -283,6 +283,11 @@ const char *psim_graph_intern(PsimGraph *g, const char *s)
     return s ? g_string_chunk_insert_const(g->strings, s) : NULL;
 }
 
+const char *psim__graph_store(PsimGraph *g, const char *s, size_t len)
+{
+    return g_string_chunk_insert_len(g->strings, s, (gssize)len);
+}
+
 const char *psim_graph_unique_name(PsimGraph *g, const char *base)
 {
     if (!name_taken(g, base))

@@ -175,7 +175,8 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
         buf_put(kb, ":", 1);
         buf_int(kb, k);
     }
-    t.key = psim_graph_intern(pg, kb->s);
+    /* Unique per transfer: stored without the intern table's lookup. */
+    t.key = psim__graph_store(pg, kb->s, kb->len);
     xfer_name(&pt->name, un->name, k, "send", "_to_", pt->brief[d]);
     PsimNode *sn = psim_graph_node_add_unique(pg, pt->name.s, "Send", error);
     if (!sn)

@@ -21,6 +21,29 @@ err=$("$PSIM" place "$tmp/bad.json" --cluster uniform:3 --algo heft 2>&1 >/dev/n
 [ $rc = 2 ] || fail "bad request exit $rc"
 echo "$err" | grep -q "node 'n5'.*GPU:0" || fail "bad request message: $err"
 [ "$(echo "$err" | wc -l)" = 1 ] || fail "more than one line: $err"
+# --request and --colocate on the command line: the constraints a graph file carries. Unasked,
+# HEFT puts n1 and n10 on P:2 and n2 and n5 apart; asked, every algorithm obeys.
+for a in heft greedy etf m-etf m-sct m-topo single round-robin search; do
+  "$PSIM" place "$ex" --cluster uniform:3:0.001 --algo $a --budget-ms 20 --request 'n1*=P:0' \
+      --colocate 'n2,n5' --out "$tmp/req.json" >/dev/null || fail "$a with --request/--colocate"
+  python3 - "$tmp/req.json" "$a" <<'PY' || fail "$a: request or colocation not obeyed"
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"]
+ok = d["n1"].endswith("P:0") and d["n10"].endswith("P:0") and d["n2"] == d["n5"]
+sys.exit(0 if ok else 1)
+PY
+done
+out=$("$PSIM" place "$ex" --cluster uniform:3:0.001 --algo heft --json) || fail "heft unasked"
+echo "$out" | grep -q '"makespan_us":80.0' || fail "heft unasked makespan: $out"
+err=$("$PSIM" place "$ex" --cluster uniform:3 --request 'zz*=P:0' 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && [ "$err" = "placesim: place: --request 'zz*=P:0': no node of 'heft-example' matches 'zz*'" ] \
+    || fail "request matching nothing: $rc $err"
+err=$("$PSIM" place "$ex" --cluster uniform:3 --request 'n1' 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && echo "$err" | grep -q "NODE_GLOB=DEVICE" || fail "request without '=': $rc $err"
+err=$("$PSIM" place "$ex" --cluster uniform:3 --request 'n1=GPU:0' 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && echo "$err" | grep -q "node 'n1'.*GPU:0" || fail "request of a missing device: $rc $err"
+err=$("$PSIM" place "$ex" --cluster uniform:3 --colocate 'q*' 2>&1 >/dev/null); rc=$?
+[ $rc = 2 ] && echo "$err" | grep -q "colocate 'q\*': no node" || fail "colocate matching nothing: $rc $err"
 "$PSIM" place "$ex" --cluster uniform:3 --algo nope >/dev/null 2>&1; [ $? = 2 ] || fail "unknown algo"
 "$PSIM" place "$ex" --cluster uniform:x --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "bad cluster"
 # Compression's rounding is recorded in the plan: truncate by default, rne when asked.

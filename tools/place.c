@@ -36,11 +36,84 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
     json_builder_end_object(b);
 }
 
+/* --request 'GLOB=DEVICE': every node whose name matches GLOB requests DEVICE, as a graph
+ * file's "device" field does. FALSE with a usage message for a malformed flag or a GLOB that
+ * matches no node. */
+static gboolean apply_request(PsimGraph *g, const char *spec, GError **error)
+{
+    const char *eq = strrchr(spec, '=');
+    if (!eq || eq == spec || !eq[1]) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "place: --request '%s' must be NODE_GLOB=DEVICE (see 'placesim place --help')", spec);
+        return FALSE;
+    }
+    g_autofree char *glob = g_strndup(spec, (gsize)(eq - spec));
+    g_autoptr(GPatternSpec) pat = g_pattern_spec_new(glob);
+    int32_t hits = 0;
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        PsimNode *n = psim_graph_node(g, v);
+        if (g_pattern_spec_match_string(pat, n->name)) {
+            psim_graph_node_device_set(g, n, eq + 1);
+            hits++;
+        }
+    }
+    if (!hits) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "place: --request '%s': no node of '%s' matches '%s'",
+                    spec, psim_graph_name(g), glob);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* --colocate 'GLOB[,GLOB...]': the nodes whose names match one of the globs go on one device,
+ * as `_class: loc:@NODE` attributes ask in a graph file: each gets loc:@FIRST, FIRST the first
+ * match. */
+static gboolean apply_colocate(PsimGraph *g, const char *glob, GError **error)
+{
+    g_auto(GStrv) globs = g_strsplit(glob, ",", -1);
+    g_autoptr(GPtrArray) pats = g_ptr_array_new_with_free_func((GDestroyNotify)g_pattern_spec_free);
+    for (char **x = globs; *x; x++)
+        if (**x)
+            g_ptr_array_add(pats, g_pattern_spec_new(*x));
+    const char *first = NULL;
+    int32_t hits = 0;
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        PsimNode *n = psim_graph_node(g, v);
+        gboolean match = FALSE;
+        for (guint k = 0; k < pats->len && !match; k++)
+            match = g_pattern_spec_match_string(g_ptr_array_index(pats, k), n->name);
+        if (!match)
+            continue;
+        hits++;
+        if (!first) {
+            first = n->name;
+            continue;
+        }
+        g_autofree char *loc = g_strconcat("loc:@", first, NULL);
+        const PsimAttr *a = psim_node_attr(n, "_class");
+        g_autoptr(GPtrArray) all = g_ptr_array_new();
+        if (a && a->type == PSIM_ATTR_STRING)
+            g_ptr_array_add(all, (gpointer)a->v.s);
+        else if (a && a->type == PSIM_ATTR_STRINGS)
+            for (int32_t k = 0; k < a->n; k++)
+                g_ptr_array_add(all, (gpointer)a->v.strs[k]);
+        g_ptr_array_add(all, loc);
+        psim_graph_node_attr_set_strings(g, n, "_class", (int32_t)all->len, (const char *const *)all->pdata);
+    }
+    if (!hits) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "place: --colocate '%s': no node of '%s' matches it",
+                    glob, psim_graph_name(g));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 int psim_cmd_place(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algo = NULL, *out = NULL, *plan_path = NULL,
                     *placement = NULL, *mem_limit = NULL, *db_path = NULL, *rounding = NULL;
     g_autofree char *budget_text = NULL, *seed_text = NULL, *margin_text = NULL;
+    g_auto(GStrv) requests = NULL, colocates = NULL;
     gboolean json = FALSE, compress = FALSE, coarsen = FALSE, training = FALSE;
     double budget = 1000, margin = -1;
     int64_t seed = 1;
@@ -70,6 +143,13 @@ int psim_cmd_place(int argc, char **argv)
         {"seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Search seed, a non-negative integer (default 1)", "S"},
         {"recv-margin-us", 0, 0, G_OPTION_ARG_STRING, &margin_text,
          "Recv earliest start = ALAP - margin (default: the transfer's own time)", "US"},
+        {"request", 0, 0, G_OPTION_ARG_STRING_ARRAY, &requests,
+         "Nodes whose names match the glob NODE_GLOB (* and ?) request DEVICE, a full or short "
+         "device name such as CPU:1 or GPU:* (repeatable; as a graph file's \"device\")", "NODE_GLOB=DEVICE"},
+        {"colocate", 0, 0, G_OPTION_ARG_STRING_ARRAY, &colocates,
+         "Nodes whose names match one of the comma-separated globs go on one device (repeatable: "
+         "a group each; as _class loc:@ attributes in a graph file)",
+         "GLOB[,GLOB...]"},
         {"training", 0, 0, G_OPTION_ARG_NONE, &training, "PipeDream profiles: training graph", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
         {NULL}};
@@ -122,6 +202,12 @@ int psim_cmd_place(int argc, char **argv)
     g_autoptr(PsimGraph) g = psim_cli_graph_load(argv[1], &go, &err);
     if (!g)
         return psim_cli_fail(err);
+    for (char **r = requests; r && *r; r++)
+        if (!apply_request(g, *r, &err))
+            return psim_cli_fail(err);
+    for (char **r = colocates; r && *r; r++)
+        if (!apply_colocate(g, *r, &err))
+            return psim_cli_fail(err);
     g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g, &err);
     if (!cluster)
         return psim_cli_fail(err);

@@ -91,7 +91,24 @@ uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r)
 
 static gboolean is_op(const PsimNode *n, const char *op) { return !strcmp(n->op, op); }
 
-static gboolean check_transfers(const PsimPlan *p, GError **error)
+enum { K_COMPUTE = 0, K_SEND = 1, K_RECV = 2 };
+
+/* Per node of the plan's graph: Send, Recv or compute, read once (ops are compared by name). */
+static guint8 *node_kinds(const PsimGraph *g)
+{
+    int32_t n = psim_graph_n_nodes(g);
+    guint8 *k = g_new0(guint8, n + 1);
+    for (int32_t v = 0; v < n; v++) {
+        const char *op = psim_graph_node(g, v)->op;
+        if (op[0] == 'S' && !strcmp(op, "Send"))
+            k[v] = K_SEND;
+        else if (op[0] == 'R' && !strcmp(op, "Recv"))
+            k[v] = K_RECV;
+    }
+    return k;
+}
+
+static gboolean check_transfers(const PsimPlan *p, const guint8 *kind, GError **error)
 {
     int32_t n = psim_graph_n_nodes(p->graph), nd = p->n_devices;
     g_autofree int32_t *send_of = g_new(int32_t, n + 1);
@@ -104,15 +121,12 @@ static gboolean check_transfers(const PsimPlan *p, GError **error)
             psim_graph_node_error(error, p->graph, -1, "transfer %d: a node or device out of range", x);
             return FALSE;
         }
-        const PsimNode *s = psim_graph_node(p->graph, t->send), *r = psim_graph_node(p->graph, t->recv);
-        if (!is_op(s, "Send") || !is_op(r, "Recv") || send_of[t->send] >= 0 ||
+        if (kind[t->send] != K_SEND || kind[t->recv] != K_RECV || send_of[t->send] >= 0 ||
             p->transfer_of_recv[t->recv] != x) {
             psim_graph_node_error(error, p->graph, t->recv, "transfer %d must join one Send to one Recv", x);
             return FALSE;
         }
-        if (t->after >= n || (t->after >= 0 && (p->device_of[t->after] != t->dst ||
-                                                  is_op(psim_graph_node(p->graph, t->after), "Send") ||
-                                                  is_op(psim_graph_node(p->graph, t->after), "Recv")))) {
+        if (t->after >= n || (t->after >= 0 && (p->device_of[t->after] != t->dst || kind[t->after] != K_COMPUTE))) {
             psim_graph_node_error(error, p->graph, t->recv,
                                   "transfer %d must wait for a compute node of its Recv's device", x);
             return FALSE;
@@ -122,21 +136,18 @@ static gboolean check_transfers(const PsimPlan *p, GError **error)
             psim_graph_node_error(error, p->graph, t->recv, "transfer %d must go from its Send's device to its Recv's, another one", x);
             return FALSE;
         }
-        const PsimNode *u = psim_graph_node(p->graph, t->port.node);
         if (p->device_of[t->port.node] != t->src ||
-            (!t->control && (t->port.index < 0 || t->port.index >= u->n_outputs))) {
+            (!t->control && (t->port.index < 0 || t->port.index >= psim_graph_node(p->graph, t->port.node)->n_outputs))) {
             psim_graph_node_error(error, p->graph, t->send, "transfer %d sends no tensor of its device", x);
             return FALSE;
         }
     }
-    for (int32_t v = 0; v < n; v++) {
-        const PsimNode *nv = psim_graph_node(p->graph, v);
-        if ((is_op(nv, "Send") && send_of[v] < 0) ||
-            (is_op(nv, "Recv") && p->transfer_of_recv[v] < 0)) {
-            psim_graph_node_error(error, p->graph, v, "a %s that belongs to no transfer", nv->op);
+    for (int32_t v = 0; v < n; v++)
+        if ((kind[v] == K_SEND && send_of[v] < 0) || (kind[v] == K_RECV && p->transfer_of_recv[v] < 0)) {
+            psim_graph_node_error(error, p->graph, v, "a %s that belongs to no transfer",
+                                  kind[v] == K_SEND ? "Send" : "Recv");
             return FALSE;
         }
-    }
     return TRUE;
 }
 
@@ -144,12 +155,13 @@ static gboolean check_transfers(const PsimPlan *p, GError **error)
 static gboolean check_edges(const PsimPlan *p, GError **error)
 {
     int32_t n = psim_graph_n_nodes(p->graph);
+    const int32_t *po, *pr; /* every node's sources, data and control (psim_graph_pred) */
+    psim_graph_pred(p->graph, &po, &pr);
     for (int32_t v = 0; v < n; v++) {
-        const PsimNode *nv = psim_graph_node(p->graph, v);
         int32_t x = p->transfer_of_recv[v];
-        for (int32_t k = 0; k < nv->n_inputs + nv->n_controls; k++) {
-            int32_t u = k < nv->n_inputs ? nv->inputs[k].node : nv->controls[k - nv->n_inputs];
-            if (u < 0 || p->device_of[u] == p->device_of[v] || (x >= 0 && p->transfers[x].send == u))
+        for (int32_t i = po[v]; i < po[v + 1]; i++) {
+            int32_t u = pr[i];
+            if (p->device_of[u] == p->device_of[v] || (x >= 0 && p->transfers[x].send == u))
                 continue;
             psim_graph_node_error(error, p->graph, v, "its input '%s' is on another device and comes through no Send/Recv",
                        psim_graph_node(p->graph, u)->name);
@@ -197,7 +209,7 @@ static gboolean check_orders(const PsimPlan *p, GError **error)
  * in the order, but it gets past a Send only once the Send has run. So a compute node also waits
  * for the compute node before it in the order and for the Sends between them. A cycle of waits
  * is a deadlock. */
-static gboolean check_deadlock(const PsimPlan *p, GError **error)
+static gboolean check_deadlock(const PsimPlan *p, const guint8 *kind, GError **error)
 {
     const PsimGraph *g = p->graph;
     int32_t n = psim_graph_n_nodes(g);
@@ -232,10 +244,9 @@ static gboolean check_deadlock(const PsimPlan *p, GError **error)
         int32_t n_from = 0;
         for (int32_t i = 0; i < p->n_order[d]; i++) {
             int32_t v = p->order[d][i];
-            const PsimNode *nv = psim_graph_node(g, v);
-            if (is_op(nv, "Recv"))
+            if (kind[v] == K_RECV)
                 continue;
-            if (is_op(nv, "Send")) {
+            if (kind[v] == K_SEND) {
                 chain_from[n_from++] = v;
                 continue;
             }
@@ -305,8 +316,9 @@ gboolean psim_plan_check(const PsimPlan *p, GError **error)
             psim_graph_node_error(error, p->graph, v, "its transfer is out of range");
             return FALSE;
         }
-    return check_transfers(p, error) && check_edges(p, error) && check_orders(p, error) &&
-           check_deadlock(p, error);
+    g_autofree guint8 *kind = node_kinds(p->graph);
+    return check_transfers(p, kind, error) && check_edges(p, error) && check_orders(p, error) &&
+           check_deadlock(p, kind, error);
 }
 
 gboolean psim_plan_check_graph(const PsimPlan *p, const char *plan_path, const PsimGraph *g,

@@ -486,6 +486,50 @@ static void build_memory(PsimPlaceCtx *c)
     }
 }
 
+/* A model that cannot fit under the memory limits, whatever the placement: a node whose
+ * inputs, outputs and parameters (held at once while it runs) exceed every device's limit, or
+ * parameters beyond all the devices' limits together. INPUT error (exit 2) saying how many bytes
+ * are needed and how many the cluster offers. */
+static gboolean check_fits(const PsimPlaceCtx *c, GError **error)
+{
+    uint64_t most = 0, total = 0, params = 0;
+    for (int32_t d = 0; d < c->nd; d++) {
+        if (!c->capacity[d])
+            return TRUE; /* a device without a limit takes anything */
+        most = MAX(most, c->capacity[d]);
+        total += c->capacity[d];
+    }
+    for (int32_t v = 0; v < c->n; v++) {
+        const PsimNode *node = psim_graph_node(c->g, v);
+        uint64_t need = c->param_bytes[v] + c->out_bytes_total[v];
+        params += c->param_bytes[v];
+        for (int32_t k = 0; k < node->n_inputs; k++) {
+            PsimPort q = node->inputs[k];
+            gboolean seen = q.node < 0;
+            for (int32_t j = 0; j < k && !seen; j++)
+                seen = node->inputs[j].node == q.node && node->inputs[j].index == q.index;
+            if (!seen)
+                need += psim_graph_node(c->g, q.node)->outputs[q.index].bytes;
+        }
+        if (need > most) {
+            psim_graph_node_error(error, c->g, v,
+                                  "needs %" G_GUINT64_FORMAT " bytes on one device (its inputs, outputs and "
+                                  "parameters at once); the cluster offers at most %" G_GUINT64_FORMAT
+                                  " bytes per device",
+                                  need, most);
+            return FALSE;
+        }
+    }
+    if (params > total) {
+        psim_graph_node_error(error, c->g, -1,
+                              "the parameters need %" G_GUINT64_FORMAT " bytes; the cluster's %d devices "
+                              "offer %" G_GUINT64_FORMAT " bytes in all",
+                              params, c->nd, total);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static void build_summaries(PsimPlaceCtx *c)
 {
     int32_t n = c->n;
@@ -554,6 +598,10 @@ PsimPlaceCtx *psim_place_ctx_new(const PsimGraph *g, PsimCostModel *m, const Psi
         return NULL;
     }
     build_memory(c);
+    if (!check_fits(c, error)) {
+        psim_place_ctx_free(c);
+        return NULL;
+    }
     build_summaries(c);
     return c;
 }

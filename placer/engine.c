@@ -387,84 +387,221 @@ void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int3
     g_free(sl.end);
 }
 
-/* ---- memory ---- */
+/* ---- memory ----
+ * One memory model: the simulator's (parameters resident from the start, an output from its
+ * node's start until its last consumer is done, a Recv's buffer from its transfer's start), run
+ * on the placement's step with the limits as capacities. */
 
-typedef struct {
-    double t;
-    int64_t delta;
-    int32_t dev, node;
-} MemEvent;
-
-static int cmp_event(const void *a, const void *b)
+/* The simulated step of p with its memory; r gets peaks per device and the first point over a
+ * limit (psim_sim_result_clear). -1 when the order deadlocks. */
+static double memory_step(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq, PsimSimResult *r)
 {
-    const MemEvent *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    if ((x->delta < 0) != (y->delta < 0))
-        return x->delta < 0 ? -1 : 1;
-    return x->node - y->node;
+    g_autofree double *cost = g_new(double, c->n + 1);
+    for (int32_t v = 0; v < c->n; v++)
+        cost[v] = psim__cost(c, v, dev[v]);
+    PsimSimPlacement pl = {dev, seq, cost, c->opt.compress};
+    pl.capacity = c->capacity;
+    pl.result = r;
+    return psim_sim_placement_step(c->g, c->model, &pl, NULL);
+}
+
+static gboolean any_limit(const PsimPlaceCtx *c)
+{
+    for (int32_t d = 0; d < c->nd; d++)
+        if (c->capacity[d])
+            return TRUE;
+    return FALSE;
+}
+
+/* Bytes over the limits, summed over devices. */
+static uint64_t excess(const PsimPlaceCtx *c, const PsimSimResult *r)
+{
+    uint64_t x = 0;
+    for (int32_t d = 0; d < c->nd; d++)
+        if (c->capacity[d] && r->peak_memory[d] > c->capacity[d])
+            x += r->peak_memory[d] - c->capacity[d];
+    return x;
 }
 
 gboolean psim__memory_check(const PsimPlaceCtx *c, const PsimPlacement *p, GError **error)
 {
-    int32_t nd = c->nd, n = c->n;
-    gboolean any = FALSE;
-    for (int32_t d = 0; d < nd; d++)
-        any |= c->capacity[d] > 0;
-    if (!any)
+    if (!any_limit(c) || !c->g)
         return TRUE;
-    const int32_t *dev = p->device_of;
-    g_autofree uint64_t *base = g_new0(uint64_t, nd);
-    GArray *ev = g_array_new(FALSE, FALSE, sizeof(MemEvent));
-    g_autofree double *last_on = g_new(double, nd);
-    for (int32_t v = 0; v < n; v++) {
-        base[dev[v]] += c->param_bytes[v];
-        uint64_t b = c->out_bytes_total[v];
-        if (!b)
-            continue;
-        for (int32_t d = 0; d < nd; d++)
-            last_on[d] = -1;
-        double keep = c->out_off[v] == c->out_off[v + 1] ? p->makespan_us : p->finish[v];
-        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
-            int32_t w = c->out_dst[j], d = dev[w];
-            last_on[d] = MAX(last_on[d], p->finish[w]);
-            if (d != dev[v])
-                keep = MAX(keep, p->finish[v] + psim__xfer(c, dev[v], d, c->out_bytes[j]));
-        }
-        g_array_append_val(ev, ((MemEvent){p->start[v], (int64_t)b, dev[v], v}));
-        g_array_append_val(ev, ((MemEvent){MAX(keep, last_on[dev[v]]), -(int64_t)b, dev[v], v}));
-        for (int32_t d = 0; d < nd; d++)
-            if (d != dev[v] && last_on[d] >= 0) {
-                g_array_append_val(ev, ((MemEvent){p->finish[v], (int64_t)b, d, v}));
-                g_array_append_val(ev, ((MemEvent){last_on[d], -(int64_t)b, d, v}));
-            }
-    }
-    qsort(ev->data, ev->len, sizeof(MemEvent), cmp_event);
-    g_autofree int64_t *cur = g_new0(int64_t, nd);
-    gboolean ok = TRUE;
-    for (int32_t d = 0; d < nd && ok; d++)
+    g_autofree uint64_t *base = g_new0(uint64_t, c->nd + 1);
+    for (int32_t v = 0; v < c->n; v++)
+        base[p->device_of[v]] += c->param_bytes[v];
+    for (int32_t d = 0; d < c->nd; d++)
         if (c->capacity[d] && base[d] > c->capacity[d]) {
             g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                         "placement '%s': device '%s' needs %" G_GUINT64_FORMAT
                         " bytes of parameters, over its limit of %" G_GUINT64_FORMAT,
                         p->algo, psim_cluster_device(c->cluster, d)->name, base[d], c->capacity[d]);
-            ok = FALSE;
+            return FALSE;
         }
-    for (guint i = 0; i < ev->len && ok; i++) {
-        const MemEvent *e = &g_array_index(ev, MemEvent, i);
-        cur[e->dev] += e->delta;
-        uint64_t used = base[e->dev] + (uint64_t)MAX(cur[e->dev], 0);
-        if (c->capacity[e->dev] && used > c->capacity[e->dev]) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                        "placement '%s': device '%s' needs %" G_GUINT64_FORMAT
-                        " bytes at %.3f us (node '%s'), over its limit of %" G_GUINT64_FORMAT,
-                        p->algo, psim_cluster_device(c->cluster, e->dev)->name, used, e->t,
-                        c->g ? psim_graph_node(c->g, e->node)->name : "?", c->capacity[e->dev]);
-            ok = FALSE;
+    PsimSimResult r;
+    gboolean ok = memory_step(c, p->device_of, p->seq, &r) >= 0;
+    if (ok && r.over_device >= 0) {
+        const PsimNode *on = r.over_node >= 0 && r.over_node < c->n ? psim_graph_node(c->g, r.over_node) : NULL;
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "placement '%s': device '%s' needs %" G_GUINT64_FORMAT
+                    " bytes at %.3f us (%s '%s'), over its limit of %" G_GUINT64_FORMAT,
+                    p->algo, psim_cluster_device(c->cluster, r.over_device)->name, r.over_bytes,
+                    r.over_time_us, on ? "node" : "a transfer to", on ? on->name : "another device",
+                    c->capacity[r.over_device]);
+        ok = FALSE;
+    } else if (!ok) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "placement '%s': the order deadlocks", p->algo);
+    }
+    psim_sim_result_clear(&r);
+    return ok;
+}
+
+/* Free sources: nodes that cost nothing anywhere and whose inputs are all such nodes
+ * (constants, weights and the shape arithmetic that makes them), not pinned or grouped. */
+static guint8 *free_sources(const PsimPlaceCtx *c)
+{
+    int32_t n = c->n;
+    guint8 *is_src = g_new0(guint8, n + 1);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t v = c->topo[i];
+        gboolean ok = c->fixed[v] < 0 && c->group[v] < 0;
+        for (int32_t k = 0; k < c->n_cls && ok; k++)
+            ok = c->cost[(size_t)v * c->n_cls + k] <= 0;
+        for (int32_t j = c->in_off[v]; j < c->in_off[v + 1] && ok; j++)
+            ok = is_src[c->in_src[j]];
+        is_src[v] = ok;
+    }
+    return is_src;
+}
+
+/* Each free source on the device of its first consumer (by start, then topological position);
+ * returns how many moved. */
+static int32_t follow_first_consumer(const PsimPlaceCtx *c, const guint8 *is_src, int32_t *dev,
+                                     const double *start)
+{
+    int32_t moved = 0;
+    for (int32_t i = c->n - 1; i >= 0; i--) {
+        int32_t v = c->topo[i];
+        if (!is_src[v])
+            continue;
+        int32_t first = -1;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
+            int32_t w = c->out_dst[j];
+            if (psim__feasible(c, v, dev[w]) &&
+                (first < 0 || start[w] < start[first] ||
+                 (start[w] == start[first] && c->topo_pos[w] < c->topo_pos[first])))
+                first = w;
+        }
+        if (first >= 0 && dev[first] != dev[v]) {
+            dev[v] = dev[first];
+            moved++;
         }
     }
-    g_array_free(ev, TRUE);
-    return ok;
+    return moved;
+}
+
+/* Fits a placement into the memory limits by moving work off the devices that overflow, for any
+ * algorithm: at each round, the device over its limit first in the step gives up one unit (a
+ * node with the free sources that follow it, or its whole colocation group) to another device,
+ * the move that leaves the fewest bytes over the limits and then the shortest step, each judged
+ * by the simulator. Stops when everything fits (TRUE) or no move lowers the excess. The order
+ * (seq) is kept: it is valid on any devices. */
+static gboolean memory_repair(PsimPlaceCtx *c, PsimPlacement *p)
+{
+    int32_t n = c->n, nd = c->nd;
+    g_autofree guint8 *is_src = free_sources(c);
+    g_autofree int32_t *dev = g_memdup2(p->device_of, sizeof(int32_t) * (n + 1)),
+                       *trial = g_new(int32_t, n + 1), *members = g_new(int32_t, n + 1),
+                       *cand = g_new(int32_t, n + 1);
+    g_autofree double *start = g_memdup2(p->start, sizeof(double) * (n + 1));
+    g_autofree uint64_t *held = g_new(uint64_t, n + 1);
+    PsimSimResult r;
+    if (memory_step(c, dev, p->seq, &r) < 0)
+        return FALSE;
+    uint64_t now_excess = excess(c, &r);
+    int32_t over = r.over_device;
+    psim_sim_result_clear(&r);
+    for (int32_t round = 0; now_excess > 0 && round < 4 * n + 16; round++) {
+        if (over < 0)
+            break;
+        /* What each node holds on its device: its outputs and the free sources it draws. */
+        for (int32_t v = 0; v < n; v++)
+            held[v] = c->out_bytes_total[v];
+        for (int32_t v = 0; v < n; v++)
+            if (is_src[v])
+                for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
+                    if (dev[c->out_dst[j]] == dev[v])
+                        held[c->out_dst[j]] += c->param_bytes[v] + c->out_bytes_total[v];
+        /* Candidates: movable nodes on the device over its limit, the 16 holding most. */
+        int32_t n_cand = 0;
+        for (int32_t v = 0; v < n; v++)
+            if (dev[v] == over && !is_src[v] && c->fixed[v] < 0)
+                cand[n_cand++] = v;
+        for (int32_t i = 0; i < n_cand && i < 16; i++) {
+            int32_t best = i;
+            for (int32_t j = i + 1; j < n_cand; j++)
+                if (held[cand[j]] > held[cand[best]])
+                    best = j;
+            int32_t t = cand[i];
+            cand[i] = cand[best];
+            cand[best] = t;
+        }
+        n_cand = MIN(n_cand, 16);
+        uint64_t best_excess = UINT64_MAX;
+        double best_span = INFINITY;
+        int32_t best_v = -1, best_e = -1;
+        for (int32_t i = 0; i < n_cand; i++) {
+            int32_t v = cand[i], n_mem = 0;
+            if (c->group[v] >= 0) {
+                for (int32_t w = 0; w < n; w++)
+                    if (c->group[w] == c->group[v])
+                        members[n_mem++] = w;
+            } else {
+                members[n_mem++] = v;
+            }
+            for (int32_t e = 0; e < nd; e++) {
+                if (e == over)
+                    continue;
+                gboolean ok = TRUE;
+                for (int32_t k = 0; k < n_mem && ok; k++)
+                    ok = c->fixed[members[k]] < 0 && psim__feasible(c, members[k], e);
+                if (!ok)
+                    continue;
+                memcpy(trial, dev, sizeof(int32_t) * n);
+                for (int32_t k = 0; k < n_mem; k++)
+                    trial[members[k]] = e;
+                follow_first_consumer(c, is_src, trial, start);
+                double span = memory_step(c, trial, p->seq, &r);
+                uint64_t x = span >= 0 ? excess(c, &r) : UINT64_MAX;
+                psim_sim_result_clear(&r);
+                if (span >= 0 && x < now_excess && (x < best_excess || (x == best_excess && span < best_span))) {
+                    best_excess = x;
+                    best_span = span;
+                    best_v = v;
+                    best_e = e;
+                }
+            }
+        }
+        if (best_v < 0)
+            break;
+        if (c->group[best_v] >= 0) {
+            for (int32_t w = 0; w < n; w++)
+                if (c->group[w] == c->group[best_v])
+                    dev[w] = best_e;
+        } else {
+            dev[best_v] = best_e;
+        }
+        follow_first_consumer(c, is_src, dev, start);
+        if (memory_step(c, dev, p->seq, &r) < 0)
+            return FALSE;
+        now_excess = excess(c, &r);
+        over = r.over_device;
+        psim_sim_result_clear(&r);
+    }
+    if (now_excess > 0)
+        return FALSE;
+    memcpy(p->device_of, dev, sizeof(int32_t) * n);
+    return TRUE;
 }
 
 /* ---- running an algorithm ---- */
@@ -503,35 +640,10 @@ static gboolean check_devices(const PsimPlaceCtx *c, const PsimPlacement *p, GEr
  * them wherever a device is idle first). Kept only when the step is no longer. */
 static void sources_follow_consumers(PsimPlaceCtx *c, PsimPlacement *p)
 {
-    int32_t n = c->n, moved = 0;
+    int32_t n = c->n;
     g_autofree int32_t *old = g_memdup2(p->device_of, sizeof(int32_t) * (n + 1));
-    g_autofree guint8 *is_src = g_new0(guint8, n + 1);
-    for (int32_t i = 0; i < n; i++) {
-        int32_t v = c->topo[i];
-        gboolean ok = c->fixed[v] < 0 && c->group[v] < 0;
-        for (int32_t k = 0; k < c->n_cls && ok; k++)
-            ok = c->cost[(size_t)v * c->n_cls + k] <= 0;
-        for (int32_t j = c->in_off[v]; j < c->in_off[v + 1] && ok; j++)
-            ok = is_src[c->in_src[j]];
-        is_src[v] = ok;
-    }
-    for (int32_t i = n - 1; i >= 0; i--) {
-        int32_t v = c->topo[i];
-        if (!is_src[v])
-            continue;
-        int32_t first = -1;
-        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++) {
-            int32_t w = c->out_dst[j];
-            if (psim__feasible(c, v, p->device_of[w]) &&
-                (first < 0 || p->start[w] < p->start[first] ||
-                 (p->start[w] == p->start[first] && c->topo_pos[w] < c->topo_pos[first])))
-                first = w;
-        }
-        if (first >= 0 && p->device_of[first] != p->device_of[v]) {
-            p->device_of[v] = p->device_of[first];
-            moved++;
-        }
-    }
+    g_autofree guint8 *is_src = free_sources(c);
+    int32_t moved = follow_first_consumer(c, is_src, p->device_of, p->start);
     if (!moved)
         return;
     /* Sources first (they take no time), then the rest in the same order. */
@@ -604,6 +716,12 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
     }
     if (pl != &psim__placer_file)
         sources_follow_consumers(c, p);
+    /* Over a memory limit: moved until it fits, whatever the algorithm (and re-evaluated). */
+    if (c->g && any_limit(c) && !psim__memory_check(c, p, NULL) && memory_repair(c, p) &&
+        !psim_placement_evaluate(c, p, error)) {
+        psim_placement_free(p);
+        return NULL;
+    }
     p->elapsed_ms = psim__now_ms() - t0;
     p->cpu_ms = psim__cpu_ms() - c0;
     if (!psim__memory_check(c, p, error)) {

@@ -315,14 +315,19 @@ static void choose_gates(PsimPlan *plan, const PsimPlacement *p, int32_t nd, con
 
 /* One simulated step of plan (static order, the default of `placesim sim`): its step time, or
  * -1 with error set; start and end (optional) get every node's times. */
-static double plan_simulate(const PsimPlan *plan, PsimCostModel *m, double *start, double *end,
-                            GError **error)
+static double plan_simulate(const PsimPlan *plan, const PsimPlaceCtx *c, double *start, double *end,
+                            uint64_t *over, GError **error)
 {
     PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .no_timeline = TRUE,
                          .node_start = start, .node_end = end};
     PsimSimResult r = {0};
-    gboolean ok = psim_sim_run(plan, m, &so, &r, NULL, error);
+    gboolean ok = psim_sim_run(plan, c->model, &so, &r, NULL, error);
     double t = ok ? r.step_time_us : -1;
+    /* Bytes over the placement's memory limits (plan device d is cluster device d). */
+    *over = 0;
+    for (int32_t d = 0; ok && d < plan->n_devices; d++)
+        if (c->capacity[d] && r.peak_memory[d] > c->capacity[d])
+            *over += r.peak_memory[d] - c->capacity[d];
     psim_sim_result_clear(&r);
     return t;
 }
@@ -602,16 +607,19 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
                                                            : late[v];
     choose_gates(plan, p, nd, late, dur);
     /* 3. The plan as it will run. Gates and priorities are TF's heuristics, not the model: where
-     * the simulator finds them slower than the step of 1, they go (first the gates, then the
-     * priorities), so a plan is never predicted slower than its own placement run freely. */
+     * the simulator finds them slower than the step of 1, or over a memory limit that the
+     * placement kept (psim_place checked it on the step of 1), they go (first the gates, then
+     * the priorities), so a plan is never predicted slower or bigger than its own placement run
+     * freely. */
     g_autofree double *start1 = g_memdup2(start, sizeof(double) * (N + 1));
-    double m2 = plan_simulate(plan, c->model, start, end, error);
-    if (m2 > m) {
+    uint64_t over = 0;
+    double m2 = plan_simulate(plan, c, start, end, &over, error);
+    if (m2 > m || over) {
         for (int32_t i = 0; i < plan->n_transfers; i++)
             plan->transfers[i].after = -1;
-        m2 = plan_simulate(plan, c->model, start, end, error);
+        m2 = plan_simulate(plan, c, start, end, &over, error);
     }
-    if (m2 > m) {
+    if (m2 > m || over) {
         for (int32_t i = 0; i < plan->n_transfers; i++)
             plan->transfers[i].priority = 0;
         memcpy(start, start1, sizeof(double) * N);

@@ -198,6 +198,7 @@ typedef struct {
     PsimSimResult *res;
     GError **error;
     gboolean failed;
+    const uint64_t *cap; /* per device: memory limits over_* report against (NULL: memory_bytes) */
 } Sim;
 
 static void node_ready(Sim *s, int32_t v, int32_t cause);
@@ -614,7 +615,7 @@ static void setup_common(Sim *s)
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         psim_cost_model_idle_calibration(s->m, s->cluster_dev[d], &s->dev[d].idle_extra_us,
                                          &s->dev[d].idle_gap_us);
-        s->dev[d].capacity = dv->memory_bytes;
+        s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;
     }
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
      * pairs in use than nd^2. */
@@ -1162,17 +1163,19 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
 double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimSimPlacement *pl,
                                GError **error)
 {
-    PsimSimResult res = {0};
-    res.over_device = -1;
+    PsimSimResult local = {0}, *res = pl->result ? pl->result : &local;
+    memset(res, 0, sizeof *res);
+    res->over_device = -1;
     Sim sim = {0}, *s = &sim;
     s->g = g;
     s->m = m;
     s->c = psim_cost_model_cluster(m);
     s->order = PSIM_ORDER_STATIC;
     s->nd = psim_cluster_n_devices(s->c);
-    s->res = &res;
+    s->res = res;
     s->error = error;
     int32_t n = psim_graph_n_nodes(g);
+    s->cap = pl->capacity;
     if (!setup_placement(s, pl) || !sim_loop(s)) {
         sim_free(s);
         return -1;
@@ -1180,6 +1183,14 @@ double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimS
     double step = 0;
     for (int32_t v = 0; v < s->n; v++)
         step = MAX(step, s->end[v]);
+    if (pl->result) {
+        res->step_time_us = step;
+        res->n_devices = s->nd;
+        res->peak_memory = g_new0(uint64_t, s->nd + 1);
+        for (int32_t d = 0; d < s->nd; d++)
+            res->peak_memory[d] = s->dev[d].peak;
+        res->events = s->events;
+    }
     if ((pl->plan_start || pl->plan_end) && pl->n_plan != s->n) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                     "the placement's plan has %d nodes, not %d", s->n, pl->n_plan);

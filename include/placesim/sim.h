@@ -91,6 +91,12 @@ typedef struct {
      * step fails when n_plan is not their count. */
     double *plan_start, *plan_end;
     int32_t n_plan;
+    /* Optional, per cluster device: memory limits in bytes (0: none) that result->over_* are
+     * reported against, instead of each device's memory_bytes. */
+    const uint64_t *capacity;
+    /* Optional: the step's figures (step time, peak memory per cluster device, the first point
+     * over capacity); free its contents with psim_sim_result_clear. */
+    PsimSimResult *result;
 } PsimSimPlacement;
 
 /* The step time of placement pl of g (static order), or -1 with an error when it deadlocks or a

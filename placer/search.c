@@ -1,5 +1,9 @@
 /* `search`: simulation-first refinement. It starts from the best of the list heuristics and
  * improves it, every candidate judged by the simulator's step time (psim__engine_run):
+ *  0. where the devices are identical and transfers free (the STG setting), a depth-first
+ *     branch and bound over schedules built in time order (DF/IHS's), searched by limited
+ *     discrepancy from the CP/MISF order, with half the budget; when it exhausts its tree the
+ *     plan is optimal and the search ends;
  *  1. iterated list scheduling: priority lists from several rules (upward rank, static level,
  *     top + bottom level, ...) perturbed at random, decoded by insertion-based earliest finish
  *     with random tie-breaking;
@@ -10,6 +14,7 @@
  * early at the lower bound max(critical path, work / devices). The budget is counted in work
  * units (nodes + edges per evaluation) converted from --budget-ms at a fixed rate, so that a
  * seed gives the same plan on any machine and at any load. */
+#include <math.h>
 #include <string.h>
 
 #include "placer/placer-private.h"
@@ -19,6 +24,11 @@
  * + 2) + 64 units: about the development VM's speed for a decode plus a simulated step
  * (psim_sim_placement_step): at most 1 s of CPU per 1000 ms of budget on the STG set, bench/stg-study.sh. */
 #define UNITS_PER_MS 21000.0
+/* The share of the budget the branch and bound may take where it applies. */
+#define BNB_SHARE 0.5
+/* A B&B node costs about (nodes + edges + 16) of these per millisecond on the development VM
+ * (a bound is one pass over the graph, no simulation): measured on the STG set. */
+#define BNB_UNITS_PER_MS 700000.0
 
 typedef struct {
     PsimPlaceCtx *c;
@@ -212,6 +222,207 @@ static void plan_moves(Search *s, double units)
     }
 }
 
+/* ---- Phase 0: depth-first branch and bound (in the manner of Kasahara and Narita's DF/IHS)
+ * for identical devices and free transfers (the setting of the STG set: P|prec|Cmax). A schedule
+ * is built in time order: the device that is free first (the lowest of equals) either starts a
+ * ready node, tried in CP/MISF order (longest static level, then most successors), or stays
+ * idle until the next node finishes. Devices free at the same time are interchangeable, so the
+ * nodes started at one instant go in increasing CP/MISF rank and an idle device ends the
+ * instant. A branch is cut when its lower bound (each unscheduled node's earliest start plus its
+ * static level; the remaining work spread over the devices from when each is free) reaches the
+ * best schedule found. Every improvement is judged by the simulator before it is kept. The
+ * search ends when the tree is exhausted (the best is then optimal) or its units run out. */
+
+typedef struct {
+    Search *s;
+    int32_t n, nd, *order;             /* order: nodes by CP/MISF rank */
+    double *w, *bl, *fin, *est, *free_at;
+    int32_t *dev, *sched_seq, n_sched, *npred_left;
+    double work_left, best;            /* best: the incumbent's makespan */
+    gboolean integral, exhausted, limited;
+    double units, unit;
+    int32_t *tdev;
+    double *tstart;
+} Bnb;
+
+/* The devices are identical and transfers free: the B&B's model is the simulator's then. */
+static gboolean bnb_applies(const PsimPlaceCtx *c)
+{
+    if (!c->g || c->n_cls != 1 || c->n > 2000 || c->nd < 2)
+        return FALSE;
+    for (int32_t v = 0; v < c->n; v++)
+        if (c->fixed[v] >= 0 || c->group[v] >= 0 || c->feas[v] >= 0 || !isfinite(psim__cost(c, v, 0)))
+            return FALSE;
+    for (int32_t a = 0; a < c->nd; a++)
+        for (int32_t b = 0; b < c->nd; b++)
+            if (psim__xfer(c, a, b, UINT64_MAX / 4) != 0)
+                return FALSE;
+    return TRUE;
+}
+
+static double bnb_bound(Bnb *b, double t)
+{
+    const PsimPlaceCtx *c = b->s->c;
+    double lb = 0, spread = b->work_left;
+    for (int32_t d = 0; d < b->nd; d++)
+        spread += MAX(b->free_at[d], t);
+    spread /= b->nd;
+    if (b->integral)
+        spread = ceil(spread - 1e-9);
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t v = c->topo[i];
+        if (b->fin[v] >= 0) {
+            lb = MAX(lb, b->fin[v]);
+            b->est[v] = b->fin[v]; /* as a producer: its finish */
+            continue;
+        }
+        double e = t;
+        for (int32_t j = c->in_off[v]; j < c->in_off[v + 1]; j++)
+            e = MAX(e, b->est[c->in_src[j]]);
+        lb = MAX(lb, e + b->bl[v]);
+        b->est[v] = e + b->w[v]; /* earliest finish, as a producer */
+    }
+    return MAX(lb, spread);
+}
+
+/* A complete schedule: judged by the simulator, kept when shorter. */
+static void bnb_leaf(Bnb *b)
+{
+    Search *s = b->s;
+    const PsimPlaceCtx *c = s->c;
+    double span = 0;
+    for (int32_t v = 0; v < b->n; v++)
+        span = MAX(span, b->fin[v]);
+    if (span >= b->best)
+        return;
+    for (int32_t v = 0; v < b->n; v++) {
+        s->tdev[v] = b->dev[v];
+        b->tstart[v] = b->fin[v] - b->w[v];
+    }
+    g_autofree double *fin = g_memdup2(b->fin, sizeof(double) * (b->n + 1));
+    psim__seq_from_start(c, b->tstart, fin, s->tseq);
+    gboolean better;
+    double m = judge(s, &better);
+    if (m >= 0)
+        b->best = MIN(span, s->best);
+}
+
+static void bnb_node(Bnb *b, double last_t, int32_t last_rank, int32_t disc)
+{
+    const PsimPlaceCtx *c = b->s->c;
+    if (b->units <= 0) {
+        b->exhausted = FALSE;
+        return;
+    }
+    b->units -= b->unit;
+    if (b->n_sched == b->n) {
+        bnb_leaf(b);
+        return;
+    }
+    int32_t p = 0;
+    for (int32_t d = 1; d < b->nd; d++)
+        if (b->free_at[d] < b->free_at[p])
+            p = d;
+    double t = b->free_at[p];
+    if (bnb_bound(b, t) >= b->best - 1e-9)
+        return;
+    gboolean same = t == last_t;
+    int32_t choice = 0; /* branches taken here so far: each after the first is a discrepancy */
+    /* Start a ready node at t, in CP/MISF order (after last_rank within one instant). */
+    for (int32_t i = same ? last_rank + 1 : 0; i < b->n; i++) {
+        int32_t v = b->order[i];
+        if (b->fin[v] >= 0 || b->npred_left[v] > 0)
+            continue;
+        gboolean ready = TRUE;
+        for (int32_t j = c->in_off[v]; j < c->in_off[v + 1] && ready; j++)
+            ready = b->fin[c->in_src[j]] <= t;
+        if (!ready)
+            continue;
+        if (choice > 0 && disc == 0) {
+            b->limited = TRUE;
+            return;
+        }
+        int32_t left = choice > 0 ? disc - 1 : disc;
+        choice++;
+        b->fin[v] = t + b->w[v];
+        b->dev[v] = p;
+        b->free_at[p] = b->fin[v];
+        b->work_left -= b->w[v];
+        b->n_sched++;
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
+            b->npred_left[c->out_dst[j]]--;
+        bnb_node(b, t, i, left);
+        for (int32_t j = c->out_off[v]; j < c->out_off[v + 1]; j++)
+            b->npred_left[c->out_dst[j]]++;
+        b->n_sched--;
+        b->work_left += b->w[v];
+        b->free_at[p] = t;
+        b->fin[v] = -1;
+        if (b->units <= 0)
+            return;
+    }
+    /* Or stay idle until the next node finishes. */
+    double next = INFINITY;
+    for (int32_t v = 0; v < b->n; v++)
+        if (b->fin[v] > t && b->fin[v] < next)
+            next = b->fin[v];
+    if (isfinite(next)) {
+        if (choice > 0 && disc == 0) {
+            b->limited = TRUE;
+            return;
+        }
+        b->free_at[p] = next;
+        bnb_node(b, t, b->n, choice > 0 ? disc - 1 : disc); /* the instant t is over for the devices free at it */
+        b->free_at[p] = t;
+    }
+}
+
+/* Runs the B&B with `units` of the budget from the incumbent in s; TRUE when the tree was
+ * exhausted (s->best is then optimal). */
+static gboolean branch_and_bound(Search *s, double units)
+{
+    PsimPlaceCtx *c = s->c;
+    int32_t n = c->n;
+    Bnb b = {.s = s, .n = n, .nd = c->nd, .best = s->best, .exhausted = TRUE, .units = units,
+             .unit = ((double)n + c->in_off[n] + 16) * UNITS_PER_MS / BNB_UNITS_PER_MS};
+    g_autofree double *bl = psim__blevel(c), *w = g_new(double, n + 1), *fin = g_new(double, n + 1),
+                      *est = g_new(double, n + 1), *free_at = g_new0(double, c->nd + 1),
+                      *tstart = g_new(double, n + 1), *key = g_new(double, n + 1);
+    g_autofree int32_t *order = g_new(int32_t, n + 1),
+                       *dev = g_new(int32_t, n + 1), *npred = g_new(int32_t, n + 1);
+    b.integral = TRUE;
+    for (int32_t v = 0; v < n; v++) {
+        w[v] = psim__cost(c, v, 0);
+        b.integral &= w[v] == floor(w[v]);
+        b.work_left += w[v];
+        fin[v] = -1;
+        npred[v] = c->in_off[v + 1] - c->in_off[v];
+        /* CP/MISF: static level, then successors, as one key. */
+        key[v] = bl[v] * (n + 1.0) + (c->out_off[v + 1] - c->out_off[v]);
+    }
+    psim__seq_by_key(c, key, order);
+    b.w = w;
+    b.bl = bl;
+    b.fin = fin;
+    b.est = est;
+    b.free_at = free_at;
+    b.order = order;
+    b.dev = dev;
+    b.npred_left = npred;
+    b.tstart = tstart;
+    /* Limited discrepancy search: first the heuristic's own path, then paths that leave it at
+     * most once, twice, ...; an iteration that met no limit has searched the whole tree. */
+    for (int32_t disc = 0; b.units > 0; disc++) {
+        b.limited = FALSE;
+        bnb_node(&b, -1, -1, disc);
+        if (!b.limited)
+            break;
+    }
+    b.exhausted = b.units > 0 && !b.limited; /* the whole tree was searched */
+    s->units_left -= units - MAX(b.units, 0);
+    return b.exhausted;
+}
+
 static gboolean place_search(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
 {
     (void)error;
@@ -228,9 +439,12 @@ static gboolean place_search(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
     s.tseq = g_new(int32_t, n + 1);
     s.lb = c->lower_bound;
     start_from_heuristics(&s);
+    gboolean optimal = FALSE;
+    if (!at_bound(&s) && s.units_left > 0 && bnb_applies(c))
+        optimal = branch_and_bound(&s, s.units_left * BNB_SHARE);
     double total = s.units_left;
     g_autofree int32_t *list = g_new(int32_t, n + 1);
-    if (!at_bound(&s) && total > 0) {
+    if (!optimal && !at_bound(&s) && total > 0) {
         g_autofree double *rank = psim__rank_upward(c);
         psim__seq_by_key(c, rank, list);
         iterated_lists(&s, total * 0.4, list);

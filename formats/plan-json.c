@@ -84,7 +84,17 @@ char *psim_plan_to_json(const PsimPlan *p, gsize *len)
         psim__json_string(s, t->key ? t->key : "");
         g_string_append_c(s, '}');
     }
-    g_string_append(s, "],\n \"graph\": ");
+    g_string_append_c(s, ']');
+    if (p->cluster_json) {
+        /* Compact, as the reader gives it back: save -> load -> save stays byte-identical. */
+        g_autoptr(JsonNode) cn = json_from_string(p->cluster_json, NULL);
+        if (cn) {
+            g_autofree char *cj = json_to_string(cn, FALSE);
+            g_string_append(s, ",\n \"cluster\": ");
+            g_string_append(s, cj);
+        }
+    }
+    g_string_append(s, ",\n \"graph\": ");
     gsize glen = 0;
     g_autofree char *gj = psim_export_json(g, &glen);
     while (glen && (gj[glen - 1] == '\n' || gj[glen - 1] == ' '))
@@ -326,6 +336,13 @@ static PsimPlan *plan_from_root(const char *path, JsonNode *root, GError **error
         if (after && !av)
             FAIL("transfers[%u]: field 'after' names no node of the graph", i);
         t->after = av ? av->id : -1;
+    }
+    /* The cluster it was made for, when the plan says (checked where it is used). */
+    JsonNode *cn = json_object_get_member(o, "cluster");
+    if (cn && !JSON_NODE_HOLDS_NULL(cn)) {
+        if (!JSON_NODE_HOLDS_OBJECT(cn))
+            FAIL("field 'cluster' must be a cluster object (placesim.cluster/1)");
+        p->cluster_json = json_to_string(cn, FALSE);
     }
     /* What the simulator and the executor would refuse is refused as the file is read. */
     if (!psim_plan_check(p, error))

@@ -42,6 +42,7 @@ void psim_plan_free(PsimPlan *p)
     g_free(p->priority);
     g_free(p->transfers);
     g_free(p->transfer_of_recv);
+    g_free(p->cluster_json);
     g_free(p);
 }
 

@@ -335,6 +335,27 @@ static void test_json_round_trip(void)
         g_assert_cmpfloat(q->transfers[k].earliest_start, ==, t.plan->transfers[k].earliest_start);
         g_assert_cmpint(q->transfers[k].after, ==, t.plan->transfers[k].after);
     }
+    /* The cluster the plan was made for travels with it, compact, and reads back as a cluster. */
+    t.plan->cluster_json = psim_cluster_to_json(t.c);
+    gsize l3, l4;
+    g_autofree char *j3 = psim_plan_to_json(t.plan, &l3);
+    g_assert_nonnull(strstr(j3, ",\n \"cluster\": {\"format\":\"placesim.cluster/1\""));
+    g_autoptr(PsimPlan) q3 = psim_plan_from_json("rt.json", j3, l3, &err);
+    g_assert_no_error(err);
+    g_autofree char *j4 = psim_plan_to_json(q3, &l4);
+    g_assert_cmpstr(j3, ==, j4);
+    g_autoptr(PsimCluster) back = psim_cluster_parse("rt.json", q3->cluster_json, strlen(q3->cluster_json), &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(psim_cluster_n_devices(back), ==, 3);
+    g_assert_cmpstr(psim_cluster_device(back, 2)->name, ==, psim_cluster_device(t.c, 2)->name);
+    const char *cl = strstr(j3, "\"cluster\": "), *ge = strstr(j3, ",\n \"graph\"");
+    g_assert_true(cl && ge && cl < ge);
+    g_autofree char *head = g_strndup(j3, (gsize)(cl - j3));
+    g_autofree char *notobj = g_strconcat(head, "\"cluster\": 7", ge, NULL);
+    g_autoptr(PsimPlan) r0 = psim_plan_from_json("c.json", notobj, strlen(notobj), &err);
+    g_assert_null(r0);
+    g_assert_nonnull(strstr(err->message, "field 'cluster'"));
+    g_clear_error(&err);
     /* Damaged files are errors, not crashes. */
     g_autofree char *bad = g_strdup(j1);
     char *at = strstr(bad, "\"device\": 1");

@@ -108,6 +108,24 @@ static gboolean apply_colocate(PsimGraph *g, const char *glob, GError **error)
     return TRUE;
 }
 
+/* The cluster a plan was made for, as cluster JSON: with --mem-limit, each device's memory is
+ * the limit the placer kept (so that `sim --plan` reports peaks against it). */
+static char *plan_cluster_json(const PsimCluster *cluster, uint64_t mem_limit)
+{
+    g_autofree char *json = psim_cluster_to_json(cluster);
+    if (!mem_limit)
+        return g_steal_pointer(&json);
+    g_autoptr(PsimCluster) copy = psim_cluster_parse("cluster", json, strlen(json), NULL);
+    if (!copy)
+        return g_steal_pointer(&json);
+    for (int32_t d = 0; d < psim_cluster_n_devices(copy); d++) {
+        PsimDevice *dev = psim_cluster_device(copy, d);
+        if (!dev->memory_bytes || dev->memory_bytes > mem_limit)
+            dev->memory_bytes = mem_limit;
+    }
+    return psim_cluster_to_json(copy);
+}
+
 int psim_cmd_place(int argc, char **argv)
 {
     g_autofree char *cluster_spec = NULL, *algo = NULL, *out = NULL, *plan_path = NULL,
@@ -280,6 +298,8 @@ int psim_cmd_place(int argc, char **argv)
                 g_object_unref(b);
             return psim_cli_fail(err);
         }
+        if (plan_tmp && !plan->cluster_json)
+            plan->cluster_json = plan_cluster_json(cluster, opt.mem_limit); /* sim --plan needs no --cluster */
         if ((out_tmp && !psim_placement_save(pctx, p, out_tmp, &err)) ||
             (plan_tmp && !psim_plan_save(plan, plan_tmp, &err))) {
             if (b)

@@ -20,7 +20,7 @@ int psim_cmd_sim(int argc, char **argv)
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_spec,
-         "Cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] or stg:P (default local)", "SPEC"},
+         "Cluster: local, local:N, a cluster JSON file, uniform:P[:GBPS[:LATENCY_US]] or stg:P (default: a --plan's own cluster, else local)", "SPEC"},
         {"placement", 'p', 0, G_OPTION_ARG_FILENAME, &placement, "Placement JSON to simulate", "P.json"},
         {"plan", 0, 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan JSON to simulate (from 'place --plan'; it carries its graph: GRAPH may be left out, and when given must be the plan's)", "PLAN.json"},
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Place with this algorithm first (see 'place --help')", "NAME"},
@@ -66,7 +66,11 @@ int psim_cmd_sim(int argc, char **argv)
     } else if (!(g = psim_cli_graph_load(argv[1], &go, &err))) {
         return psim_cli_fail(err);
     }
-    g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g ? g : plan->graph, &err);
+    /* A plan names the cluster it was made for; --cluster overrides it. */
+    g_autoptr(PsimCluster) cluster =
+        plan && !cluster_spec && plan->cluster_json
+            ? psim_cluster_parse(plan_path, plan->cluster_json, strlen(plan->cluster_json), &err)
+            : psim_cli_cluster(cluster_spec, g ? g : plan->graph, &err);
     if (!cluster)
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;

@@ -71,6 +71,10 @@ typedef struct PsimPlan {
     PsimTransfer *transfers;
     int32_t *transfer_of_recv; /* per node: transfer index if the node is a Recv, else -1 */
     double makespan_us;    /* the simulator's step time of this plan (static order) */
+    /* Owned, or NULL: the cluster the plan was made for, as cluster JSON
+     * ("placesim.cluster/1"), so that a saved plan can be simulated and run without naming it
+     * again. Set by the caller that knows the cluster (placer/ does not). */
+    char *cluster_json;
 } PsimPlan;
 
 /* An empty plan over `graph` (taken) and n_devices named devices; arrays sized and zeroed,

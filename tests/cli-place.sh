@@ -9,6 +9,11 @@ ex="$PSIM_SRC/tests/data/heft-example.json"
 out=$("$PSIM" place "$ex" --cluster uniform:3:0.001 --algo heft --json --plan "$tmp/plan.json" --out "$tmp/p.json") || fail "place heft"
 echo "$out" | grep -q '"makespan_us":80.0' || fail "heft makespan: $out"
 echo "$out" | grep -q '"n_send":9' || fail "heft sends: $out"
+echo "$out" | python3 -c 'import json, sys; t = json.load(sys.stdin)["timings"]; sys.exit(set(t) != {"load_ms", "problem_ms", "place_ms", "plan_ms", "write_ms"} or min(t.values()) < 0)' \
+    || fail "place --json timings: $out"
+out=$("$PSIM" sim --plan "$tmp/plan.json" --json) || fail "sim --plan"
+echo "$out" | python3 -c 'import json, sys; t = json.load(sys.stdin)["timings"]; sys.exit(set(t) != {"load_ms", "place_ms", "plan_ms", "simulate_ms"} or t["place_ms"] != 0 or t["load_ms"] <= 0)' \
+    || fail "sim --json timings: $out"
 grep -q '"format": "placesim.plan/1"' "$tmp/plan.json" || fail "plan file"
 grep -q '"format" : "placesim.placement/1"' "$tmp/p.json" || fail "placement file"
 out=$("$PSIM" place "$ex" --cluster uniform:3:0.001 --algo file --placement "$tmp/p.json" --json) || fail "file"

@@ -8,9 +8,31 @@
 #include "tools/cli.h"
 #include "placesim/formats.h"
 
+/* Wall times of the steps of `place`, milliseconds: reading the graph, building the placement
+ * problem (costs, edges, constraints), the algorithm, the plan (partition, recv schedule), and
+ * writing the files. */
+typedef struct {
+    double load_ms, problem_ms, place_ms, plan_ms, write_ms;
+} PlaceTimes;
+
+static void add_times(JsonBuilder *b, const PlaceTimes *t)
+{
+    json_builder_set_member_name(b, "timings");
+    json_builder_begin_object(b);
+    const char *names[] = {"load_ms", "problem_ms", "place_ms", "plan_ms", "write_ms"};
+    const double vals[] = {t->load_ms, t->problem_ms, t->place_ms, t->plan_ms, t->write_ms};
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        json_builder_set_member_name(b, names[i]);
+        json_builder_add_double_value(b, vals[i]);
+    }
+    json_builder_end_object(b);
+}
+
+static double ms_since(gint64 t0) { return (double)(g_get_monotonic_time() - t0) / 1e3; }
+
 static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *plan,
                        const PsimCliCostSources *sources, const char *error,
-                       const PsimCliGraphOptions *go)
+                       const PsimCliGraphOptions *go, const PlaceTimes *times)
 {
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "algo");
@@ -31,6 +53,8 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
         json_builder_add_int_value(b, plan ? plan->n_transfers : 0);
         if (sources)
             psim_cli_cost_sources_json(b, sources);
+        if (times)
+            add_times(b, times);
     }
     psim_cli_json_cse(b, go);
     json_builder_end_object(b);
@@ -217,9 +241,12 @@ int psim_cmd_place(int argc, char **argv)
     go.training = training;
     if (!psim_cli_graph_options_check(&go, &err))
         return psim_cli_fail(err);
+    PlaceTimes times = {0};
+    gint64 t_load = g_get_monotonic_time();
     g_autoptr(PsimGraph) g = psim_cli_graph_load(argv[1], &go, &err);
     if (!g)
         return psim_cli_fail(err);
+    times.load_ms = ms_since(t_load);
     for (char **r = requests; r && *r; r++)
         if (!apply_request(g, *r, &err))
             return psim_cli_fail(err);
@@ -237,9 +264,11 @@ int psim_cmd_place(int argc, char **argv)
     if (db && !psim_cost_db_calibrate_cluster(db, cluster, NULL, &err))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
+    gint64 t_problem = g_get_monotonic_time();
     g_autoptr(PsimPlaceCtx) pctx = psim_place_ctx_new(g, model, &opt, &err);
     if (!pctx)
         return psim_cli_fail(err);
+    times.problem_ms = ms_since(t_problem);
 
     /* Written under temporary names and renamed at the end, so a failure leaves old files. */
     g_autoptr(PsimCliOutputs) outs = psim_cli_outputs_new();
@@ -269,13 +298,15 @@ int psim_cmd_place(int argc, char **argv)
             (!strcmp((*pl)->name, "etf") || !strcmp((*pl)->name, "m-etf") || !strcmp((*pl)->name, "m-sct"))) {
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, NULL, "skipped: quadratic in the ready set, over 200000 nodes", &go);
+                add_result(b, &dummy, NULL, NULL, "skipped: quadratic in the ready set, over 200000 nodes", &go, NULL);
             } else {
                 printf("%-12s skipped (quadratic in the ready set, over 200000 nodes)\n", (*pl)->name);
             }
             continue;
         }
+        gint64 t_place = g_get_monotonic_time();
         g_autoptr(PsimPlacement) p = psim_place(pctx, (*pl)->name, &err);
+        times.place_ms = ms_since(t_place);
         if (!p) {
             if (!all) {
                 if (b)
@@ -284,7 +315,7 @@ int psim_cmd_place(int argc, char **argv)
             }
             if (b) {
                 PsimPlacement dummy = {.algo = (char *)(*pl)->name};
-                add_result(b, &dummy, NULL, NULL, err->message, &go);
+                add_result(b, &dummy, NULL, NULL, err->message, &go, NULL);
             } else {
                 printf("%-12s error: %s\n", (*pl)->name, err->message);
             }
@@ -292,12 +323,15 @@ int psim_cmd_place(int argc, char **argv)
             n_fail++;
             continue;
         }
+        gint64 t_plan = g_get_monotonic_time();
         g_autoptr(PsimPlan) plan = psim_plan_build(pctx, p, &err);
+        times.plan_ms = ms_since(t_plan);
         if (!plan) {
             if (b)
                 g_object_unref(b);
             return psim_cli_fail(err);
         }
+        gint64 t_write = g_get_monotonic_time();
         if (plan_tmp && !plan->cluster_json)
             plan->cluster_json = plan_cluster_json(cluster, opt.mem_limit); /* sim --plan needs no --cluster */
         if ((out_tmp && !psim_placement_save(pctx, p, out_tmp, &err)) ||
@@ -306,6 +340,7 @@ int psim_cmd_place(int argc, char **argv)
                 g_object_unref(b);
             return psim_cli_fail(err);
         }
+        times.write_ms = ms_since(t_write);
         n_ok++;
         PsimCliCandidate cand = {.sim_us = plan->makespan_us, .transfers = plan->n_transfers};
         for (int32_t d = 0; d < plan->n_devices; d++)
@@ -316,7 +351,7 @@ int psim_cmd_place(int argc, char **argv)
         PsimCliCostSources sources;
         psim_cli_cost_sources(model, plan, NULL, &sources);
         if (b) {
-            add_result(b, p, plan, &sources, NULL, &go);
+            add_result(b, p, plan, &sources, NULL, &go, &times);
         } else {
             g_autofree char *line = psim_cli_cost_sources_line(&sources);
             printf("%-12s makespan %.3f us  (%d Send/Recv pairs, %.1f ms)\n", p->algo,

@@ -59,7 +59,7 @@ int psim_cmd_sim(int argc, char **argv)
         return psim_cli_fail(err);
     g_autoptr(PsimGraph) g = NULL;
     g_autoptr(PsimPlan) plan = NULL;
-    gint64 t0 = g_get_monotonic_time();
+    gint64 t0 = g_get_monotonic_time(), t_loaded = 0, t_placed = 0, t_planned = 0;
     if (plan_path) {
         if (!(plan = psim_cli_load_plan(plan_path, argc == 2 ? argv[1] : NULL, training, &err)))
             return psim_cli_fail(err);
@@ -81,6 +81,7 @@ int psim_cmd_sim(int argc, char **argv)
     if (db && !psim_cost_db_calibrate_cluster(db, cluster, NULL, &err))
         return psim_cli_fail(err);
     g_autoptr(PsimCostModel) model = psim_cost_model_new(cluster, db);
+    t_loaded = g_get_monotonic_time();
     if (!plan) {
         PsimPlaceOptions po;
         psim_place_options_init(&po);
@@ -91,8 +92,10 @@ int psim_cmd_sim(int argc, char **argv)
         g_autoptr(PsimPlacement) pl = psim_place(pc, placement ? "file" : algo, &err);
         if (!pl)
             return psim_cli_fail(err);
+        t_placed = g_get_monotonic_time();
         if (!(plan = psim_plan_build(pc, pl, &err)))
             return psim_cli_fail(err);
+        t_planned = g_get_monotonic_time();
     }
     gint64 t1 = g_get_monotonic_time();
     PsimSimResult r;
@@ -171,6 +174,20 @@ int psim_cmd_sim(int argc, char **argv)
         json_builder_add_double_value(b, (t1 - t0) / 1e3);
         json_builder_set_member_name(b, "elapsed_ms");
         json_builder_add_double_value(b, (t2 - t1) / 1e3);
+        /* Wall times of the steps: reading the graph or plan (with the cluster and cost model),
+         * placing (the problem and the algorithm) and building the plan when not given one,
+         * and simulating. */
+        json_builder_set_member_name(b, "timings");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "load_ms");
+        json_builder_add_double_value(b, ((t_placed ? t_loaded : t1) - t0) / 1e3);
+        json_builder_set_member_name(b, "place_ms");
+        json_builder_add_double_value(b, t_placed ? (t_placed - t_loaded) / 1e3 : 0);
+        json_builder_set_member_name(b, "plan_ms");
+        json_builder_add_double_value(b, t_planned ? (t_planned - t_placed) / 1e3 : 0);
+        json_builder_set_member_name(b, "simulate_ms");
+        json_builder_add_double_value(b, (t2 - t1) / 1e3);
+        json_builder_end_object(b);
         psim_cli_json_cse(b, &go);
         json_builder_end_object(b);
         psim_cli_print_json(b);

@@ -13,34 +13,7 @@
 
 #include "placesim/placer.h"
 #include "placesim/sim.h"
-
-static PsimGraph *generate(int32_t n, guint32 seed)
-{
-    GRand *r = g_rand_new_with_seed(seed);
-    PsimGraph *g = psim_graph_new("generated");
-    char name[32];
-    for (int32_t i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "t%d", i);
-        PsimNode *v = psim_graph_node_add(g, name, "Task", NULL);
-        psim_graph_node_outputs_set(g, v, 1);
-        v->outputs[0].bytes = (uint64_t)g_rand_int_range(r, 1000, 1000000);
-        psim_graph_node_cost_set(g, v, "*", g_rand_int_range(r, 1, 101));
-        if (i == 0)
-            continue;
-        int k = g_rand_int_range(r, 1, 4);
-        int32_t last = -1;
-        for (int j = 0; j < k; j++) {
-            int32_t u = i - g_rand_int_range(r, 1, MIN(i, 1000) + 1);
-            if (u == last)
-                continue;
-            last = u;
-            psim_graph_node_input_add(g, v, (PsimPort){u, 0});
-        }
-    }
-    g_rand_free(r);
-    g_assert_true(psim_graph_finalize(g, NULL));
-    return g;
-}
+#include "tests/gen-dag.h"
 
 static double now_ms(void) { return (double)g_get_monotonic_time() / 1e3; }
 
@@ -65,7 +38,7 @@ int main(int argc, char **argv)
         return 2;
     }
     double t0 = now_ms();
-    g_autoptr(PsimGraph) g = generate(n, 42);
+    g_autoptr(PsimGraph) g = psim_test_dag(n, 42, 1000, FALSE);
     printf("graph: %d nodes, %" G_GINT64_FORMAT " edges, built in %.0f ms\n", n,
            psim_graph_n_edges(g), now_ms() - t0);
     g_autoptr(PsimCluster) c = psim_cluster_new();

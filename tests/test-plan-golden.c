@@ -10,6 +10,7 @@
 
 #include "placesim/placer.h"
 #include "placesim/sim.h"
+#include "gen-dag.h"
 
 static void put(GChecksum *h, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static void put(GChecksum *h, const char *fmt, ...)
@@ -103,36 +104,6 @@ static char *plan_digest(const PsimPlan *p)
     return s;
 }
 
-/* A random layered DAG of n Task nodes as bench-placer makes them, with control edges too. */
-static PsimGraph *generated(int32_t n, guint32 seed)
-{
-    GRand *r = g_rand_new_with_seed(seed);
-    PsimGraph *g = psim_graph_new("generated");
-    char name[32];
-    for (int32_t i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "t%d", i);
-        PsimNode *v = psim_graph_node_add(g, name, "Task", NULL);
-        psim_graph_node_outputs_set(g, v, 1 + (i % 3 == 0));
-        for (int32_t k = 0; k < v->n_outputs; k++)
-            v->outputs[k].bytes = (uint64_t)g_rand_int_range(r, 1000, 1000000);
-        psim_graph_node_cost_set(g, v, "*", g_rand_int_range(r, 1, 101));
-        if (i == 0)
-            continue;
-        int k = g_rand_int_range(r, 1, 4);
-        for (int j = 0; j < k; j++) {
-            int32_t u = i - g_rand_int_range(r, 1, MIN(i, 50) + 1);
-            const PsimNode *un = psim_graph_node(g, u);
-            if (g_rand_int_range(r, 0, 8) == 0)
-                psim_graph_node_control_add(g, v, u);
-            else
-                psim_graph_node_input_add(g, v, (PsimPort){u, g_rand_int_range(r, 0, un->n_outputs)});
-        }
-    }
-    g_rand_free(r);
-    g_assert_true(psim_graph_finalize(g, NULL));
-    return g;
-}
-
 static PsimCluster *cluster(int32_t nd, gboolean independent)
 {
     PsimCluster *c = psim_cluster_new();
@@ -159,7 +130,7 @@ static GPtrArray *run_cases(void)
     for (int32_t mi = 0; mi < n_zoo + 2; mi++) {
         g_autoptr(GError) err = NULL;
         g_autoptr(PsimGraph) g = mi < n_zoo ? psim_zoo_make(zoo[mi], &err)
-                                            : generated(mi == n_zoo ? 300 : 3000, 7 + (guint32)mi);
+                                            : psim_test_dag(mi == n_zoo ? 300 : 3000, 7 + (guint32)mi, 50, TRUE);
         g_assert_no_error(err);
         const char *model = mi < n_zoo ? zoo[mi] : gen[mi - n_zoo];
         for (int ci = 0; ci < 3; ci++) {

@@ -521,7 +521,10 @@ static gboolean memory_repair(PsimPlaceCtx *c, PsimPlacement *p)
     uint64_t now_excess = excess(c, &r);
     int32_t over = r.over_device;
     psim_sim_result_clear(&r);
-    for (int32_t round = 0; now_excess > 0 && round < 4 * n + 16; round++) {
+    /* Bounded: at most 256 moves and 4096 simulated candidates, so that a graph too big for a
+     * limit ends with the error line rather than running for hours. */
+    int32_t trials = 0;
+    for (int32_t round = 0; now_excess > 0 && round < MIN(4 * n + 16, 256) && trials < 4096; round++) {
         if (over < 0)
             break;
         /* What each node holds on its device: its outputs and the free sources it draws. */
@@ -567,6 +570,7 @@ static gboolean memory_repair(PsimPlaceCtx *c, PsimPlacement *p)
                     ok = c->fixed[members[k]] < 0 && psim__feasible(c, members[k], e);
                 if (!ok)
                     continue;
+                trials++;
                 memcpy(trial, dev, sizeof(int32_t) * n);
                 for (int32_t k = 0; k < n_mem; k++)
                     trial[members[k]] = e;

@@ -355,32 +355,36 @@ static inline uint64_t order_bits(double x)
     return b >> 63 ? ~b : b | (UINT64_C(1) << 63);
 }
 
-/* Stable LSD radix sort of ids by key (11-bit digits); tmp has room for n. */
-static void radix_by_key(int32_t *ids, int32_t *tmp, int32_t n, const double *key)
+/* Stable LSD radix sort of ids by key (11-bit digits). Scratch, each with room for n: tmp, k and
+ * kt; count has RADIX_BUCKETS entries (allocated once by the caller: a plan may have 65,536
+ * devices). */
+enum { RADIX_BITS = 11, RADIX_BUCKETS = 1 << RADIX_BITS };
+
+static void radix_by_key(int32_t *ids, int32_t n, const double *key, int32_t *tmp, uint64_t *k,
+                         uint64_t *kt, int32_t *count)
 {
-    enum { BITS = 11, BUCKETS = 1 << BITS };
-    g_autofree uint64_t *k = g_new(uint64_t, n + 1), *kt = g_new(uint64_t, n + 1);
-    g_autofree int32_t *count = g_new(int32_t, BUCKETS);
+    if (n < 2)
+        return;
     uint64_t all_or = 0, all_and = ~UINT64_C(0);
     for (int32_t i = 0; i < n; i++) {
         k[i] = order_bits(key[ids[i]]);
         all_or |= k[i];
         all_and &= k[i];
     }
-    for (int shift = 0; shift < 64; shift += BITS) {
-        uint64_t m = ((uint64_t)BUCKETS - 1) << shift;
+    for (int shift = 0; shift < 64; shift += RADIX_BITS) {
+        uint64_t m = ((uint64_t)RADIX_BUCKETS - 1) << shift;
         if ((all_or & m) == (all_and & m))
             continue; /* every key has the same digit here */
-        memset(count, 0, sizeof(int32_t) * BUCKETS);
+        memset(count, 0, sizeof(int32_t) * RADIX_BUCKETS);
         for (int32_t i = 0; i < n; i++)
-            count[(k[i] >> shift) & (BUCKETS - 1)]++;
-        for (int32_t b = 0, sum = 0; b < BUCKETS; b++) {
+            count[(k[i] >> shift) & (RADIX_BUCKETS - 1)]++;
+        for (int32_t b = 0, sum = 0; b < RADIX_BUCKETS; b++) {
             int32_t c = count[b];
             count[b] = sum;
             sum += c;
         }
         for (int32_t i = 0; i < n; i++) {
-            int32_t at = count[(k[i] >> shift) & (BUCKETS - 1)]++;
+            int32_t at = count[(k[i] >> shift) & (RADIX_BUCKETS - 1)]++;
             tmp[at] = ids[i];
             kt[at] = k[i];
         }
@@ -429,9 +433,11 @@ static void order_set(PsimPlan *plan, const PsimPlacement *p, const double *key,
                 sorted[d] = 0;
             last[d] = v;
         }
+        g_autofree uint64_t *k = g_new(uint64_t, no + 1), *kt = g_new(uint64_t, no + 1);
+        g_autofree int32_t *count = g_new(int32_t, RADIX_BUCKETS);
         for (int32_t d = 0; d < nd; d++)
             if (sorted[d])
-                radix_by_key(other + off[d], tmp, off[d + 1] - off[d], key);
+                radix_by_key(other + off[d], off[d + 1] - off[d], key, tmp, k, kt, count);
     }
     /* Compute chains, merged with the sorted Send/Recv nodes. */
     g_autofree int32_t *pos = g_memdup2(off, sizeof(int32_t) * (nd + 1));

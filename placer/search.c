@@ -248,7 +248,7 @@ typedef struct {
 /* The devices are identical and transfers free: the B&B's model is the simulator's then. */
 static gboolean bnb_applies(const PsimPlaceCtx *c)
 {
-    if (!c->g || c->n_cls != 1 || c->n > 2000 || c->nd < 2)
+    if (!c->g || c->n_cls != 1 || c->n > 2000 || c->nd < 2 || c->nd > 256)
         return FALSE;
     for (int32_t v = 0; v < c->n; v++)
         if (c->fixed[v] >= 0 || c->group[v] >= 0 || c->feas[v] >= 0 || !isfinite(psim__cost(c, v, 0)))

@@ -73,7 +73,8 @@ static double node_cost(PsimSimEngine *e, int32_t v, int32_t d)
 
 static gint64 arrival_key(int32_t node, int32_t index, int32_t dst)
 {
-    return ((gint64)node << 28) ^ ((gint64)index << 16) ^ (gint64)dst;
+    /* Shifted as unsigned (index is -1 for a control edge): the same bits, no undefined shift. */
+    return (gint64)(((guint64)(gint64)node << 28) ^ ((guint64)(gint64)index << 16) ^ (guint64)(gint64)dst);
 }
 
 typedef struct {

@@ -36,7 +36,7 @@ PsimCluster *psim_cluster_new(void)
     c->by_name = g_hash_table_new(g_str_hash, g_str_equal);
     c->by_short = g_hash_table_new(g_str_hash, g_str_equal);
     c->n_short = g_hash_table_new(g_str_hash, g_str_equal);
-    c->links = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    c->links = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
     c->n_from = g_array_new(FALSE, TRUE, sizeof(int32_t));
     c->default_link = (PsimLink){.bandwidth_GBps = 8, .latency_us = 2};
     c->version = 1;

@@ -77,7 +77,7 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     g_mutex_init(&m->lock);
     m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     m->constant = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)const_mask_free);
-    m->links = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    m->links = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
     return m;
 }
 

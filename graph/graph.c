@@ -283,6 +283,17 @@ const char *psim_graph_intern(PsimGraph *g, const char *s)
     return s ? g_string_chunk_insert_const(g->strings, s) : NULL;
 }
 
+guint psim_int64_hash(gconstpointer key)
+{
+    guint64 h = (guint64)*(const gint64 *)key;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
+    return (guint)h;
+}
+
 const char *psim__graph_store(PsimGraph *g, const char *s, size_t len)
 {
     return g_string_chunk_insert_len(g->strings, s, (gssize)len);

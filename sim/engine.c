@@ -23,20 +23,6 @@ struct PsimSimEngine {
     double makespan;
 };
 
-/* The tables' keys pack a node, an output and a device into bits that g_int64_hash folds onto
- * a few low bits (16 consecutive nodes collided there: greedy spent 60% of its time in probe
- * chains); mixed here so that the table's low bits see all of them. */
-static guint key_hash(gconstpointer p)
-{
-    guint64 h = (guint64)*(const gint64 *)p;
-    h ^= h >> 33;
-    h *= 0xFF51AFD7ED558CCDull;
-    h ^= h >> 33;
-    h *= 0xC4CEB9FE1A85EC53ull;
-    h ^= h >> 33;
-    return (guint)h;
-}
-
 PsimSimEngine *psim_sim_engine_new(const PsimGraph *g, PsimCostModel *m, const double *cost)
 {
     PsimSimEngine *e = g_new0(PsimSimEngine, 1);
@@ -61,8 +47,8 @@ PsimSimEngine *psim_sim_engine_new(const PsimGraph *g, PsimCostModel *m, const d
         for (int32_t k = ns; k < e->max_streams; k++)
             e->stream_free[(size_t)d * e->max_streams + k] = INFINITY;
     }
-    e->link_free = g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free);
-    e->arrival = g_hash_table_new_full(key_hash, g_int64_equal, g_free, g_free);
+    e->link_free = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
+    e->arrival = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
     return e;
 }
 

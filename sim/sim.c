@@ -621,7 +621,7 @@ static void setup_common(Sim *s)
      * pairs in use than nd^2. */
     s->link = g_new0(Link, s->n_xf + 1);
     s->xfer_link = g_new(int32_t, s->n_xf + 1);
-    g_autoptr(GHashTable) pair_link = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    g_autoptr(GHashTable) pair_link = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, NULL);
     for (int32_t x = 0; x < s->n_xf; x++) {
         const PsimTransfer *t = &s->xf[x];
         gint64 key = (gint64)(((guint64)(guint32)t->src << 32) | (guint32)t->dst);

@@ -258,6 +258,10 @@ const char *psim_graph_unique_name(PsimGraph *g, const char *base);
 /* psim_graph_node_add(g, psim_graph_unique_name(g, base), op, error), with one name lookup
  * where base is free. */
 PsimNode *psim_graph_node_add_unique(PsimGraph *g, const char *base, const char *op, GError **error);
+/* A hash of a gint64 key (for g_hash_table_new with g_int64_equal) with all its bits mixed:
+ * g_int64_hash folds the halves by XOR, so keys that pack two or three small ids (a device pair,
+ * a node, an output and a device) fall on a few low bits and make long probe chains. */
+guint psim_int64_hash(gconstpointer key);
 /* Sizes the name index for n_nodes in all, so that adding them does not rehash it. */
 void psim_graph_reserve(PsimGraph *g, int32_t n_nodes);
 

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     printf("problem (costs, edges, constraints): median %.0f ms wall, %.0f ms CPU, of %d\n",
            ctx_ms[reps / 2], ctx_cpu[reps / 2], reps);
     for (int k = 0; k < n_algos; k++) {
-        double *ms = g_new(double, reps), *cpu = g_new(double, reps), span = 0;
+        double *ms = g_new(double, reps), *cpu = g_new(double, reps), span = 0, eval = 0;
         for (int r = 0; r < reps; r++) {
             g_autoptr(GError) err = NULL;
             double a = now_ms(), ac = cpu_ms();
@@ -76,6 +76,7 @@ int main(int argc, char **argv)
                 return 1;
             }
             span = p->makespan_us;
+            eval = p->evaluate_ms;
         }
         {
             /* Partitioning the last placement into a plan (Send/Recv, recv schedule). */
@@ -100,9 +101,10 @@ int main(int argc, char **argv)
         psim_stats_sort(ms, reps);
         psim_stats_sort(cpu, reps);
         printf("%-8s %d nodes on %d devices: median %.0f ms wall (min %.0f, max %.0f), %.0f ms CPU, "
-               "of %d; makespan %.0f us; with the problem %.0f ms wall, %.0f ms CPU\n",
+               "of %d; makespan %.0f us; with the problem %.0f ms wall, %.0f ms CPU; the last run's "
+               "evaluation (its simulated step) %.0f ms wall\n",
                algos[k], n, nd, ms[reps / 2], ms[0], ms[reps - 1], cpu[reps / 2], reps, span,
-               ms[reps / 2] + ctx_ms[reps / 2], cpu[reps / 2] + ctx_cpu[reps / 2]);
+               ms[reps / 2] + ctx_ms[reps / 2], cpu[reps / 2] + ctx_cpu[reps / 2], eval);
         g_free(ms);
         g_free(cpu);
     }

@@ -713,11 +713,13 @@ PsimPlacement *psim_place(PsimPlaceCtx *c, const char *algo, GError **error)
     } else {
         placed = pl->place(c, p, error);
     }
+    double placed_ms = psim__now_ms();
     if (!placed || !check_devices(c, p, error) ||
         !psim_placement_evaluate(c, p, error)) {
         psim_placement_free(p);
         return NULL;
     }
+    p->evaluate_ms = psim__now_ms() - placed_ms;
     if (pl != &psim__placer_file)
         sources_follow_consumers(c, p);
     /* Over a memory limit: moved until it fits, whatever the algorithm (and re-evaluated). */

@@ -34,7 +34,8 @@ typedef struct {
     int32_t *seq;
     double *start, *finish;
     double makespan_us;
-    double elapsed_ms;       /* wall time of the algorithm */
+    double elapsed_ms;       /* wall time of the algorithm, its evaluation included */
+    double evaluate_ms;      /* wall time of the first evaluation (the simulated step) in it */
     double cpu_ms;           /* CPU time of the algorithm (its thread) */
 } PsimPlacement;
 

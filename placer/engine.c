@@ -149,16 +149,28 @@ double psim__engine_run(const PsimPlaceCtx *c, const int32_t *dev, const int32_t
     return psim__engine_run_plan(c, dev, seq, start, finish, NULL, NULL, 0, NULL);
 }
 
-double psim__engine_run_plan(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq,
-                             double *start, double *finish, double *plan_start, double *plan_end,
-                             int32_t n_plan, GError **error)
+/* The simulator's step of pl (device_of, seq and the outputs it asks for) with the problem's
+ * costs on those devices and its compression. */
+static double engine_step(const PsimPlaceCtx *c, PsimSimPlacement *pl, GError **error)
 {
     g_return_val_if_fail(c->g, -1);
     g_autofree double *cost = g_new(double, c->n + 1);
     for (int32_t v = 0; v < c->n; v++)
-        cost[v] = psim__cost(c, v, dev[v]);
-    PsimSimPlacement pl = {dev, seq, cost, c->opt.compress, start, finish, plan_start, plan_end, n_plan};
-    return psim_sim_placement_step(c->g, c->model, &pl, error);
+        cost[v] = psim__cost(c, v, pl->device_of[v]);
+    pl->cost = cost;
+    pl->compress = c->opt.compress;
+    double m = psim_sim_placement_step(c->g, c->model, pl, error);
+    pl->cost = NULL;
+    return m;
+}
+
+double psim__engine_run_plan(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq,
+                             double *start, double *finish, double *plan_start, double *plan_end,
+                             int32_t n_plan, GError **error)
+{
+    PsimSimPlacement pl = {.device_of = dev, .seq = seq, .start = start, .finish = finish,
+                           .plan_start = plan_start, .plan_end = plan_end, .n_plan = n_plan};
+    return engine_step(c, &pl, error);
 }
 
 gboolean psim_placement_evaluate(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
@@ -396,13 +408,8 @@ void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int3
  * limit (psim_sim_result_clear). -1 when the order deadlocks. */
 static double memory_step(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq, PsimSimResult *r)
 {
-    g_autofree double *cost = g_new(double, c->n + 1);
-    for (int32_t v = 0; v < c->n; v++)
-        cost[v] = psim__cost(c, v, dev[v]);
-    PsimSimPlacement pl = {dev, seq, cost, c->opt.compress};
-    pl.capacity = c->capacity;
-    pl.result = r;
-    return psim_sim_placement_step(c->g, c->model, &pl, NULL);
+    PsimSimPlacement pl = {.device_of = dev, .seq = seq, .capacity = c->capacity, .result = r};
+    return engine_step(c, &pl, NULL);
 }
 
 static gboolean any_limit(const PsimPlaceCtx *c)

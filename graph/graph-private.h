@@ -64,10 +64,11 @@ void psim__igraph_unlock(void);
  * (TensorFlow GraphDefs do not list outputs). */
 void psim__graph_set_grow_outputs(PsimGraph *g, gboolean grow);
 
-/* Deep copy of node `src` of graph `from` into `to` as a new node with the same name; inputs
- * are copied verbatim (ids refer to `from`); the caller remaps them. */
+/* Deep copy of node `src` of graph `from` into `to` as a new node with the same name. With
+ * `edges`, inputs and control inputs are copied verbatim (ids refer to `from`; the caller remaps
+ * them); without, the copy has none (the partitioner adds them remapped). */
 PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
-                                GError **error);
+                                gboolean edges, GError **error);
 
 /* Copies graph-level metadata (name, source). */
 void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from);

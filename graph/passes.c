@@ -19,7 +19,7 @@
 #include <string.h>
 
 PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
-                                GError **error)
+                                gboolean edges, GError **error)
 {
     (void)from;
     PsimNode *n = psim_graph_node_add(to, src->name, src->op, error);
@@ -33,9 +33,9 @@ PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const Psim
         psim_graph_node_attr_set(to, n, &src->attrs[i]);
     for (int32_t i = 0; i < src->n_costs; i++)
         psim_graph_node_cost_set(to, n, src->costs[i].device, src->costs[i].us);
-    for (int32_t k = 0; k < src->n_inputs; k++)
+    for (int32_t k = 0; edges && k < src->n_inputs; k++)
         psim_graph_node_input_add(to, n, src->inputs[k]);
-    for (int32_t k = 0; k < src->n_controls; k++)
+    for (int32_t k = 0; edges && k < src->n_controls; k++)
         psim_graph_node_control_add(to, n, src->controls[k]);
     if (src->n_outputs > 0)
         psim_graph_node_outputs_set(to, n, src->n_outputs);
@@ -90,7 +90,7 @@ static PsimGraph *copy_kept(const PsimGraph *g, const guint8 *keep, int32_t *new
         new_id[i] = -1;
         if (!keep[i])
             continue;
-        if (!psim__graph_node_copy(out, g, psim_graph_node(g, i), error)) {
+        if (!psim__graph_node_copy(out, g, psim_graph_node(g, i), TRUE, error)) {
             psim_graph_free(out);
             return NULL;
         }

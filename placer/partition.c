@@ -16,39 +16,6 @@ int32_t psim_plan_n_sends(const PsimPlan *p)
     return k;
 }
 
-/* Copies node v of g into pg without its inputs; assigned is a device name interned in pg. */
-static PsimNode *copy_node(PsimGraph *pg, const PsimGraph *g, int32_t v, const char *assigned,
-                           GError **error)
-{
-    const PsimNode *s = psim_graph_node(g, v);
-    PsimNode *n = psim_graph_node_add(pg, s->name, s->op, error);
-    if (!n)
-        return NULL;
-    n->flags = s->flags;
-    if (s->domain)
-        n->domain = psim_graph_intern(pg, s->domain);
-    if (s->n_outputs) {
-        psim_graph_node_outputs_set(pg, n, s->n_outputs);
-        for (int32_t k = 0; k < s->n_outputs; k++) {
-            const PsimOutput *o = &s->outputs[k];
-            psim_graph_output_set(pg, n, k, o->dtype, o->rank, o->dims);
-            if (o->value)
-                psim_graph_output_value_set(pg, n, k, o->value);
-            n->outputs[k].bytes = o->bytes;
-            if (o->name)
-                n->outputs[k].name = psim_graph_intern(pg, o->name);
-        }
-    }
-    for (int32_t k = 0; k < s->n_attrs; k++)
-        psim_graph_node_attr_set(pg, n, &s->attrs[k]);
-    for (int32_t k = 0; k < s->n_costs; k++)
-        psim_graph_node_cost_set(pg, n, s->costs[k].device, s->costs[k].us);
-    if (s->device)
-        psim_graph_node_device_set(pg, n, s->device);
-    n->assigned_device = assigned; /* interned in pg by the caller */
-    return n;
-}
-
 /* ---- Send/Recv pairs ----
  * One pass over the placed graph's edges. Transfers are found by (producer, output, destination
  * device) in a flat open-addressing table sized once; names and rendezvous keys are assembled
@@ -505,8 +472,12 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
     pt.a_control = psim_graph_intern(pg, "control");
     memcpy(pt.dev_of, p->device_of, sizeof(int32_t) * (size_t)n);
     gboolean ok = TRUE;
-    for (int32_t v = 0; v < n && ok; v++)
-        ok = copy_node(pg, g, v, pt.full[p->device_of[v]], error) != NULL;
+    for (int32_t v = 0; v < n && ok; v++) {
+        PsimNode *copy = psim__graph_node_copy(pg, g, psim_graph_node(g, v), FALSE, error);
+        ok = copy != NULL;
+        if (ok)
+            copy->assigned_device = pt.full[p->device_of[v]]; /* interned in pg above */
+    }
     for (int32_t v = 0; v < n && ok; v++) {
         const PsimNode *s = psim_graph_node(g, v);
         PsimNode *t = psim_graph_node(pg, v);

@@ -1,9 +1,8 @@
-/* placesim graph JSON ("placesim.graph/1"): reader through json-glib, and a writer of our own so
+/* placesim graph JSON ("placesim.graph/1"): reader through the yajl document (graph/jdoc.c), and a writer of our own so
  * that numbers keep their type and export -> import -> export is byte-identical. */
 #include "graph/graph-private.h"
 #include "placesim/formats.h"
 
-#include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -41,6 +40,21 @@ void psim__json_double(GString *s, double v, gboolean force_point)
         return;
     }
     char buf[40];
+    if (v == (double)(int64_t)v && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+        /* An integral value: what %.15g gives, without the search below (plans hold millions). */
+        char *e = buf + sizeof buf, *q = e;
+        int64_t x = (int64_t)v;
+        uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+        do
+            *--q = (char)('0' + u % 10);
+        while ((u /= 10) != 0);
+        if (x < 0)
+            *--q = '-';
+        g_string_append_len(s, q, e - q);
+        if (force_point)
+            g_string_append(s, ".0");
+        return;
+    }
     for (int prec = 15; prec <= 17; prec++) {
         g_snprintf(buf, sizeof buf, "%.*g", prec, v);
         if (g_ascii_strtod(buf, NULL) == v)
@@ -330,48 +344,36 @@ static gboolean ctx_fail(const Ctx *c, GError **error, const char *fmt, ...)
 
 #define FAIL(...) return ctx_fail(c, error, __VA_ARGS__)
 
-static gboolean is_number(JsonNode *n)
+static gboolean get_double(const PsimJ *n, double *out)
 {
-    if (!JSON_NODE_HOLDS_VALUE(n))
+    if (psim_j_number(n, out))
+        return TRUE;
+    const char *s = psim_j_string(n);
+    if (!s)
         return FALSE;
-    GType t = json_node_get_value_type(n);
-    return t == G_TYPE_INT64 || t == G_TYPE_DOUBLE;
+    if (!strcmp(s, "nan")) *out = NAN;
+    else if (!strcmp(s, "inf")) *out = INFINITY;
+    else if (!strcmp(s, "-inf")) *out = -INFINITY;
+    else return FALSE;
+    return TRUE;
 }
 
-static gboolean get_double(JsonNode *n, double *out)
-{
-    if (is_number(n)) {
-        *out = json_node_get_double(n);
-        return TRUE;
-    }
-    if (JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING) {
-        const char *s = json_node_get_string(n);
-        if (!strcmp(s, "nan")) *out = NAN;
-        else if (!strcmp(s, "inf")) *out = INFINITY;
-        else if (!strcmp(s, "-inf")) *out = -INFINITY;
-        else return FALSE;
-        return TRUE;
-    }
-    return FALSE;
-}
-
-static gboolean read_dims(Ctx *c, JsonNode *jn, const char *what, int32_t *rank, int64_t **dims,
+static gboolean read_dims(Ctx *c, const PsimJ *jn, const char *what, int32_t *rank, int64_t **dims,
                           GError **error)
 {
-    if (!JSON_NODE_HOLDS_ARRAY(jn))
+    if (jn->type != PSIM_J_ARRAY)
         FAIL("%s must be a list of dimensions", what);
-    JsonArray *a = json_node_get_array(jn);
-    guint n = json_array_get_length(a);
+    uint32_t n = jn->n;
     if (n > 64)
         FAIL("%s has rank %u (at most 64)", what, n);
     *rank = (int32_t)n;
     *dims = psim_graph_alloc(c->g, sizeof(int64_t) * (n ? n : 1));
-    for (guint i = 0; i < n; i++) {
-        JsonNode *d = json_array_get_element(a, i);
-        if (JSON_NODE_HOLDS_NULL(d)) {
+    for (uint32_t i = 0; i < n; i++) {
+        const PsimJ *d = &jn->v.a[i];
+        if (d->type == PSIM_J_NULL) {
             (*dims)[i] = PSIM_DIM_UNKNOWN;
-        } else if (JSON_NODE_HOLDS_VALUE(d) && json_node_get_value_type(d) == G_TYPE_INT64) {
-            int64_t v = json_node_get_int(d);
+        } else if (d->type == PSIM_J_INT) {
+            int64_t v = d->v.i;
             if (v < -1)
                 FAIL("%s: dimension %u is negative (%" G_GINT64_FORMAT ")", what, i, v);
             (*dims)[i] = v;
@@ -380,7 +382,7 @@ static gboolean read_dims(Ctx *c, JsonNode *jn, const char *what, int32_t *rank,
         }
     }
     int64_t known = 1;
-    for (guint i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++)
         if ((*dims)[i] > 0) {
             if (known > PSIM_MAX_ELEMENTS / (*dims)[i])
                 FAIL("%s has over 2^36 elements", what);
@@ -389,24 +391,23 @@ static gboolean read_dims(Ctx *c, JsonNode *jn, const char *what, int32_t *rank,
     return TRUE;
 }
 
-static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
+static PsimTensor *read_tensor(Ctx *c, const PsimJ *o, GError **error)
 {
 #define TFAIL(...)                                                                               \
     do {                                                                                         \
         ctx_fail(c, error, "tensor: " __VA_ARGS__);                                              \
         return NULL;                                                                             \
     } while (0)
-    if (!JSON_NODE_HOLDS_OBJECT(jn))
+    if (o->type != PSIM_J_OBJECT)
         TFAIL("must be an object");
-    JsonObject *o = json_node_get_object(jn);
-    const char *dn = psim_json_node_string(json_object_get_member(o, "dtype"));
+    const char *dn = psim_j_string(psim_j_get(o, "dtype"));
     PsimDType dt = psim_dtype_from_name(dn ? dn : "");
     if (dt == PSIM_DTYPE_UNDEFINED)
         TFAIL("unknown or missing dtype");
     int32_t rank = 0;
     int64_t *dims = NULL;
-    if (json_object_has_member(o, "shape") &&
-        !read_dims(c, json_object_get_member(o, "shape"), "tensor shape", &rank, &dims, error))
+    const PsimJ *shape = psim_j_get(o, "shape");
+    if (shape && !read_dims(c, shape, "tensor shape", &rank, &dims, error))
         return NULL;
     for (int32_t i = 0; i < rank; i++)
         if (dims[i] < 0)
@@ -415,8 +416,9 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
     g_autoptr(PsimTensor) t = psim_tensor_new(dt, rank, dims, &terr);
     if (!t)
         TFAIL("%s", terr->message);
-    if (json_object_has_member(o, "data_b64")) {
-        const char *b = psim_json_node_string(json_object_get_member(o, "data_b64"));
+    const PsimJ *b64 = psim_j_get(o, "data_b64"), *data = psim_j_get(o, "data");
+    if (b64) {
+        const char *b = psim_j_string(b64);
         if (!b)
             TFAIL("data_b64 must be a string");
         gsize blen = 0;
@@ -424,27 +426,23 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
         if (blen != t->nbytes)
             TFAIL("data_b64 holds %zu bytes, the shape needs %zu", (size_t)blen, t->nbytes);
         memcpy(t->data, raw, blen);
-    } else if (json_object_has_member(o, "data")) {
-        JsonNode *dn = json_object_get_member(o, "data");
-        if (!JSON_NODE_HOLDS_ARRAY(dn))
+    } else if (data) {
+        if (data->type != PSIM_J_ARRAY)
             TFAIL("data must be a list");
-        JsonArray *a = json_node_get_array(dn);
-        if ((int64_t)json_array_get_length(a) != t->n_elems)
-            TFAIL("data has %u values, the shape needs %" G_GINT64_FORMAT,
-                  json_array_get_length(a), t->n_elems);
+        if ((int64_t)data->n != t->n_elems)
+            TFAIL("data has %u values, the shape needs %" G_GINT64_FORMAT, data->n, t->n_elems);
         for (int64_t i = 0; i < t->n_elems; i++) {
-            JsonNode *e = json_array_get_element(a, (guint)i);
+            const PsimJ *e = &data->v.a[i];
             double dv = 0;
             if (dt == PSIM_DTYPE_STRING) {
-                if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING)
+                if (e->type != PSIM_J_STRING)
                     TFAIL("string data must be strings");
-                ((char **)t->data)[i] = g_strdup(json_node_get_string(e));
+                ((char **)t->data)[i] = g_strdup(e->v.s);
                 continue;
             }
             if (!get_double(e, &dv))
                 TFAIL("data value %" G_GINT64_FORMAT " is not a number", i);
-            gint64 iv = JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_INT64
-                            ? json_node_get_int(e)
+            gint64 iv = e->type == PSIM_J_INT ? e->v.i
                         : dv != dv ? 0 : dv >= 9.2233720368547758e18 ? INT64_MAX
                         : dv <= -9.2233720368547758e18 ? INT64_MIN : (gint64)dv;
             void *d = t->data;
@@ -459,7 +457,7 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
             case PSIM_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)iv; break;
             case PSIM_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)iv; break;
             case PSIM_DTYPE_INT64: ((int64_t *)d)[i] = iv; break;
-            case PSIM_DTYPE_UINT64: /* json-glib reads integers above INT64_MAX as doubles */
+            case PSIM_DTYPE_UINT64: /* integers above INT64_MAX are read as doubles */
                 ((uint64_t *)d)[i] = dv >= 9.2233720368547758e18 && dv < 1.8446744073709552e19
                                          ? (uint64_t)dv : (uint64_t)iv;
                 break;
@@ -471,43 +469,36 @@ static PsimTensor *read_tensor(Ctx *c, JsonNode *jn, GError **error)
 #undef TFAIL
 }
 
-static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, GError **error)
+static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, const PsimJ *jn, GError **error)
 {
     PsimGraph *g = c->g;
     /* Tensors read for a "tensors" list: held until psim_graph_node_attr_set has taken its
      * references (function scope, so they outlive the block that reads them). */
     g_autoptr(GPtrArray) owned = g_ptr_array_new_with_free_func((GDestroyNotify)psim_tensor_unref);
-    if (JSON_NODE_HOLDS_VALUE(jn)) {
-        GType t = json_node_get_value_type(jn);
-        if (t == G_TYPE_INT64)
-            psim_graph_node_attr_set_int(g, v, name, json_node_get_int(jn));
-        else if (t == G_TYPE_DOUBLE)
-            psim_graph_node_attr_set_float(g, v, name, json_node_get_double(jn));
-        else if (t == G_TYPE_BOOLEAN)
-            psim_graph_node_attr_set_bool(g, v, name, json_node_get_boolean(jn));
-        else
-            psim_graph_node_attr_set_string(g, v, name, json_node_get_string(jn));
-        return TRUE;
+    switch (jn->type) {
+    case PSIM_J_INT: psim_graph_node_attr_set_int(g, v, name, jn->v.i); return TRUE;
+    case PSIM_J_DOUBLE: psim_graph_node_attr_set_float(g, v, name, jn->v.d); return TRUE;
+    case PSIM_J_BOOL: psim_graph_node_attr_set_bool(g, v, name, jn->v.b); return TRUE;
+    case PSIM_J_STRING: psim_graph_node_attr_set_string(g, v, name, jn->v.s); return TRUE;
+    case PSIM_J_NULL: FAIL("attr '%s' has an unsupported value", name);
+    default: break;
     }
-    if (JSON_NODE_HOLDS_ARRAY(jn)) {
+    if (jn->type == PSIM_J_ARRAY) {
         /* A bare list: ints if all are integers, else floats, else strings. */
-        JsonArray *a = json_node_get_array(jn);
-        guint n = json_array_get_length(a);
+        uint32_t n = jn->n;
         gboolean all_int = TRUE, all_num = TRUE, all_str = TRUE;
-        for (guint i = 0; i < n; i++) {
-            JsonNode *e = json_array_get_element(a, i);
-            GType t = JSON_NODE_HOLDS_VALUE(e) ? json_node_get_value_type(e) : G_TYPE_NONE;
-            all_int &= t == G_TYPE_INT64;
-            all_num &= t == G_TYPE_INT64 || t == G_TYPE_DOUBLE;
-            all_str &= t == G_TYPE_STRING;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t t = jn->v.a[i].type;
+            all_int &= t == PSIM_J_INT;
+            all_num &= t == PSIM_J_INT || t == PSIM_J_DOUBLE;
+            all_str &= t == PSIM_J_STRING;
         }
         if (all_int || all_num) {
             g_autofree int64_t *iv = g_new(int64_t, n ? n : 1);
             g_autofree double *fv = g_new(double, n ? n : 1);
-            for (guint i = 0; i < n; i++) {
-                JsonNode *e = json_array_get_element(a, i);
-                iv[i] = all_int ? json_node_get_int(e) : 0;
-                fv[i] = json_node_get_double(e);
+            for (uint32_t i = 0; i < n; i++) {
+                iv[i] = all_int ? jn->v.a[i].v.i : 0;
+                psim_j_number(&jn->v.a[i], &fv[i]);
             }
             if (all_int)
                 psim_graph_node_attr_set_ints(g, v, name, (int32_t)n, iv);
@@ -517,25 +508,21 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
         }
         if (all_str) {
             g_autofree const char **sv = g_new(const char *, n ? n : 1);
-            for (guint i = 0; i < n; i++)
-                sv[i] = json_array_get_string_element(a, i);
+            for (uint32_t i = 0; i < n; i++)
+                sv[i] = jn->v.a[i].v.s;
             psim_graph_node_attr_set_strings(g, v, name, (int32_t)n, sv);
             return TRUE;
         }
         FAIL("attr '%s': a list must hold numbers or strings only", name);
     }
-    if (!JSON_NODE_HOLDS_OBJECT(jn))
-        FAIL("attr '%s' has an unsupported value", name);
-    JsonObject *o = json_node_get_object(jn);
-    if (json_object_get_size(o) != 1)
+    if (jn->n != 1)
         FAIL("attr '%s': a typed value is an object with one key", name);
-    g_autoptr(GList) keys = json_object_get_members(o);
-    const char *key = keys->data;
-    JsonNode *val = json_object_get_member(o, key);
+    const char *key = jn->v.m[0].key;
+    const PsimJ *val = &jn->v.m[0].v;
     PsimAttr a = {.name = name};
     if (!strcmp(key, "dtype")) {
         a.type = PSIM_ATTR_DTYPE;
-        const char *dn = psim_json_node_string(val);
+        const char *dn = psim_j_string(val);
         a.v.dt = psim_dtype_from_name(dn);
         /* "undefined" is what the writer gives a dtype the IR has no type for (TF resource). */
         if (a.v.dt == PSIM_DTYPE_UNDEFINED && g_strcmp0(dn, "undefined"))
@@ -543,12 +530,12 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
     } else if (!strcmp(key, "shape")) {
         a.type = PSIM_ATTR_SHAPE;
         a.v.shape.rank = PSIM_RANK_UNKNOWN;
-        if (!JSON_NODE_HOLDS_NULL(val) &&
+        if (val->type != PSIM_J_NULL &&
             !read_dims(c, val, "shape attr", &a.v.shape.rank, &a.v.shape.dims, error))
             return FALSE;
     } else if (!strcmp(key, "tensor")) {
         a.type = PSIM_ATTR_TENSOR;
-        if (!JSON_NODE_HOLDS_NULL(val) && !(a.v.t = read_tensor(c, val, error)))
+        if (val->type != PSIM_J_NULL && !(a.v.t = read_tensor(c, val, error)))
             return FALSE;
         psim_graph_node_attr_set(g, v, &a);
         psim_tensor_unref(a.v.t);
@@ -569,10 +556,9 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
             }
         if (!found)
             FAIL("attr '%s': unknown typed key '%s'", name, key);
-        if (!JSON_NODE_HOLDS_ARRAY(val))
+        if (val->type != PSIM_J_ARRAY)
             FAIL("attr '%s': '%s' must be a list", name, key);
-        JsonArray *arr = json_node_get_array(val);
-        guint n = json_array_get_length(arr);
+        uint32_t n = val->n;
         a.n = (int32_t)n;
         size_t cnt = n ? n : 1;
         switch (a.type) {
@@ -585,44 +571,42 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
         case PSIM_ATTR_TENSORS: a.v.ts = psim_graph_alloc(g, cnt * sizeof(PsimTensor *)); break;
         default: break;
         }
-        for (guint i = 0; i < n; i++) {
-            JsonNode *e = json_array_get_element(arr, i);
-            GType t = JSON_NODE_HOLDS_VALUE(e) ? json_node_get_value_type(e) : G_TYPE_NONE;
+        for (uint32_t i = 0; i < n; i++) {
+            const PsimJ *e = &val->v.a[i];
             switch (a.type) {
             case PSIM_ATTR_INTS:
-                if (t != G_TYPE_INT64)
+                if (e->type != PSIM_J_INT)
                     FAIL("attr '%s': ints must be integers", name);
-                a.v.ints[i] = json_node_get_int(e);
+                a.v.ints[i] = e->v.i;
                 break;
             case PSIM_ATTR_FLOATS:
                 if (!get_double(e, &a.v.floats[i]))
                     FAIL("attr '%s': floats must be numbers", name);
                 break;
             case PSIM_ATTR_STRINGS:
-                if (t != G_TYPE_STRING)
+                if (e->type != PSIM_J_STRING)
                     FAIL("attr '%s': strings must be strings", name);
-                a.v.strs[i] = json_node_get_string(e);
+                a.v.strs[i] = e->v.s;
                 break;
             case PSIM_ATTR_BOOLS:
-                if (t != G_TYPE_BOOLEAN)
+                if (e->type != PSIM_J_BOOL)
                     FAIL("attr '%s': bools must be true or false", name);
-                a.v.bools[i] = json_node_get_boolean(e);
+                a.v.bools[i] = e->v.b;
                 break;
             case PSIM_ATTR_DTYPES:
-                a.v.dts[i] = psim_dtype_from_name(t == G_TYPE_STRING ? json_node_get_string(e) : NULL);
-                if (a.v.dts[i] == PSIM_DTYPE_UNDEFINED &&
-                    g_strcmp0(t == G_TYPE_STRING ? json_node_get_string(e) : NULL, "undefined"))
+                a.v.dts[i] = psim_dtype_from_name(psim_j_string(e));
+                if (a.v.dts[i] == PSIM_DTYPE_UNDEFINED && g_strcmp0(psim_j_string(e), "undefined"))
                     FAIL("attr '%s': unknown dtype", name);
                 break;
             case PSIM_ATTR_SHAPES:
                 a.v.shapes[i].rank = PSIM_RANK_UNKNOWN;
-                if (!JSON_NODE_HOLDS_NULL(e) &&
+                if (e->type != PSIM_J_NULL &&
                     !read_dims(c, e, "shapes attr", &a.v.shapes[i].rank, &a.v.shapes[i].dims, error))
                     return FALSE;
                 break;
             case PSIM_ATTR_TENSORS:
                 a.v.ts[i] = NULL;
-                if (!JSON_NODE_HOLDS_NULL(e)) {
+                if (e->type != PSIM_J_NULL) {
                     if (!(a.v.ts[i] = read_tensor(c, e, error)))
                         return FALSE;
                     g_ptr_array_add(owned, a.v.ts[i]);
@@ -636,67 +620,74 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, JsonNode *jn, G
     return TRUE;
 }
 
-static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
+/* The members of object o, each key once (its last value), in order of their last appearance:
+ * a repeated key in a file is read as json-glib reads it. */
+static gboolean last_of_key(const PsimJ *o, uint32_t i)
+{
+    for (uint32_t k = i + 1; k < o->n; k++)
+        if (!strcmp(o->v.m[k].key, o->v.m[i].key))
+            return FALSE;
+    return TRUE;
+}
+
+static gboolean read_node(Ctx *c, const PsimJ *o, guint idx, GError **error)
 {
     c->node = NULL;
-    if (!JSON_NODE_HOLDS_OBJECT(jn))
+    if (o->type != PSIM_J_OBJECT)
         FAIL("nodes[%u] is not an object", idx);
-    JsonObject *o = json_node_get_object(jn);
-    JsonNode *nm = json_object_get_member(o, "name"), *op = json_object_get_member(o, "op");
-    if (!nm || !JSON_NODE_HOLDS_VALUE(nm) || json_node_get_value_type(nm) != G_TYPE_STRING)
+    const char *nm = psim_j_string(psim_j_get(o, "name")), *op = psim_j_string(psim_j_get(o, "op"));
+    if (!nm)
         FAIL("nodes[%u]: field 'name' is missing or not a string", idx);
-    c->node = json_node_get_string(nm);
-    if (!op || !JSON_NODE_HOLDS_VALUE(op) || json_node_get_value_type(op) != G_TYPE_STRING)
+    c->node = nm;
+    if (!op)
         FAIL("field 'op' is missing or not a string");
-    PsimNode *v = psim_graph_node_add(c->g, c->node, json_node_get_string(op), error);
+    PsimNode *v = psim_graph_node_add(c->g, c->node, op, error);
     if (!v)
         return FALSE;
     c->node = v->name;
-    g_autofree char *where = g_strdup_printf("node '%s'", v->name);
+    char where[96];
+    g_snprintf(where, sizeof where, "node '%.80s'", v->name);
     PsimJsonAt nat = {c->path, where};
     const char *domain = NULL;
-    if (!psim_json_get_string(&nat, o, "domain", &domain, error))
+    if (!psim_j_get_string(&nat, o, "domain", &domain, error))
         return FALSE;
     if (domain)
         v->domain = psim_graph_intern(c->g, domain);
-    JsonNode *in = json_object_get_member(o, "inputs");
+    const PsimJ *in = psim_j_get(o, "inputs");
     if (in) {
-        if (!JSON_NODE_HOLDS_ARRAY(in))
+        if (in->type != PSIM_J_ARRAY)
             FAIL("field 'inputs' must be a list");
-        JsonArray *a = json_node_get_array(in);
-        for (guint i = 0; i < json_array_get_length(a); i++) {
-            JsonNode *e = json_array_get_element(a, i);
-            if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING)
+        for (uint32_t i = 0; i < in->n; i++) {
+            const char *r = psim_j_string(&in->v.a[i]);
+            if (!r)
                 FAIL("inputs[%u] is not a string", i);
-            const char *r = json_node_get_string(e);
             if (r[0] == '\0')
                 psim_graph_node_input_add(c->g, v, (PsimPort){-1, 0});
             else
                 psim_graph_node_input_add_ref(c->g, v, r);
         }
     }
-    JsonNode *out = json_object_get_member(o, "outputs");
+    const PsimJ *out = psim_j_get(o, "outputs");
     if (out) {
-        if (!JSON_NODE_HOLDS_ARRAY(out))
+        if (out->type != PSIM_J_ARRAY)
             FAIL("field 'outputs' must be a list");
-        JsonArray *a = json_node_get_array(out);
-        guint n = json_array_get_length(a);
+        uint32_t n = out->n;
         if (n > 65536)
             FAIL("too many outputs (%u)", n);
         psim_graph_node_outputs_set(c->g, v, (int32_t)n);
-        for (guint k = 0; k < n; k++) {
-            JsonNode *e = json_array_get_element(a, k);
-            if (!JSON_NODE_HOLDS_OBJECT(e))
+        for (uint32_t k = 0; k < n; k++) {
+            const PsimJ *eo = &out->v.a[k];
+            if (eo->type != PSIM_J_OBJECT)
                 FAIL("outputs[%u] is not an object", k);
-            JsonObject *eo = json_node_get_object(e);
-            g_autofree char *owhere = g_strdup_printf("node '%s': outputs[%u]", v->name, k);
+            char owhere[128];
+            g_snprintf(owhere, sizeof owhere, "node '%.80s': outputs[%u]", v->name, k);
             PsimJsonAt oat = {c->path, owhere};
             PsimDType dt = PSIM_DTYPE_UNDEFINED;
             const char *dname = NULL, *oname = NULL;
             double bytes = -1;
-            if (!psim_json_get_string(&oat, eo, "dtype", &dname, error) ||
-                !psim_json_get_string(&oat, eo, "name", &oname, error) ||
-                !psim_json_get_number(&oat, eo, "bytes", 0, (double)PSIM_MAX_BYTES, &bytes, error))
+            if (!psim_j_get_string(&oat, eo, "dtype", &dname, error) ||
+                !psim_j_get_string(&oat, eo, "name", &oname, error) ||
+                !psim_j_get_number(&oat, eo, "bytes", 0, (double)PSIM_MAX_BYTES, &bytes, error))
                 return FALSE;
             if (dname) {
                 dt = psim_dtype_from_name(dname);
@@ -705,9 +696,11 @@ static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
             }
             int32_t rank = PSIM_RANK_UNKNOWN;
             int64_t *dims = NULL;
-            if (json_object_has_member(eo, "shape")) {
-                g_autofree char *what = g_strdup_printf("outputs[%u].shape", k);
-                if (!read_dims(c, json_object_get_member(eo, "shape"), what, &rank, &dims, error))
+            const PsimJ *shape = psim_j_get(eo, "shape");
+            if (shape) {
+                char what[48];
+                g_snprintf(what, sizeof what, "outputs[%u].shape", k);
+                if (!read_dims(c, shape, what, &rank, &dims, error))
                     return FALSE;
             }
             psim_graph_output_set(c->g, v, (int32_t)k, dt, rank, dims);
@@ -717,76 +710,75 @@ static gboolean read_node(Ctx *c, JsonNode *jn, guint idx, GError **error)
                 v->outputs[k].bytes = (uint64_t)bytes;
         }
     }
-    JsonNode *at = json_object_get_member(o, "attrs");
-    if (at) {
-        if (!JSON_NODE_HOLDS_OBJECT(at))
+    const PsimJ *ao = psim_j_get(o, "attrs");
+    if (ao) {
+        if (ao->type != PSIM_J_OBJECT)
             FAIL("field 'attrs' must be an object");
-        JsonObject *ao = json_node_get_object(at);
-        g_autoptr(GList) keys = json_object_get_members(ao);
-        for (GList *l = keys; l; l = l->next)
-            if (!read_attr(c, v, l->data, json_object_get_member(ao, l->data), error))
+        for (uint32_t i = 0; i < ao->n; i++)
+            if (last_of_key(ao, i) && !read_attr(c, v, ao->v.m[i].key, &ao->v.m[i].v, error))
                 return FALSE;
     }
     const char *fields[] = {"device", "assigned_device"};
     for (int i = 0; i < 2; i++) {
-        JsonNode *d = json_object_get_member(o, fields[i]);
-        if (!d || JSON_NODE_HOLDS_NULL(d))
+        const PsimJ *d = psim_j_given(o, fields[i]);
+        if (!d)
             continue;
-        if (!JSON_NODE_HOLDS_VALUE(d) || json_node_get_value_type(d) != G_TYPE_STRING)
+        if (d->type != PSIM_J_STRING)
             FAIL("field '%s' must be a string", fields[i]);
         if (i == 0)
-            psim_graph_node_device_set(c->g, v, json_node_get_string(d));
+            psim_graph_node_device_set(c->g, v, d->v.s);
         else
-            psim_graph_node_assigned_set(c->g, v, json_node_get_string(d));
+            psim_graph_node_assigned_set(c->g, v, d->v.s);
     }
     gboolean param = FALSE;
-    if (!psim_json_get_bool(&nat, o, "parameter", &param, error))
+    if (!psim_j_get_bool(&nat, o, "parameter", &param, error))
         return FALSE;
     if (param)
         v->flags |= PSIM_NODE_PARAMETER;
-    JsonNode *cost = json_object_get_member(o, "cost_us");
-    if (cost) {
-        if (!JSON_NODE_HOLDS_OBJECT(cost))
+    const PsimJ *co = psim_j_get(o, "cost_us");
+    if (co) {
+        if (co->type != PSIM_J_OBJECT)
             FAIL("field 'cost_us' must be an object of device -> microseconds");
-        JsonObject *co = json_node_get_object(cost);
-        g_autofree char *cwhere = g_strdup_printf("node '%s': cost_us", v->name);
+        char cwhere[128];
+        g_snprintf(cwhere, sizeof cwhere, "node '%.80s': cost_us", v->name);
         PsimJsonAt cat = {c->path, cwhere};
-        g_autoptr(GList) keys = json_object_get_members(co);
-        for (GList *l = keys; l; l = l->next) {
+        for (uint32_t i = 0; i < co->n; i++) {
+            if (!last_of_key(co, i))
+                continue;
+            const char *dev = co->v.m[i].key;
             double us = -1;
-            if (!psim_json_get_number(&cat, co, l->data, 0, PSIM_MAX_US, &us, error))
+            if (!psim_j_get_number(&cat, co, dev, 0, PSIM_MAX_US, &us, error))
                 return FALSE;
             if (us < 0)
-                FAIL("cost_us['%s'] must be a number of microseconds", (char *)l->data);
-            psim_graph_node_cost_set(c->g, v, l->data, us);
+                FAIL("cost_us['%s'] must be a number of microseconds", dev);
+            psim_graph_node_cost_set(c->g, v, dev, us);
         }
     }
     return TRUE;
 }
 
 /* Reads a parsed graph document; the plan reader calls it on its "graph" member. */
-PsimGraph *psim__import_json_root(const char *path, JsonNode *root, GError **error)
+PsimGraph *psim__import_json_root(const char *path, const PsimJ *o, GError **error)
 {
     PsimJsonAt at = {path, NULL};
-    if (!JSON_NODE_HOLDS_OBJECT(root)) {
+    if (o->type != PSIM_J_OBJECT) {
         psim__error_file(error, path, "the top level must be a JSON object");
         return NULL;
     }
-    JsonObject *o = json_node_get_object(root);
     const char *fmt = NULL, *name = "graph";
-    if (!psim_json_get_string(&at, o, "format", &fmt, error))
+    if (!psim_j_get_string(&at, o, "format", &fmt, error))
         return NULL;
     if (!fmt || strcmp(fmt, FORMAT_KEY) != 0) {
         psim__error_file(error, path, "field 'format': expected \"" FORMAT_KEY "\"");
         return NULL;
     }
-    JsonArray *a = NULL, *ia = NULL, *oa = NULL;
+    const PsimJ *a = NULL, *ia = NULL, *oa = NULL;
     int64_t opset = 0;
-    if (!psim_json_get_string(&at, o, "name", &name, error) ||
-        !psim_json_get_array(&at, o, "nodes", &a, error) ||
-        !psim_json_get_array(&at, o, "inputs", &ia, error) ||
-        !psim_json_get_array(&at, o, "outputs", &oa, error) ||
-        !psim_json_get_int(&at, o, "onnx_opset", 1, 1000, &opset, error))
+    if (!psim_j_get_string(&at, o, "name", &name, error) ||
+        !psim_j_get_array(&at, o, "nodes", &a, error) ||
+        !psim_j_get_array(&at, o, "inputs", &ia, error) ||
+        !psim_j_get_array(&at, o, "outputs", &oa, error) ||
+        !psim_j_get_int(&at, o, "onnx_opset", 1, 1000, &opset, error))
         return NULL;
     if (!a) {
         psim__error_file(error, path, "field 'nodes' is missing or not a list");
@@ -796,13 +788,14 @@ PsimGraph *psim__import_json_root(const char *path, JsonNode *root, GError **err
     psim_graph_set_source(g, path);
     if (opset)
         psim_graph_set_opset(g, opset);
+    psim_graph_reserve(g, (int32_t)MIN(a->n, (uint32_t)G_MAXINT32 / 2));
     Ctx ctx = {.path = path, .g = g}, *c = &ctx;
-    for (guint i = 0; i < json_array_get_length(a); i++)
-        if (!read_node(c, json_array_get_element(a, i), i, error))
+    for (uint32_t i = 0; i < a->n; i++)
+        if (!read_node(c, &a->v.a[i], i, error))
             return NULL;
     c->node = NULL;
-    for (guint i = 0; ia && i < json_array_get_length(ia); i++) {
-        const char *nm = psim_json_node_string(json_array_get_element(ia, i));
+    for (uint32_t i = 0; ia && i < ia->n; i++) {
+        const char *nm = psim_j_string(&ia->v.a[i]);
         PsimNode *v = nm ? psim_graph_node_find(g, nm) : NULL;
         if (!v) {
             psim__error_file(error, path, "inputs[%u] names no node", i);
@@ -810,8 +803,8 @@ PsimGraph *psim__import_json_root(const char *path, JsonNode *root, GError **err
         }
         psim_graph_input_add(g, v->id);
     }
-    for (guint i = 0; oa && i < json_array_get_length(oa); i++) {
-        const char *r = psim_json_node_string(json_array_get_element(oa, i));
+    for (uint32_t i = 0; oa && i < oa->n; i++) {
+        const char *r = psim_j_string(&oa->v.a[i]);
         if (!r || !*r) {
             psim__error_file(error, path, "outputs[%u] is not a tensor name", i);
             return NULL;
@@ -825,6 +818,6 @@ PsimGraph *psim__import_json_root(const char *path, JsonNode *root, GError **err
 
 PsimGraph *psim_import_json(const char *path, const char *data, gsize len, GError **error)
 {
-    g_autoptr(JsonNode) root = psim_json_parse(path, data, len, error);
-    return root ? psim__import_json_root(path, root, error) : NULL;
+    g_autoptr(PsimJDoc) d = psim_jdoc_parse(path, data, len, error);
+    return d ? psim__import_json_root(path, psim_jdoc_root(d), error) : NULL;
 }

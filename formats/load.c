@@ -244,11 +244,14 @@ static PsimGraph *named(PsimGraph *g, const char *path)
     return g;
 }
 
-PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error)
+static PsimGraph *load(const char *path, const PsimImportOptions *opts, char **sha256,
+                       GError **error)
 {
     g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_graph, error);
     if (!b)
         return NULL;
+    if (sha256)
+        *sha256 = g_compute_checksum_for_bytes(G_CHECKSUM_SHA256, b);
     gsize len = 0;
     const guint8 *data = g_bytes_get_data(b, &len);
     static const guint8 empty[1] = {0};
@@ -262,6 +265,16 @@ PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GErr
     memcpy(copy, data, len);
     copy[len] = 0;
     return named(psim_graph_load_data(path, f, copy, len, opts, error), path);
+}
+
+PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error)
+{
+    return load(path, opts, NULL, error);
+}
+
+PsimGraph *psim_graph_load_hashed(const char *path, char **sha256, GError **error)
+{
+    return load(path, NULL, sha256, error);
 }
 
 gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error)

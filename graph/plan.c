@@ -43,6 +43,8 @@ void psim_plan_free(PsimPlan *p)
     g_free(p->transfers);
     g_free(p->transfer_of_recv);
     g_free(p->cluster_json);
+    g_free(p->graph_source);
+    g_free(p->seq);
     g_free(p);
 }
 

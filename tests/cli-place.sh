@@ -14,7 +14,29 @@ echo "$out" | python3 -c 'import json, sys; t = json.load(sys.stdin)["timings"];
 out=$("$PSIM" sim --plan "$tmp/plan.json" --json) || fail "sim --plan"
 echo "$out" | python3 -c 'import json, sys; t = json.load(sys.stdin)["timings"]; sys.exit(set(t) != {"load_ms", "place_ms", "plan_ms", "simulate_ms"} or t["place_ms"] != 0 or t["load_ms"] <= 0)' \
     || fail "sim --json timings: $out"
-grep -q '"format": "placesim.plan/1"' "$tmp/plan.json" || fail "plan file"
+grep -q '"format": "placesim.plan/2"' "$tmp/plan.json" || fail "plan file"
+# The plan refers to its graph file (read as it is) by path and SHA-256; a changed or missing
+# graph is one error line, exit 2; a graph changed by options (--cse) is held in the plan.
+python3 - "$tmp/plan.json" "$ex" <<'PY' || fail "plan's graph reference"
+import hashlib, json, os, sys
+g = json.load(open(sys.argv[1]))["graph"]
+assert g["source"] == os.path.realpath(sys.argv[2]), g
+assert g["sha256"] == hashlib.sha256(open(sys.argv[2], "rb").read()).hexdigest(), g
+PY
+cp "$ex" "$tmp/g.json"
+"$PSIM" place "$tmp/g.json" --cluster uniform:3:0.001 --algo heft --plan "$tmp/gplan.json" >/dev/null || fail "place g.json"
+"$PSIM" sim --plan "$tmp/gplan.json" >/dev/null || fail "sim of a plan referring to g.json"
+echo " " >> "$tmp/g.json"
+"$PSIM" sim --plan "$tmp/gplan.json" >/dev/null 2>"$tmp/e" && fail "sim of a plan whose graph changed"
+[ "$?" = 2 ] && grep -q "gplan.json: its graph '.*g.json' has changed since the plan was made" "$tmp/e" && [ "$(wc -l < "$tmp/e")" = 1 ] \
+    || fail "changed graph: $(cat "$tmp/e")"
+rm "$tmp/g.json"
+"$PSIM" sim --plan "$tmp/gplan.json" >/dev/null 2>"$tmp/e" && fail "sim of a plan whose graph is gone"
+[ "$?" = 2 ] && grep -q "gplan.json: its graph '.*g.json' cannot be read" "$tmp/e" || fail "missing graph: $(cat "$tmp/e")"
+"$PSIM" place "$ex" --cse --cluster uniform:3:0.001 --algo heft --plan "$tmp/cplan.json" >/dev/null || fail "place --cse"
+python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["graph"]; sys.exit(g.get("format") != "placesim.graph/1")' "$tmp/cplan.json" \
+    || fail "a plan of a changed graph holds it"
+"$PSIM" sim --plan "$tmp/cplan.json" --json | grep -q '"step_time_us":80.0' || fail "sim of a plan holding its graph"
 grep -q '"format" : "placesim.placement/1"' "$tmp/p.json" || fail "placement file"
 out=$("$PSIM" place "$ex" --cluster uniform:3:0.001 --algo file --placement "$tmp/p.json" --json) || fail "file"
 echo "$out" | grep -q '"makespan_us":80.0' || fail "file makespan: $out"
@@ -53,11 +75,11 @@ err=$("$PSIM" place "$ex" --cluster uniform:3 --colocate 'q*' 2>&1 >/dev/null); 
 "$PSIM" place "$ex" --cluster uniform:x --algo heft >/dev/null 2>&1; [ $? = 2 ] || fail "bad cluster"
 # Compression's rounding is recorded in the plan: truncate by default, rne when asked.
 "$PSIM" place zoo:mlp --cluster local:2 --algo round-robin --compress --plan "$tmp/t.json" >/dev/null || fail "compress"
-grep -q '"compressed": true, "rounding": "truncate"' "$tmp/t.json" || fail "truncate not recorded"
+grep -q '"compress": true, "rounding": "truncate"' "$tmp/t.json" || fail "truncate not recorded"
 "$PSIM" place zoo:mlp --cluster local:2 --algo round-robin --compress-rounding rne --plan "$tmp/r.json" >/dev/null \
     || fail "compress-rounding rne"
-grep -q '"compressed": true, "rounding": "rne"' "$tmp/r.json" || fail "rne not recorded"
-grep -q '"rounding": "truncate"' "$tmp/r.json" && fail "rne plan has truncated transfers"
+grep -q '"compress": true, "rounding": "rne"' "$tmp/r.json" || fail "rne not recorded"
+"$PSIM" sim --plan "$tmp/r.json" --json >/dev/null || fail "sim of the rne plan"
 "$PSIM" place "$ex" --cluster uniform:3 --compress-rounding up >/dev/null 2>&1; [ $? = 2 ] || fail "bad rounding"
 # A graph with no nodes is bad input (it once placed nothing and exited 0, UBSan reporting a null
 # pointer in partition.c): exit 2, one line naming the file.

@@ -137,7 +137,7 @@ fi
 # makes is made as the plan is loaded, and run exits 2 at once. GRAPH given beside --plan must be
 # the plan's graph (it was silently ignored): exit 2 naming both files.
 cp "$PSIM_SRC/tests/data/crossed.json" "$tmp/crossed.json"
-expect 0 "$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json"
+expect 0 "$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json" --plan-orders
 expect 0 timeout 60 "$PSIM" run "$tmp/crossed.json" --plan "$tmp/cplan.json" --cluster local:2
 sed -e 's/\["x", "a0", /["x", "b0", "a0", /' -e 's|"b1/_recv_0_on_CPU_0", "b0", "out"\]|"b1/_recv_0_on_CPU_0", "out"]|' \
     -e 's/"a1", "b1", /"b1", "a1", /' "$tmp/cplan.json" > "$tmp/deadlock.json"
@@ -161,18 +161,16 @@ python3 - "$tmp" <<'PY'
 import json, sys
 tmp = sys.argv[1]
 plan = json.load(open(f"{tmp}/h.json"))
-assert any("after" in t for t in plan["transfers"]), "heft's plan holds no Recv"
+tr = plan["transfers"]
+assert any(a >= 0 for a in tr["after"]), "heft's plan holds no Recv"
 ten = json.load(open(f"{tmp}/h.json"))
-for n in ten["nodes"]:
-    n["start"] *= 10
-    n["priority"] *= 10
-for t in ten["transfers"]:
-    t["earliest_start"] *= 10
-    t["priority"] *= 10
+ten["start"] = [x * 10 for x in ten["start"]]
+ten["priority"] = [x * 10 for x in ten["priority"]]
+for k in ("earliest_start", "priority"):
+    ten["transfers"][k] = [x * 10 for x in ten["transfers"][k]]
 ten["makespan_us"] *= 10
 json.dump(ten, open(f"{tmp}/h10.json", "w"))
-for t in plan["transfers"]:
-    t.pop("after", None)
+tr["after"] = [-1] * len(tr["after"])
 json.dump(plan, open(f"{tmp}/h0.json", "w"))
 PY
 # Five rounds, the three plans in turn in each, and each plan's fastest round's median of 25

@@ -59,7 +59,7 @@ grep -q "plan.json: .*other.json" "$tmp/e" || fail "GRAPH mismatch message: $(ca
 # it sends was simulated (the simulator sends eagerly) but hung the executor; both refuse it now,
 # with the same message, as they refuse crossed orders that deadlock (cli-run.sh).
 cp "$PSIM_SRC/tests/data/crossed.json" "$tmp/crossed.json"
-"$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json" >/dev/null || fail "place crossed"
+"$PSIM" place "$tmp/crossed.json" --cluster local:2 --algo heft --plan "$tmp/cplan.json" --plan-orders >/dev/null || fail "place crossed"
 "$PSIM" sim --cluster local:2 --plan "$tmp/cplan.json" >/dev/null || fail "sim of the crossed plan as placed"
 sed 's|\["x", "a0", "x/_send_0_to_CPU_1", "a0/_send_0_to_CPU_1", |["x", "a0/_send_0_to_CPU_1", "a0", "x/_send_0_to_CPU_1", |' \
     "$tmp/cplan.json" >"$tmp/early-send.json"

@@ -60,6 +60,22 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
     json_builder_end_object(b);
 }
 
+/* Where a plan file finds the placed graph: the file (absolute path) or "zoo:NAME" it was read
+ * from, when it was read with the default options and nothing changed it; else NULL (the plan
+ * embeds it). */
+static char *graph_source(const char *spec, const PsimCliGraphOptions *go, char **requests,
+                          char **colocates)
+{
+    if (psim_cli_graph_options_given(go) || go->training || (requests && *requests) ||
+        (colocates && *colocates) || !strcmp(spec, "-"))
+        return NULL;
+    if (g_str_has_prefix(spec, "zoo:"))
+        return g_strdup(spec);
+    if (!g_file_test(spec, G_FILE_TEST_IS_REGULAR))
+        return g_strconcat("zoo:", spec, NULL); /* a built-in model named without "zoo:" */
+    return g_canonicalize_filename(spec, NULL);
+}
+
 /* --request 'GLOB=DEVICE': every node whose name matches GLOB requests DEVICE, as a graph
  * file's "device" field does. FALSE with a usage message for a malformed flag or a GLOB that
  * matches no node. */
@@ -156,7 +172,7 @@ int psim_cmd_place(int argc, char **argv)
                     *placement = NULL, *mem_limit = NULL, *db_path = NULL, *rounding = NULL;
     g_autofree char *budget_text = NULL, *seed_text = NULL, *margin_text = NULL;
     g_auto(GStrv) requests = NULL, colocates = NULL;
-    gboolean json = FALSE, compress = FALSE, coarsen = FALSE, training = FALSE;
+    gboolean json = FALSE, compress = FALSE, coarsen = FALSE, training = FALSE, plan_orders = FALSE;
     double budget = 1000, margin = -1;
     int64_t seed = 1;
     g_auto(PsimCliGraphOptions) go = {0};
@@ -169,7 +185,10 @@ int psim_cmd_place(int argc, char **argv)
         {"algo", 'a', 0, G_OPTION_ARG_STRING, &algo, "Placement algorithm, or 'all' (default greedy)",
          "NAME"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the placement JSON here", "FILE"},
-        {"plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Write the plan JSON here", "FILE"},
+        {"plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path,
+         "Write the plan JSON here (placesim.plan/2: it refers to a graph file read as it is by path and SHA-256, else holds the graph)", "FILE"},
+        {"plan-orders", 0, 0, G_OPTION_ARG_NONE, &plan_orders,
+         "Write each device's order in the plan by node name (to edit by hand) instead of the placement's order", NULL},
         {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement,
          "Placement JSON read by --algo file", "FILE"},
         {"mem-limit", 0, 0, G_OPTION_ARG_STRING, &mem_limit, "Memory limit per device in bytes (K, M, G suffixes: powers of 1024)",
@@ -334,8 +353,10 @@ int psim_cmd_place(int argc, char **argv)
         gint64 t_write = g_get_monotonic_time();
         if (plan_tmp && !plan->cluster_json)
             plan->cluster_json = plan_cluster_json(cluster, opt.mem_limit); /* sim --plan needs no --cluster */
+        if (plan_tmp && !plan->graph_source)
+            plan->graph_source = graph_source(argv[1], &go, requests, colocates);
         if ((out_tmp && !psim_placement_save(pctx, p, out_tmp, &err)) ||
-            (plan_tmp && !psim_plan_save(plan, plan_tmp, &err))) {
+            (plan_tmp && !psim_plan_save_full(plan, plan_tmp, plan_orders ? PSIM_PLAN_JSON_ORDERS : 0, &err))) {
             if (b)
                 g_object_unref(b);
             return psim_cli_fail(err);

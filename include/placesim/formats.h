@@ -53,6 +53,11 @@ char *psim_graph_name_from_path(const char *path);
  * one whose own name is generic (psim_graph_name_is_generic) is named after its file's stem.
  * Errors name the file and the node or field. Free with psim_graph_free. */
 PsimGraph *psim_graph_load(const char *path, const PsimImportOptions *opts, GError **error);
+/* psim_graph_load with the default options, and the SHA-256 (hex, g_free) of the file's bytes. */
+PsimGraph *psim_graph_load_hashed(const char *path, char **sha256, GError **error);
+/* The SHA-256 (hex, g_free) a plan file gives its graph source: of the file's bytes, or for
+ * "zoo:NAME" of the built-in graph's JSON export. */
+char *psim_graph_source_sha256(const char *source, GError **error);
 /* Parses an in-memory buffer of a known format (fuzzers use this). */
 PsimGraph *psim_graph_load_data(const char *path, PsimFormat f, const guint8 *data, gsize len,
                                 const PsimImportOptions *opts, GError **error);
@@ -82,11 +87,24 @@ gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *
                              GError **error);
 
 /* Plans. */
-/* JSON ("placesim.plan/1"): the partitioned graph, devices, orders, transfers. Loading gives an
- * identical plan (save -> load -> save is byte-identical). */
+/* JSON ("placesim.plan/2"; "placesim.plan/1" is read too): the placed graph (embedded, or by
+ * source and SHA-256), the placement, orders and the transfer schedule; loading partitions the
+ * graph again and gives an identical plan (save -> load -> save is byte-identical). */
 char *psim_plan_to_json(const PsimPlan *p, gsize *len);
+/* The plan as JSON, referring to its graph (p->graph_source) by graph_sha256 when both are
+ * set, else embedding the placed graph. NULL with an error when the placed graph cannot be
+ * rebuilt from the plan. */
+enum {
+    /* each device's order written out, by node name (for editing by hand), instead of the
+     * placement's order from which the reader derives them */
+    PSIM_PLAN_JSON_ORDERS = 1u << 0,
+};
+char *psim_plan_to_json_full(const PsimPlan *p, const char *graph_sha256, unsigned flags,
+                             gsize *len, GError **error);
 PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error);
 gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
+/* psim_plan_save with PSIM_PLAN_JSON_* flags. */
+gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags, GError **error);
 PsimPlan *psim_plan_load(const char *path, GError **error);
 
 G_END_DECLS

@@ -75,6 +75,17 @@ typedef struct PsimPlan {
      * ("placesim.cluster/1"), so that a saved plan can be simulated and run without naming it
      * again. Set by the caller that knows the cluster (placer/ does not). */
     char *cluster_json;
+    /* How the plan was partitioned (psim_plan_partition), for a plan file to make it again:
+     * the placed graph's nodes are plan nodes 0..n_placed-1 (Send and Recv nodes follow), and
+     * compression. */
+    int32_t n_placed;
+    int32_t *seq;          /* owned, n_placed, or NULL: the placement's order of the placed nodes */
+    gboolean compress_all;
+    PsimRounding rounding;
+    /* Owned, or NULL: where the placed graph was read from (a file path or "zoo:NAME"), set by
+     * the caller when the graph is that source's graph as read, with nothing changed: a plan
+     * file then refers to it (path and SHA-256) instead of holding it. */
+    char *graph_source;
 } PsimPlan;
 
 /* An empty plan over `graph` (taken) and n_devices named devices; arrays sized and zeroed,
@@ -82,6 +93,26 @@ typedef struct PsimPlan {
 PsimPlan *psim_plan_new(PsimGraph *graph, int32_t n_devices, const char *const *devices);
 void psim_plan_free(PsimPlan *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlan, psim_plan_free)
+
+/* The placed graph g partitioned on nd devices (device_of: per node of g): g's nodes copied (ids
+ * kept, each assigned its device), and for every edge that crosses devices one Send on the
+ * producer's device and one Recv on the consumer's, one pair per (tensor, destination device),
+ * in the order of the edges (consumers by id, their inputs, then controls). Send/Recv names use
+ * short_names ("u/_send_0_to_CPU_1"); compress_all and rounding as --compress. The plan's
+ * orders and schedule are left empty (psim_plan_build fills them, or a plan file). what: the
+ * algorithm, for the plan and messages. */
+PsimPlan *psim_plan_partition(const PsimGraph *g, const int32_t *device_of, int32_t nd,
+                              const char *const *devices, const char *const *short_names,
+                              gboolean compress_all, PsimRounding rounding, const char *what,
+                              GError **error);
+
+/* Each device's order (plan->order) from the placement's order seq (n_placed entries: copied
+ * into plan->seq) and a key per plan node (NULL: none): each device's placed nodes keep seq's
+ * order and its Send/Recv nodes are merged in by key (stable: ties by id); where the key
+ * decreases along a device's placed nodes, the device's nodes are sorted by (key, seq
+ * position), Send/Recv nodes ranked after every placed node. The builder orders by the planned
+ * starts, and a plan file stores seq instead of the orders. */
+void psim_plan_order_set(PsimPlan *plan, const int32_t *seq, const double *key);
 
 /* The one check of a plan, made by everything that accepts one (the plan loader, the simulator,
  * the executor's psim_plan_exec_new), so that a plan one of them takes the others take too:

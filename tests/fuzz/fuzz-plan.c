@@ -1,4 +1,4 @@
-/* libFuzzer target for the plan JSON reader ("placesim.plan/1"): an input either loads into a
+/* libFuzzer target for the plan JSON reader ("placesim.plan/2", and /1): an input either loads into a
  * plan that writes back out and reads again with the same nodes and transfers, or fails with one
  * INPUT error line naming the file. */
 #include "fuzz-common.h"

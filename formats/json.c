@@ -645,14 +645,11 @@ static gboolean read_node(Ctx *c, const PsimJ *o, guint idx, GError **error)
     if (!v)
         return FALSE;
     c->node = v->name;
-    char where[96];
-    g_snprintf(where, sizeof where, "node '%.80s'", v->name);
-    PsimJsonAt nat = {c->path, where};
-    const char *domain = NULL;
-    if (!psim_j_get_string(&nat, o, "domain", &domain, error))
-        return FALSE;
-    if (domain)
-        v->domain = psim_graph_intern(c->g, domain);
+    const PsimJ *dm = psim_j_given(o, "domain");
+    if (dm && dm->type != PSIM_J_STRING)
+        FAIL("field 'domain' must be a string");
+    if (dm)
+        v->domain = psim_graph_intern(c->g, dm->v.s);
     const PsimJ *in = psim_j_get(o, "inputs");
     if (in) {
         if (in->type != PSIM_J_ARRAY)
@@ -679,16 +676,18 @@ static gboolean read_node(Ctx *c, const PsimJ *o, guint idx, GError **error)
             const PsimJ *eo = &out->v.a[k];
             if (eo->type != PSIM_J_OBJECT)
                 FAIL("outputs[%u] is not an object", k);
-            char owhere[128];
-            g_snprintf(owhere, sizeof owhere, "node '%.80s': outputs[%u]", v->name, k);
-            PsimJsonAt oat = {c->path, owhere};
             PsimDType dt = PSIM_DTYPE_UNDEFINED;
-            const char *dname = NULL, *oname = NULL;
+            const PsimJ *dj = psim_j_given(eo, "dtype"), *nj = psim_j_given(eo, "name"),
+                        *bj = psim_j_given(eo, "bytes");
+            const char *dname = psim_j_string(dj), *oname = psim_j_string(nj);
             double bytes = -1;
-            if (!psim_j_get_string(&oat, eo, "dtype", &dname, error) ||
-                !psim_j_get_string(&oat, eo, "name", &oname, error) ||
-                !psim_j_get_number(&oat, eo, "bytes", 0, (double)PSIM_MAX_BYTES, &bytes, error))
-                return FALSE;
+            if ((dj && !dname) || (nj && !oname))
+                FAIL("outputs[%u]: field '%s' must be a string", k, dj && !dname ? "dtype" : "name");
+            if (bj && !psim_j_number(bj, &bytes))
+                FAIL("outputs[%u]: field 'bytes' must be a number", k);
+            if (bj && !(bytes >= 0 && bytes <= (double)PSIM_MAX_BYTES))
+                FAIL("outputs[%u]: field 'bytes' = %g is out of range [0, %g]", k, bytes,
+                     (double)PSIM_MAX_BYTES);
             if (dname) {
                 dt = psim_dtype_from_name(dname);
                 if (dt == PSIM_DTYPE_UNDEFINED)
@@ -730,27 +729,26 @@ static gboolean read_node(Ctx *c, const PsimJ *o, guint idx, GError **error)
         else
             psim_graph_node_assigned_set(c->g, v, d->v.s);
     }
-    gboolean param = FALSE;
-    if (!psim_j_get_bool(&nat, o, "parameter", &param, error))
-        return FALSE;
-    if (param)
+    const PsimJ *pj = psim_j_given(o, "parameter");
+    if (pj && pj->type != PSIM_J_BOOL)
+        FAIL("field 'parameter' must be true or false");
+    if (pj && pj->v.b)
         v->flags |= PSIM_NODE_PARAMETER;
     const PsimJ *co = psim_j_get(o, "cost_us");
     if (co) {
         if (co->type != PSIM_J_OBJECT)
             FAIL("field 'cost_us' must be an object of device -> microseconds");
-        char cwhere[128];
-        g_snprintf(cwhere, sizeof cwhere, "node '%.80s': cost_us", v->name);
-        PsimJsonAt cat = {c->path, cwhere};
         for (uint32_t i = 0; i < co->n; i++) {
             if (!last_of_key(co, i))
                 continue;
             const char *dev = co->v.m[i].key;
             double us = -1;
-            if (!psim_j_get_number(&cat, co, dev, 0, PSIM_MAX_US, &us, error))
-                return FALSE;
-            if (us < 0)
+            if (co->v.m[i].v.type == PSIM_J_NULL)
                 FAIL("cost_us['%s'] must be a number of microseconds", dev);
+            if (!psim_j_number(&co->v.m[i].v, &us))
+                FAIL("cost_us: field '%s' must be a number", dev);
+            if (!(us >= 0 && us <= PSIM_MAX_US))
+                FAIL("cost_us: field '%s' = %g is out of range [0, %g]", dev, us, PSIM_MAX_US);
             psim_graph_node_cost_set(c->g, v, dev, us);
         }
     }

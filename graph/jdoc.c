@@ -84,6 +84,16 @@ static int on_bool(void *ctx, int v)
 /* Integers exactly where they fit int64, else as doubles (as json-glib reads them). */
 static int on_number(void *ctx, const char *s, size_t len)
 {
+    /* The common case, a short plain integer, without a copy or strtoll. */
+    size_t i = s[0] == '-';
+    if (len > i && len - i <= 18) {
+        int64_t v = 0;
+        size_t k = i;
+        for (; k < len && s[k] >= '0' && s[k] <= '9'; k++)
+            v = v * 10 + (s[k] - '0');
+        if (k == len)
+            return add_value(ctx, (PsimJ){.type = PSIM_J_INT, .v.i = i ? -v : v});
+    }
     char small[64];
     g_autofree char *big = NULL;
     char *t = small;

@@ -1,6 +1,7 @@
-/* The one JSON reading path of every placesim file kind (graph, cluster, plan, placement, trace):
- * a bounded read, an iterative scan that refuses deep nesting before json-glib's recursive parser
- * can overflow the stack, and typed member getters whose errors name the file, place and field. */
+/* JSON reading through json-glib, for the small files (cluster, placement, trace): a bounded read,
+ * an iterative scan that refuses deep nesting before json-glib's recursive parser can overflow the
+ * stack, and typed member getters whose errors name the file, place and field. Graphs and plans,
+ * which can be large, are read through the yajl document (graph/jdoc.c) with the same getters. */
 #include "graph/graph-private.h"
 
 #include <json-glib/json-glib.h>

@@ -344,7 +344,8 @@ static gboolean ctx_fail(const Ctx *c, GError **error, const char *fmt, ...)
 
 #define FAIL(...) return ctx_fail(c, error, __VA_ARGS__)
 
-static gboolean get_double(const PsimJ *n, double *out)
+/* A number, or the strings the writer gives what JSON lacks ("nan", "inf", "-inf"). */
+gboolean psim__j_double(const PsimJ *n, double *out)
 {
     if (psim_j_number(n, out))
         return TRUE;
@@ -440,7 +441,7 @@ static PsimTensor *read_tensor(Ctx *c, const PsimJ *o, GError **error)
                 ((char **)t->data)[i] = g_strdup(e->v.s);
                 continue;
             }
-            if (!get_double(e, &dv))
+            if (!psim__j_double(e, &dv))
                 TFAIL("data value %" G_GINT64_FORMAT " is not a number", i);
             gint64 iv = e->type == PSIM_J_INT ? e->v.i
                         : dv != dv ? 0 : dv >= 9.2233720368547758e18 ? INT64_MAX
@@ -580,7 +581,7 @@ static gboolean read_attr(Ctx *c, PsimNode *v, const char *name, const PsimJ *jn
                 a.v.ints[i] = e->v.i;
                 break;
             case PSIM_ATTR_FLOATS:
-                if (!get_double(e, &a.v.floats[i]))
+                if (!psim__j_double(e, &a.v.floats[i]))
                     FAIL("attr '%s': floats must be numbers", name);
                 break;
             case PSIM_ATTR_STRINGS:

@@ -22,6 +22,7 @@
 void psim__json_string(GString *s, const char *v);
 void psim__json_double(GString *s, double v, gboolean force_point);
 PsimGraph *psim__import_json_root(const char *path, const PsimJ *root, GError **error);
+gboolean psim__j_double(const PsimJ *n, double *out);
 
 /* ---- the graph a plan refers to ---- */
 
@@ -235,20 +236,7 @@ gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags
 
 static gboolean get_num(const PsimJ *n, double *out)
 {
-    if (psim_j_number(n, out))
-        return TRUE;
-    const char *s = psim_j_string(n);
-    if (!s)
-        return FALSE;
-    if (!strcmp(s, "inf"))
-        *out = INFINITY;
-    else if (!strcmp(s, "-inf"))
-        *out = -INFINITY;
-    else if (!strcmp(s, "nan"))
-        *out = NAN;
-    else
-        return FALSE;
-    return TRUE;
+    return psim__j_double(n, out);
 }
 
 static gboolean get_int(const PsimJ *n, int64_t lo, int64_t hi, int64_t *out)

@@ -51,6 +51,13 @@ void psim__error_node(GError **error, const PsimGraph *g, const PsimNode *n, con
     G_GNUC_PRINTF(4, 5);
 /* Same with an explicit path (importers, before a graph exists). */
 void psim__error_file(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* A JSON file's bytes (psim_input_read; the first bytes must open a JSON object or list). */
+GBytes *psim__json_read(const char *path, GError **error);
+/* v into *out when it lies in [lo, hi] (finite), else the typed getters' range error. */
+gboolean psim__json_number_in(const PsimJsonAt *at, const char *key, double v, double lo,
+                              double hi, double *out, GError **error);
+gboolean psim__json_int_in(const PsimJsonAt *at, const char *key, int64_t v, int64_t lo,
+                           int64_t hi, int64_t *out, GError **error);
 
 /* Registers the built-in ops once (idempotent, thread-safe). */
 void psim__ops_init(void);

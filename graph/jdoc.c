@@ -247,24 +247,9 @@ PsimJDoc *psim_jdoc_parse(const char *path, const char *data, gsize len, GError 
     return d;
 }
 
-static const char *sniff_json(const char *path, const guint8 *head, gsize len)
-{
-    (void)path;
-    gsize i = 0;
-    if (len >= 3 && !memcmp(head, "\xef\xbb\xbf", 3))
-        i = 3;
-    while (i < len && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r'))
-        i++;
-    if (i == len)
-        return len ? NULL : "empty file (expected a JSON object)";
-    if (head[i] != '{' && head[i] != '[')
-        return "not JSON (the first character is not '{')";
-    return NULL;
-}
-
 PsimJDoc *psim_jdoc_load(const char *path, GError **error)
 {
-    g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_json, error);
+    g_autoptr(GBytes) b = psim__json_read(path, error);
     if (!b)
         return NULL;
     gsize len = 0;
@@ -314,15 +299,25 @@ gboolean psim_j_int(const PsimJ *v, int64_t *out)
     return TRUE;
 }
 
+/* The member key of o when it is given (not absent, not null) and of type t: *n (NULL when not
+ * given); another type is an error saying what it must be. */
+static gboolean given_as(const PsimJsonAt *at, const PsimJ *o, const char *key, PsimJType t,
+                         const char *what, const PsimJ **n, GError **error)
+{
+    *n = psim_j_given(o, key);
+    if (*n && (*n)->type != (uint32_t)t)
+        return psim_json_fail(at, error, "field '%s' must be %s", key, what);
+    return TRUE;
+}
+
 gboolean psim_j_get_string(const PsimJsonAt *at, const PsimJ *o, const char *key,
                            const char **out, GError **error)
 {
-    const PsimJ *n = psim_j_given(o, key);
-    if (!n)
-        return TRUE;
-    if (n->type != PSIM_J_STRING)
-        return psim_json_fail(at, error, "field '%s' must be a string", key);
-    *out = n->v.s;
+    const PsimJ *n;
+    if (!given_as(at, o, key, PSIM_J_STRING, "a string", &n, error))
+        return FALSE;
+    if (n)
+        *out = n->v.s;
     return TRUE;
 }
 
@@ -330,67 +325,53 @@ gboolean psim_j_get_number(const PsimJsonAt *at, const PsimJ *o, const char *key
                            double hi, double *out, GError **error)
 {
     const PsimJ *n = psim_j_given(o, key);
+    double v;
     if (!n)
         return TRUE;
-    double v;
     if (!psim_j_number(n, &v))
         return psim_json_fail(at, error, "field '%s' must be a number", key);
-    if (!isfinite(v) || v < lo || v > hi)
-        return psim_json_fail(at, error, "field '%s' = %g is out of range [%g, %g]", key, v, lo, hi);
-    *out = v;
-    return TRUE;
+    return psim__json_number_in(at, key, v, lo, hi, out, error);
 }
 
 gboolean psim_j_get_int(const PsimJsonAt *at, const PsimJ *o, const char *key, int64_t lo,
                         int64_t hi, int64_t *out, GError **error)
 {
-    const PsimJ *n = psim_j_given(o, key);
-    if (!n)
-        return TRUE;
-    int64_t v;
-    if (!psim_j_int(n, &v))
-        return psim_json_fail(at, error, "field '%s' must be an integer", key);
-    if (v < lo || v > hi)
-        return psim_json_fail(at, error,
-                              "field '%s' = %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
-                              ", %" G_GINT64_FORMAT "]", key, v, lo, hi);
-    *out = v;
-    return TRUE;
+    const PsimJ *n;
+    if (!given_as(at, o, key, PSIM_J_INT, "an integer", &n, error))
+        return FALSE;
+    return !n || psim__json_int_in(at, key, n->v.i, lo, hi, out, error);
 }
 
 gboolean psim_j_get_bool(const PsimJsonAt *at, const PsimJ *o, const char *key, gboolean *out,
                          GError **error)
 {
-    const PsimJ *n = psim_j_given(o, key);
-    if (!n)
-        return TRUE;
-    if (n->type != PSIM_J_BOOL)
-        return psim_json_fail(at, error, "field '%s' must be true or false", key);
-    *out = n->v.b;
+    const PsimJ *n;
+    if (!given_as(at, o, key, PSIM_J_BOOL, "true or false", &n, error))
+        return FALSE;
+    if (n)
+        *out = n->v.b;
     return TRUE;
 }
 
 gboolean psim_j_get_array(const PsimJsonAt *at, const PsimJ *o, const char *key,
                           const PsimJ **out, GError **error)
 {
-    const PsimJ *n = psim_j_given(o, key);
-    if (!n)
-        return TRUE;
-    if (n->type != PSIM_J_ARRAY)
-        return psim_json_fail(at, error, "field '%s' must be a list", key);
-    *out = n;
+    const PsimJ *n;
+    if (!given_as(at, o, key, PSIM_J_ARRAY, "a list", &n, error))
+        return FALSE;
+    if (n)
+        *out = n;
     return TRUE;
 }
 
 gboolean psim_j_get_object(const PsimJsonAt *at, const PsimJ *o, const char *key,
                            const PsimJ **out, GError **error)
 {
-    const PsimJ *n = psim_j_given(o, key);
-    if (!n)
-        return TRUE;
-    if (n->type != PSIM_J_OBJECT)
-        return psim_json_fail(at, error, "field '%s' must be an object", key);
-    *out = n;
+    const PsimJ *n;
+    if (!given_as(at, o, key, PSIM_J_OBJECT, "an object", &n, error))
+        return FALSE;
+    if (n)
+        *out = n;
     return TRUE;
 }
 

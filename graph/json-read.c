@@ -99,9 +99,14 @@ JsonNode *psim_json_parse(const char *path, const char *data, gsize len, GError 
     return json_node_ref(root);
 }
 
+GBytes *psim__json_read(const char *path, GError **error)
+{
+    return psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_json, error);
+}
+
 JsonNode *psim_json_load(const char *path, GError **error)
 {
-    g_autoptr(GBytes) b = psim_input_read(path, PSIM_INPUT_MAX_BYTES, sniff_json, error);
+    g_autoptr(GBytes) b = psim__json_read(path, error);
     if (!b)
         return NULL;
     gsize len = 0;
@@ -122,6 +127,26 @@ gboolean psim_json_fail(const PsimJsonAt *at, GError **error, const char *fmt, .
     else
         psim__error_file(error, at->path, "%s", msg);
     return FALSE;
+}
+
+gboolean psim__json_number_in(const PsimJsonAt *at, const char *key, double v, double lo,
+                              double hi, double *out, GError **error)
+{
+    if (!isfinite(v) || v < lo || v > hi)
+        return psim_json_fail(at, error, "field '%s' = %g is out of range [%g, %g]", key, v, lo, hi);
+    *out = v;
+    return TRUE;
+}
+
+gboolean psim__json_int_in(const PsimJsonAt *at, const char *key, int64_t v, int64_t lo,
+                           int64_t hi, int64_t *out, GError **error)
+{
+    if (v < lo || v > hi)
+        return psim_json_fail(at, error,
+                              "field '%s' = %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
+                              ", %" G_GINT64_FORMAT "]", key, v, lo, hi);
+    *out = v;
+    return TRUE;
 }
 
 /* The member, or NULL when it is absent or JSON null (both mean "not given"). */
@@ -182,10 +207,7 @@ gboolean psim_json_get_number(const PsimJsonAt *at, JsonObject *o, const char *k
     double v;
     if (!psim_json_node_number(n, &v))
         return psim_json_fail(at, error, "field '%s' must be a number", key);
-    if (!isfinite(v) || v < lo || v > hi)
-        return psim_json_fail(at, error, "field '%s' = %g is out of range [%g, %g]", key, v, lo, hi);
-    *out = v;
-    return TRUE;
+    return psim__json_number_in(at, key, v, lo, hi, out, error);
 }
 
 gboolean psim_json_get_int(const PsimJsonAt *at, JsonObject *o, const char *key, int64_t lo,
@@ -197,12 +219,7 @@ gboolean psim_json_get_int(const PsimJsonAt *at, JsonObject *o, const char *key,
     int64_t v;
     if (!psim_json_node_int(n, &v))
         return psim_json_fail(at, error, "field '%s' must be an integer", key);
-    if (v < lo || v > hi)
-        return psim_json_fail(at, error,
-                              "field '%s' = %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
-                              ", %" G_GINT64_FORMAT "]", key, v, lo, hi);
-    *out = v;
-    return TRUE;
+    return psim__json_int_in(at, key, v, lo, hi, out, error);
 }
 
 gboolean psim_json_get_bool(const PsimJsonAt *at, JsonObject *o, const char *key, gboolean *out,

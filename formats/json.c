@@ -40,7 +40,7 @@ void psim__json_double(GString *s, double v, gboolean force_point)
         return;
     }
     char buf[40];
-    if (v == (double)(int64_t)v && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+    if (fabs(v) < 1e15 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
         /* An integral value: what %.15g gives, without the search below (plans hold millions). */
         char *e = buf + sizeof buf, *q = e;
         int64_t x = (int64_t)v;

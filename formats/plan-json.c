@@ -342,7 +342,8 @@ static gboolean read_doubles(const char *path, const PsimJ *a, const char *what,
 }
 
 /* The graph of a plan/2 file: embedded, or read from its source and checked against the hash. */
-static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, char **source, GError **error)
+static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *graph_path,
+                              char **source, GError **error)
 {
     if (!gn || gn->type != PSIM_J_OBJECT) {
         psim__error_file(error, path, "field 'graph' is missing or not an object");
@@ -359,6 +360,10 @@ static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, char **source, 
         psim__error_file(error, path, "field 'graph': 'source' must name a graph file or zoo:NAME");
         return NULL;
     }
+    /* A graph given beside the plan stands for its source (a file that moved): the same bytes. */
+    const char *stored = src;
+    if (graph_path)
+        src = graph_path;
     g_autofree char *now = NULL;
     g_autoptr(PsimGraph) g = NULL;
     if (g_str_has_prefix(src, "zoo:")) {
@@ -376,6 +381,11 @@ static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, char **source, 
             return NULL;
         }
     }
+    if (strcmp(now, sha) && src != stored) {
+        psim__error_file(error, path, "graph '%s' is not the plan's graph '%s' (SHA-256 %.12s..., the plan says %.12s...)",
+                         src, stored, now, sha);
+        return NULL;
+    }
     if (strcmp(now, sha)) {
         psim__error_file(error, path, "its graph '%s' has changed since the plan was made (SHA-256 %.12s..., the plan says %.12s...)",
                          src, now, sha);
@@ -385,7 +395,8 @@ static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, char **source, 
     return g_steal_pointer(&g);
 }
 
-static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, GError **error)
+static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, const char *graph_path,
+                                 GError **error)
 {
     PsimPlan *p = NULL;
     char **devs = NULL, **shorts = NULL, *cluster_json = NULL, *source = NULL;
@@ -405,7 +416,7 @@ static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, GError **erro
     devs = device_names(da);
     shorts = short_names(devs, nd);
     {
-        g_autoptr(PsimGraph) g = plan2_graph(path, psim_j_get(o, "graph"), &source, error);
+        g_autoptr(PsimGraph) g = plan2_graph(path, psim_j_get(o, "graph"), graph_path, &source, error);
         if (!g)
             goto fail;
         psim_graph_set_source(g, path); /* messages about the plan name the plan file */
@@ -694,7 +705,8 @@ fail:
     return NULL;
 }
 
-static PsimPlan *plan_from_root(const char *path, const PsimJ *root, GError **error)
+static PsimPlan *plan_from_root(const char *path, const PsimJ *root, const char *graph_path,
+                                GError **error)
 {
     if (root->type != PSIM_J_OBJECT) {
         psim__error_file(error, path, "the top level must be a JSON object");
@@ -705,7 +717,7 @@ static PsimPlan *plan_from_root(const char *path, const PsimJ *root, GError **er
     if (!psim_j_get_string(&at, root, "format", &fmt, error))
         return NULL;
     if (fmt && !strcmp(fmt, FORMAT_KEY))
-        return plan2_from_root(path, root, error);
+        return plan2_from_root(path, root, graph_path, error);
     if (fmt && !strcmp(fmt, FORMAT_KEY_1))
         return plan1_from_root(path, root, error);
     psim__error_file(error, path, "field 'format': expected \"" FORMAT_KEY "\" (or \"" FORMAT_KEY_1 "\")");
@@ -715,11 +727,16 @@ static PsimPlan *plan_from_root(const char *path, const PsimJ *root, GError **er
 PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GError **error)
 {
     g_autoptr(PsimJDoc) d = psim_jdoc_parse(path, data, len, error);
-    return d ? plan_from_root(path, psim_jdoc_root(d), error) : NULL;
+    return d ? plan_from_root(path, psim_jdoc_root(d), NULL, error) : NULL;
+}
+
+PsimPlan *psim_plan_load_with(const char *path, const char *graph_path, GError **error)
+{
+    g_autoptr(PsimJDoc) d = psim_jdoc_load(path, error);
+    return d ? plan_from_root(path, psim_jdoc_root(d), graph_path, error) : NULL;
 }
 
 PsimPlan *psim_plan_load(const char *path, GError **error)
 {
-    g_autoptr(PsimJDoc) d = psim_jdoc_load(path, error);
-    return d ? plan_from_root(path, psim_jdoc_root(d), error) : NULL;
+    return psim_plan_load_with(path, NULL, error);
 }

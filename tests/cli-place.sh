@@ -33,6 +33,10 @@ echo " " >> "$tmp/g.json"
 rm "$tmp/g.json"
 "$PSIM" sim --plan "$tmp/gplan.json" >/dev/null 2>"$tmp/e" && fail "sim of a plan whose graph is gone"
 [ "$?" = 2 ] && grep -q "gplan.json: its graph '.*g.json' cannot be read" "$tmp/e" || fail "missing graph: $(cat "$tmp/e")"
+# The graph given beside the plan stands for a source that moved, when its bytes are the same.
+"$PSIM" sim "$ex" --plan "$tmp/gplan.json" --json | grep -q '"step_time_us":80.0' || fail "sim of a plan with its moved graph"
+"$PSIM" sim zoo:mlp --plan "$tmp/gplan.json" >/dev/null 2>"$tmp/e" && fail "sim of a plan with another graph"
+[ "$?" = 2 ] && grep -q "gplan.json: graph 'zoo:mlp' is not the plan's graph" "$tmp/e" || fail "other graph: $(cat "$tmp/e")"
 "$PSIM" place "$ex" --cse --cluster uniform:3:0.001 --algo heft --plan "$tmp/cplan.json" >/dev/null || fail "place --cse"
 python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["graph"]; sys.exit(g.get("format") != "placesim.graph/1")' "$tmp/cplan.json" \
     || fail "a plan of a changed graph holds it"

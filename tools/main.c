@@ -183,8 +183,14 @@ PsimGraph *psim_cli_load_graph(const char *spec, gboolean training, GError **err
 PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboolean training,
                              GError **error)
 {
-    g_autoptr(PsimPlan) plan = psim_plan_load(plan_path, error);
-    if (!plan || !graph_spec)
+    /* A plan that refers to its graph reads GRAPH instead (a moved file): checked by SHA-256. */
+    g_autofree char *source = NULL;
+    if (graph_spec && !training && strcmp(graph_spec, "-"))
+        source = g_str_has_prefix(graph_spec, "zoo:") || g_file_test(graph_spec, G_FILE_TEST_EXISTS)
+                     ? g_strdup(graph_spec)
+                     : g_strconcat("zoo:", graph_spec, NULL);
+    g_autoptr(PsimPlan) plan = psim_plan_load_with(plan_path, source, error);
+    if (!plan || !graph_spec || (source && plan->graph_source))
         return g_steal_pointer(&plan);
     g_autoptr(PsimGraph) g = psim_cli_load_graph(graph_spec, training, error);
     if (!g || !psim_plan_check_graph(plan, plan_path, g, graph_spec, error))

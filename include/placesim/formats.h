@@ -106,6 +106,9 @@ gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
 /* psim_plan_save with PSIM_PLAN_JSON_* flags. */
 gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags, GError **error);
 PsimPlan *psim_plan_load(const char *path, GError **error);
+/* psim_plan_load, a plan that refers to its graph reading it from graph_path (a file or
+ * "zoo:NAME"; NULL: the plan's source) instead: the same bytes, checked by SHA-256. */
+PsimPlan *psim_plan_load_with(const char *path, const char *graph_path, GError **error);
 
 G_END_DECLS
 

@@ -402,6 +402,14 @@ void psim_graph_node_count(const PsimGraph *g, const PsimNode *n, PsimOpCount *o
 /* ---------------------------------------------------------------------------------------- */
 /* Passes. Each returns a new graph (the input is unchanged); constants are shared. */
 
+/* Reverse-mode gradients (graph/grad.c; the TF whitepaper, section 4.1): g copied (node ids
+ * kept) with the gradient subgraph of the scalar tensor `loss` with respect to each of the n_wrt
+ * tensors wrt added, built of ordinary ONNX ops; grads[i] gets the port of d loss / d wrt[i] in
+ * the copy (zeros when the loss does not depend on it), each also added as a graph output.
+ * Shapes must be known. An op whose gradient is not covered is an error naming the node. */
+PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt,
+                                const PsimPort *wrt, PsimPort *grads, GError **error);
+
 /* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds are data refs
  * ("node:k"); fetches are data refs, targets ("^node"), or a bare "node" (meaning "node:0" if
  * it has outputs, else the target); no fetches means the graph's outputs. The rule: keep every

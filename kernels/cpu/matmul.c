@@ -120,23 +120,32 @@ static gboolean run_matmul(PsimKernelCtx *ctx, GError **error)
 }
 
 typedef struct {
-    const float *c;
-    float *y;
-    float beta;
+    const void *c;
+    void *y;
+    double beta;
+    gboolean f64;
 } FillRun;
 
 static void fill_row(void *user, const int64_t *off, int64_t out_off, int64_t n,
                      const int64_t *stride)
 {
     FillRun *r = user;
-    const float *c = r->c + off[0];
-    float *y = r->y + out_off;
+    if (r->f64) {
+        const double *c = (const double *)r->c + off[0];
+        double *y = (double *)r->y + out_off;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = r->beta * c[stride[0] ? i : 0];
+        return;
+    }
+    const float *c = (const float *)r->c + off[0];
+    float *y = (float *)r->y + out_off;
+    float beta = (float)r->beta;
     if (stride[0])
         for (int64_t i = 0; i < n; i++)
-            y[i] = r->beta * c[i];
+            y[i] = beta * c[i];
     else
         for (int64_t i = 0; i < n; i++)
-            y[i] = r->beta * c[0];
+            y[i] = beta * c[0];
 }
 
 /* Y = alpha * A' B' + beta * C, C broadcast to (M, N). */
@@ -149,11 +158,13 @@ static gboolean run_gemm(PsimKernelCtx *ctx, GError **error)
     gboolean ta = psim_node_attr_int(n, "transA", 0) != 0, tb = psim_node_attr_int(n, "transB", 0) != 0;
     float alpha = (float)psim_node_attr_float(n, "alpha", 1.0);
     float beta = (float)psim_node_attr_float(n, "beta", 1.0);
-    if (a->rank != 2 || b->rank != 2 || a->dtype != PSIM_DTYPE_FLOAT32 ||
-        b->dtype != PSIM_DTYPE_FLOAT32 || (c && c->dtype != PSIM_DTYPE_FLOAT32)) {
-        KERR(ctx, error, "Gemm needs 2-D float32 A and B");
+    PsimDType dt = a->dtype;
+    if (a->rank != 2 || b->rank != 2 || (dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64) ||
+        b->dtype != dt || (c && c->dtype != dt)) {
+        KERR(ctx, error, "Gemm needs 2-D float32 or float64 A and B (and C) of one type");
         return FALSE;
     }
+    gboolean f64 = dt == PSIM_DTYPE_FLOAT64;
     int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
     int64_t N = tb ? b->dims[0] : b->dims[1], Kb = tb ? b->dims[1] : b->dims[0];
     if (K != Kb) {
@@ -174,7 +185,7 @@ static gboolean run_gemm(PsimKernelCtx *ctx, GError **error)
             return FALSE;
         }
     }
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, 2, od, error);
+    PsimTensor *y = psim__cpu_out(ctx, 0, dt, 2, od, error);
     if (!y)
         return FALSE;
     float bb = 0.0f;
@@ -182,9 +193,22 @@ static gboolean run_gemm(PsimKernelCtx *ctx, GError **error)
         PsimBcast bc;
         const PsimTensor *ins[1] = {c};
         psim__cpu_bcast_init(&bc, 1, ins, 2, od);
-        FillRun fr = {c->data, y->data, beta};
+        FillRun fr = {c->data, y->data, f64 ? psim_node_attr_float(n, "beta", 1.0) : beta, f64};
         psim__cpu_bcast_run(&bc, fill_row, &fr);
         bb = 1.0f;
+    }
+    if (f64 && M && N) {
+        /* float64 (gradient checks): one dgemm, alpha and beta in double. */
+        if (!K) {
+            if (bb == 0.0f)
+                memset(y->data, 0, y->nbytes);
+            return TRUE;
+        }
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (blasint)M, (blasint)N, (blasint)K, psim_node_attr_float(n, "alpha", 1.0),
+                    a->data, (blasint)a->dims[1], b->data, (blasint)b->dims[1], bb, y->data,
+                    (blasint)N);
+        return TRUE;
     }
     if (M == 0 || N == 0)
         return TRUE;
@@ -214,9 +238,9 @@ void psim__cpu_register_matmul(void)
 {
     static const PsimDType mm[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, PSIM_DTYPE_INT32,
                                    PSIM_DTYPE_INT64, -1};
-    static const PsimDType f32[] = {PSIM_DTYPE_FLOAT32, -1};
+    static const PsimDType gemm[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
     psim__cpu_add("MatMul", "cpu-matmul-blas", "batched matrix product (OpenBLAS gemm)",
                   run_matmul, mm, NULL);
-    psim__cpu_add("Gemm", "cpu-gemm-blas", "alpha*A'B' + beta*C (OpenBLAS sgemm)", run_gemm, f32,
-                  NULL);
+    psim__cpu_add("Gemm", "cpu-gemm-blas", "alpha*A'B' + beta*C (OpenBLAS sgemm, dgemm)", run_gemm,
+                  gemm, NULL);
 }

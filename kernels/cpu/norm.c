@@ -231,11 +231,29 @@ static gboolean run_lrn(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* (Log)Softmax in float64 (gradient checks): plain loops over [outer, A, inner]. */
+static void softmax_f64(const double *src, double *dst, int64_t outer, int64_t A, int64_t inner,
+                        gboolean logsm)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const double *s = src + o * A * inner + i;
+            double *t = dst + o * A * inner + i, mx = s[0], sum = 0;
+            for (int64_t a = 1; a < A; a++)
+                mx = s[a * inner] > mx ? s[a * inner] : mx;
+            for (int64_t a = 0; a < A; a++)
+                sum += t[a * inner] = exp(s[a * inner] - mx);
+            for (int64_t a = 0; a < A; a++)
+                t[a * inner] = logsm ? s[a * inner] - mx - log(sum) : t[a * inner] / sum;
+        }
+}
+
 static gboolean run_softmax(PsimKernelCtx *ctx, GError **error)
 {
-    if (!need_f32(ctx, 1, error))
-        return FALSE;
     PsimTensor *x = ctx->inputs[0];
+    gboolean f64 = ctx->n_inputs >= 1 && x && x->dtype == PSIM_DTYPE_FLOAT64;
+    if (!f64 && !need_f32(ctx, 1, error))
+        return FALSE;
     gboolean logsm = !strcmp(ctx->node->op, "LogSoftmax");
     int32_t axis;
     if (x->rank == 0) {
@@ -250,7 +268,7 @@ static gboolean run_softmax(PsimKernelCtx *ctx, GError **error)
     if (!psim__cpu_axis(ctx, psim_node_attr_int(ctx->node, "axis", coerce ? 1 : -1), x->rank,
                         &axis, error))
         return FALSE;
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, x->dims, error);
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     int64_t outer = psim_shape_elems(axis, x->dims), A = x->dims[axis];
@@ -261,6 +279,10 @@ static gboolean run_softmax(PsimKernelCtx *ctx, GError **error)
     }
     if (!outer || !A || !inner)
         return TRUE;
+    if (f64) {
+        softmax_f64(x->data, y->data, outer, A, inner, logsm);
+        return TRUE;
+    }
     float *acc = psim__cpu_scratch(sizeof(float) * (size_t)inner * 2, error);
     if (!acc)
         return FALSE;
@@ -313,7 +335,8 @@ void psim__cpu_register_norm(void)
                   run_layernorm, f32, NULL);
     psim__cpu_add("LRN", "cpu-lrn", "local response normalization across channels", run_lrn, f32,
                   NULL);
-    psim__cpu_add("Softmax", "cpu-softmax", "softmax along one axis", run_softmax, f32, NULL);
-    psim__cpu_add("LogSoftmax", "cpu-softmax", "log-softmax along one axis", run_softmax, f32,
+    static const PsimDType f32_f64[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
+    psim__cpu_add("Softmax", "cpu-softmax", "softmax along one axis", run_softmax, f32_f64, NULL);
+    psim__cpu_add("LogSoftmax", "cpu-softmax", "log-softmax along one axis", run_softmax, f32_f64,
                   NULL);
 }

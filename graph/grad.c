@@ -1,0 +1,457 @@
+/* Reverse-mode gradients (the TF whitepaper, section 4.1): the gradient subgraph of a scalar loss
+ * with respect to chosen tensors, added to a copy of the graph. Walking the nodes between those
+ * tensors and the loss backwards, each node's gradient function adds the nodes that turn the
+ * gradients of its outputs into gradients of its inputs; gradients reaching one tensor along
+ * several paths are summed. Every gradient is built of ordinary ONNX ops, so the placer, the
+ * simulator and the executor run a training graph as they run any other.
+ *
+ * Covered (the ops of an MLP): MatMul (2-D), Gemm, Add, Sub, Mul, Div (broadcasting), Neg, Relu,
+ * Sigmoid, Tanh, Exp, Log, Sqrt, Identity, Reshape, Flatten, Transpose, Softmax (last axis),
+ * ReduceSum, ReduceMean, SoftmaxCrossEntropyLoss (mean or sum, no weights). Shapes must be
+ * known. */
+#include "graph-private.h"
+
+#include <string.h>
+
+/* Ranks handled by the gradient functions (as the CPU kernels). */
+enum { GRAD_MAX_RANK = 64 };
+
+typedef struct {
+    PsimGraph *g;
+    int32_t n_fwd;    /* nodes of the graph differentiated (ids kept in the copy) */
+    int32_t *out_off; /* per forward node: its first output slot */
+    PsimPort *grad;   /* per output slot: the gradient so far ({-1, 0}: none) */
+    GError **error;
+    gboolean ok;
+    const char *at;   /* the node whose gradient is being built, for names */
+    int n_made;
+} Grad;
+
+static PsimPort none(void) { return (PsimPort){-1, 0}; }
+
+static const PsimOutput *out_of(const Grad *d, PsimPort p)
+{
+    return &psim_graph_node(d->g, p.node)->outputs[p.index];
+}
+
+/* A new one-output node "grad/AT/OP_K" of op with the given inputs. */
+static PsimNode *mk(Grad *d, const char *op, int n_in, const PsimPort *in)
+{
+    if (!d->ok)
+        return NULL;
+    g_autofree char *base = g_strdup_printf("grad/%s/%s_%d", d->at, op, d->n_made++);
+    PsimNode *v = psim_graph_node_add_unique(d->g, base, op, d->error);
+    if (!v) {
+        d->ok = FALSE;
+        return NULL;
+    }
+    for (int i = 0; i < n_in; i++)
+        psim_graph_node_input_add(d->g, v, in[i]);
+    psim_graph_node_outputs_set(d->g, v, 1);
+    return v;
+}
+
+static PsimPort port(PsimNode *v) { return v ? (PsimPort){v->id, 0} : none(); }
+
+static PsimPort op1(Grad *d, const char *op, PsimPort a)
+{
+    return port(mk(d, op, 1, &a));
+}
+
+static PsimPort op2(Grad *d, const char *op, PsimPort a, PsimPort b)
+{
+    PsimPort in[2] = {a, b};
+    return port(mk(d, op, 2, in));
+}
+
+/* A constant node holding t (taken). */
+static PsimPort constant(Grad *d, PsimTensor *t)
+{
+    PsimNode *v = t ? mk(d, "Const", 0, NULL) : NULL;
+    if (v) {
+        psim_graph_node_attr_set_tensor(d->g, v, "value", t);
+        psim_graph_output_value_set(d->g, v, 0, t);
+        v->flags |= PSIM_NODE_CONSTANT;
+    } else if (!t) {
+        d->ok = FALSE;
+    }
+    if (t)
+        psim_tensor_unref(t);
+    return port(v);
+}
+
+/* A scalar of dtype dt. */
+static PsimPort scalar(Grad *d, PsimDType dt, double x)
+{
+    PsimTensor *t = psim_tensor_new(dt, 0, NULL, d->error);
+    if (t)
+        psim_tensor_set_f64(t, 0, x);
+    return constant(d, t);
+}
+
+/* A 1-D int64 constant (shapes for Reshape). */
+static PsimPort ints(Grad *d, int32_t n, const int64_t *v)
+{
+    int64_t dim = n;
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, 1, &dim, d->error);
+    if (t && n)
+        memcpy(t->data, v, sizeof(int64_t) * (size_t)n);
+    return constant(d, t);
+}
+
+/* p reshaped to the shape of o. */
+static PsimPort reshape_as(Grad *d, PsimPort p, const PsimOutput *o)
+{
+    return op2(d, "Reshape", p, ints(d, o->rank, o->dims));
+}
+
+/* The gradient dy of a tensor of shape `from`, summed over the axes along which a tensor of
+ * shape `to` was broadcast to it (NumPy rules), and shaped as `to`. */
+static PsimPort unbroadcast(Grad *d, PsimPort dy, const PsimOutput *from, const PsimOutput *to)
+{
+    if (from->rank == to->rank &&
+        (!from->rank || !memcmp(from->dims, to->dims, sizeof(int64_t) * (size_t)to->rank)))
+        return dy;
+    int64_t axes[GRAD_MAX_RANK];
+    int32_t na = 0;
+    for (int32_t i = 0; i < from->rank; i++) {
+        int32_t j = i - (from->rank - to->rank);
+        if (j < 0 || (to->dims[j] == 1 && from->dims[i] != 1))
+            axes[na++] = i;
+    }
+    PsimPort s = dy;
+    if (na) {
+        PsimNode *r = mk(d, "ReduceSum", 1, &dy);
+        if (r) {
+            psim_graph_node_attr_set_ints(d->g, r, "axes", na, axes);
+            psim_graph_node_attr_set_int(d->g, r, "keepdims", 1);
+        }
+        s = port(r);
+    }
+    return reshape_as(d, s, to);
+}
+
+static void accumulate(Grad *d, PsimPort y, PsimPort dy)
+{
+    if (!d->ok || dy.node < 0)
+        return;
+    PsimPort *g = &d->grad[d->out_off[y.node] + y.index];
+    *g = g->node < 0 ? dy : op2(d, "Add", *g, dy);
+}
+
+static gboolean fail(Grad *d, const PsimNode *n, const char *why)
+{
+    if (d->ok)
+        psim__error_node(d->error, d->g, n, "no gradient: %s", why);
+    d->ok = FALSE;
+    return FALSE;
+}
+
+static gboolean known_shape(const PsimOutput *o)
+{
+    if (o->rank < 0)
+        return FALSE;
+    for (int32_t i = 0; i < o->rank; i++)
+        if (o->dims[i] < 0)
+            return FALSE;
+    return TRUE;
+}
+
+/* Gemm: Y = alpha op(A) op(B) + beta C, op transposing when transA / transB. */
+static void grad_gemm(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
+{
+    gboolean ta = psim_node_attr_int(n, "transA", 0) != 0, tb = psim_node_attr_int(n, "transB", 0) != 0;
+    double alpha = psim_node_attr_float(n, "alpha", 1.0), beta = psim_node_attr_float(n, "beta", 1.0);
+    PsimPort a = n->inputs[0], b = n->inputs[1];
+    if (need[0]) {
+        /* d op(A) = alpha dY op(B)^T; dA is that, or its transpose when transA. */
+        PsimNode *v = ta ? mk(d, "Gemm", 2, (PsimPort[]){b, dy}) : mk(d, "Gemm", 2, (PsimPort[]){dy, b});
+        if (v) {
+            psim_graph_node_attr_set_float(d->g, v, "alpha", alpha);
+            psim_graph_node_attr_set_int(d->g, v, "transA", ta ? tb : 0);
+            psim_graph_node_attr_set_int(d->g, v, "transB", ta ? 1 : !tb);
+        }
+        accumulate(d, a, port(v));
+    }
+    if (need[1]) {
+        /* d op(B) = alpha op(A)^T dY; dB is that, or its transpose when transB. */
+        PsimNode *v = tb ? mk(d, "Gemm", 2, (PsimPort[]){dy, a}) : mk(d, "Gemm", 2, (PsimPort[]){a, dy});
+        if (v) {
+            psim_graph_node_attr_set_float(d->g, v, "alpha", alpha);
+            psim_graph_node_attr_set_int(d->g, v, "transA", tb ? 1 : !ta);
+            psim_graph_node_attr_set_int(d->g, v, "transB", tb ? ta : 0);
+        }
+        accumulate(d, b, port(v));
+    }
+    if (n->n_inputs > 2 && need[2] && n->inputs[2].node >= 0) {
+        PsimPort dc = beta == 1.0 ? dy : op2(d, "Mul", dy, scalar(d, n->outputs[0].dtype, beta));
+        accumulate(d, n->inputs[2], unbroadcast(d, dc, &psim_graph_node(d->g, n->id)->outputs[0],
+                                                out_of(d, n->inputs[2])));
+    }
+}
+
+/* Node n's gradient: from dy (the gradient of its output 0) to its inputs that need one. */
+static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
+{
+    const char *op = n->op;
+    const PsimOutput *yo = &n->outputs[0];
+    PsimPort y = {n->id, 0};
+    PsimDType dt = yo->dtype;
+    PsimPort x = n->n_inputs ? n->inputs[0] : none();
+    if (!strcmp(op, "Identity")) {
+        accumulate(d, x, dy);
+    } else if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") ||
+               !strcmp(op, "Unsqueeze")) {
+        if (need[0])
+            accumulate(d, x, reshape_as(d, dy, out_of(d, x)));
+    } else if (!strcmp(op, "Neg")) {
+        accumulate(d, x, op1(d, "Neg", dy));
+    } else if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div")) {
+        PsimPort a = n->inputs[0], b = n->inputs[1];
+        PsimPort da = none(), db = none();
+        if (!strcmp(op, "Add") || !strcmp(op, "Sub")) {
+            da = dy;
+            db = op[0] == 'A' ? dy : (need[1] ? op1(d, "Neg", dy) : none());
+        } else if (!strcmp(op, "Mul")) {
+            da = need[0] ? op2(d, "Mul", dy, b) : none();
+            db = need[1] ? op2(d, "Mul", dy, a) : none();
+        } else { /* y = a / b: da = dy / b, db = -dy y / b */
+            da = need[0] ? op2(d, "Div", dy, b) : none();
+            db = need[1] ? op1(d, "Neg", op2(d, "Div", op2(d, "Mul", dy, y), b)) : none();
+        }
+        if (need[0])
+            accumulate(d, a, unbroadcast(d, da, yo, out_of(d, a)));
+        if (need[1])
+            accumulate(d, b, unbroadcast(d, db, yo, out_of(d, b)));
+    } else if (!strcmp(op, "Relu")) {
+        PsimPort pos = op2(d, "Greater", x, scalar(d, dt, 0));
+        PsimPort in[3] = {pos, dy, scalar(d, dt, 0)};
+        accumulate(d, x, port(mk(d, "Where", 3, in)));
+    } else if (!strcmp(op, "Sigmoid")) { /* dy y (1 - y) */
+        PsimPort s = op2(d, "Sub", scalar(d, dt, 1), y);
+        accumulate(d, x, op2(d, "Mul", op2(d, "Mul", dy, y), s));
+    } else if (!strcmp(op, "Tanh")) { /* dy (1 - y^2) */
+        PsimPort s = op2(d, "Sub", scalar(d, dt, 1), op2(d, "Mul", y, y));
+        accumulate(d, x, op2(d, "Mul", dy, s));
+    } else if (!strcmp(op, "Exp")) {
+        accumulate(d, x, op2(d, "Mul", dy, y));
+    } else if (!strcmp(op, "Log")) {
+        accumulate(d, x, op2(d, "Div", dy, x));
+    } else if (!strcmp(op, "Sqrt")) { /* dy / (2 y) */
+        accumulate(d, x, op2(d, "Div", dy, op2(d, "Mul", y, scalar(d, dt, 2))));
+    } else if (!strcmp(op, "MatMul")) {
+        PsimPort a = n->inputs[0], b = n->inputs[1];
+        if (out_of(d, a)->rank != 2 || out_of(d, b)->rank != 2)
+            return fail(d, n, "MatMul of other than 2-D operands is not covered yet");
+        if (need[0])
+            accumulate(d, a, op2(d, "MatMul", dy, op1(d, "Transpose", b)));
+        if (need[1])
+            accumulate(d, b, op2(d, "MatMul", op1(d, "Transpose", a), dy));
+    } else if (!strcmp(op, "Gemm")) {
+        grad_gemm(d, n, dy, need);
+    } else if (!strcmp(op, "Transpose")) {
+        const int64_t *perm = NULL;
+        int32_t np = psim_node_attr_ints(n, "perm", &perm);
+        PsimNode *v = mk(d, "Transpose", 1, &dy);
+        if (v && np > 0) {
+            int64_t inv[GRAD_MAX_RANK];
+            for (int32_t i = 0; i < np && i < GRAD_MAX_RANK; i++)
+                if (perm[i] >= 0 && perm[i] < np)
+                    inv[perm[i]] = i;
+            psim_graph_node_attr_set_ints(d->g, v, "perm", np, inv);
+        }
+        accumulate(d, x, port(v)); /* no perm: reversed, its own inverse */
+    } else if (!strcmp(op, "Softmax")) { /* y (dy - sum(dy y, axis)) */
+        int64_t axis = psim_node_attr_int(n, "axis", -1);
+        if (axis < 0)
+            axis += yo->rank;
+        if (axis != yo->rank - 1)
+            return fail(d, n, "Softmax along other than the last axis is not covered yet");
+        PsimNode *s = mk(d, "ReduceSum", 1, (PsimPort[]){op2(d, "Mul", dy, y)});
+        if (s) {
+            psim_graph_node_attr_set_ints(d->g, s, "axes", 1, &axis);
+            psim_graph_node_attr_set_int(d->g, s, "keepdims", 1);
+        }
+        accumulate(d, x, op2(d, "Mul", y, op2(d, "Sub", dy, port(s))));
+    } else if (!strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMean")) {
+        /* dy broadcast back over the reduced axes (kept as ones), over the count for a mean. */
+        const PsimOutput *xo = out_of(d, x);
+        const int64_t *ax = NULL;
+        int32_t na = psim_node_attr_ints(n, "axes", &ax);
+        if (n->n_inputs > 1)
+            return fail(d, n, "axes given as an input are not covered yet");
+        int64_t kd[GRAD_MAX_RANK], count = 1;
+        for (int32_t i = 0; i < xo->rank; i++)
+            kd[i] = na > 0 ? xo->dims[i] : 1;
+        for (int32_t i = 0; i < na; i++) {
+            int64_t a = ax[i] < 0 ? ax[i] + xo->rank : ax[i];
+            if (a >= 0 && a < xo->rank)
+                kd[a] = 1;
+        }
+        for (int32_t i = 0; i < xo->rank; i++)
+            count *= kd[i] == 1 ? xo->dims[i] : 1;
+        PsimPort r = op2(d, "Reshape", dy, ints(d, xo->rank, kd));
+        PsimPort e = op2(d, "Expand", r, ints(d, xo->rank, xo->dims));
+        if (op[6] == 'M')
+            e = op2(d, "Div", e, scalar(d, dt, (double)count));
+        accumulate(d, x, e);
+    } else if (!strcmp(op, "SoftmaxCrossEntropyLoss")) {
+        /* mean over N: (softmax(scores) - onehot(labels)) dy / N; sum: without the division. */
+        const PsimOutput *so = out_of(d, x);
+        const char *red = psim_node_attr_string(n, "reduction", "mean");
+        if (so->rank != 2 || n->n_inputs > 2 || psim_node_attr_int(n, "ignore_index", G_MININT64) != G_MININT64 ||
+            (strcmp(red, "mean") && strcmp(red, "sum")))
+            return fail(d, n, "SoftmaxCrossEntropyLoss is covered for [N, C] scores, no weights, no ignore_index, mean or sum");
+        if (!need[0])
+            return TRUE;
+        PsimNode *sm = mk(d, "Softmax", 1, &x);
+        if (sm)
+            psim_graph_node_attr_set_int(d->g, sm, "axis", 1);
+        int64_t depth = so->dims[1];
+        PsimTensor *vals = psim_tensor_new(so->dtype, 1, (int64_t[]){2}, d->error);
+        if (vals) {
+            psim_tensor_set_f64(vals, 0, 0);
+            psim_tensor_set_f64(vals, 1, 1);
+        }
+        PsimPort oh_in[3] = {n->inputs[1], ints(d, 1, &depth), constant(d, vals)};
+        PsimNode *oh = mk(d, "OneHot", 3, oh_in);
+        if (oh)
+            psim_graph_node_attr_set_int(d->g, oh, "axis", -1);
+        PsimPort diff = op2(d, "Sub", port(sm), port(oh));
+        PsimPort scaled = op2(d, "Mul", diff, dy); /* dy is a scalar */
+        if (!strcmp(red, "mean"))
+            scaled = op2(d, "Div", scaled, scalar(d, so->dtype, (double)so->dims[0]));
+        accumulate(d, x, scaled);
+    } else {
+        g_autofree char *why = g_strdup_printf("op %s is not covered yet", op);
+        return fail(d, n, why);
+    }
+    return d->ok;
+}
+
+PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt,
+                                const PsimPort *wrt, PsimPort *grads, GError **error)
+{
+    int32_t n = psim_graph_n_nodes(g);
+    g_autoptr(PsimGraph) out = psim_graph_new(psim_graph_name(g));
+    psim__graph_copy_meta(out, g);
+    psim_graph_reserve(out, 2 * n + 64);
+    for (int32_t v = 0; v < n; v++)
+        if (!psim__graph_node_copy(out, g, psim_graph_node(g, v), TRUE, error))
+            return NULL;
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++)
+        psim_graph_input_add(out, psim_graph_input(g, i));
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++)
+        psim_graph_output_add(out, psim_graph_output(g, i));
+    if (!psim_graph_finalize(out, error) || !psim_graph_infer_shapes(out, error))
+        return NULL;
+    if (loss.node < 0 || loss.node >= n || loss.index < 0 ||
+        loss.index >= psim_graph_node(out, loss.node)->n_outputs) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "graph '%s': the loss is not a tensor of the graph",
+                    psim_graph_name(g));
+        return NULL;
+    }
+    const PsimNode *ln = psim_graph_node(out, loss.node);
+    const PsimOutput *lo = &ln->outputs[loss.index];
+    if (lo->rank != 0 && !(lo->rank > 0 && psim_shape_elems(lo->rank, lo->dims) == 1)) {
+        psim__error_node(error, out, ln, "the loss must be a scalar (a tensor of one element)");
+        return NULL;
+    }
+    /* The nodes between: reached from a wrt tensor and reaching the loss. */
+    const int32_t *so, *su, *po, *pr;
+    psim_graph_succ(out, &so, &su);
+    psim_graph_pred(out, &po, &pr);
+    g_autofree guint8 *fwd = g_new0(guint8, n + 1), *bwd = g_new0(guint8, n + 1);
+    g_autofree int32_t *stack = g_new(int32_t, n + 1);
+    int32_t top = 0;
+    for (int32_t i = 0; i < n_wrt; i++) {
+        if (wrt[i].node < 0 || wrt[i].node >= n ||
+            wrt[i].index >= psim_graph_node(out, wrt[i].node)->n_outputs) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "graph '%s': tensor %d to differentiate by is not in the graph",
+                        psim_graph_name(g), i);
+            return NULL;
+        }
+        if (!fwd[wrt[i].node]) {
+            fwd[wrt[i].node] = 1;
+            stack[top++] = wrt[i].node;
+        }
+    }
+    while (top > 0)
+        for (int32_t v = stack[--top], j = so[v]; j < so[v + 1]; j++)
+            if (!fwd[su[j]]) {
+                fwd[su[j]] = 1;
+                stack[top++] = su[j];
+            }
+    bwd[loss.node] = 1;
+    stack[top++] = loss.node;
+    while (top > 0)
+        for (int32_t v = stack[--top], j = po[v]; j < po[v + 1]; j++)
+            if (!bwd[pr[j]]) {
+                bwd[pr[j]] = 1;
+                stack[top++] = pr[j];
+            }
+    g_autofree int32_t *order = psim_graph_topo_order(out, error);
+    if (!order)
+        return NULL;
+    g_autofree int32_t *off = g_new(int32_t, n + 1);
+    int32_t slots = 0;
+    for (int32_t v = 0; v < n; v++) {
+        off[v] = slots;
+        slots += psim_graph_node(out, v)->n_outputs;
+    }
+    g_autofree PsimPort *gr = g_new(PsimPort, slots + 1);
+    for (int32_t i = 0; i < slots; i++)
+        gr[i] = none();
+    Grad d = {.g = out, .n_fwd = n, .out_off = off, .grad = gr, .error = error, .ok = TRUE};
+    /* d loss / d loss = 1, of the loss's shape. */
+    d.at = ln->name;
+    {
+        PsimTensor *one = psim_tensor_new(lo->dtype, lo->rank, lo->dims, error);
+        if (one)
+            psim_tensor_set_f64(one, 0, 1.0);
+        gr[off[loss.node] + loss.index] = constant(&d, one);
+    }
+    for (int32_t i = n - 1; i >= 0 && d.ok; i--) {
+        int32_t v = order[i];
+        if (!fwd[v] || !bwd[v])
+            continue;
+        /* Nodes made here are not in order (they are all new): only the forward ones count. */
+        const PsimNode *nv = psim_graph_node(out, v);
+        PsimPort dy = nv->n_outputs ? gr[off[v]] : none();
+        for (int32_t k = 1; k < nv->n_outputs; k++)
+            if (gr[off[v] + k].node >= 0)
+                return fail(&d, nv, "a gradient of an output other than the first is not covered yet"), NULL;
+        if (dy.node < 0)
+            continue;
+        guint8 need[8] = {0};
+        gboolean any = FALSE;
+        for (int32_t k = 0; k < nv->n_inputs && k < 8; k++) {
+            int32_t u = nv->inputs[k].node;
+            need[k] = u >= 0 && fwd[u];
+            any |= need[k];
+        }
+        if (!any)
+            continue;
+        for (int32_t k = 0; k < nv->n_inputs; k++)
+            if (need[k] && !known_shape(out_of(&d, nv->inputs[k])))
+                return fail(&d, nv, "an input's shape is not known"), NULL;
+        d.at = nv->name;
+        if (!grad_node(&d, nv, dy, need))
+            return NULL;
+    }
+    for (int32_t i = 0; i < n_wrt && d.ok; i++) {
+        PsimPort gp = gr[off[wrt[i].node] + wrt[i].index];
+        if (gp.node < 0) { /* the loss does not depend on it: zeros */
+            const PsimOutput *o = out_of(&d, wrt[i]);
+            d.at = psim_graph_node(out, wrt[i].node)->name;
+            PsimTensor *z = psim_tensor_new(o->dtype, o->rank, o->dims, error);
+            gp = constant(&d, z);
+        }
+        grads[i] = gp;
+        if (d.ok)
+            psim_graph_output_add(out, gp);
+    }
+    if (!d.ok || !psim_graph_finalize(out, error) || !psim_graph_infer_shapes(out, error))
+        return NULL;
+    return g_steal_pointer(&out);
+}

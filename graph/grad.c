@@ -5,10 +5,10 @@
  * several paths are summed. Every gradient is built of ordinary ONNX ops, so the placer, the
  * simulator and the executor run a training graph as they run any other.
  *
- * Covered (the ops of an MLP): MatMul (2-D), Gemm, Add, Sub, Mul, Div (broadcasting), Neg, Relu,
- * Sigmoid, Tanh, Exp, Log, Sqrt, Identity, Reshape, Flatten, Transpose, Softmax (last axis),
- * ReduceSum, ReduceMean, SoftmaxCrossEntropyLoss (mean or sum, no weights). Shapes must be
- * known. */
+ * Covered: MatMul (2-D), Gemm, Add, Sub, Mul, Div (broadcasting), Neg, Relu, Sigmoid, Tanh, Exp,
+ * Log, Sqrt, Identity, Reshape, Flatten, Transpose, Softmax (last axis), ReduceSum, ReduceMean,
+ * SoftmaxCrossEntropyLoss (mean or sum, no weights), Conv (2-D, explicit pads; the weight
+ * gradient ungrouped), GlobalAveragePool. Shapes must be known. */
 #include "graph-private.h"
 
 #include <string.h>
@@ -190,6 +190,75 @@ static void grad_gemm(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *nee
     }
 }
 
+/* A node's int list attribute for each of nsp spatial axes (pads: 2 nsp), or dflt. */
+static void spatial(const PsimNode *n, const char *name, int32_t count, int64_t dflt, int64_t *out)
+{
+    const int64_t *v = NULL;
+    int32_t k = psim_node_attr_ints(n, name, &v);
+    for (int32_t i = 0; i < count; i++)
+        out[i] = k == count ? v[i] : dflt;
+}
+
+static PsimNode *with_ints(Grad *d, PsimNode *v, const char *name, int32_t n, const int64_t *x)
+{
+    if (v)
+        psim_graph_node_attr_set_ints(d->g, v, name, n, x);
+    return v;
+}
+
+/* Conv (2-D, explicit pads): dX by ConvTranspose with the same geometry (output_padding making
+ * up what the stride dropped), dW by a convolution of X and dY with batch and channels swapped
+ * (strides and dilations exchanged) cut to the kernel, dB by summing dY. */
+static gboolean grad_conv(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
+{
+    const PsimOutput *xo = out_of(d, n->inputs[0]), *wo = out_of(d, n->inputs[1]);
+    const char *ap = psim_node_attr_string(n, "auto_pad", "NOTSET");
+    if (xo->rank != 4 || (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")))
+        return fail(d, n, "Conv is covered in 2-D with explicit pads");
+    int64_t group = psim_node_attr_int(n, "group", 1), st[2], di[2], pa[4], opad[2];
+    spatial(n, "strides", 2, 1, st);
+    spatial(n, "dilations", 2, 1, di);
+    spatial(n, "pads", 4, 0, pa);
+    const PsimOutput *yo = &n->outputs[0];
+    PsimPort x = n->inputs[0], w = n->inputs[1];
+    if (need[0]) {
+        for (int i = 0; i < 2; i++)
+            opad[i] = xo->dims[2 + i] - (st[i] * (yo->dims[2 + i] - 1) + (wo->dims[2 + i] - 1) * di[i] + 1 -
+                                         pa[i] - pa[2 + i]);
+        PsimNode *v = mk(d, "ConvTranspose", 2, (PsimPort[]){dy, w});
+        with_ints(d, v, "strides", 2, st);
+        with_ints(d, v, "dilations", 2, di);
+        with_ints(d, v, "pads", 4, pa);
+        with_ints(d, v, "output_padding", 2, opad);
+        if (v)
+            psim_graph_node_attr_set_int(d->g, v, "group", group);
+        accumulate(d, x, port(v));
+    }
+    if (need[1]) {
+        if (group != 1)
+            return fail(d, n, "the weight gradient of a grouped Conv is not covered yet");
+        static const int64_t swap[4] = {1, 0, 2, 3};
+        PsimPort xt = port(with_ints(d, mk(d, "Transpose", 1, &x), "perm", 4, swap));
+        PsimPort dyt = port(with_ints(d, mk(d, "Transpose", 1, &dy), "perm", 4, swap));
+        PsimNode *c = mk(d, "Conv", 2, (PsimPort[]){xt, dyt});
+        with_ints(d, c, "strides", 2, di);
+        with_ints(d, c, "dilations", 2, st);
+        with_ints(d, c, "pads", 4, pa);
+        int64_t starts[2] = {0, 0}, axes[2] = {2, 3};
+        PsimPort sl_in[4] = {port(c), ints(d, 2, starts), ints(d, 2, wo->dims + 2), ints(d, 2, axes)};
+        PsimPort cut = port(mk(d, "Slice", 4, sl_in));
+        accumulate(d, w, port(with_ints(d, mk(d, "Transpose", 1, &cut), "perm", 4, swap)));
+    }
+    if (n->n_inputs > 2 && need[2]) {
+        static const int64_t axes[3] = {0, 2, 3};
+        PsimNode *r = with_ints(d, mk(d, "ReduceSum", 1, &dy), "axes", 3, axes);
+        if (r)
+            psim_graph_node_attr_set_int(d->g, r, "keepdims", 0);
+        accumulate(d, n->inputs[2], port(r));
+    }
+    return d->ok;
+}
+
 /* Node n's gradient: from dy (the gradient of its output 0) to its inputs that need one. */
 static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
 {
@@ -249,6 +318,13 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
             accumulate(d, b, op2(d, "MatMul", op1(d, "Transpose", a), dy));
     } else if (!strcmp(op, "Gemm")) {
         grad_gemm(d, n, dy, need);
+    } else if (!strcmp(op, "Conv")) {
+        return grad_conv(d, n, dy, need);
+    } else if (!strcmp(op, "GlobalAveragePool")) { /* dy spread evenly over each channel */
+        const PsimOutput *xo = out_of(d, x);
+        int64_t area = psim_shape_elems(xo->rank - 2, xo->dims + 2);
+        PsimPort e = op2(d, "Expand", dy, ints(d, xo->rank, xo->dims));
+        accumulate(d, x, op2(d, "Div", e, scalar(d, dt, (double)area)));
     } else if (!strcmp(op, "Transpose")) {
         const int64_t *perm = NULL;
         int32_t np = psim_node_attr_ints(n, "perm", &perm);

@@ -71,6 +71,14 @@ def evaluate(graph, feeds):
             y = f(x[0], dim=tuple(axes), keepdim=keep) if axes else f(x[0])
             if axes is None and keep:
                 y = y.reshape([1] * x[0].dim())
+        elif op == "Conv":
+            pads = attr(n, "pads", [0, 0, 0, 0])
+            xin = torch.nn.functional.pad(x[0], (pads[1], pads[3], pads[0], pads[2]))
+            y = torch.nn.functional.conv2d(xin, x[1], x[2] if len(x) > 2 else None,
+                                           stride=attr(n, "strides", [1, 1]),
+                                           dilation=attr(n, "dilations", [1, 1]), groups=attr(n, "group", 1))
+        elif op == "GlobalAveragePool":
+            y = x[0].mean(dim=(2, 3), keepdim=True)
         elif op == "Softmax":
             y = torch.softmax(x[0], dim=attr(n, "axis", -1))
         elif op == "SoftmaxCrossEntropyLoss":

@@ -286,6 +286,58 @@ static void test_mlp_loss(void)
     check(&m, weighted_sum(&m, my->id));
 }
 
+/* Conv in 2-D: strides with a remainder (output_padding), pads, dilations, a bias; a grouped one
+ * (input gradient only); and a small CNN: Conv, Relu, GlobalAveragePool, Flatten, Gemm, loss. */
+static void test_conv(void)
+{
+    static const struct {
+        int64_t h, w, k, s, p, d;
+    } geo[] = {{5, 5, 3, 1, 1, 1}, {6, 7, 3, 2, 1, 1}, {7, 6, 2, 1, 0, 2}, {6, 6, 3, 3, 2, 1}};
+    for (size_t i = 0; i < G_N_ELEMENTS(geo); i++) {
+        Case c = start("Conv");
+        PsimNode *x = input(&c, "x", 4, (int64_t[]){2, 3, geo[i].h, geo[i].w}, 0);
+        PsimNode *w = input(&c, "w", 4, (int64_t[]){4, 3, geo[i].k, geo[i].k}, 0);
+        PsimNode *b = input(&c, "b", 1, (int64_t[]){4}, 0);
+        PsimNode *y = op(&c, "y", "Conv", 3, (int32_t[]){x->id, w->id, b->id});
+        psim_graph_node_attr_set_ints(c.g, y, "strides", 2, (int64_t[]){geo[i].s, geo[i].s});
+        psim_graph_node_attr_set_ints(c.g, y, "dilations", 2, (int64_t[]){geo[i].d, geo[i].d});
+        psim_graph_node_attr_set_ints(c.g, y, "pads", 4, (int64_t[]){geo[i].p, geo[i].p, geo[i].p, 0});
+        check(&c, weighted_sum(&c, y->id));
+    }
+    /* grouped: the input's gradient */
+    Case gc = start("Conv");
+    PsimNode *gx = input(&gc, "x", 4, (int64_t[]){1, 4, 5, 5}, 0);
+    PsimNode *gw = op(&gc, "w", "Const", 0, NULL);
+    g_autoptr(PsimTensor) wt = t64(4, (int64_t[]){6, 2, 3, 3}, 0);
+    psim_graph_node_attr_set_tensor(gc.g, gw, "value", wt);
+    psim_graph_output_value_set(gc.g, gw, 0, wt);
+    PsimNode *gy = op(&gc, "y", "Conv", 2, (int32_t[]){gx->id, gw->id});
+    psim_graph_node_attr_set_int(gc.g, gy, "group", 2);
+    psim_graph_node_attr_set_ints(gc.g, gy, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    check(&gc, weighted_sum(&gc, gy->id));
+    /* a small CNN to a softmax cross-entropy loss */
+    Case n = start("cnn");
+    PsimNode *img = input(&n, "img", 4, (int64_t[]){3, 2, 6, 6}, 0);
+    PsimNode *k = input(&n, "k", 4, (int64_t[]){4, 2, 3, 3}, 0);
+    PsimNode *fw = input(&n, "fw", 2, (int64_t[]){4, 5}, 0);
+    PsimNode *cv = op(&n, "cv", "Conv", 2, (int32_t[]){img->id, k->id});
+    psim_graph_node_attr_set_ints(n.g, cv, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    PsimNode *r = op(&n, "r", "Relu", 1, (int32_t[]){cv->id});
+    PsimNode *gp = op(&n, "gp", "GlobalAveragePool", 1, (int32_t[]){r->id});
+    PsimNode *fl = op(&n, "fl", "Flatten", 1, (int32_t[]){gp->id});
+    PsimNode *z = op(&n, "z", "Gemm", 2, (int32_t[]){fl->id, fw->id});
+    PsimNode *lab = op(&n, "labels", "Const", 0, NULL);
+    g_autoptr(PsimTensor) lt = psim_tensor_new(PSIM_DTYPE_INT64, 1, (int64_t[]){3}, NULL);
+    int64_t lv[3] = {4, 0, 2};
+    memcpy(lt->data, lv, sizeof lv);
+    psim_graph_node_attr_set_tensor(n.g, lab, "value", lt);
+    psim_graph_output_value_set(n.g, lab, 0, lt);
+    PsimNode *loss = op(&n, "loss", "SoftmaxCrossEntropyLoss", 2, (int32_t[]){z->id, lab->id});
+    g_autoptr(GError) err = NULL;
+    g_assert_true(psim_graph_finalize(n.g, &err) && psim_graph_infer_shapes(n.g, &err));
+    check(&n, loss->id);
+}
+
 /* An op without a gradient yet is an error naming the node; a non-scalar loss too. */
 static void test_errors(void)
 {
@@ -331,6 +383,7 @@ static void test_torch(void)
     test_matmul_gemm();
     test_shape_ops();
     test_mlp_loss();
+    test_conv();
     dump_dir = NULL;
     const char *argv[] = {py, script, dir, NULL};
     g_autofree char *out = NULL, *err = NULL;
@@ -354,6 +407,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/grad/matmul-gemm", test_matmul_gemm);
     g_test_add_func("/graph/grad/shape-ops", test_shape_ops);
     g_test_add_func("/graph/grad/mlp-loss", test_mlp_loss);
+    g_test_add_func("/graph/grad/conv", test_conv);
     g_test_add_func("/graph/grad/errors", test_errors);
     g_test_add_func("/graph/grad/torch", test_torch);
     return g_test_run();

@@ -274,15 +274,45 @@ static size_t conv_workspace(const PsimGraph *graph, const PsimNode *n)
     return per_row > BAND_BYTES ? per_row : (BAND_BYTES / per_row) * per_row;
 }
 
+/* float64 (gradient checks): direct loops, bias first. */
+static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const double *x,
+                     const double *w, const double *b, double *y)
+{
+    int64_t Mg = M / group, Cin = g->C * group;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            int64_t gi = m / Mg;
+            for (int64_t oh = 0; oh < g->Ho; oh++)
+                for (int64_t ow = 0; ow < g->Wo; ow++) {
+                    double acc = b ? b[m] : 0;
+                    for (int64_t c = 0; c < g->C; c++)
+                        for (int64_t ki = 0; ki < g->kh; ki++) {
+                            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+                            if (ih < 0 || ih >= g->H)
+                                continue;
+                            for (int64_t kj = 0; kj < g->kw; kj++) {
+                                int64_t iw = ow * g->sw - g->pw + kj * g->dw;
+                                if (iw < 0 || iw >= g->W)
+                                    continue;
+                                acc += x[((n * Cin + gi * g->C + c) * g->H + ih) * g->W + iw] *
+                                       w[((m * g->C + c) * g->kh + ki) * g->kw + kj];
+                            }
+                        }
+                    y[((n * M + m) * g->Ho + oh) * g->Wo + ow] = acc;
+                }
+        }
+}
+
 static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 2, error))
         return FALSE;
     PsimTensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = psim__cpu_in(ctx, 2);
     const PsimNode *node = ctx->node;
-    if (x->dtype != PSIM_DTYPE_FLOAT32 || w->dtype != PSIM_DTYPE_FLOAT32 ||
-        (b && b->dtype != PSIM_DTYPE_FLOAT32)) {
-        KERR(ctx, error, "Conv has a CPU kernel for float32 only");
+    PsimDType dt = x->dtype;
+    if ((dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64) || w->dtype != dt ||
+        (b && b->dtype != dt)) {
+        KERR(ctx, error, "Conv has a CPU kernel for float32 and float64 (X, W and B of one type)");
         return FALSE;
     }
     if ((x->rank != 4 && x->rank != 3) || w->rank != x->rank) {
@@ -323,10 +353,14 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     int64_t od[4] = {N, M, g.Ho, g.Wo};
     if (nsp == 1)
         od[2] = g.Wo;
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    PsimTensor *y = psim__cpu_out(ctx, 0, dt, x->rank, od, error);
     if (!y)
         return FALSE;
     int64_t Mg = M / group, K = g.C * g.kh * g.kw, HWo = g.Ho * g.Wo, HWi = g.H * g.W;
+    if (dt == PSIM_DTYPE_FLOAT64) {
+        conv_f64(&g, N, group, M, x->data, w->data, b ? b->data : NULL, y->data);
+        return TRUE;
+    }
     float *yd = y->data;
     const float *xd = x->data, *wd = w->data;
     if (y->n_elems == 0)
@@ -393,8 +427,8 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
 
 void psim__cpu_register_conv(void)
 {
-    static const PsimDType f32[] = {PSIM_DTYPE_FLOAT32, -1};
+    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
     psim__cpu_add("Conv", "cpu-conv-im2col-sgemm",
-                  "1-D/2-D convolution: direct GEMM for 1x1, direct loops for depthwise, else banded im2col + sgemm", run_conv,
-                  f32, conv_workspace);
+                  "1-D/2-D convolution: direct GEMM for 1x1, direct loops for depthwise, else banded im2col + sgemm (float64: direct loops)", run_conv,
+                  types, conv_workspace);
 }

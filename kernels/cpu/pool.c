@@ -206,18 +206,28 @@ static gboolean run_global(PsimKernelCtx *ctx, GError **error)
     if (!psim__cpu_need(ctx, 1, error))
         return FALSE;
     PsimTensor *x = ctx->inputs[0];
-    if (x->dtype != PSIM_DTYPE_FLOAT32 || x->rank < 2) {
-        KERR(ctx, error, "%s needs a float32 input of rank >= 2", ctx->node->op);
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || x->rank < 2) {
+        KERR(ctx, error, "%s needs a float32 or float64 input of rank >= 2", ctx->node->op);
         return FALSE;
     }
     gboolean is_max = !strcmp(ctx->node->op, "GlobalMaxPool");
     int64_t od[PSIM_CPU_MAX_RANK];
     for (int32_t i = 0; i < x->rank; i++)
         od[i] = i < 2 ? x->dims[i] : 1;
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
     if (!y)
         return FALSE;
     int64_t NC = x->dims[0] * x->dims[1], S = NC ? x->n_elems / NC : 0;
+    if (x->dtype == PSIM_DTYPE_FLOAT64) { /* gradient checks */
+        for (int64_t i = 0; i < NC; i++) {
+            const double *p = (const double *)x->data + i * S;
+            double acc = is_max ? -INFINITY : 0.0;
+            for (int64_t j = 0; j < S; j++)
+                acc = is_max ? (p[j] > acc ? p[j] : acc) : acc + p[j];
+            ((double *)y->data)[i] = is_max || !S ? acc : acc / (double)S;
+        }
+        return TRUE;
+    }
     const float *xd = x->data;
     float *yd = y->data;
     for (int64_t i = 0; i < NC; i++) {
@@ -242,8 +252,9 @@ void psim__cpu_register_pool(void)
     psim__cpu_add("MaxPool", "cpu-maxpool", "max over 1-3-D windows, optional Indices",
                   run_maxpool, f32, NULL);
     psim__cpu_add("AveragePool", "cpu-avgpool", "mean over 1-3-D windows", run_avgpool, f32, NULL);
+    static const PsimDType f32_f64[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
     psim__cpu_add("GlobalAveragePool", "cpu-global-pool", "mean over all spatial dims",
-                  run_global, f32, NULL);
+                  run_global, f32_f64, NULL);
     psim__cpu_add("GlobalMaxPool", "cpu-global-pool", "max over all spatial dims", run_global,
-                  f32, NULL);
+                  f32_f64, NULL);
 }

@@ -83,6 +83,9 @@ void psim_tensor_fill(PsimTensor *t, PsimTensorFill fill, uint64_t seed)
     g_return_if_fail(t != NULL);
     if (t->dtype == PSIM_DTYPE_FLOAT32 || t->dtype == PSIM_DTYPE_FLOAT64)
         fill_values(fill, seed, t->n_elems, t->data, t->dtype == PSIM_DTYPE_FLOAT64);
+    else if (t->dtype != PSIM_DTYPE_STRING && fill == PSIM_TENSOR_FILL_ONES)
+        for (int64_t i = 0; i < t->n_elems; i++)
+            psim_tensor_set_f64(t, i, 1);
     else if (t->dtype != PSIM_DTYPE_STRING)
         memset(t->data, 0, t->nbytes);
 }

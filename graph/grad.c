@@ -531,3 +531,95 @@ PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt
         return NULL;
     return g_steal_pointer(&out);
 }
+
+/* The loss a training graph gets: the tensor named by loss_ref, or for a classifier (the first
+ * graph output [N, C] scores, or the input of a final Softmax) a softmax cross-entropy against a
+ * new int64 "labels" Placeholder [N], mean over the batch. */
+static int32_t training_loss(PsimGraph *g, const char *loss_ref, PsimPort *loss, GError **error)
+{
+    if (loss_ref) {
+        g_autofree char *name = NULL;
+        int32_t k = 0;
+        gboolean control = FALSE;
+        const PsimNode *v = psim_ref_parse(loss_ref, &name, &k, &control) && !control
+                                ? psim_graph_node_find(g, name) : NULL;
+        if (!v || k < 0 || k >= v->n_outputs) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "graph '%s': --loss '%s' names no tensor of the graph",
+                        psim_graph_name(g), loss_ref);
+            return -1;
+        }
+        *loss = (PsimPort){v->id, k};
+        return 0;
+    }
+    if (psim_graph_n_outputs(g) < 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "graph '%s' has no output to train (give --loss)",
+                    psim_graph_name(g));
+        return -1;
+    }
+    PsimPort scores = psim_graph_output(g, 0);
+    const PsimNode *sn = psim_graph_node(g, scores.node);
+    if (!strcmp(sn->op, "Softmax") && sn->n_inputs == 1)
+        scores = sn->inputs[0]; /* probabilities: train on their scores */
+    const PsimOutput *so = &psim_graph_node(g, scores.node)->outputs[scores.index];
+    if (so->rank != 2 || so->dims[0] < 1 || so->dims[1] < 1 ||
+        (so->dtype != PSIM_DTYPE_FLOAT32 && so->dtype != PSIM_DTYPE_FLOAT64)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "graph '%s': its first output is not a batch of class scores [N, C] (give --loss)",
+                    psim_graph_name(g));
+        return -1;
+    }
+    PsimNode *lab = psim_graph_node_add_unique(g, "labels", "Placeholder", error);
+    if (!lab)
+        return -1;
+    psim_graph_node_outputs_set(g, lab, 1);
+    psim_graph_output_set(g, lab, 0, PSIM_DTYPE_INT64, 1, so->dims);
+    psim_graph_input_add(g, lab->id);
+    PsimNode *l = psim_graph_node_add_unique(g, "loss", "SoftmaxCrossEntropyLoss", error);
+    if (!l)
+        return -1;
+    psim_graph_node_input_add(g, l, scores);
+    psim_graph_node_input_add(g, l, (PsimPort){lab->id, 0});
+    psim_graph_node_outputs_set(g, l, 1);
+    psim_graph_output_add(g, (PsimPort){l->id, 0});
+    *loss = (PsimPort){l->id, 0};
+    return psim_graph_finalize(g, error) && psim_graph_infer_shapes(g, error) ? 0 : -1;
+}
+
+PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t *n_params,
+                               GError **error)
+{
+    /* A copy to add the loss to (ids kept), then its gradients by every float parameter. */
+    g_autoptr(PsimGraph) c = psim_graph_new(psim_graph_name(g));
+    psim__graph_copy_meta(c, g);
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
+        if (!psim__graph_node_copy(c, g, psim_graph_node(g, v), TRUE, error))
+            return NULL;
+    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++)
+        psim_graph_input_add(c, psim_graph_input(g, i));
+    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++)
+        psim_graph_output_add(c, psim_graph_output(g, i));
+    if (!psim_graph_finalize(c, error) || !psim_graph_infer_shapes(c, error))
+        return NULL;
+    PsimPort loss;
+    if (training_loss(c, loss_ref, &loss, error) < 0)
+        return NULL;
+    g_autoptr(GArray) wrt = g_array_new(FALSE, FALSE, sizeof(PsimPort));
+    for (int32_t v = 0; v < psim_graph_n_nodes(c); v++) {
+        const PsimNode *n = psim_graph_node(c, v);
+        if ((n->flags & PSIM_NODE_PARAMETER) && n->n_outputs == 1 &&
+            (n->outputs[0].dtype == PSIM_DTYPE_FLOAT32 || n->outputs[0].dtype == PSIM_DTYPE_FLOAT64)) {
+            PsimPort p = {v, 0};
+            g_array_append_val(wrt, p);
+        }
+    }
+    if (!wrt->len) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "graph '%s' has no float parameters to train",
+                    psim_graph_name(g));
+        return NULL;
+    }
+    g_autofree PsimPort *grads = g_new(PsimPort, wrt->len);
+    PsimGraph *t = psim_graph_gradients(c, loss, (int32_t)wrt->len, (const PsimPort *)wrt->data, grads, error);
+    if (t && n_params)
+        *n_params = (int32_t)wrt->len;
+    return t;
+}

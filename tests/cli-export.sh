@@ -56,4 +56,21 @@ echo "$err" | grep -q "short.json: node 'n5': has no device" || fail "missing no
 [ $? = 2 ] || fail "--placement with --plan"
 "$PSIM" export "$ex" --json >/dev/null 2>&1; [ $? = 2 ] || fail "--json without --out"
 "$PSIM" export >/dev/null 2>&1; [ $? = 2 ] || fail "no graph"
+
+# A training graph (issue 17): the classifier's loss against a 'labels' input and the gradients
+# of its parameters as outputs; it places, simulates and runs like any graph.
+"$PSIM" export zoo:mlp --gradients -o "$tmp/train.json" 2>"$tmp/e" || fail "export --gradients: $(cat "$tmp/e")"
+grep -q "gradients of 6 parameters" "$tmp/e" || fail "export --gradients line: $(cat "$tmp/e")"
+"$PSIM" inspect "$tmp/train.json" | grep -q "SoftmaxCrossEntropyLoss" || fail "training graph has no loss"
+"$PSIM" place "$tmp/train.json" --cluster local:2 --algo heft --plan "$tmp/tplan.json" >/dev/null || fail "place the training graph"
+"$PSIM" sim --plan "$tmp/tplan.json" >/dev/null || fail "sim the training graph"
+out=$("$PSIM" run --plan "$tmp/tplan.json" --steps 2 --feed labels=ones --json) || fail "run the training graph"
+echo "$out" | python3 -c 'import json, sys; d = json.load(sys.stdin); sys.exit(len(d["outputs"]) != 8)' \
+    || fail "training graph outputs (the probabilities, the loss and 6 gradients): $out"
+# What it cannot differentiate, and a loss that is not a scalar: one line, exit 2.
+"$PSIM" export zoo:cnn --gradients -o "$tmp/x.json" 2>"$tmp/e"; [ $? = 2 ] || fail "cnn gradients"
+grep -q "node 'block.*BatchNormalization': no gradient: op BatchNormalization is not covered yet" "$tmp/e" || fail "cnn: $(cat "$tmp/e")"
+"$PSIM" export zoo:mlp --gradients --loss fc1/Gemm -o "$tmp/x.json" 2>"$tmp/e"; [ $? = 2 ] || fail "non-scalar loss"
+grep -q "must be a scalar" "$tmp/e" || fail "non-scalar loss: $(cat "$tmp/e")"
+"$PSIM" export zoo:mlp --loss x -o "$tmp/x.json" >/dev/null 2>&1; [ $? = 2 ] || fail "--loss without --gradients"
 echo ok

@@ -112,8 +112,8 @@ static void print_figures(const PsimGraph *g, PsimFormat f, const char *out)
 
 int psim_cmd_export(int argc, char **argv)
 {
-    g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL;
-    gboolean training = FALSE, json = FALSE;
+    g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL, *loss = NULL;
+    gboolean training = FALSE, json = FALSE, gradients = FALSE;
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
@@ -129,6 +129,11 @@ int psim_cmd_export(int argc, char **argv)
          "P.json"},
         {"training", 0, 0, G_OPTION_ARG_NONE, &training, "PipeDream: expand into a training graph",
          NULL},
+        {"gradients", 0, 0, G_OPTION_ARG_NONE, &gradients,
+         "Export a training graph: the loss (--loss, else a softmax cross-entropy of the first output's class scores against a new 'labels' input) and its gradients by every float parameter, as outputs",
+         NULL},
+        {"loss", 0, 0, G_OPTION_ARG_STRING, &loss, "With --gradients: the scalar loss tensor (NODE or NODE:K)",
+         "REF"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print one JSON object with the figures (format, nodes, devices, out); needs --out", NULL},
         {NULL}};
@@ -144,6 +149,8 @@ int psim_cmd_export(int argc, char **argv)
         return psim_cli_usage("export", "expected one GRAPH (it may be left out with --plan: the plan carries its graph)");
     if (placement && plan)
         return psim_cli_usage("export", "give at most one of --placement and --plan");
+    if ((gradients && plan) || (loss && !gradients))
+        return psim_cli_usage("export", "--gradients takes a GRAPH, not --plan; --loss needs --gradients");
     if (json && !out)
         return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
     PsimFormat f = format_of(format, out);
@@ -161,6 +168,16 @@ int psim_cmd_export(int argc, char **argv)
     /* stdout may be the export itself: the CSE count goes to stderr. */
     if (g && go.cse)
         fprintf(stderr, "placesim: cse removed %d node%s\n", go.n_cse_removed, go.n_cse_removed == 1 ? "" : "s");
+    if (gradients) {
+        int32_t n_params = 0;
+        PsimGraph *t = psim_graph_training(g, loss, &n_params, &err);
+        if (!t)
+            return psim_cli_fail(err);
+        fprintf(stderr, "placesim: training graph of %d nodes (%d before), gradients of %d parameters\n",
+                psim_graph_n_nodes(t), psim_graph_n_nodes(g), n_params);
+        psim_graph_free(g);
+        g = t;
+    }
     if (placement && !apply_placement(g, placement, &err))
         return psim_cli_fail(err);
     if (plan) {

@@ -130,9 +130,13 @@ static PsimTensor *generated_feed(const PsimGraph *g, const PsimNode *n, PsimTen
 {
     const char *src = psim_graph_source(g) ? psim_graph_source(g) : psim_graph_name(g);
     const PsimOutput *o = &n->outputs[0];
-    if (!is_float(o->dtype)) {
+    /* Integer inputs (class labels, indices) take zeros or ones: a generated value could fall
+     * outside what the graph accepts. */
+    gboolean int_fill = (o->dtype == PSIM_DTYPE_INT64 || o->dtype == PSIM_DTYPE_INT32) &&
+                        (fill == PSIM_TENSOR_FILL_ZEROS || fill == PSIM_TENSOR_FILL_ONES);
+    if (!is_float(o->dtype) && !int_fill) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
-                    "%s: node '%s': --feed %s=%s: the input is %s; only float inputs are generated (give a FILE.pb)",
+                    "%s: node '%s': --feed %s=%s: the input is %s; only float inputs are generated, integer ones as zeros or ones (give a FILE.pb)",
                     src, n->name, n->name, psim_tensor_fill_name(fill), psim_dtype_name(o->dtype));
         return NULL;
     }

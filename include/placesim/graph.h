@@ -103,9 +103,9 @@ typedef enum {
 /* "random", "zeros", "ones", "ramp", "uniform"; from_name FALSE for anything else. */
 const char *psim_tensor_fill_name(PsimTensorFill fill);
 gboolean psim_tensor_fill_from_name(const char *name, PsimTensorFill *out);
-/* Fills t's float32 and float64 elements (other dtypes are zeroed: valid indices). RANDOM is a
- * stream of `seed` alone: the same seed and size give the same values on any machine with the
- * same libm. */
+/* Fills t's float32 and float64 elements (other dtypes are zeroed, or set to 1 by ONES: valid
+ * indices). RANDOM is a stream of `seed` alone: the same seed and size give the same values on
+ * any machine with the same libm. */
 void psim_tensor_fill(PsimTensor *t, PsimTensorFill fill, uint64_t seed);
 /* The stream of a named tensor (a graph input) under a base seed: inputs fed at once draw
  * different values, whatever order they are named in. */
@@ -409,6 +409,13 @@ void psim_graph_node_count(const PsimGraph *g, const PsimNode *n, PsimOpCount *o
  * Shapes must be known. An op whose gradient is not covered is an error naming the node. */
 PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt,
                                 const PsimPort *wrt, PsimPort *grads, GError **error);
+/* A training graph of g: a loss (loss_ref, "node" or "node:k"; NULL: g's first output taken as
+ * class scores [N, C], or the input of a final Softmax, against a new int64 Placeholder
+ * "labels" [N] by SoftmaxCrossEntropyLoss, mean, added as an output) and its gradients by every
+ * float parameter (PSIM_NODE_PARAMETER), each a graph output. *n_params (optional) gets their
+ * number. Errors as psim_graph_gradients. */
+PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t *n_params,
+                               GError **error);
 
 /* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds are data refs
  * ("node:k"); fetches are data refs, targets ("^node"), or a bare "node" (meaning "node:0" if

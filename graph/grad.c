@@ -7,8 +7,10 @@
  *
  * Covered: MatMul (2-D), Gemm, Add, Sub, Mul, Div (broadcasting), Neg, Relu, Sigmoid, Tanh, Exp,
  * Log, Sqrt, Identity, Reshape, Flatten, Transpose, Softmax (last axis), ReduceSum, ReduceMean,
- * SoftmaxCrossEntropyLoss (mean or sum, no weights), Conv (2-D, explicit pads; the weight
- * gradient ungrouped), GlobalAveragePool. Shapes must be known. */
+ * SoftmaxCrossEntropyLoss (mean or sum, no weights), Conv (2-D, explicit pads, grouped too),
+ * MaxPool, AveragePool (2-D, floor mode), GlobalAveragePool, Concat,
+ * Clip (by its input).
+ * Shapes must be known. */
 #include "graph-private.h"
 
 #include <string.h>
@@ -235,8 +237,6 @@ static gboolean grad_conv(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
         accumulate(d, x, port(v));
     }
     if (need[1]) {
-        if (group != 1)
-            return fail(d, n, "the weight gradient of a grouped Conv is not covered yet");
         static const int64_t swap[4] = {1, 0, 2, 3};
         PsimPort xt = port(with_ints(d, mk(d, "Transpose", 1, &x), "perm", 4, swap));
         PsimPort dyt = port(with_ints(d, mk(d, "Transpose", 1, &dy), "perm", 4, swap));
@@ -246,15 +246,153 @@ static gboolean grad_conv(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
         with_ints(d, c, "pads", 4, pa);
         int64_t starts[2] = {0, 0}, axes[2] = {2, 3};
         PsimPort sl_in[4] = {port(c), ints(d, 2, starts), ints(d, 2, wo->dims + 2), ints(d, 2, axes)};
-        PsimPort cut = port(mk(d, "Slice", 4, sl_in));
+        PsimPort cut = port(mk(d, "Slice", 4, sl_in)); /* [C, M, kh, kw]: every channel pair */
+        if (group > 1 && group == wo->dims[0] && wo->dims[1] == 1) {
+            /* Depthwise: per tap (i, j), the strided view of the padded input it saw times dY,
+             * summed over batch and positions; the taps side by side, shaped [C, 1, kh, kw]. */
+            int64_t kh = wo->dims[2], kw = wo->dims[3], Ho = yo->dims[2], Wo = yo->dims[3];
+            int64_t pads[8] = {0, 0, pa[0], pa[1], 0, 0, pa[2], pa[3]};
+            PsimPort xp = pa[0] || pa[1] || pa[2] || pa[3] ? op2(d, "Pad", x, ints(d, 8, pads)) : x;
+            static const int64_t sum_axes[3] = {0, 2, 3}, one_axis[1] = {1};
+            g_autofree PsimPort *taps = g_new(PsimPort, kh * kw + 1);
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t j = 0; j < kw; j++) {
+                    int64_t b[2] = {i * di[0], j * di[1]};
+                    int64_t e[2] = {b[0] + (Ho - 1) * st[0] + 1, b[1] + (Wo - 1) * st[1] + 1};
+                    int64_t ax[2] = {2, 3};
+                    PsimPort in[5] = {xp, ints(d, 2, b), ints(d, 2, e), ints(d, 2, ax), ints(d, 2, st)};
+                    PsimPort view = port(mk(d, "Slice", 5, in));
+                    PsimNode *r = with_ints(d, mk(d, "ReduceSum", 1, (PsimPort[]){op2(d, "Mul", view, dy)}),
+                                            "axes", 3, sum_axes);
+                    if (r)
+                        psim_graph_node_attr_set_int(d->g, r, "keepdims", 0);
+                    taps[i * kw + j] = port(with_ints(d, mk(d, "Unsqueeze", 1, (PsimPort[]){port(r)}),
+                                                      "axes", 1, one_axis));
+                }
+            PsimNode *cat = mk(d, "Concat", (int)(kh * kw), taps);
+            if (cat)
+                psim_graph_node_attr_set_int(d->g, cat, "axis", 1);
+            accumulate(d, w, reshape_as(d, port(cat), wo));
+            goto bias;
+        }
+        if (group > 1) {
+            /* Grouped: the pairs within a group, gathered along C (channel c' of output channel
+             * m's group is row (m / (M/group)) (C/group) + c'). The swapped convolution computes
+             * all C x M pairs, group times the work the gradient needs (depthwise: C times). */
+            int64_t M = wo->dims[0], cg = wo->dims[1], mg = M / group, kh = wo->dims[2], kw = wo->dims[3];
+            PsimTensor *idx = psim_tensor_new(PSIM_DTYPE_INT64, 4, (int64_t[]){cg, M, kh, kw}, d->error);
+            for (int64_t i = 0; idx && i < idx->n_elems; i++) {
+                int64_t cp = i / (M * kh * kw), m = i / (kh * kw) % M;
+                ((int64_t *)idx->data)[i] = m / mg * cg + cp;
+            }
+            PsimNode *ge = mk(d, "GatherElements", 2, (PsimPort[]){cut, constant(d, idx)});
+            if (ge)
+                psim_graph_node_attr_set_int(d->g, ge, "axis", 0);
+            cut = port(ge); /* [C/group, M, kh, kw] */
+        }
         accumulate(d, w, port(with_ints(d, mk(d, "Transpose", 1, &cut), "perm", 4, swap)));
     }
+bias:
     if (n->n_inputs > 2 && need[2]) {
         static const int64_t axes[3] = {0, 2, 3};
         PsimNode *r = with_ints(d, mk(d, "ReduceSum", 1, &dy), "axes", 3, axes);
         if (r)
             psim_graph_node_attr_set_int(d->g, r, "keepdims", 0);
         accumulate(d, n->inputs[2], port(r));
+    }
+    return d->ok;
+}
+
+/* A copy of every attribute of n on v. */
+static void attrs_like(Grad *d, PsimNode *v, const PsimNode *n)
+{
+    for (int32_t i = 0; v && i < n->n_attrs; i++)
+        psim_graph_node_attr_set(d->g, v, &n->attrs[i]);
+}
+
+/* MaxPool: the pooling again with its Indices (flat positions in X), dY added there into zeros. */
+static gboolean grad_maxpool(Grad *d, const PsimNode *n, PsimPort dy)
+{
+    const PsimOutput *xo = out_of(d, n->inputs[0]);
+    if (psim_node_attr_int(n, "storage_order", 0) != 0)
+        return fail(d, n, "MaxPool with storage_order 1 is not covered");
+    PsimNode *mp = mk(d, "MaxPool", 1, &n->inputs[0]);
+    if (mp) {
+        attrs_like(d, mp, n);
+        psim_graph_node_outputs_set(d->g, mp, 2);
+    }
+    int64_t flat = psim_shape_elems(xo->rank, xo->dims), all = -1;
+    PsimNode *zeros = mk(d, "ConstantOfShape", 1, (PsimPort[]){ints(d, 1, &flat)});
+    PsimTensor *z = psim_tensor_new(xo->dtype, 1, (int64_t[]){1}, d->error);
+    if (zeros && z)
+        psim_graph_node_attr_set_tensor(d->g, zeros, "value", z);
+    if (z)
+        psim_tensor_unref(z);
+    PsimPort idx = op2(d, "Reshape", mp ? (PsimPort){mp->id, 1} : none(), ints(d, 1, &all));
+    PsimPort upd = op2(d, "Reshape", dy, ints(d, 1, &all));
+    PsimNode *sc = mk(d, "ScatterElements", 3, (PsimPort[]){port(zeros), idx, upd});
+    if (sc) {
+        psim_graph_node_attr_set_int(d->g, sc, "axis", 0);
+        psim_graph_node_attr_set_string(d->g, sc, "reduction", "add");
+    }
+    accumulate(d, n->inputs[0], reshape_as(d, port(sc), xo));
+    return d->ok;
+}
+
+/* AveragePool (2-D, floor mode, undilated): dY over each window's divisor, spread back over the
+ * window by a ConvTranspose with a kernel of ones per channel. */
+static gboolean grad_avgpool(Grad *d, const PsimNode *n, PsimPort dy)
+{
+    const PsimOutput *xo = out_of(d, n->inputs[0]), *yo = &n->outputs[0];
+    const char *ap = psim_node_attr_string(n, "auto_pad", "NOTSET");
+    int64_t k[2], st[2], di[2], pa[4], opad[2];
+    spatial(n, "kernel_shape", 2, 1, k);
+    spatial(n, "strides", 2, 1, st);
+    spatial(n, "dilations", 2, 1, di);
+    spatial(n, "pads", 4, 0, pa);
+    if (xo->rank != 4 || psim_node_attr_int(n, "ceil_mode", 0) || di[0] != 1 || di[1] != 1 ||
+        (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")))
+        return fail(d, n, "AveragePool is covered in 2-D, floor mode, undilated, with explicit pads");
+    int64_t C = xo->dims[1], H = xo->dims[2], W = xo->dims[3], Ho = yo->dims[2], Wo = yo->dims[3];
+    gboolean incl = psim_node_attr_int(n, "count_include_pad", 0) != 0;
+    /* Each output position's divisor: the window's size, or its part inside the input. */
+    PsimTensor *div = psim_tensor_new(xo->dtype, 2, (int64_t[]){Ho, Wo}, d->error);
+    for (int64_t a = 0; div && a < Ho; a++)
+        for (int64_t b = 0; b < Wo; b++) {
+            int64_t r0 = a * st[0] - pa[0], c0 = b * st[1] - pa[1];
+            int64_t rows = MIN(r0 + k[0], H) - MAX(r0, 0), cols = MIN(c0 + k[1], W) - MAX(c0, 0);
+            psim_tensor_set_f64(div, a * Wo + b, incl ? (double)(k[0] * k[1]) : (double)(rows * cols));
+        }
+    PsimTensor *ones = psim_tensor_new(xo->dtype, 4, (int64_t[]){C, 1, k[0], k[1]}, d->error);
+    for (int64_t i = 0; ones && i < ones->n_elems; i++)
+        psim_tensor_set_f64(ones, i, 1);
+    PsimPort q = op2(d, "Div", dy, constant(d, div));
+    for (int i = 0; i < 2; i++)
+        opad[i] = xo->dims[2 + i] - (st[i] * (yo->dims[2 + i] - 1) + k[i] - pa[i] - pa[2 + i]);
+    PsimNode *v = mk(d, "ConvTranspose", 2, (PsimPort[]){q, constant(d, ones)});
+    with_ints(d, v, "strides", 2, st);
+    with_ints(d, v, "pads", 4, pa);
+    with_ints(d, v, "output_padding", 2, opad);
+    if (v)
+        psim_graph_node_attr_set_int(d->g, v, "group", C);
+    accumulate(d, n->inputs[0], port(v));
+    return d->ok;
+}
+
+/* Concat: each input's part of dY along the axis. */
+static gboolean grad_concat(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
+{
+    const PsimOutput *yo = &n->outputs[0];
+    int64_t axis = psim_node_attr_int(n, "axis", 0), at = 0;
+    if (axis < 0)
+        axis += yo->rank;
+    for (int32_t i = 0; i < n->n_inputs && d->ok; i++) {
+        int64_t len = out_of(d, n->inputs[i])->dims[axis], end = at + len;
+        if (i < 8 && need[i]) {
+            PsimPort in[4] = {dy, ints(d, 1, &at), ints(d, 1, &end), ints(d, 1, &axis)};
+            accumulate(d, n->inputs[i], port(mk(d, "Slice", 4, in)));
+        }
+        at = end;
     }
     return d->ok;
 }
@@ -296,6 +434,17 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
         PsimPort pos = op2(d, "Greater", x, scalar(d, dt, 0));
         PsimPort in[3] = {pos, dy, scalar(d, dt, 0)};
         accumulate(d, x, port(mk(d, "Where", 3, in)));
+    } else if (!strcmp(op, "Clip")) { /* dy where min < x < max (bounds: inputs 1, 2 or attrs) */
+        PsimPort lo = n->n_inputs > 1 && n->inputs[1].node >= 0 ? n->inputs[1]
+                      : scalar(d, dt, psim_node_attr_float(n, "min", -G_MAXDOUBLE));
+        PsimPort hi = n->n_inputs > 2 && n->inputs[2].node >= 0 ? n->inputs[2]
+                      : scalar(d, dt, psim_node_attr_float(n, "max", G_MAXDOUBLE));
+        if ((n->n_inputs > 1 && n->inputs[1].node >= 0 && need[1]) ||
+            (n->n_inputs > 2 && n->inputs[2].node >= 0 && need[2]))
+            return fail(d, n, "the gradient of Clip's bounds is not covered");
+        PsimPort inside = op2(d, "And", op2(d, "Greater", x, lo), op2(d, "Less", x, hi));
+        PsimPort in[3] = {inside, dy, scalar(d, dt, 0)};
+        accumulate(d, x, port(mk(d, "Where", 3, in)));
     } else if (!strcmp(op, "Sigmoid")) { /* dy y (1 - y) */
         PsimPort s = op2(d, "Sub", scalar(d, dt, 1), y);
         accumulate(d, x, op2(d, "Mul", op2(d, "Mul", dy, y), s));
@@ -320,6 +469,12 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
         grad_gemm(d, n, dy, need);
     } else if (!strcmp(op, "Conv")) {
         return grad_conv(d, n, dy, need);
+    } else if (!strcmp(op, "MaxPool")) {
+        return grad_maxpool(d, n, dy);
+    } else if (!strcmp(op, "AveragePool")) {
+        return grad_avgpool(d, n, dy);
+    } else if (!strcmp(op, "Concat")) {
+        return grad_concat(d, n, dy, need);
     } else if (!strcmp(op, "GlobalAveragePool")) { /* dy spread evenly over each channel */
         const PsimOutput *xo = out_of(d, x);
         int64_t area = psim_shape_elems(xo->rank - 2, xo->dims + 2);

@@ -77,6 +77,19 @@ def evaluate(graph, feeds):
             y = torch.nn.functional.conv2d(xin, x[1], x[2] if len(x) > 2 else None,
                                            stride=attr(n, "strides", [1, 1]),
                                            dilation=attr(n, "dilations", [1, 1]), groups=attr(n, "group", 1))
+        elif op in ("MaxPool", "AveragePool"):
+            k, pads = attr(n, "kernel_shape", None), attr(n, "pads", [0, 0, 0, 0])
+            assert pads[0] == pads[2] and pads[1] == pads[3], "symmetric pads only here"
+            if op == "MaxPool":
+                y = torch.nn.functional.max_pool2d(x[0], k, stride=attr(n, "strides", [1, 1]),
+                                                   padding=pads[:2])
+            else:
+                y = torch.nn.functional.avg_pool2d(x[0], k, stride=attr(n, "strides", [1, 1]), padding=pads[:2],
+                                                   count_include_pad=bool(attr(n, "count_include_pad", 0)))
+        elif op == "Clip":
+            y = torch.clamp(x[0], min=attr(n, "min", None), max=attr(n, "max", None))
+        elif op == "Concat":
+            y = torch.cat(x, dim=attr(n, "axis", 0))
         elif op == "GlobalAveragePool":
             y = x[0].mean(dim=(2, 3), keepdim=True)
         elif op == "Softmax":

@@ -304,17 +304,18 @@ static void test_conv(void)
         psim_graph_node_attr_set_ints(c.g, y, "pads", 4, (int64_t[]){geo[i].p, geo[i].p, geo[i].p, 0});
         check(&c, weighted_sum(&c, y->id));
     }
-    /* grouped: the input's gradient */
-    Case gc = start("Conv");
-    PsimNode *gx = input(&gc, "x", 4, (int64_t[]){1, 4, 5, 5}, 0);
-    PsimNode *gw = op(&gc, "w", "Const", 0, NULL);
-    g_autoptr(PsimTensor) wt = t64(4, (int64_t[]){6, 2, 3, 3}, 0);
-    psim_graph_node_attr_set_tensor(gc.g, gw, "value", wt);
-    psim_graph_output_value_set(gc.g, gw, 0, wt);
-    PsimNode *gy = op(&gc, "y", "Conv", 2, (int32_t[]){gx->id, gw->id});
-    psim_graph_node_attr_set_int(gc.g, gy, "group", 2);
-    psim_graph_node_attr_set_ints(gc.g, gy, "pads", 4, (int64_t[]){1, 1, 1, 1});
-    check(&gc, weighted_sum(&gc, gy->id));
+    /* grouped (2 groups, and depthwise with a stride) */
+    static const int64_t grp[][4] = {{4, 6, 2, 1}, {3, 6, 3, 2}, {4, 4, 4, 2}, {5, 5, 5, 1}}; /* C, M, group, stride */
+    for (size_t i = 0; i < G_N_ELEMENTS(grp); i++) {
+        Case gc = start("Conv");
+        PsimNode *gx = input(&gc, "x", 4, (int64_t[]){2, grp[i][0], 5, 6}, 0);
+        PsimNode *gw = input(&gc, "w", 4, (int64_t[]){grp[i][1], grp[i][0] / grp[i][2], 3, 3}, 0);
+        PsimNode *gy = op(&gc, "y", "Conv", 2, (int32_t[]){gx->id, gw->id});
+        psim_graph_node_attr_set_int(gc.g, gy, "group", grp[i][2]);
+        psim_graph_node_attr_set_ints(gc.g, gy, "strides", 2, (int64_t[]){grp[i][3], grp[i][3]});
+        psim_graph_node_attr_set_ints(gc.g, gy, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        check(&gc, weighted_sum(&gc, gy->id));
+    }
     /* a small CNN to a softmax cross-entropy loss */
     Case n = start("cnn");
     PsimNode *img = input(&n, "img", 4, (int64_t[]){3, 2, 6, 6}, 0);
@@ -336,6 +337,40 @@ static void test_conv(void)
     g_autoptr(GError) err = NULL;
     g_assert_true(psim_graph_finalize(n.g, &err) && psim_graph_infer_shapes(n.g, &err));
     check(&n, loss->id);
+}
+
+/* MaxPool (windows apart and overlapping), AveragePool (with and without the pads counted),
+ * Concat. */
+static void test_pool_concat(void)
+{
+    static const struct {
+        const char *op;
+        int64_t k, s, p, incl;
+    } pc[] = {{"MaxPool", 2, 2, 0, 0}, {"MaxPool", 3, 2, 1, 0}, {"AveragePool", 3, 2, 1, 0},
+              {"AveragePool", 3, 2, 1, 1}, {"AveragePool", 2, 1, 0, 0}};
+    for (size_t i = 0; i < G_N_ELEMENTS(pc); i++) {
+        Case c = start(pc[i].op);
+        PsimNode *x = input(&c, "x", 4, (int64_t[]){2, 3, 7, 6}, 0);
+        PsimNode *y = op(&c, "y", pc[i].op, 1, (int32_t[]){x->id});
+        psim_graph_node_attr_set_ints(c.g, y, "kernel_shape", 2, (int64_t[]){pc[i].k, pc[i].k});
+        psim_graph_node_attr_set_ints(c.g, y, "strides", 2, (int64_t[]){pc[i].s, pc[i].s});
+        psim_graph_node_attr_set_ints(c.g, y, "pads", 4, (int64_t[]){pc[i].p, pc[i].p, pc[i].p, pc[i].p});
+        if (pc[i].incl)
+            psim_graph_node_attr_set_int(c.g, y, "count_include_pad", 1);
+        check(&c, weighted_sum(&c, y->id));
+    }
+    Case cl = start("Clip");
+    PsimNode *cx = input(&cl, "x", 2, (int64_t[]){4, 5}, 0.05);
+    PsimNode *cy = op(&cl, "y", "Clip", 1, (int32_t[]){cx->id});
+    psim_graph_node_attr_set_float(cl.g, cy, "min", -0.5);
+    psim_graph_node_attr_set_float(cl.g, cy, "max", 0.6);
+    check(&cl, weighted_sum(&cl, cy->id));
+    Case c = start("Concat");
+    PsimNode *a = input(&c, "a", 3, (int64_t[]){2, 3, 4}, 0);
+    PsimNode *b = input(&c, "b", 3, (int64_t[]){2, 5, 4}, 0);
+    PsimNode *y = op(&c, "y", "Concat", 3, (int32_t[]){a->id, b->id, a->id});
+    psim_graph_node_attr_set_int(c.g, y, "axis", 1);
+    check(&c, weighted_sum(&c, y->id));
 }
 
 /* An op without a gradient yet is an error naming the node; a non-scalar loss too. */
@@ -384,6 +419,7 @@ static void test_torch(void)
     test_shape_ops();
     test_mlp_loss();
     test_conv();
+    test_pool_concat();
     dump_dir = NULL;
     const char *argv[] = {py, script, dir, NULL};
     g_autofree char *out = NULL, *err = NULL;
@@ -408,6 +444,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/grad/shape-ops", test_shape_ops);
     g_test_add_func("/graph/grad/mlp-loss", test_mlp_loss);
     g_test_add_func("/graph/grad/conv", test_conv);
+    g_test_add_func("/graph/grad/pool-concat", test_pool_concat);
     g_test_add_func("/graph/grad/errors", test_errors);
     g_test_add_func("/graph/grad/torch", test_torch);
     return g_test_run();

@@ -619,8 +619,8 @@ static gboolean run_clip(PsimKernelCtx *ctx, GError **error)
             b[i] = v > hi ? hi : v;
         }
     } else if (x->dtype == PSIM_DTYPE_FLOAT64) {
-        double lo = tmin ? *(double *)tmin->data : -INFINITY;
-        double hi = tmax ? *(double *)tmax->data : INFINITY;
+        double lo = tmin ? *(double *)tmin->data : psim_node_attr_float(ctx->node, "min", -INFINITY);
+        double hi = tmax ? *(double *)tmax->data : psim_node_attr_float(ctx->node, "max", INFINITY);
         const double *restrict a = x->data;
         double *restrict b = y->data;
         for (int64_t i = 0; i < n; i++) {

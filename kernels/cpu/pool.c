@@ -30,8 +30,9 @@ static gboolean pool_setup(PsimKernelCtx *ctx, gboolean is_max, PsimWindow *w, G
     if (!psim__cpu_need(ctx, 1, error))
         return FALSE;
     PsimTensor *x = ctx->inputs[0];
-    if (x->dtype != PSIM_DTYPE_FLOAT32 || x->rank < 3 || x->rank > 5) {
-        KERR(ctx, error, "%s needs a float32 input of rank 3 to 5", ctx->node->op);
+    if ((x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) || x->rank < 3 ||
+        x->rank > 5) {
+        KERR(ctx, error, "%s needs a float32 or float64 input of rank 3 to 5", ctx->node->op);
         return FALSE;
     }
     const int64_t *ks = NULL;
@@ -83,6 +84,54 @@ static void maxpool2d_fast(const Geo3 *g, int64_t NC, const float *xd, float *yd
     g_free(lo);
 }
 
+/* Element i of float32 or float64 data (f64 is a constant where these are inlined). */
+#define LOAD(p, i) (f64 ? ((const double *)(const void *)(p))[i] : (double)((const float *)(const void *)(p))[i])
+#define STORE(p, i, v) (f64 ? (void)(((double *)(void *)(p))[i] = (v)) : (void)(((float *)(void *)(p))[i] = (float)(v)))
+
+/* Max pooling over any window, with Indices (id, optional) as ONNX flattens them. */
+static inline void maxpool_any(const Geo3 *g, int64_t NC, int64_t in_sz, const void *xd, void *yd,
+                               int64_t *id, gboolean col_major, gboolean f64)
+{
+    size_t es = f64 ? sizeof(double) : sizeof(float);
+    int64_t out_sz = g->out[0] * g->out[1] * g->out[2];
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const char *xp = (const char *)xd + nc * in_sz * es;
+        for (int64_t a = 0; a < g->out[0]; a++)
+            for (int64_t b = 0; b < g->out[1]; b++)
+                for (int64_t c = 0; c < g->out[2]; c++) {
+                    double best = -INFINITY;
+                    int64_t bi = -1;
+                    for (int64_t ka = 0; ka < g->k[0]; ka++) {
+                        int64_t ia = a * g->s[0] - g->p0[0] + ka * g->d[0];
+                        if (ia < 0 || ia >= g->in[0])
+                            continue;
+                        for (int64_t kb = 0; kb < g->k[1]; kb++) {
+                            int64_t ib = b * g->s[1] - g->p0[1] + kb * g->d[1];
+                            if (ib < 0 || ib >= g->in[1])
+                                continue;
+                            int64_t row = (ia * g->in[1] + ib) * g->in[2];
+                            for (int64_t kc = 0; kc < g->k[2]; kc++) {
+                                int64_t ic = c * g->s[2] - g->p0[2] + kc * g->d[2];
+                                if (ic < 0 || ic >= g->in[2])
+                                    continue;
+                                double v = LOAD(xp, row + ic);
+                                if (v > best || bi < 0) {
+                                    best = v;
+                                    bi = (ia * g->in[1] + ib) * g->in[2] + ic;
+                                    if (col_major) /* ONNX storage_order 1: column-major */
+                                        bi = (ic * g->in[1] + ib) * g->in[0] + ia;
+                                }
+                            }
+                        }
+                    }
+                    int64_t o = nc * out_sz + (a * g->out[1] + b) * g->out[2] + c;
+                    STORE(yd, o, best);
+                    if (id)
+                        id[o] = nc * in_sz + (bi < 0 ? 0 : bi);
+                }
+    }
+}
+
 static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
 {
     PsimWindow w;
@@ -92,7 +141,7 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
     int64_t od[5] = {x->dims[0], x->dims[1]};
     for (int32_t i = 0; i < w.n; i++)
         od[2 + i] = w.out[i];
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
     if (!y)
         return FALSE;
     PsimTensor *ind = NULL;
@@ -103,50 +152,51 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
     Geo3 g;
     geo3(&w, &g);
     int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
-    if (!ind && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
+    if (x->dtype == PSIM_DTYPE_FLOAT64) /* gradient checks */
+        maxpool_any(&g, NC, in_sz, x->data, y->data, ind ? ind->data : NULL, col_major, TRUE);
+    else if (!ind && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1)
         maxpool2d_fast(&g, NC, x->data, y->data);
-        return TRUE;
-    }
-    int64_t out_sz = g.out[0] * g.out[1] * g.out[2];
-    const float *xd = x->data;
-    float *yd = y->data;
-    int64_t *id = ind ? ind->data : NULL;
+    else
+        maxpool_any(&g, NC, in_sz, x->data, y->data, ind ? ind->data : NULL, col_major, FALSE);
+    return TRUE;
+}
+
+/* Average pooling over any window (count_include_pad: incl). */
+static inline void avgpool_any(const Geo3 *g, int64_t NC, int64_t in_sz, gboolean incl,
+                               const void *xd, void *yd, gboolean f64)
+{
+    size_t es = f64 ? sizeof(double) : sizeof(float);
+    int64_t out_sz = g->out[0] * g->out[1] * g->out[2];
     for (int64_t nc = 0; nc < NC; nc++) {
-        const float *xp = xd + nc * in_sz;
-        for (int64_t a = 0; a < g.out[0]; a++)
-            for (int64_t b = 0; b < g.out[1]; b++)
-                for (int64_t c = 0; c < g.out[2]; c++) {
-                    float best = -INFINITY;
-                    int64_t bi = -1;
-                    for (int64_t ka = 0; ka < g.k[0]; ka++) {
-                        int64_t ia = a * g.s[0] - g.p0[0] + ka * g.d[0];
-                        if (ia < 0 || ia >= g.in[0])
-                            continue;
-                        for (int64_t kb = 0; kb < g.k[1]; kb++) {
-                            int64_t ib = b * g.s[1] - g.p0[1] + kb * g.d[1];
-                            if (ib < 0 || ib >= g.in[1])
-                                continue;
-                            const float *row = xp + (ia * g.in[1] + ib) * g.in[2];
-                            for (int64_t kc = 0; kc < g.k[2]; kc++) {
-                                int64_t ic = c * g.s[2] - g.p0[2] + kc * g.d[2];
-                                if (ic < 0 || ic >= g.in[2])
-                                    continue;
-                                if (row[ic] > best || bi < 0) {
-                                    best = row[ic];
-                                    bi = (ia * g.in[1] + ib) * g.in[2] + ic;
-                                    if (col_major) /* ONNX storage_order 1: column-major */
-                                        bi = (ic * g.in[1] + ib) * g.in[0] + ia;
-                                }
-                            }
-                        }
+        const char *xp = (const char *)xd + nc * in_sz * es;
+        for (int64_t a = 0; a < g->out[0]; a++)
+            for (int64_t b = 0; b < g->out[1]; b++)
+                for (int64_t c = 0; c < g->out[2]; c++) {
+                    double sum = 0.0;
+                    int64_t cnt = 0, cnt_pad = 1;
+                    int64_t lo[3] = {a * g->s[0] - g->p0[0], b * g->s[1] - g->p0[1],
+                                     c * g->s[2] - g->p0[2]};
+                    /* Positions inside the padded input, for count_include_pad. */
+                    for (int32_t i = 0; i < 3; i++) {
+                        int64_t s = lo[i], e = lo[i] + g->k[i];
+                        s = MAX(s, -g->p0[i]);
+                        e = MIN(e, g->in[i] + g->p1[i]);
+                        cnt_pad *= MAX(e - s, 0);
                     }
-                    int64_t o = nc * out_sz + (a * g.out[1] + b) * g.out[2] + c;
-                    yd[o] = best;
-                    if (id)
-                        id[o] = nc * in_sz + (bi < 0 ? 0 : bi);
+                    for (int64_t ka = MAX(0, -lo[0]); ka < g->k[0] && lo[0] + ka < g->in[0]; ka++)
+                        for (int64_t kb = MAX(0, -lo[1]); kb < g->k[1] && lo[1] + kb < g->in[1];
+                             kb++) {
+                            int64_t row = ((lo[0] + ka) * g->in[1] + lo[1] + kb) * g->in[2];
+                            int64_t c0 = MAX(0, -lo[2]), c1 = MIN(g->k[2], g->in[2] - lo[2]);
+                            for (int64_t kc = c0; kc < c1; kc++)
+                                sum += LOAD(xp, row + lo[2] + kc);
+                            cnt += MAX(c1 - c0, 0);
+                        }
+                    int64_t div = incl ? cnt_pad : cnt;
+                    STORE(yd, nc * out_sz + (a * g->out[1] + b) * g->out[2] + c,
+                          div > 0 ? sum / (double)div : 0.0);
                 }
     }
-    return TRUE;
 }
 
 static gboolean run_avgpool(PsimKernelCtx *ctx, GError **error)
@@ -159,45 +209,16 @@ static gboolean run_avgpool(PsimKernelCtx *ctx, GError **error)
     int64_t od[5] = {x->dims[0], x->dims[1]};
     for (int32_t i = 0; i < w.n; i++)
         od[2 + i] = w.out[i];
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, od, error);
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
     if (!y)
         return FALSE;
     Geo3 g;
     geo3(&w, &g);
     int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
-    int64_t out_sz = g.out[0] * g.out[1] * g.out[2];
-    const float *xd = x->data;
-    float *yd = y->data;
-    for (int64_t nc = 0; nc < NC; nc++) {
-        const float *xp = xd + nc * in_sz;
-        for (int64_t a = 0; a < g.out[0]; a++)
-            for (int64_t b = 0; b < g.out[1]; b++)
-                for (int64_t c = 0; c < g.out[2]; c++) {
-                    float sum = 0.0f;
-                    int64_t cnt = 0, cnt_pad = 1;
-                    int64_t lo[3] = {a * g.s[0] - g.p0[0], b * g.s[1] - g.p0[1],
-                                     c * g.s[2] - g.p0[2]};
-                    /* Positions inside the padded input, for count_include_pad. */
-                    for (int32_t i = 0; i < 3; i++) {
-                        int64_t s = lo[i], e = lo[i] + g.k[i];
-                        s = MAX(s, -g.p0[i]);
-                        e = MIN(e, g.in[i] + g.p1[i]);
-                        cnt_pad *= MAX(e - s, 0);
-                    }
-                    for (int64_t ka = MAX(0, -lo[0]); ka < g.k[0] && lo[0] + ka < g.in[0]; ka++)
-                        for (int64_t kb = MAX(0, -lo[1]); kb < g.k[1] && lo[1] + kb < g.in[1];
-                             kb++) {
-                            const float *row = xp + ((lo[0] + ka) * g.in[1] + lo[1] + kb) * g.in[2];
-                            int64_t c0 = MAX(0, -lo[2]), c1 = MIN(g.k[2], g.in[2] - lo[2]);
-                            for (int64_t kc = c0; kc < c1; kc++)
-                                sum += row[lo[2] + kc];
-                            cnt += MAX(c1 - c0, 0);
-                        }
-                    int64_t div = incl ? cnt_pad : cnt;
-                    yd[nc * out_sz + (a * g.out[1] + b) * g.out[2] + c] =
-                        div > 0 ? sum / (float)div : 0.0f;
-                }
-    }
+    if (x->dtype == PSIM_DTYPE_FLOAT64) /* gradient checks */
+        avgpool_any(&g, NC, in_sz, incl, x->data, y->data, TRUE);
+    else
+        avgpool_any(&g, NC, in_sz, incl, x->data, y->data, FALSE);
     return TRUE;
 }
 
@@ -248,11 +269,12 @@ static gboolean run_global(PsimKernelCtx *ctx, GError **error)
 
 void psim__cpu_register_pool(void)
 {
-    static const PsimDType f32[] = {PSIM_DTYPE_FLOAT32, -1};
-    psim__cpu_add("MaxPool", "cpu-maxpool", "max over 1-3-D windows, optional Indices",
-                  run_maxpool, f32, NULL);
-    psim__cpu_add("AveragePool", "cpu-avgpool", "mean over 1-3-D windows", run_avgpool, f32, NULL);
+    /* float64 for gradient checks */
     static const PsimDType f32_f64[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
+    psim__cpu_add("MaxPool", "cpu-maxpool", "max over 1-3-D windows, optional Indices",
+                  run_maxpool, f32_f64, NULL);
+    psim__cpu_add("AveragePool", "cpu-avgpool", "mean over 1-3-D windows", run_avgpool, f32_f64,
+                  NULL);
     psim__cpu_add("GlobalAveragePool", "cpu-global-pool", "mean over all spatial dims",
                   run_global, f32_f64, NULL);
     psim__cpu_add("GlobalMaxPool", "cpu-global-pool", "max over all spatial dims", run_global,

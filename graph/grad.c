@@ -560,8 +560,8 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
     return d->ok;
 }
 
-PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt,
-                                const PsimPort *wrt, PsimPort *grads, GError **error)
+/* g copied whole (node ids kept, room for as many nodes again), finalized, shapes inferred. */
+static PsimGraph *copy_whole(const PsimGraph *g, GError **error)
 {
     int32_t n = psim_graph_n_nodes(g);
     g_autoptr(PsimGraph) out = psim_graph_new(psim_graph_name(g));
@@ -575,6 +575,16 @@ PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt
     for (int32_t i = 0; i < psim_graph_n_outputs(g); i++)
         psim_graph_output_add(out, psim_graph_output(g, i));
     if (!psim_graph_finalize(out, error) || !psim_graph_infer_shapes(out, error))
+        return NULL;
+    return g_steal_pointer(&out);
+}
+
+PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt,
+                                const PsimPort *wrt, PsimPort *grads, GError **error)
+{
+    int32_t n = psim_graph_n_nodes(g);
+    g_autoptr(PsimGraph) out = copy_whole(g, error);
+    if (!out)
         return NULL;
     if (loss.node < 0 || loss.node >= n || loss.index < 0 ||
         loss.index >= psim_graph_node(out, loss.node)->n_outputs) {
@@ -744,16 +754,8 @@ PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t
                                GError **error)
 {
     /* A copy to add the loss to (ids kept), then its gradients by every float parameter. */
-    g_autoptr(PsimGraph) c = psim_graph_new(psim_graph_name(g));
-    psim__graph_copy_meta(c, g);
-    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
-        if (!psim__graph_node_copy(c, g, psim_graph_node(g, v), TRUE, error))
-            return NULL;
-    for (int32_t i = 0; i < psim_graph_n_inputs(g); i++)
-        psim_graph_input_add(c, psim_graph_input(g, i));
-    for (int32_t i = 0; i < psim_graph_n_outputs(g); i++)
-        psim_graph_output_add(c, psim_graph_output(g, i));
-    if (!psim_graph_finalize(c, error) || !psim_graph_infer_shapes(c, error))
+    g_autoptr(PsimGraph) c = copy_whole(g, error);
+    if (!c)
         return NULL;
     PsimPort loss;
     if (training_loss(c, loss_ref, &loss, error) < 0)

@@ -84,6 +84,17 @@ static void maxpool2d_fast(const Geo3 *g, int64_t NC, const float *xd, float *yd
     g_free(lo);
 }
 
+/* The pooled output (dims into od: N, C, then the window's output sizes), of the input's type. */
+static PsimTensor *pool_out(PsimKernelCtx *ctx, const PsimWindow *w, int64_t *od, GError **error)
+{
+    PsimTensor *x = ctx->inputs[0];
+    od[0] = x->dims[0];
+    od[1] = x->dims[1];
+    for (int32_t i = 0; i < w->n; i++)
+        od[2 + i] = w->out[i];
+    return psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
+}
+
 /* Element i of float32 or float64 data (f64 is a constant where these are inlined). */
 #define LOAD(p, i) (f64 ? ((const double *)(const void *)(p))[i] : (double)((const float *)(const void *)(p))[i])
 #define STORE(p, i, v) (f64 ? (void)(((double *)(void *)(p))[i] = (v)) : (void)(((float *)(void *)(p))[i] = (float)(v)))
@@ -138,10 +149,8 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
     if (!pool_setup(ctx, TRUE, &w, error))
         return FALSE;
     PsimTensor *x = ctx->inputs[0];
-    int64_t od[5] = {x->dims[0], x->dims[1]};
-    for (int32_t i = 0; i < w.n; i++)
-        od[2 + i] = w.out[i];
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
+    int64_t od[5];
+    PsimTensor *y = pool_out(ctx, &w, od, error);
     if (!y)
         return FALSE;
     PsimTensor *ind = NULL;
@@ -206,10 +215,8 @@ static gboolean run_avgpool(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     PsimTensor *x = ctx->inputs[0];
     gboolean incl = psim_node_attr_int(ctx->node, "count_include_pad", 0) != 0;
-    int64_t od[5] = {x->dims[0], x->dims[1]};
-    for (int32_t i = 0; i < w.n; i++)
-        od[2 + i] = w.out[i];
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
+    int64_t od[5];
+    PsimTensor *y = pool_out(ctx, &w, od, error);
     if (!y)
         return FALSE;
     Geo3 g;

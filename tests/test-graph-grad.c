@@ -90,13 +90,12 @@ static int32_t weighted_sum(Case *c, int32_t y)
     return l->id;
 }
 
-/* Runs fetches of g with the case's inputs (vals, one of them possibly replaced). */
-static void run(PsimGraph *g, Case *c, int n_fetch, const char *const *fetch, PsimTensor **out)
+static PsimCluster *cluster;
+
+/* Runs fetches in session s with the case's inputs (vals, one of them possibly changed). */
+static void run(PsimSession *s, Case *c, int n_fetch, const char *const *fetch, PsimTensor **out)
 {
-    g_autoptr(PsimCluster) cl = psim_cluster_from_spec("local:1", NULL);
     g_autoptr(GError) err = NULL;
-    g_autoptr(PsimSession) s = psim_session_new(g, cl, NULL, NULL, &err);
-    g_assert_no_error(err);
     const char *feeds[4];
     for (int i = 0; i < c->n_in; i++)
         feeds[i] = c->names[i];
@@ -104,11 +103,11 @@ static void run(PsimGraph *g, Case *c, int n_fetch, const char *const *fetch, Ps
         g_error("run: %s", err->message);
 }
 
-static double loss_at(PsimGraph *g, Case *c)
+static double loss_at(PsimSession *s, Case *c)
 {
     const char *f[] = {"loss"};
     PsimTensor *l = NULL;
-    run(g, c, 1, f, &l);
+    run(s, c, 1, f, &l);
     double v = psim_tensor_get_f64(l, 0);
     psim_tensor_unref(l);
     return v;
@@ -125,12 +124,15 @@ static void check(Case *c, int32_t loss)
     g_autoptr(PsimGraph) gg = psim_graph_gradients(c->g, (PsimPort){loss, 0}, c->n_in, wrt, grads, &err);
     g_assert_no_error(err);
     g_assert_nonnull(gg);
-    g_autofree char *names[4] = {0};
+    char *names[4] = {0};
     const char *fetch[4];
     for (int i = 0; i < c->n_in; i++)
         fetch[i] = names[i] = psim_port_to_string(gg, grads[i]);
     PsimTensor *out[4] = {0};
-    run(gg, c, c->n_in, fetch, out);
+    g_autoptr(PsimSession) gs = psim_session_new(gg, cluster, NULL, NULL, &err);
+    g_autoptr(PsimSession) fs = psim_session_new(c->g, cluster, NULL, NULL, &err);
+    g_assert_no_error(err);
+    run(gs, c, c->n_in, fetch, out);
     if (dump_dir) {
         g_autoptr(GString) s = g_string_new("{\"graph\": ");
         g_autofree char *gj = psim_export_json(c->g, NULL);
@@ -157,9 +159,9 @@ static void check(Case *c, int32_t loss)
         for (int64_t k = 0; k < c->vals[i]->n_elems; k++) {
             double keep = x[k];
             x[k] = keep + h;
-            double up = loss_at(c->g, c);
+            double up = loss_at(fs, c);
             x[k] = keep - h;
-            double down = loss_at(c->g, c);
+            double down = loss_at(fs, c);
             x[k] = keep;
             double fd = (up - down) / (2 * h), an = ((double *)out[i]->data)[k];
             if (fabs(an - fd) > 1e-8 + 1e-6 * fabs(fd))
@@ -167,9 +169,11 @@ static void check(Case *c, int32_t loss)
                         psim_graph_name(c->g), c->names[i], k, an, fd);
         }
         psim_tensor_unref(out[i]);
+        g_free(names[i]);
     }
     for (int i = 0; i < c->n_in; i++)
         psim_tensor_unref(c->vals[i]);
+    g_clear_pointer(&fs, psim_session_free); /* before the graph it runs */
     psim_graph_free(c->g);
 }
 
@@ -438,6 +442,7 @@ static void test_torch(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    cluster = psim_cluster_from_spec("local:1", NULL);
     g_test_add_func("/graph/grad/binary", test_binary);
     g_test_add_func("/graph/grad/unary", test_unary);
     g_test_add_func("/graph/grad/matmul-gemm", test_matmul_gemm);
@@ -447,5 +452,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/grad/pool-concat", test_pool_concat);
     g_test_add_func("/graph/grad/errors", test_errors);
     g_test_add_func("/graph/grad/torch", test_torch);
-    return g_test_run();
+    int rc = g_test_run();
+    psim_cluster_free(cluster);
+    return rc;
 }

@@ -9,7 +9,7 @@
  * Log, Sqrt, Identity, Reshape, Flatten, Transpose, Softmax (last axis), ReduceSum, ReduceMean,
  * SoftmaxCrossEntropyLoss (mean or sum, no weights), Conv (2-D, explicit pads, grouped too),
  * MaxPool, AveragePool (2-D, floor mode), GlobalAveragePool, Concat,
- * Clip (by its input).
+ * Clip (by its input), BatchNormalization (training mode or not).
  * Shapes must be known. */
 #include "graph-private.h"
 
@@ -157,6 +157,17 @@ static gboolean known_shape(const PsimOutput *o)
         if (o->dims[i] < 0)
             return FALSE;
     return TRUE;
+}
+
+/* op (ReduceSum, ReduceMean) of v over axes, keepdims keep. */
+static PsimPort reduce(Grad *d, const char *op, PsimPort v, int32_t na, const int64_t *axes, int keep)
+{
+    PsimNode *r = mk(d, op, 1, &v);
+    if (r) {
+        psim_graph_node_attr_set_ints(d->g, r, "axes", na, axes);
+        psim_graph_node_attr_set_int(d->g, r, "keepdims", keep);
+    }
+    return port(r);
 }
 
 /* Gemm: Y = alpha op(A) op(B) + beta C, op transposing when transA / transB. */
@@ -397,6 +408,59 @@ static gboolean grad_concat(Grad *d, const PsimNode *n, PsimPort dy, const guint
     return d->ok;
 }
 
+/* BatchNormalization (inputs X, scale, B, mean, var): in training mode over the batch's own
+ * statistics, dX = scale / sd (dY - mean(dY) - xhat mean(dY xhat)), means per channel; in
+ * inference mode over the given ones, dX = dY scale / sd. Both: dscale = sum(dY xhat), dB =
+ * sum(dY). The running statistics are not trained. */
+static gboolean grad_batchnorm(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
+{
+    const PsimOutput *xo = out_of(d, n->inputs[0]);
+    if (xo->rank < 2 || n->n_inputs < 5)
+        return fail(d, n, "BatchNormalization needs X of rank >= 2 and five inputs");
+    if (need[3] || need[4])
+        return fail(d, n, "the gradient of the running mean or variance is not covered (they are not trained)");
+    PsimDType dt = xo->dtype;
+    gboolean training = psim_node_attr_int(n, "training_mode", 0) != 0;
+    double eps = psim_node_attr_float(n, "epsilon", 1e-5);
+    int64_t axes[GRAD_MAX_RANK], cshape[GRAD_MAX_RANK];
+    int32_t na = 0;
+    for (int32_t i = 0; i < xo->rank; i++) {
+        cshape[i] = i == 1 ? xo->dims[1] : 1;
+        if (i != 1)
+            axes[na++] = i;
+    }
+    PsimPort x = n->inputs[0];
+    /* mean over the channel's elements, kept as [1, C, 1...] (keep) or [C] */
+    #define RED(op, v, keep) reduce(d, op, v, na, axes, keep)
+    PsimPort mu, inv;
+    if (training) {
+        mu = RED("ReduceMean", x, 1);
+        PsimPort xc = op2(d, "Sub", x, mu);
+        PsimPort var = RED("ReduceMean", op2(d, "Mul", xc, xc), 1);
+        inv = op2(d, "Div", scalar(d, dt, 1), op1(d, "Sqrt", op2(d, "Add", var, scalar(d, dt, eps))));
+    } else {
+        mu = op2(d, "Reshape", n->inputs[3], ints(d, xo->rank, cshape));
+        PsimPort var = op2(d, "Reshape", n->inputs[4], ints(d, xo->rank, cshape));
+        inv = op2(d, "Div", scalar(d, dt, 1), op1(d, "Sqrt", op2(d, "Add", var, scalar(d, dt, eps))));
+    }
+    PsimPort xhat = op2(d, "Mul", op2(d, "Sub", x, mu), inv);
+    if (need[0]) {
+        PsimPort g = op2(d, "Reshape", n->inputs[1], ints(d, xo->rank, cshape));
+        PsimPort inner = dy;
+        if (training) {
+            PsimPort m1 = RED("ReduceMean", dy, 1), m2 = RED("ReduceMean", op2(d, "Mul", dy, xhat), 1);
+            inner = op2(d, "Sub", op2(d, "Sub", dy, m1), op2(d, "Mul", xhat, m2));
+        }
+        accumulate(d, x, op2(d, "Mul", op2(d, "Mul", g, inv), inner));
+    }
+    if (need[1])
+        accumulate(d, n->inputs[1], RED("ReduceSum", op2(d, "Mul", dy, xhat), 0));
+    if (need[2])
+        accumulate(d, n->inputs[2], RED("ReduceSum", dy, 0));
+    #undef RED
+    return d->ok;
+}
+
 /* Node n's gradient: from dy (the gradient of its output 0) to its inputs that need one. */
 static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
 {
@@ -469,6 +533,8 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
         grad_gemm(d, n, dy, need);
     } else if (!strcmp(op, "Conv")) {
         return grad_conv(d, n, dy, need);
+    } else if (!strcmp(op, "BatchNormalization")) {
+        return grad_batchnorm(d, n, dy, need);
     } else if (!strcmp(op, "MaxPool")) {
         return grad_maxpool(d, n, dy);
     } else if (!strcmp(op, "AveragePool")) {
@@ -760,10 +826,22 @@ PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t
     PsimPort loss;
     if (training_loss(c, loss_ref, &loss, error) < 0)
         return NULL;
+    /* Batch normalization trains on the batch's statistics; its running ones are not trained. */
+    int32_t nc = psim_graph_n_nodes(c);
+    g_autofree guint8 *stats = g_new0(guint8, nc + 1);
+    for (int32_t v = 0; v < nc; v++) {
+        PsimNode *n = psim_graph_node(c, v);
+        if (strcmp(n->op, "BatchNormalization") || n->n_inputs < 5)
+            continue;
+        psim_graph_node_attr_set_int(c, n, "training_mode", 1);
+        for (int32_t k = 3; k < 5; k++)
+            if (n->inputs[k].node >= 0)
+                stats[n->inputs[k].node] = 1;
+    }
     g_autoptr(GArray) wrt = g_array_new(FALSE, FALSE, sizeof(PsimPort));
     for (int32_t v = 0; v < psim_graph_n_nodes(c); v++) {
         const PsimNode *n = psim_graph_node(c, v);
-        if ((n->flags & PSIM_NODE_PARAMETER) && n->n_outputs == 1 &&
+        if ((n->flags & PSIM_NODE_PARAMETER) && n->n_outputs == 1 && !stats[v] &&
             (n->outputs[0].dtype == PSIM_DTYPE_FLOAT32 || n->outputs[0].dtype == PSIM_DTYPE_FLOAT64)) {
             PsimPort p = {v, 0};
             g_array_append_val(wrt, p);

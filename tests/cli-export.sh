@@ -68,8 +68,15 @@ out=$("$PSIM" run --plan "$tmp/tplan.json" --steps 2 --feed labels=ones --json) 
 echo "$out" | python3 -c 'import json, sys; d = json.load(sys.stdin); sys.exit(len(d["outputs"]) != 8)' \
     || fail "training graph outputs (the probabilities, the loss and 6 gradients): $out"
 # What it cannot differentiate, and a loss that is not a scalar: one line, exit 2.
-"$PSIM" export zoo:cnn --gradients -o "$tmp/x.json" 2>"$tmp/e"; [ $? = 2 ] || fail "cnn gradients"
-grep -q "node 'block.*BatchNormalization': no gradient: op BatchNormalization is not covered yet" "$tmp/e" || fail "cnn: $(cat "$tmp/e")"
+"$PSIM" export zoo:cnn --gradients -o "$tmp/cnn.json" 2>"$tmp/e" || fail "cnn gradients: $(cat "$tmp/e")"
+grep -q "gradients of 29 parameters" "$tmp/e" || fail "cnn: the running statistics are not parameters to train: $(cat "$tmp/e")"
+"$PSIM" export zoo:transformer --gradients -o "$tmp/x.json" 2>"$tmp/e"; [ $? = 2 ] || fail "transformer gradients"
+grep -q "its first output is not a batch of class scores \[N, C\] (give --loss)" "$tmp/e" || fail "transformer: $(cat "$tmp/e")"
+printf '{"format": "placesim.graph/1", "name": "cos", "nodes": [
+ {"name": "w", "op": "Const", "parameter": true, "attrs": {"value": {"tensor": {"dtype": "float32", "shape": [2, 3], "data": [1, 2, 3, 4, 5, 6]}}}},
+ {"name": "c", "op": "Cos", "inputs": ["w"]}], "outputs": ["c"]}\n' > "$tmp/cos.json"
+"$PSIM" export "$tmp/cos.json" --gradients -o "$tmp/x.json" 2>"$tmp/e"; [ $? = 2 ] || fail "uncovered op"
+grep -q "node 'c': no gradient: op Cos is not covered yet" "$tmp/e" || fail "uncovered op: $(cat "$tmp/e")"
 "$PSIM" export zoo:mlp --gradients --loss fc1/Gemm -o "$tmp/x.json" 2>"$tmp/e"; [ $? = 2 ] || fail "non-scalar loss"
 grep -q "must be a scalar" "$tmp/e" || fail "non-scalar loss: $(cat "$tmp/e")"
 "$PSIM" export zoo:mlp --loss x -o "$tmp/x.json" >/dev/null 2>&1; [ $? = 2 ] || fail "--loss without --gradients"

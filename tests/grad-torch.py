@@ -86,6 +86,10 @@ def evaluate(graph, feeds):
             else:
                 y = torch.nn.functional.avg_pool2d(x[0], k, stride=attr(n, "strides", [1, 1]), padding=pads[:2],
                                                    count_include_pad=bool(attr(n, "count_include_pad", 0)))
+        elif op == "BatchNormalization":
+            y = torch.nn.functional.batch_norm(x[0], x[3].clone(), x[4].clone(), x[1], x[2],
+                                               training=bool(attr(n, "training_mode", 0)),
+                                               momentum=1 - attr(n, "momentum", 0.9), eps=attr(n, "epsilon", 1e-5))
         elif op == "Clip":
             y = torch.clamp(x[0], min=attr(n, "min", None), max=attr(n, "max", None))
         elif op == "Concat":

@@ -377,6 +377,33 @@ static void test_pool_concat(void)
     check(&c, weighted_sum(&c, y->id));
 }
 
+/* BatchNormalization in training mode (batch statistics) and in inference mode (given ones):
+ * the gradients of X, scale and B; the running statistics are constants. */
+static void test_batchnorm(void)
+{
+    for (int training = 0; training < 2; training++) {
+        Case c = start(training ? "BatchNormalization-training" : "BatchNormalization");
+        PsimNode *x = input(&c, "x", 4, (int64_t[]){3, 2, 3, 2}, 0);
+        PsimNode *g = input(&c, "scale", 1, (int64_t[]){2}, 0.2);
+        PsimNode *b = input(&c, "bias", 1, (int64_t[]){2}, 0);
+        int32_t stats[2];
+        for (int k = 0; k < 2; k++) {
+            PsimNode *v = op(&c, k ? "var" : "mean", "Const", 0, NULL);
+            g_autoptr(PsimTensor) t = t64(1, (int64_t[]){2}, 0.3);
+            if (k) /* a variance is positive */
+                for (int i = 0; i < 2; i++)
+                    ((double *)t->data)[i] = fabs(((double *)t->data)[i]) + 0.5;
+            psim_graph_node_attr_set_tensor(c.g, v, "value", t);
+            psim_graph_output_value_set(c.g, v, 0, t);
+            stats[k] = v->id;
+        }
+        PsimNode *y = op(&c, "y", "BatchNormalization", 5, (int32_t[]){x->id, g->id, b->id, stats[0], stats[1]});
+        psim_graph_node_attr_set_float(c.g, y, "epsilon", 1e-3);
+        psim_graph_node_attr_set_int(c.g, y, "training_mode", training);
+        check(&c, weighted_sum(&c, y->id));
+    }
+}
+
 /* An op without a gradient yet is an error naming the node; a non-scalar loss too. */
 static void test_errors(void)
 {
@@ -424,6 +451,7 @@ static void test_torch(void)
     test_mlp_loss();
     test_conv();
     test_pool_concat();
+    test_batchnorm();
     dump_dir = NULL;
     const char *argv[] = {py, script, dir, NULL};
     g_autofree char *out = NULL, *err = NULL;
@@ -450,6 +478,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/grad/mlp-loss", test_mlp_loss);
     g_test_add_func("/graph/grad/conv", test_conv);
     g_test_add_func("/graph/grad/pool-concat", test_pool_concat);
+    g_test_add_func("/graph/grad/batchnorm", test_batchnorm);
     g_test_add_func("/graph/grad/errors", test_errors);
     g_test_add_func("/graph/grad/torch", test_torch);
     int rc = g_test_run();

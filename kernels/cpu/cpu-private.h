@@ -148,4 +148,11 @@ PsimVmathIsa psim__vmath_isa(void);
 /* The AVX loops (kernels/cpu/vmath-avx.c, built with -mavx). */
 void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n);
 
+/* Element i of float32 (f64 false) or float64 data, as a double; kernels that take both types
+ * write one loop and call it with f64 a constant, so that each type gets its own code. */
+#define PSIM_CPU_LOAD(f64, p, i)                                                                   \
+    ((f64) ? ((const double *)(const void *)(p))[i] : (double)((const float *)(const void *)(p))[i])
+#define PSIM_CPU_STORE(f64, p, i, v)                                                               \
+    ((f64) ? (void)(((double *)(void *)(p))[i] = (v)) : (void)(((float *)(void *)(p))[i] = (float)(v)))
+
 #endif

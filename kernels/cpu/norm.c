@@ -30,11 +30,94 @@ static gboolean per_channel(PsimKernelCtx *ctx, int32_t from, int32_t to, int64_
     return TRUE;
 }
 
+/* BatchNormalization over [N, C, S] of float32 or float64 (f64 a constant where inlined):
+ * batch statistics in training mode (the running ones updated into outputs 1 and 2 when wanted),
+ * else the given ones; float32 statistics are rounded to float as they always were. */
+static inline gboolean batchnorm_any(PsimKernelCtx *ctx, int64_t N, int64_t C, int64_t S,
+                                     gboolean training, double eps, gboolean f64, GError **error)
+{
+    PsimTensor *x = ctx->inputs[0];
+    const void *scale = ctx->inputs[1]->data, *bias = ctx->inputs[2]->data;
+    const void *mean = ctx->inputs[3]->data, *var = ctx->inputs[4]->data;
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    const void *xd = x->data;
+    void *yd = y->data;
+    g_autofree double *bm = g_new(double, C + 1), *bv = g_new(double, C + 1);
+    for (int64_t c = 0; c < C; c++) {
+        bm[c] = PSIM_CPU_LOAD(f64, mean, c);
+        bv[c] = PSIM_CPU_LOAD(f64, var, c);
+    }
+    if (training) {
+        /* Batch statistics (population variance), as ONNX's reference computes them. */
+        for (int64_t c = 0; c < C; c++) {
+            double s = 0, s2 = 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < S; i++)
+                    s += PSIM_CPU_LOAD(f64, xd, (n * C + c) * S + i);
+            double m = (N && S) ? s / (double)(N * S) : 0;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t i = 0; i < S; i++) {
+                    double d = PSIM_CPU_LOAD(f64, xd, (n * C + c) * S + i) - m;
+                    s2 += d * d;
+                }
+            double v = (N && S) ? s2 / (double)(N * S) : 0;
+            bm[c] = f64 ? m : (double)(float)m;
+            bv[c] = f64 ? v : (double)(float)v;
+        }
+        double mom = psim_node_attr_float(ctx->node, "momentum", 0.9);
+        if (!f64)
+            mom = (float)mom;
+        for (int32_t k = 1; k <= 2; k++) {
+            if (!psim__cpu_wants(ctx, k))
+                continue;
+            int64_t cd = C;
+            PsimTensor *r = psim__cpu_out(ctx, k, x->dtype, 1, &cd, error);
+            if (!r)
+                return FALSE;
+            const void *old = k == 1 ? mean : var;
+            const double *cur = k == 1 ? bm : bv;
+            for (int64_t c = 0; c < C; c++)
+                PSIM_CPU_STORE(f64, r->data, c, PSIM_CPU_LOAD(f64, old, c) * mom + cur[c] * (1.0 - mom));
+        }
+    }
+    for (int64_t c = 0; c < C; c++) {
+        double a = PSIM_CPU_LOAD(f64, scale, c) / sqrt(bv[c] + eps);
+        if (f64) {
+            double b = PSIM_CPU_LOAD(f64, bias, c) - bm[c] * a;
+            for (int64_t n = 0; n < N; n++) {
+                const double *restrict src = (const double *)xd + (n * C + c) * S;
+                double *restrict dst = (double *)yd + (n * C + c) * S;
+                for (int64_t i = 0; i < S; i++)
+                    dst[i] = src[i] * a + b;
+            }
+        } else {
+            float af = (float)a, b = ((const float *)bias)[c] - (float)bm[c] * af;
+            for (int64_t n = 0; n < N; n++) {
+                const float *restrict src = (const float *)xd + (n * C + c) * S;
+                float *restrict dst = (float *)yd + (n * C + c) * S;
+                for (int64_t i = 0; i < S; i++)
+                    dst[i] = src[i] * af + b;
+            }
+        }
+    }
+    return TRUE;
+}
+
 static gboolean run_batchnorm(PsimKernelCtx *ctx, GError **error)
 {
-    if (!need_f32(ctx, 5, error))
+    if (!psim__cpu_need(ctx, 5, error))
         return FALSE;
     PsimTensor *x = ctx->inputs[0];
+    gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
+    for (int32_t k = 1; f64 && k < 5; k++)
+        if (ctx->inputs[k]->dtype != PSIM_DTYPE_FLOAT64) {
+            KERR(ctx, error, "BatchNormalization: input %d is not float64 as X is", k);
+            return FALSE;
+        }
+    if (!f64 && !need_f32(ctx, 5, error))
+        return FALSE;
     if (x->rank < 2) {
         KERR(ctx, error, "BatchNormalization needs an input of rank >= 2");
         return FALSE;
@@ -42,59 +125,10 @@ static gboolean run_batchnorm(PsimKernelCtx *ctx, GError **error)
     int64_t N = x->dims[0], C = x->dims[1], S = (N && C) ? x->n_elems / (N * C) : 0;
     if (!per_channel(ctx, 1, 5, C, error))
         return FALSE;
-    const float *scale = ctx->inputs[1]->data, *bias = ctx->inputs[2]->data;
-    const float *mean = ctx->inputs[3]->data, *var = ctx->inputs[4]->data;
     double eps = psim_node_attr_float(ctx->node, "epsilon", 1e-5);
     gboolean training = psim_node_attr_int(ctx->node, "training_mode", 0) != 0;
-    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, x->rank, x->dims, error);
-    if (!y)
-        return FALSE;
-    const float *xd = x->data;
-    float *yd = y->data;
-    g_autofree float *bm = g_new(float, C + 1), *bv = g_new(float, C + 1);
-    if (training) {
-        /* Batch statistics (population variance), as ONNX's reference computes them. */
-        for (int64_t c = 0; c < C; c++) {
-            double s = 0, s2 = 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < S; i++)
-                    s += xd[(n * C + c) * S + i];
-            double m = (N && S) ? s / (double)(N * S) : 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < S; i++) {
-                    double d = xd[(n * C + c) * S + i] - m;
-                    s2 += d * d;
-                }
-            bm[c] = (float)m;
-            bv[c] = (N && S) ? (float)(s2 / (double)(N * S)) : 0.0f;
-        }
-        float mom = (float)psim_node_attr_float(ctx->node, "momentum", 0.9);
-        for (int32_t k = 1; k <= 2; k++) {
-            if (!psim__cpu_wants(ctx, k))
-                continue;
-            int64_t cd = C;
-            PsimTensor *r = psim__cpu_out(ctx, k, PSIM_DTYPE_FLOAT32, 1, &cd, error);
-            if (!r)
-                return FALSE;
-            const float *old = k == 1 ? mean : var, *cur = k == 1 ? bm : bv;
-            for (int64_t c = 0; c < C; c++)
-                ((float *)r->data)[c] = old[c] * mom + cur[c] * (1.0f - mom);
-        }
-    } else {
-        memcpy(bm, mean, sizeof(float) * (size_t)C);
-        memcpy(bv, var, sizeof(float) * (size_t)C);
-    }
-    for (int64_t c = 0; c < C; c++) {
-        float a = (float)(scale[c] / sqrt((double)bv[c] + eps));
-        float b = bias[c] - bm[c] * a;
-        for (int64_t n = 0; n < N; n++) {
-            const float *restrict src = xd + (n * C + c) * S;
-            float *restrict dst = yd + (n * C + c) * S;
-            for (int64_t i = 0; i < S; i++)
-                dst[i] = src[i] * a + b;
-        }
-    }
-    return TRUE;
+    return f64 ? batchnorm_any(ctx, N, C, S, training, eps, TRUE, error)
+               : batchnorm_any(ctx, N, C, S, training, eps, FALSE, error);
 }
 
 static gboolean run_instancenorm(PsimKernelCtx *ctx, GError **error)
@@ -327,15 +361,15 @@ static gboolean run_softmax(PsimKernelCtx *ctx, GError **error)
 void psim__cpu_register_norm(void)
 {
     static const PsimDType f32[] = {PSIM_DTYPE_FLOAT32, -1};
+    static const PsimDType f32_f64[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
     psim__cpu_add("BatchNormalization", "cpu-batchnorm", "per-channel affine normalization",
-                  run_batchnorm, f32, NULL);
+                  run_batchnorm, f32_f64, NULL);
     psim__cpu_add("InstanceNormalization", "cpu-instancenorm", "per-(n, c) normalization",
                   run_instancenorm, f32, NULL);
     psim__cpu_add("LayerNormalization", "cpu-layernorm", "normalization over trailing dims",
                   run_layernorm, f32, NULL);
     psim__cpu_add("LRN", "cpu-lrn", "local response normalization across channels", run_lrn, f32,
                   NULL);
-    static const PsimDType f32_f64[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
     psim__cpu_add("Softmax", "cpu-softmax", "softmax along one axis", run_softmax, f32_f64, NULL);
     psim__cpu_add("LogSoftmax", "cpu-softmax", "log-softmax along one axis", run_softmax, f32_f64,
                   NULL);

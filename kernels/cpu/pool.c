@@ -95,10 +95,6 @@ static PsimTensor *pool_out(PsimKernelCtx *ctx, const PsimWindow *w, int64_t *od
     return psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
 }
 
-/* Element i of float32 or float64 data (f64 is a constant where these are inlined). */
-#define LOAD(p, i) (f64 ? ((const double *)(const void *)(p))[i] : (double)((const float *)(const void *)(p))[i])
-#define STORE(p, i, v) (f64 ? (void)(((double *)(void *)(p))[i] = (v)) : (void)(((float *)(void *)(p))[i] = (float)(v)))
-
 /* Max pooling over any window, with Indices (id, optional) as ONNX flattens them. */
 static inline void maxpool_any(const Geo3 *g, int64_t NC, int64_t in_sz, const void *xd, void *yd,
                                int64_t *id, gboolean col_major, gboolean f64)
@@ -125,7 +121,7 @@ static inline void maxpool_any(const Geo3 *g, int64_t NC, int64_t in_sz, const v
                                 int64_t ic = c * g->s[2] - g->p0[2] + kc * g->d[2];
                                 if (ic < 0 || ic >= g->in[2])
                                     continue;
-                                double v = LOAD(xp, row + ic);
+                                double v = PSIM_CPU_LOAD(f64, xp, row + ic);
                                 if (v > best || bi < 0) {
                                     best = v;
                                     bi = (ia * g->in[1] + ib) * g->in[2] + ic;
@@ -136,7 +132,7 @@ static inline void maxpool_any(const Geo3 *g, int64_t NC, int64_t in_sz, const v
                         }
                     }
                     int64_t o = nc * out_sz + (a * g->out[1] + b) * g->out[2] + c;
-                    STORE(yd, o, best);
+                    PSIM_CPU_STORE(f64, yd, o, best);
                     if (id)
                         id[o] = nc * in_sz + (bi < 0 ? 0 : bi);
                 }
@@ -198,11 +194,11 @@ static inline void avgpool_any(const Geo3 *g, int64_t NC, int64_t in_sz, gboolea
                             int64_t row = ((lo[0] + ka) * g->in[1] + lo[1] + kb) * g->in[2];
                             int64_t c0 = MAX(0, -lo[2]), c1 = MIN(g->k[2], g->in[2] - lo[2]);
                             for (int64_t kc = c0; kc < c1; kc++)
-                                sum += LOAD(xp, row + lo[2] + kc);
+                                sum += PSIM_CPU_LOAD(f64, xp, row + lo[2] + kc);
                             cnt += MAX(c1 - c0, 0);
                         }
                     int64_t div = incl ? cnt_pad : cnt;
-                    STORE(yd, nc * out_sz + (a * g->out[1] + b) * g->out[2] + c,
+                    PSIM_CPU_STORE(f64, yd, nc * out_sz + (a * g->out[1] + b) * g->out[2] + c,
                           div > 0 ? sum / (double)div : 0.0);
                 }
     }

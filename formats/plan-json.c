@@ -234,11 +234,6 @@ gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags
         goto fail;                                                                                 \
     } while (0)
 
-static gboolean get_num(const PsimJ *n, double *out)
-{
-    return psim__j_double(n, out);
-}
-
 static gboolean get_int(const PsimJ *n, int64_t lo, int64_t hi, int64_t *out)
 {
     return psim_j_int(n, out) && *out >= lo && *out <= hi;
@@ -257,7 +252,7 @@ static gboolean read_head(const char *path, const PsimJ *o, const char **algo, d
     PsimJsonAt at = {path, NULL};
     if (!psim_j_get_string(&at, o, "algo", algo, error))
         return FALSE;
-    if (!get_num(psim_j_get(o, "makespan_us"), makespan)) {
+    if (!psim__j_double(psim_j_get(o, "makespan_us"), makespan)) {
         psim__error_file(error, path, "field 'makespan_us' must be a number");
         return FALSE;
     }
@@ -334,7 +329,7 @@ static gboolean read_doubles(const char *path, const PsimJ *a, const char *what,
         return FALSE;
     }
     for (uint32_t i = 0; i < n; i++)
-        if (!get_num(&a->v.a[i], &out[i])) {
+        if (!psim__j_double(&a->v.a[i], &out[i])) {
             psim__error_file(error, path, "%s[%u] is not a number", what, i);
             return FALSE;
         }
@@ -545,8 +540,8 @@ static PsimPlan *plan1_from_root(const char *path, const PsimJ *o, GError **erro
         if (!get_int(psim_j_get(no, "device"), 0, (int64_t)nd - 1, &d))
             FAIL("node '%s': field 'device' must be a device index below %u", nm, nd);
         p->device_of[v] = (int32_t)d;
-        if (!get_num(psim_j_get(no, "start"), &p->planned_start[v]) ||
-            !get_num(psim_j_get(no, "priority"), &p->priority[v]))
+        if (!psim__j_double(psim_j_get(no, "start"), &p->planned_start[v]) ||
+            !psim__j_double(psim_j_get(no, "priority"), &p->priority[v]))
             FAIL("node '%s': fields 'start' and 'priority' must be numbers", nm);
     }
     if (oa->n != nd)
@@ -641,8 +636,8 @@ static PsimPlan *plan1_from_root(const char *path, const PsimJ *o, GError **erro
             FAIL("transfers[%u]: field 'rounding' must be \"truncate\" or \"rne\"", i);
         if (t->control != control)
             FAIL("transfers[%u]: 'control' disagrees with its tensor '%s'", i, ten);
-        if (!get_num(psim_j_get(to, "earliest_start"), &t->earliest_start) ||
-            !get_num(psim_j_get(to, "priority"), &t->priority))
+        if (!psim__j_double(psim_j_get(to, "earliest_start"), &t->earliest_start) ||
+            !psim__j_double(psim_j_get(to, "priority"), &t->priority))
             FAIL("transfers[%u]: 'earliest_start' and 'priority' must be numbers", i);
         t->key = psim_graph_intern(p->graph, key ? key : "");
         /* The node the Recv waits for; plans from before gates existed have none (their

@@ -107,6 +107,17 @@ static PsimPort reshape_as(Grad *d, PsimPort p, const PsimOutput *o)
     return op2(d, "Reshape", p, ints(d, o->rank, o->dims));
 }
 
+/* op (ReduceSum, ReduceMean) of v over axes, keepdims keep. */
+static PsimPort reduce(Grad *d, const char *op, PsimPort v, int32_t na, const int64_t *axes, int keep)
+{
+    PsimNode *r = mk(d, op, 1, &v);
+    if (r) {
+        psim_graph_node_attr_set_ints(d->g, r, "axes", na, axes);
+        psim_graph_node_attr_set_int(d->g, r, "keepdims", keep);
+    }
+    return port(r);
+}
+
 /* The gradient dy of a tensor of shape `from`, summed over the axes along which a tensor of
  * shape `to` was broadcast to it (NumPy rules), and shaped as `to`. */
 static PsimPort unbroadcast(Grad *d, PsimPort dy, const PsimOutput *from, const PsimOutput *to)
@@ -121,16 +132,7 @@ static PsimPort unbroadcast(Grad *d, PsimPort dy, const PsimOutput *from, const 
         if (j < 0 || (to->dims[j] == 1 && from->dims[i] != 1))
             axes[na++] = i;
     }
-    PsimPort s = dy;
-    if (na) {
-        PsimNode *r = mk(d, "ReduceSum", 1, &dy);
-        if (r) {
-            psim_graph_node_attr_set_ints(d->g, r, "axes", na, axes);
-            psim_graph_node_attr_set_int(d->g, r, "keepdims", 1);
-        }
-        s = port(r);
-    }
-    return reshape_as(d, s, to);
+    return reshape_as(d, na ? reduce(d, "ReduceSum", dy, na, axes, 1) : dy, to);
 }
 
 static void accumulate(Grad *d, PsimPort y, PsimPort dy)
@@ -157,17 +159,6 @@ static gboolean known_shape(const PsimOutput *o)
         if (o->dims[i] < 0)
             return FALSE;
     return TRUE;
-}
-
-/* op (ReduceSum, ReduceMean) of v over axes, keepdims keep. */
-static PsimPort reduce(Grad *d, const char *op, PsimPort v, int32_t na, const int64_t *axes, int keep)
-{
-    PsimNode *r = mk(d, op, 1, &v);
-    if (r) {
-        psim_graph_node_attr_set_ints(d->g, r, "axes", na, axes);
-        psim_graph_node_attr_set_int(d->g, r, "keepdims", keep);
-    }
-    return port(r);
 }
 
 /* Gemm: Y = alpha op(A) op(B) + beta C, op transposing when transA / transB. */
@@ -273,12 +264,8 @@ static gboolean grad_conv(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
                     int64_t ax[2] = {2, 3};
                     PsimPort in[5] = {xp, ints(d, 2, b), ints(d, 2, e), ints(d, 2, ax), ints(d, 2, st)};
                     PsimPort view = port(mk(d, "Slice", 5, in));
-                    PsimNode *r = with_ints(d, mk(d, "ReduceSum", 1, (PsimPort[]){op2(d, "Mul", view, dy)}),
-                                            "axes", 3, sum_axes);
-                    if (r)
-                        psim_graph_node_attr_set_int(d->g, r, "keepdims", 0);
-                    taps[i * kw + j] = port(with_ints(d, mk(d, "Unsqueeze", 1, (PsimPort[]){port(r)}),
-                                                      "axes", 1, one_axis));
+                    PsimPort r = reduce(d, "ReduceSum", op2(d, "Mul", view, dy), 3, sum_axes, 0);
+                    taps[i * kw + j] = port(with_ints(d, mk(d, "Unsqueeze", 1, &r), "axes", 1, one_axis));
                 }
             PsimNode *cat = mk(d, "Concat", (int)(kh * kw), taps);
             if (cat)
@@ -306,10 +293,7 @@ static gboolean grad_conv(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
 bias:
     if (n->n_inputs > 2 && need[2]) {
         static const int64_t axes[3] = {0, 2, 3};
-        PsimNode *r = with_ints(d, mk(d, "ReduceSum", 1, &dy), "axes", 3, axes);
-        if (r)
-            psim_graph_node_attr_set_int(d->g, r, "keepdims", 0);
-        accumulate(d, n->inputs[2], port(r));
+        accumulate(d, n->inputs[2], reduce(d, "ReduceSum", dy, 3, axes, 0));
     }
     return d->ok;
 }
@@ -430,13 +414,11 @@ static gboolean grad_batchnorm(Grad *d, const PsimNode *n, PsimPort dy, const gu
             axes[na++] = i;
     }
     PsimPort x = n->inputs[0];
-    /* mean over the channel's elements, kept as [1, C, 1...] (keep) or [C] */
-    #define RED(op, v, keep) reduce(d, op, v, na, axes, keep)
     PsimPort mu, inv;
     if (training) {
-        mu = RED("ReduceMean", x, 1);
+        mu = reduce(d, "ReduceMean", x, na, axes, 1);
         PsimPort xc = op2(d, "Sub", x, mu);
-        PsimPort var = RED("ReduceMean", op2(d, "Mul", xc, xc), 1);
+        PsimPort var = reduce(d, "ReduceMean", op2(d, "Mul", xc, xc), na, axes, 1);
         inv = op2(d, "Div", scalar(d, dt, 1), op1(d, "Sqrt", op2(d, "Add", var, scalar(d, dt, eps))));
     } else {
         mu = op2(d, "Reshape", n->inputs[3], ints(d, xo->rank, cshape));
@@ -448,16 +430,16 @@ static gboolean grad_batchnorm(Grad *d, const PsimNode *n, PsimPort dy, const gu
         PsimPort g = op2(d, "Reshape", n->inputs[1], ints(d, xo->rank, cshape));
         PsimPort inner = dy;
         if (training) {
-            PsimPort m1 = RED("ReduceMean", dy, 1), m2 = RED("ReduceMean", op2(d, "Mul", dy, xhat), 1);
+            PsimPort m1 = reduce(d, "ReduceMean", dy, na, axes, 1);
+            PsimPort m2 = reduce(d, "ReduceMean", op2(d, "Mul", dy, xhat), na, axes, 1);
             inner = op2(d, "Sub", op2(d, "Sub", dy, m1), op2(d, "Mul", xhat, m2));
         }
         accumulate(d, x, op2(d, "Mul", op2(d, "Mul", g, inv), inner));
     }
     if (need[1])
-        accumulate(d, n->inputs[1], RED("ReduceSum", op2(d, "Mul", dy, xhat), 0));
+        accumulate(d, n->inputs[1], reduce(d, "ReduceSum", op2(d, "Mul", dy, xhat), na, axes, 0));
     if (need[2])
-        accumulate(d, n->inputs[2], RED("ReduceSum", dy, 0));
-    #undef RED
+        accumulate(d, n->inputs[2], reduce(d, "ReduceSum", dy, na, axes, 0));
     return d->ok;
 }
 
@@ -564,12 +546,8 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
             axis += yo->rank;
         if (axis != yo->rank - 1)
             return fail(d, n, "Softmax along other than the last axis is not covered yet");
-        PsimNode *s = mk(d, "ReduceSum", 1, (PsimPort[]){op2(d, "Mul", dy, y)});
-        if (s) {
-            psim_graph_node_attr_set_ints(d->g, s, "axes", 1, &axis);
-            psim_graph_node_attr_set_int(d->g, s, "keepdims", 1);
-        }
-        accumulate(d, x, op2(d, "Mul", y, op2(d, "Sub", dy, port(s))));
+        PsimPort s = reduce(d, "ReduceSum", op2(d, "Mul", dy, y), 1, &axis, 1);
+        accumulate(d, x, op2(d, "Mul", y, op2(d, "Sub", dy, s)));
     } else if (!strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMean")) {
         /* dy broadcast back over the reduced axes (kept as ones), over the count for a mean. */
         const PsimOutput *xo = out_of(d, x);

@@ -41,6 +41,9 @@ PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboo
 /* The same with import options (NULL: defaults); --batch and --shape (opts->batch, shapes) are
  * a USAGE error for built-in models, whose shapes are fixed. */
 PsimGraph *psim_cli_load_graph_with(const char *spec, const PsimImportOptions *opts, GError **error);
+/* Where a plan file finds the graph spec names: "zoo:NAME" for a built-in model, else the file's
+ * absolute path; NULL for stdin ("-"). g_free. */
+char *psim_cli_graph_source(const char *spec);
 
 /* Numeric flags are declared G_OPTION_ARG_STRING and parsed here so that every command checks
  * them the same way: NULL text (flag absent) keeps *out; anything but a finite number within

@@ -154,16 +154,34 @@ gboolean psim_cli_parse(GOptionContext *ctx, int *argc, char ***argv, const char
     return TRUE;
 }
 
+/* TRUE when spec names a built-in model ("zoo:NAME", or a NAME of the zoo that is no file). */
+static gboolean is_zoo(const char *spec)
+{
+    if (g_str_has_prefix(spec, "zoo:"))
+        return TRUE;
+    if (g_file_test(spec, G_FILE_TEST_EXISTS))
+        return FALSE;
+    int32_t n = 0;
+    const char *const *names = psim_zoo_list(&n);
+    for (int32_t i = 0; i < n; i++)
+        if (!strcmp(names[i], spec))
+            return TRUE;
+    return FALSE;
+}
+
+char *psim_cli_graph_source(const char *spec)
+{
+    if (!strcmp(spec, "-"))
+        return NULL;
+    if (is_zoo(spec))
+        return g_str_has_prefix(spec, "zoo:") ? g_strdup(spec) : g_strconcat("zoo:", spec, NULL);
+    return g_canonicalize_filename(spec, NULL);
+}
+
 PsimGraph *psim_cli_load_graph_with(const char *spec, const PsimImportOptions *opts, GError **error)
 {
-    gboolean zoo = g_str_has_prefix(spec, "zoo:");
-    const char *name = zoo ? spec + 4 : spec;
-    if (!zoo && !g_file_test(spec, G_FILE_TEST_EXISTS)) {
-        int32_t n = 0;
-        const char *const *names = psim_zoo_list(&n);
-        for (int32_t i = 0; i < n && !zoo; i++)
-            zoo = !strcmp(names[i], spec);
-    }
+    gboolean zoo = is_zoo(spec);
+    const char *name = g_str_has_prefix(spec, "zoo:") ? spec + 4 : spec;
     if (zoo && opts && (opts->batch > 0 || opts->n_shapes > 0)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
                     "%s: --batch and --shape apply to graph files; built-in models have fixed shapes", spec);
@@ -184,11 +202,7 @@ PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboo
                              GError **error)
 {
     /* A plan that refers to its graph reads GRAPH instead (a moved file): checked by SHA-256. */
-    g_autofree char *source = NULL;
-    if (graph_spec && !training && strcmp(graph_spec, "-"))
-        source = g_str_has_prefix(graph_spec, "zoo:") || g_file_test(graph_spec, G_FILE_TEST_EXISTS)
-                     ? g_strdup(graph_spec)
-                     : g_strconcat("zoo:", graph_spec, NULL);
+    g_autofree char *source = graph_spec && !training ? psim_cli_graph_source(graph_spec) : NULL;
     g_autoptr(PsimPlan) plan = psim_plan_load_with(plan_path, source, error);
     if (!plan || !graph_spec || (source && plan->graph_source))
         return g_steal_pointer(&plan);

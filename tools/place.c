@@ -67,13 +67,9 @@ static char *graph_source(const char *spec, const PsimCliGraphOptions *go, char 
                           char **colocates)
 {
     if (psim_cli_graph_options_given(go) || go->training || (requests && *requests) ||
-        (colocates && *colocates) || !strcmp(spec, "-"))
+        (colocates && *colocates))
         return NULL;
-    if (g_str_has_prefix(spec, "zoo:"))
-        return g_strdup(spec);
-    if (!g_file_test(spec, G_FILE_TEST_IS_REGULAR))
-        return g_strconcat("zoo:", spec, NULL); /* a built-in model named without "zoo:" */
-    return g_canonicalize_filename(spec, NULL);
+    return psim_cli_graph_source(spec);
 }
 
 /* --request 'GLOB=DEVICE': every node whose name matches GLOB requests DEVICE, as a graph

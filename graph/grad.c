@@ -797,6 +797,12 @@ static int32_t training_loss(PsimGraph *g, const char *loss_ref, PsimPort *loss,
 PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t *n_params,
                                GError **error)
 {
+    return psim__graph_training(g, loss_ref, n_params, NULL, NULL, error);
+}
+
+PsimGraph *psim__graph_training(const PsimGraph *g, const char *loss_ref, int32_t *n_params,
+                                int32_t **params, PsimPort *loss_port, GError **error)
+{
     /* A copy to add the loss to (ids kept), then its gradients by every float parameter. */
     g_autoptr(PsimGraph) c = copy_whole(g, error);
     if (!c)
@@ -834,5 +840,12 @@ PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t
     PsimGraph *t = psim_graph_gradients(c, loss, (int32_t)wrt->len, (const PsimPort *)wrt->data, grads, error);
     if (t && n_params)
         *n_params = (int32_t)wrt->len;
+    if (t && loss_port)
+        *loss_port = loss;
+    if (t && params) {
+        *params = g_new(int32_t, wrt->len);
+        for (guint i = 0; i < wrt->len; i++)
+            (*params)[i] = g_array_index(wrt, PsimPort, i).node;
+    }
     return t;
 }

@@ -77,6 +77,14 @@ void psim__graph_set_grow_outputs(PsimGraph *g, gboolean grow);
 PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
                                 gboolean edges, GError **error);
 
+/* psim_graph_training, also giving the parameters' node ids (kept in the result; g_free), in
+ * the order of their gradient outputs (the last *n_params outputs), and the loss. */
+PsimGraph *psim__graph_training(const PsimGraph *g, const char *loss_ref, int32_t *n_params,
+                                int32_t **params, PsimPort *loss_port, GError **error);
+
+/* Drops every graph output (a pass that chooses new ones). */
+void psim__graph_outputs_clear(PsimGraph *g);
+
 /* Copies graph-level metadata (name, source). */
 void psim__graph_copy_meta(PsimGraph *to, const PsimGraph *from);
 

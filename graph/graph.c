@@ -760,6 +760,11 @@ void psim_graph_output_add_ref(PsimGraph *g, const char *ref)
     g_array_append_val(g->outputs, p);
     g_ptr_array_add(g->output_refs, g_strdup(ref));
 }
+void psim__graph_outputs_clear(PsimGraph *g)
+{
+    g_array_set_size(g->outputs, 0);
+    g_ptr_array_set_size(g->output_refs, 0); /* frees the refs */
+}
 int32_t psim_graph_n_outputs(const PsimGraph *g) { return (int32_t)g->outputs->len; }
 PsimPort psim_graph_output(const PsimGraph *g, int32_t i)
 {

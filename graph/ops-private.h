@@ -11,6 +11,7 @@ void psim__ops_register_tf(void);
 void psim__ops_register_math(void);  /* ops-math.c: elementwise, MatMul/Gemm, reductions */
 void psim__ops_register_nn(void);    /* ops-nn.c: Conv, pooling, normalization, Dropout */
 void psim__ops_register_shape(void); /* ops-shape.c: Reshape, Slice, Concat, Gather, ... */
+void psim__ops_register_train(void); /* ops-train.c: optimizers, Save, Restore */
 
 /* The op definition for n, or NULL when n's op is unknown or belongs to a non-ONNX domain
  * (custom ops named like ONNX ones must not get ONNX semantics). */

@@ -63,14 +63,19 @@ void psim__ops_init(void)
         psim__ops_register_math();
         psim__ops_register_nn();
         psim__ops_register_shape();
+        psim__ops_register_train();
         g_once_init_leave(&once, 1);
     }
 }
 
 const PsimOpDef *psim__op_for_node(const PsimNode *n)
 {
-    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
-        return NULL;
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) {
+        const PsimOpDef *d = psim_op_lookup(n->op);
+        return d && (d->flags & PSIM_OP_TRAINING) && !strcmp(n->domain, "ai.onnx.preview.training")
+                   ? d
+                   : NULL;
+    }
     return psim_op_lookup(n->op);
 }
 

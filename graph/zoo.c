@@ -11,6 +11,7 @@ typedef struct {
     PsimGraph *g;
     GError **error;
     gboolean ok;
+    PsimZooShape shape; /* input [batch, channels, height, width] and classes (mlp, cnn) */
 } Builder;
 
 /* A deterministic generator per weight, seeded from its name, so that every weight has its own
@@ -166,15 +167,17 @@ static int32_t dense_gemm(Builder *b, const char *scope, int32_t x, int64_t in, 
 
 static void build_mlp(Builder *b)
 {
-    int64_t xd[2] = {64, 784};
+    const PsimZooShape *sh = &b->shape;
+    int64_t features = sh->channels * sh->height * sh->width;
+    int64_t xd[2] = {sh->batch, features};
     int32_t x = input(b, "input", 2, xd);
-    int32_t h = op1(b, "fc1/Relu", "Relu", dense_gemm(b, "fc1", x, 784, 256));
+    int32_t h = op1(b, "fc1/Relu", "Relu", dense_gemm(b, "fc1", x, features, 256));
     /* The second layer as MatMul + Add, as TensorFlow and PyTorch exports write it. */
     int64_t wd[2] = {256, 128}, bd[1] = {128};
     int32_t mm = op2(b, "fc2/MatMul", "MatMul", h, weight(b, "fc2/W", 2, wd, 0, 1 / 16.0));
     int32_t add = op2(b, "fc2/Add", "Add", mm, weight(b, "fc2/B", 1, bd, 0, 0.1));
     h = op1(b, "fc2/Relu", "Relu", add);
-    int32_t logits = dense_gemm(b, "fc3", h, 128, 10);
+    int32_t logits = dense_gemm(b, "fc3", h, 128, sh->classes);
     int32_t y = op1(b, "output", "Softmax", logits);
     set_int(b, y, "axis", -1);
     if (b->ok)
@@ -219,9 +222,10 @@ static int32_t res_block(Builder *b, const char *scope, int32_t x, int64_t cin, 
 
 static void build_cnn(Builder *b)
 {
-    int64_t xd[4] = {1, 3, 64, 64};
+    const PsimZooShape *sh = &b->shape;
+    int64_t xd[4] = {sh->batch, sh->channels, sh->height, sh->width};
     int32_t x = input(b, "input", 4, xd);
-    int32_t h = conv_bn(b, "stem", x, 3, 16, 3, 1, TRUE);
+    int32_t h = conv_bn(b, "stem", x, sh->channels, 16, 3, 1, TRUE);
     h = op1(b, "stem/MaxPool", "MaxPool", h);
     int64_t ks[2] = {2, 2};
     set_ints(b, h, "kernel_shape", 2, ks);
@@ -232,7 +236,7 @@ static void build_cnn(Builder *b)
     h = op1(b, "pool", "GlobalAveragePool", h);
     h = op1(b, "flatten", "Flatten", h);
     set_int(b, h, "axis", 1);
-    h = dense_gemm(b, "fc", h, 64, 10);
+    h = dense_gemm(b, "fc", h, 64, b->shape.classes);
     if (b->ok)
         psim_graph_output_add(b->g, (PsimPort){h, 0});
 }
@@ -323,13 +327,14 @@ typedef struct {
     const char *name;
     const char *description;
     void (*build)(Builder *b);
+    PsimZooShape shape; /* the default; all zero: the model takes no other */
 } ZooModel;
 
 static const ZooModel models[] = {
     {"mlp", "3-layer perceptron 784-256-128-10, batch 64 (Gemm, MatMul+Add, Relu, Softmax)",
-     build_mlp},
+     build_mlp, {64, 1, 28, 28, 10}},
     {"cnn", "small ResNet at 1x3x64x64: Conv/BatchNormalization/Relu, MaxPool, 3 residual blocks, "
-            "GlobalAveragePool, Gemm", build_cnn},
+            "GlobalAveragePool, Gemm", build_cnn, {1, 3, 64, 64, 10}},
     {"transformer", "two pre-norm encoder blocks, batch 2 x 16 tokens x 64, 4 heads, Erf GELU",
      build_transformer},
 };
@@ -350,7 +355,22 @@ const char *psim_zoo_description(const char *name)
     return NULL;
 }
 
+gboolean psim_zoo_shape(const char *name, PsimZooShape *out)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(models); i++)
+        if (!strcmp(models[i].name, name) && models[i].shape.batch) {
+            *out = models[i].shape;
+            return TRUE;
+        }
+    return FALSE;
+}
+
 PsimGraph *psim_zoo_make(const char *name, GError **error)
+{
+    return psim_zoo_make_shaped(name, NULL, error);
+}
+
+PsimGraph *psim_zoo_make_shaped(const char *name, const PsimZooShape *shape, GError **error)
 {
     g_return_val_if_fail(name != NULL, NULL);
     const ZooModel *m = NULL;
@@ -367,9 +387,29 @@ PsimGraph *psim_zoo_make(const char *name, GError **error)
         return NULL;
     }
     g_autoptr(PsimGraph) g = psim_graph_new(m->name);
-    g_autofree char *source = g_strconcat("zoo:", m->name, NULL);
-    psim_graph_set_source(g, source);
-    Builder b = {.g = g, .error = error, .ok = TRUE};
+    /* A reshaped model is not the one "zoo:NAME" names (plans refer to graphs by source). */
+    g_autofree char *source = shape ? NULL : g_strconcat("zoo:", m->name, NULL);
+    if (source)
+        psim_graph_set_source(g, source);
+    Builder b = {.g = g, .error = error, .ok = TRUE, .shape = m->shape};
+    if (shape) {
+        if (!m->shape.batch) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "zoo:%s: its input shape is fixed",
+                        m->name);
+            return NULL;
+        }
+        if (shape->batch < 1 || shape->channels < 1 || shape->height < 1 || shape->width < 1 ||
+            shape->classes < 2 || shape->batch > 65536 || shape->channels > 4096 ||
+            shape->height > 4096 || shape->width > 4096 || shape->classes > 1000000) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                        "zoo:%s: input %lldx%lldx%lldx%lld with %lld classes is out of range",
+                        m->name, (long long)shape->batch, (long long)shape->channels,
+                        (long long)shape->height, (long long)shape->width,
+                        (long long)shape->classes);
+            return NULL;
+        }
+        b.shape = *shape;
+    }
     m->build(&b);
     if (!b.ok || !psim_graph_finalize(g, error) || psim_graph_fold_constants(g, error) < 0 ||
         !psim_graph_infer_shapes(g, error))

@@ -218,5 +218,6 @@ int psim_cmd_cluster(int argc, char **argv);
 int psim_cmd_profile(int argc, char **argv);
 int psim_cmd_run(int argc, char **argv);
 int psim_cmd_place(int argc, char **argv);
+int psim_cmd_train(int argc, char **argv);
 
 #endif

@@ -113,7 +113,8 @@ static void print_figures(const PsimGraph *g, PsimFormat f, const char *out)
 int psim_cmd_export(int argc, char **argv)
 {
     g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL, *loss = NULL;
-    gboolean training = FALSE, json = FALSE, gradients = FALSE;
+    g_autofree char *optimizer = NULL, *lr_s = NULL;
+    gboolean training = FALSE, json = FALSE, gradients = FALSE, train_step = FALSE;
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
@@ -132,8 +133,13 @@ int psim_cmd_export(int argc, char **argv)
         {"gradients", 0, 0, G_OPTION_ARG_NONE, &gradients,
          "Export a training graph: the loss (--loss, else a softmax cross-entropy of the first output's class scores against a new 'labels' input) and its gradients by every float parameter, as outputs",
          NULL},
-        {"loss", 0, 0, G_OPTION_ARG_STRING, &loss, "With --gradients: the scalar loss tensor (NODE or NODE:K)",
+        {"loss", 0, 0, G_OPTION_ARG_STRING, &loss, "With --gradients or --train-step: the scalar loss tensor (NODE or NODE:K)",
          "REF"},
+        {"train-step", 0, 0, G_OPTION_ARG_NONE, &train_step,
+         "Export the whole training step (what 'placesim train' runs): the training graph with its parameters as variables, optimizer ops and Assigns; output 'train/loss' runs one step when fetched",
+         NULL},
+        {"optimizer", 0, 0, G_OPTION_ARG_STRING, &optimizer, "With --train-step: sgd (momentum 0.9, the default) or adam", "NAME"},
+        {"lr", 0, 0, G_OPTION_ARG_STRING, &lr_s, "With --train-step: the learning rate (default 0.01 for sgd, 0.001 for adam)", "X"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print one JSON object with the figures (format, nodes, devices, out); needs --out", NULL},
         {NULL}};
@@ -149,8 +155,18 @@ int psim_cmd_export(int argc, char **argv)
         return psim_cli_usage("export", "expected one GRAPH (it may be left out with --plan: the plan carries its graph)");
     if (placement && plan)
         return psim_cli_usage("export", "give at most one of --placement and --plan");
-    if ((gradients && plan) || (loss && !gradients))
-        return psim_cli_usage("export", "--gradients takes a GRAPH, not --plan; --loss needs --gradients");
+    if (((gradients || train_step) && plan) || (loss && !gradients && !train_step) ||
+        (gradients && train_step))
+        return psim_cli_usage("export", "--gradients or --train-step (one of them) takes a GRAPH, not --plan; --loss needs one of them");
+    if ((optimizer || lr_s) && !train_step)
+        return psim_cli_usage("export", "--optimizer and --lr need --train-step");
+    if (optimizer && strcmp(optimizer, "sgd") && strcmp(optimizer, "adam"))
+        return psim_cli_usage("export", "--optimizer '%s' is neither sgd nor adam", optimizer);
+    gboolean adam = optimizer && !strcmp(optimizer, "adam");
+    double lr = adam ? 0.001 : 0.01;
+    GError *lerr = NULL;
+    if (!psim_cli_flag_double("--lr", lr_s, 1e-12, 100, &lr, &lerr))
+        return psim_cli_fail(lerr);
     if (json && !out)
         return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
     PsimFormat f = format_of(format, out);
@@ -175,6 +191,20 @@ int psim_cmd_export(int argc, char **argv)
             return psim_cli_fail(err);
         fprintf(stderr, "placesim: training graph of %d nodes (%d before), gradients of %d parameters\n",
                 psim_graph_n_nodes(t), psim_graph_n_nodes(g), n_params);
+        psim_graph_free(g);
+        g = t;
+    }
+    if (train_step) {
+        PsimTrainSpec spec = {.optimizer = adam ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
+                              .lr = lr, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999,
+                              .epsilon = 1e-8, .loss = loss};
+        PsimTrainInfo info;
+        PsimGraph *t = psim_graph_train_step(g, &spec, &info, &err);
+        if (!t)
+            return psim_cli_fail(err);
+        fprintf(stderr, "placesim: training step of %d nodes (%d before), %d variables trained\n",
+                psim_graph_n_nodes(t), psim_graph_n_nodes(g), info.n_variables);
+        psim_train_info_clear(&info);
         psim_graph_free(g);
         g = t;
     }

@@ -22,6 +22,7 @@ static const PsimCommand commands[] = {
     {"compare", "compare a simulated trace with a measured one (errors, plots)", psim_cmd_compare},
     {"study", "profile, place, simulate, run and compare graphs x algorithms; report and plots", psim_cmd_study},
     {"export", "convert a graph to JSON, DOT, GraphML or TF pbtxt", psim_cmd_export},
+    {"train", "train a model for real: variables, gradients, optimizers, checkpoints", psim_cmd_train},
 };
 
 static void usage(FILE *f)
@@ -182,9 +183,15 @@ PsimGraph *psim_cli_load_graph_with(const char *spec, const PsimImportOptions *o
 {
     gboolean zoo = is_zoo(spec);
     const char *name = g_str_has_prefix(spec, "zoo:") ? spec + 4 : spec;
+    PsimZooShape shape;
+    if (zoo && opts && opts->batch > 0 && opts->n_shapes == 0 && psim_zoo_shape(name, &shape)) {
+        shape.batch = opts->batch; /* mlp and cnn are made for any batch */
+        return psim_zoo_make_shaped(name, &shape, error);
+    }
     if (zoo && opts && (opts->batch > 0 || opts->n_shapes > 0)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "%s: --batch and --shape apply to graph files; built-in models have fixed shapes", spec);
+                    "%s: --shape applies to graph files, and --batch to them and to the built-in mlp "
+                    "and cnn; this built-in model has a fixed shape", spec);
         return NULL;
     }
     if (zoo)

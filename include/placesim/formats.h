@@ -78,6 +78,10 @@ char *psim_export_graphml(const PsimGraph *g, GError **error);
 char *psim_export_pbtxt(const PsimGraph *g, GError **error);
 gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error);
 
+/* An IDX file (MNIST's format; ".gz" read through zlib) of unsigned bytes as a uint8 host tensor
+ * of its dims. A missing file, a bad header or a size that disagrees with it is an INPUT error
+ * naming the file. */
+PsimTensor *psim_idx_load(const char *path, GError **error);
 /* ONNX TensorProto files (.pb), as in ONNX's test data: read (raw_data or typed fields) and
  * write (raw_data). *name (optional, g_free) gets the tensor's name. Errors name the file. */
 PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error);

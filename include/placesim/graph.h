@@ -89,6 +89,19 @@ void psim_tensor_set_f64(PsimTensor *t, int64_t i, double v);
 int64_t psim_tensor_get_i64(const PsimTensor *t, int64_t i);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimTensor, psim_tensor_unref)
 
+/* Checkpoints (graph/checkpoint.c): named host tensors in one file, written atomically (temporary
+ * file, fsync, rename) with a SHA-256 over the contents. Write errors are RUNTIME; a missing,
+ * partial or damaged file is an INPUT error naming it. read: g_strfreev the names, unref each
+ * tensor and g_free the array. */
+gboolean psim_checkpoint_write(const char *path, int32_t n, const char *const *names,
+                               PsimTensor *const *tensors, GError **error);
+gboolean psim_checkpoint_read(const char *path, int32_t *n, char ***names, PsimTensor ***tensors,
+                              GError **error);
+/* The fault injector: TRUE when PSIM_FAULT (comma-separated WHAT:COUNT items, e.g. "step:7" or
+ * "save:3") names this event; psim_fault_kill then kills the process with SIGKILL. */
+gboolean psim_fault_due(const char *what, int64_t count);
+void psim_fault_kill(const char *what, int64_t count) G_GNUC_NORETURN;
+
 /* Generated data (graph/fill.c): what `run`, `profile` and `study --feed KIND` feed graph inputs
  * with, and what the profiler gives the kernels it times. */
 typedef enum {
@@ -372,6 +385,9 @@ enum {
     /* Some output dim is how many elements the data selects (NonZero, Compress, Unique,
      * NonMaxSuppression): inference leaves it unknown, as ONNX's own does. */
     PSIM_OP_DATA_SHAPED = 1u << 3,
+    /* An op of ONNX's ai.onnx.preview.training domain (Momentum, Adam, Adagrad): nodes of that
+     * domain get its semantics (other non-ONNX domains never do). */
+    PSIM_OP_TRAINING = 1u << 4,
 };
 
 typedef struct PsimOpDef {
@@ -416,6 +432,44 @@ PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt
  * number. Errors as psim_graph_gradients. */
 PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t *n_params,
                                GError **error);
+
+/* The training step as a graph (graph/train.c). */
+typedef enum { PSIM_OPTIMIZER_SGD, PSIM_OPTIMIZER_ADAM } PsimOptimizer;
+typedef struct {
+    PsimOptimizer optimizer;
+    double lr;
+    double momentum;     /* SGD: 0 for plain SGD */
+    double beta1, beta2; /* Adam's decay rates (0.9, 0.999 are Kingma & Ba's) */
+    double epsilon;      /* Adam: added to the square root of the second moment */
+    double weight_decay; /* L2 coefficient added to every gradient (ONNX norm_coefficient) */
+    const char *loss;    /* as psim_graph_training's loss_ref (NULL: classifier) */
+    const char *container; /* of the variables (NULL or "": the process's default) */
+    gboolean checkpoint_ops; /* add the checkpoint ops (PsimTrainInfo) */
+} PsimTrainSpec;
+typedef struct {
+    char *loss;        /* the scalar loss, "node:k" */
+    char *scores;      /* the graph's first output (class scores), or NULL */
+    char *train_op;    /* the target that runs one step */
+    char *global_step; /* the int64 Variable counting steps */
+    /* Checkpoints: feed "checkpoint/path" (string scalar), "checkpoint/epoch" and
+     * "checkpoint/cursor" (int64 scalars: the input position) and run target "checkpoint/Save"
+     * to write every variable; feed the path and fetch "checkpoint/restore_op" (and
+     * "checkpoint/Restore:K" for the position, K = n_saved - 2 and n_saved - 1) to restore. */
+    int32_t n_saved; /* tensors a checkpoint holds: every variable, then epoch and cursor */
+    int32_t n_variables; /* trained parameters (optimizer state not counted) */
+} PsimTrainInfo;
+/* The training step of g: psim_graph_training's forward and gradient graph, with every trained
+ * parameter a VariableV2 of spec->container initialised from its weights (same name), one
+ * optimizer node per parameter (ONNX Momentum, or Adam, domain ai.onnx.preview.training) whose
+ * results are Assigned to the parameter and to its state variables (NAME/momentum, NAME/adam_m,
+ * NAME/adam_v, zeros at first), a global_step counter, the target train_op after every
+ * Assign, and with spec->checkpoint_ops the checkpoint ops (PsimTrainInfo). The graph's outputs
+ * are "train/loss" (the loss, after train_op: fetching it runs one step) and the class scores.
+ * Running train_op once (feeding the inputs and "labels") is one step. Fills info
+ * (psim_train_info_clear). Errors as psim_graph_training; USAGE for bad hyper-parameters. */
+PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
+                                 PsimTrainInfo *info, GError **error);
+void psim_train_info_clear(PsimTrainInfo *info);
 
 /* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds are data refs
  * ("node:k"); fetches are data refs, targets ("^node"), or a bare "node" (meaning "node:0" if
@@ -597,6 +651,16 @@ const char *const *psim_zoo_list(int32_t *n);
 PsimGraph *psim_zoo_make(const char *name, GError **error);
 /* A one-line description of a built-in model (static storage), or NULL. */
 const char *psim_zoo_description(const char *name);
+/* The shape a built-in model is made for: input [batch, channels, height, width] (mlp takes it
+ * flattened) and the number of classes. */
+typedef struct {
+    int64_t batch, channels, height, width, classes;
+} PsimZooShape;
+/* The default shape of a model made for other shapes too (mlp, cnn); FALSE for the others. */
+gboolean psim_zoo_shape(const char *name, PsimZooShape *out);
+/* psim_zoo_make with another input shape (mlp and cnn; NULL: the default); a USAGE error for a
+ * model whose shape is fixed or a shape out of range. */
+PsimGraph *psim_zoo_make_shaped(const char *name, const PsimZooShape *shape, GError **error);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Statistics over doubles (graph/stats.c). */

@@ -60,6 +60,25 @@ gboolean psim_kernel_supported(const PsimGraph *g, const PsimNode *n, const char
 /* All registered kernels (sorted by op, device type, dtype); g_free the array only. */
 const PsimKernelDef **psim_kernel_list(int32_t *n);
 
+/* State: variables in containers (the whitepaper's resource containers). A variable is a slot
+ * holding a reference-counted tensor; reading it takes a reference to the current tensor, and an
+ * assignment replaces the tensor (the old one lives on while a reader holds it). So a step's
+ * reads of a variable all see the value it had when the Variable node ran, however the step's
+ * updates interleave with them, and runs are deterministic. Containers are process-wide,
+ * created on first use, and live until reset; "" is the process's default container. */
+typedef struct PsimVariable PsimVariable;
+/* The variable `name` of `container` (NULL or "" for the default), created empty when `create`;
+ * NULL when it does not exist and `create` is FALSE. The container owns it. */
+PsimVariable *psim_variable_get(const char *container, const char *name, gboolean create);
+/* A reference to the variable's tensor (psim_tensor_unref), or NULL before it is assigned. */
+PsimTensor *psim_variable_read(PsimVariable *v);
+/* Makes t (a reference is taken) the variable's value. */
+void psim_variable_assign(PsimVariable *v, PsimTensor *t);
+/* The variable names of a container, sorted (g_strfreev); an empty vector for none. */
+char **psim_container_names(const char *container);
+/* Drops every variable of the container (their tensors go with the last reader). */
+void psim_container_reset(const char *container);
+
 /* Sets flush-to-zero and denormals-are-zero on the calling thread (x86 MXCSR FTZ and DAZ,
  * AArch64 FPCR.FZ; nothing elsewhere): denormals cost a microcode assist each, which would make a
  * kernel's time depend on its data. Every thread that runs kernels calls it once before the

@@ -432,3 +432,53 @@ void psim__cpu_register_conv(void)
                   "1-D/2-D convolution: direct GEMM for 1x1, direct loops for depthwise, else banded im2col + sgemm (float64: direct loops)", run_conv,
                   types, conv_workspace);
 }
+
+gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const float *w,
+                                     const float *bias, float *y, GError **error)
+{
+    int64_t cg = p->c / p->group, in_sp = p->in[0] * p->in[1], out_sp = p->out[0] * p->out[1];
+    int64_t k_sp = p->k[0] * p->k[1], rows = p->mg * k_sp, m_all = p->mg * p->group;
+    float *cols = psim__cpu_scratch(sizeof(float) * (size_t)(rows * in_sp), error);
+    if (!cols)
+        return FALSE;
+    memset(y, 0, sizeof(float) * (size_t)(p->n * m_all * out_sp));
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t g = 0; g < p->group; g++) {
+            const float *xg = x + (n * p->c + g * cg) * in_sp, *wg = w + g * cg * rows;
+            /* cols[m, kh, kw][ih, iw] = sum over c of W[c][m, kh, kw] X[c][ih, iw]. */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)rows, (blasint)in_sp,
+                        (blasint)cg, 1.0f, wg, (blasint)rows, xg, (blasint)in_sp, 0.0f, cols,
+                        (blasint)in_sp);
+            for (int64_t m = 0; m < p->mg; m++) {
+                float *ym = y + (n * m_all + g * p->mg + m) * out_sp;
+                for (int64_t kh = 0; kh < p->k[0]; kh++)
+                    for (int64_t kw = 0; kw < p->k[1]; kw++) {
+                        const float *row = cols + ((m * p->k[0] + kh) * p->k[1] + kw) * in_sp;
+                        for (int64_t ih = 0; ih < p->in[0]; ih++) {
+                            int64_t oh = ih * p->stride[0] + kh * p->dil[0] - p->pad[0];
+                            if (oh < 0 || oh >= p->out[0])
+                                continue;
+                            float *yr = ym + oh * p->out[1];
+                            const float *cr = row + ih * p->in[1];
+                            int64_t off = kw * p->dil[1] - p->pad[1];
+                            /* The input columns whose output column lies inside. */
+                            int64_t lo = off < 0 ? (-off + p->stride[1] - 1) / p->stride[1] : 0;
+                            int64_t hi = (p->out[1] - 1 - off) / p->stride[1] + 1;
+                            if (p->out[1] - 1 - off < 0)
+                                continue;
+                            hi = MIN(hi, p->in[1]);
+                            if (p->stride[1] == 1)
+                                for (int64_t iw = lo; iw < hi; iw++)
+                                    yr[iw + off] += cr[iw];
+                            else
+                                for (int64_t iw = lo; iw < hi; iw++)
+                                    yr[iw * p->stride[1] + off] += cr[iw];
+                        }
+                    }
+                if (bias)
+                    for (int64_t i = 0; i < out_sp; i++)
+                        ym[i] += bias[g * p->mg + m];
+            }
+        }
+    return TRUE;
+}

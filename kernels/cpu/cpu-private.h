@@ -79,6 +79,15 @@ gboolean psim__cpu_window(PsimKernelCtx *ctx, int32_t n, const int64_t *in, cons
                           gboolean ceil_mode, gboolean use_dilations, PsimWindow *w,
                           GError **error);
 
+/* ConvTranspose over 2 spatial dims in float32 (kernels/cpu/conv.c): per image and group, the
+ * columns W_g^T X_g by one sgemm, then scattered into the output (col2im) and the bias added. */
+typedef struct {
+    int64_t n, c, group, mg; /* images, input channels, groups, output channels per group */
+    int64_t in[2], k[2], out[2], stride[2], dil[2], pad[2];
+} PsimConvT2d;
+gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const float *w,
+                                     const float *bias, float *y, GError **error);
+
 /* Row-major strides of dims[0..rank) into s (elements). */
 static inline void psim__cpu_strides(int32_t rank, const int64_t *dims, int64_t *s)
 {
@@ -113,6 +122,8 @@ void psim__cpu_register_loss(void);
 void psim__cpu_register_resize(void);
 void psim__cpu_register_quant(void);
 void psim__cpu_register_rnn(void);
+void psim__cpu_register_state(void);
+void psim__cpu_register_optim(void);
 
 /* Helpers for registration: one definition per dtype in a 0-terminated list. */
 void psim__cpu_add(const char *op, const char *name, const char *description,

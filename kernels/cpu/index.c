@@ -852,6 +852,12 @@ static gboolean run_conv_transpose(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     int64_t in_sp = psim_shape_elems(ns, x->dims + 2), out_sp = psim_shape_elems(ns, od + 2);
     int64_t k_sp = psim_shape_elems(ns, w->dims + 2);
+    if (x->dtype == PSIM_DTYPE_FLOAT32 && ns == 2) {
+        PsimConvT2d c = {N, C, group, Mg, {x->dims[2], x->dims[3]}, {w->dims[2], w->dims[3]},
+                         {od[2], od[3]}, {st[0], st[1]}, {dl[0], dl[1]}, {p0[0], p0[1]}};
+        return psim__cpu_conv_transpose_2d(&c, x->data, w->data, bias ? bias->data : NULL,
+                                           y->data, error);
+    }
     g_autofree double *acc = g_new0(double, N * M * out_sp + 1);
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {

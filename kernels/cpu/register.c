@@ -16,4 +16,6 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_resize();
     psim__cpu_register_quant();
     psim__cpu_register_rnn();
+    psim__cpu_register_state();
+    psim__cpu_register_optim();
 }

@@ -1,0 +1,286 @@
+/* The training step as a graph (whitepaper sections 4.1 and 2): the forward pass and its
+ * gradients (graph/grad.c), every trained parameter turned into a Variable initialised from its
+ * weights, an optimizer node per parameter (ONNX's Momentum or Adam) whose outputs are assigned
+ * back to the parameter and to its optimizer state (more Variables), a global step counter, and
+ * one target, train_op, that depends on every assignment. Running the target once is one step;
+ * variables keep their values across steps in their container. */
+#include <string.h>
+
+#include "graph-private.h"
+
+#define TRAINING_DOMAIN "ai.onnx.preview.training"
+
+typedef struct {
+    PsimGraph *g;
+    const char *container;
+    GError **error;
+} Step;
+
+static PsimNode *add(Step *s, const char *name, const char *op)
+{
+    PsimNode *n = psim_graph_node_add_unique(s->g, name, op, s->error);
+    if (n)
+        psim_graph_node_outputs_set(s->g, n, 1);
+    return n;
+}
+
+static PsimNode *scalar(Step *s, const char *name, PsimDType dt, double v)
+{
+    PsimNode *n = add(s, name, "Const");
+    PsimTensor *t = n ? psim_tensor_new(dt, 0, NULL, s->error) : NULL;
+    if (!t)
+        return NULL;
+    psim_tensor_set_f64(t, 0, v);
+    psim_graph_node_attr_set_tensor(s->g, n, "value", t);
+    psim_graph_output_value_set(s->g, n, 0, t);
+    psim_tensor_unref(t);
+    n->flags |= PSIM_NODE_CONSTANT;
+    return n;
+}
+
+/* Makes node n a Variable whose initial value is t (a reference is kept). */
+static void make_variable(Step *s, PsimNode *n, PsimTensor *t)
+{
+    n->op = psim_graph_intern(s->g, "VariableV2");
+    n->outputs[0].value = NULL; /* the graph's tensor list keeps its reference */
+    psim_graph_node_attr_set_tensor(s->g, n, "value", t);
+    psim_graph_node_attr_set_dtype(s->g, n, "dtype", t->dtype);
+    psim_graph_node_attr_set_shape(s->g, n, "shape", t->rank, t->dims);
+    psim_graph_node_attr_set_string(s->g, n, "container", s->container);
+    n->flags |= PSIM_NODE_PARAMETER;
+    n->flags &= ~(uint32_t)PSIM_NODE_CONSTANT;
+}
+
+/* A new Variable named name, of zeros like t. */
+static PsimNode *state_variable(Step *s, const char *name, const PsimTensor *like)
+{
+    PsimNode *n = add(s, name, "Const");
+    PsimTensor *z = n ? psim_tensor_new(like->dtype, like->rank, like->dims, s->error) : NULL;
+    if (!z)
+        return NULL;
+    psim_graph_output_set(s->g, n, 0, z->dtype, z->rank, z->dims);
+    make_variable(s, n, z);
+    psim_tensor_unref(z);
+    return n;
+}
+
+static PsimNode *assign(Step *s, PsimNode *var, PsimPort value, PsimNode *train_op)
+{
+    g_autofree char *name = g_strconcat(var->name, "/Assign", NULL);
+    PsimNode *a = add(s, name, "Assign");
+    if (!a)
+        return NULL;
+    psim_graph_node_input_add(s->g, a, (PsimPort){var->id, 0});
+    psim_graph_node_input_add(s->g, a, value);
+    psim_graph_node_control_add(s->g, train_op, a->id);
+    return a;
+}
+
+static PsimNode *placeholder(Step *s, const char *name, PsimDType dt)
+{
+    PsimNode *n = add(s, name, "Placeholder");
+    if (n)
+        psim_graph_output_set(s->g, n, 0, dt, 0, NULL);
+    return n;
+}
+
+static gint cmp_node_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp((*(PsimNode *const *)a)->name, (*(PsimNode *const *)b)->name);
+}
+
+/* The checkpoint ops: checkpoint/Save writes every variable (by name) and the input position
+ * (checkpoint/epoch and checkpoint/cursor, fed) to the file named by checkpoint/path (fed);
+ * checkpoint/Restore reads them back, Assigned to the variables, with checkpoint/restore_op after
+ * every Assign (its outputs "input/epoch" and "input/cursor" are the position). */
+static gboolean checkpoint_ops(Step *s)
+{
+    PsimGraph *g = s->g;
+    g_autoptr(GPtrArray) vars = g_ptr_array_new();
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
+        if (!strcmp(psim_graph_node(g, v)->op, "VariableV2"))
+            g_ptr_array_add(vars, psim_graph_node(g, v));
+    g_ptr_array_sort(vars, cmp_node_name);
+    int32_t nv = (int32_t)vars->len, nt = nv + 2;
+    g_autofree const char **names = g_new(const char *, nt);
+    g_autofree PsimDType *dts = g_new(PsimDType, nt);
+    for (int32_t i = 0; i < nv; i++) {
+        const PsimNode *v = g_ptr_array_index(vars, i);
+        names[i] = v->name;
+        dts[i] = v->outputs[0].dtype;
+    }
+    names[nv] = "input/epoch";
+    names[nv + 1] = "input/cursor";
+    dts[nv] = dts[nv + 1] = PSIM_DTYPE_INT64;
+    PsimNode *path = placeholder(s, "checkpoint/path", PSIM_DTYPE_STRING);
+    PsimNode *epoch = placeholder(s, "checkpoint/epoch", PSIM_DTYPE_INT64);
+    PsimNode *cursor = placeholder(s, "checkpoint/cursor", PSIM_DTYPE_INT64);
+    PsimNode *save = path && epoch && cursor
+                         ? psim_graph_node_add_unique(g, "checkpoint/Save", "Save", s->error)
+                         : NULL;
+    PsimNode *restore = save ? add(s, "checkpoint/Restore", "Restore") : NULL;
+    PsimNode *done = restore ? psim_graph_node_add_unique(g, "checkpoint/restore_op", "NoOp", s->error)
+                             : NULL;
+    if (!done)
+        return FALSE;
+    psim_graph_node_input_add(g, save, (PsimPort){path->id, 0});
+    for (int32_t i = 0; i < nv; i++)
+        psim_graph_node_input_add(g, save, (PsimPort){((PsimNode *)g_ptr_array_index(vars, i))->id, 0});
+    psim_graph_node_input_add(g, save, (PsimPort){epoch->id, 0});
+    psim_graph_node_input_add(g, save, (PsimPort){cursor->id, 0});
+    psim_graph_node_attr_set_strings(g, save, "tensor_names", nt, names);
+    psim_graph_node_input_add(g, restore, (PsimPort){path->id, 0});
+    psim_graph_node_outputs_set(g, restore, nt);
+    psim_graph_node_attr_set_strings(g, restore, "tensor_names", nt, names);
+    PsimAttr da = {.name = "dtypes", .type = PSIM_ATTR_DTYPES, .n = nt, .v.dts = dts};
+    psim_graph_node_attr_set(g, restore, &da);
+    for (int32_t i = 0; i < nt; i++)
+        psim_graph_output_set(g, restore, i, dts[i], PSIM_RANK_UNKNOWN, NULL);
+    for (int32_t i = 0; i < nv; i++) {
+        PsimNode *v = g_ptr_array_index(vars, i);
+        g_autofree char *an = g_strconcat(v->name, "/Restore", NULL);
+        PsimNode *a = add(s, an, "Assign");
+        if (!a)
+            return FALSE;
+        psim_graph_node_input_add(g, a, (PsimPort){v->id, 0});
+        psim_graph_node_input_add(g, a, (PsimPort){restore->id, i});
+        psim_graph_node_control_add(g, done, a->id);
+    }
+    return TRUE;
+}
+
+static char *ref_format(const PsimGraph *g, PsimPort p)
+{
+    return g_strdup_printf("%s:%d", psim_graph_node(g, p.node)->name, p.index);
+}
+
+PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
+                                 PsimTrainInfo *info, GError **error)
+{
+    g_return_val_if_fail(g && spec && info, NULL);
+    memset(info, 0, sizeof *info);
+    if (!(spec->lr > 0) || spec->momentum < 0 || spec->momentum >= 1 || spec->beta1 < 0 ||
+        spec->beta1 >= 1 || spec->beta2 < 0 || spec->beta2 >= 1 || spec->epsilon < 0 ||
+        spec->weight_decay < 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "training: the learning rate must be > 0, momentum and betas in [0, 1)");
+        return NULL;
+    }
+    int32_t np = 0;
+    g_autofree int32_t *params = NULL;
+    PsimPort loss;
+    g_autoptr(PsimGraph) t = psim__graph_training(g, spec->loss, &np, &params, &loss, error);
+    if (!t)
+        return NULL;
+    int32_t n_out = psim_graph_n_outputs(t);
+    Step s = {.g = t, .container = spec->container ? spec->container : "", .error = error};
+    PsimNode *train_op = psim_graph_node_add_unique(t, "train_op", "NoOp", error);
+    PsimNode *step = add(&s, "global_step", "Const");
+    PsimNode *one = scalar(&s, "train/one", PSIM_DTYPE_INT64, 1);
+    PsimNode *lr = scalar(&s, "train/learning_rate", PSIM_DTYPE_FLOAT32, spec->lr);
+    if (!train_op || !step || !one || !lr)
+        return NULL;
+    g_autoptr(PsimTensor) zero = psim_tensor_new(PSIM_DTYPE_INT64, 0, NULL, error);
+    if (!zero)
+        return NULL;
+    psim_graph_output_set(t, step, 0, PSIM_DTYPE_INT64, 0, NULL);
+    make_variable(&s, step, zero);
+    /* Adam's update count starts at 1 for the first step (bias correction as in Kingma & Ba);
+     * Momentum's at 0 (ONNX: the first step takes the gradient whole). */
+    PsimPort count = {step->id, 0};
+    gboolean adam = spec->optimizer == PSIM_OPTIMIZER_ADAM;
+    if (adam) {
+        PsimNode *c = add(&s, "train/update_count", "Add");
+        if (!c)
+            return NULL;
+        psim_graph_node_input_add(t, c, (PsimPort){step->id, 0});
+        psim_graph_node_input_add(t, c, (PsimPort){one->id, 0});
+        count = (PsimPort){c->id, 0};
+    }
+    for (int32_t k = 0; k < np; k++) {
+        PsimNode *p = psim_graph_node(t, params[k]);
+        PsimTensor *init = p->outputs[0].value;
+        PsimPort grad = psim_graph_output(t, n_out - np + k);
+        if (!init) {
+            psim__error_node(error, t, p, "parameter has no value to start training from");
+            return NULL;
+        }
+        make_variable(&s, p, init);
+        g_autofree char *vn = g_strconcat(p->name, adam ? "/adam_m" : "/momentum", NULL);
+        g_autofree char *hn = g_strconcat(p->name, "/adam_v", NULL);
+        PsimNode *v = adam || spec->momentum > 0 ? state_variable(&s, vn, init) : NULL;
+        PsimNode *h = adam ? state_variable(&s, hn, init) : NULL;
+        if ((adam || spec->momentum > 0) && !v)
+            return NULL;
+        if (adam && !h)
+            return NULL;
+        g_autofree char *on = g_strconcat(p->name, adam ? "/Adam" : "/Momentum", NULL);
+        PsimNode *opt = add(&s, on, adam ? "Adam" : "Momentum");
+        if (!opt)
+            return NULL;
+        opt->domain = psim_graph_intern(t, TRAINING_DOMAIN);
+        psim_graph_node_outputs_set(t, opt, adam ? 3 : 2);
+        psim_graph_node_input_add(t, opt, (PsimPort){lr->id, 0});
+        psim_graph_node_input_add(t, opt, count);
+        psim_graph_node_input_add(t, opt, (PsimPort){p->id, 0});
+        psim_graph_node_input_add(t, opt, grad);
+        /* Plain SGD is Momentum with alpha 0: the state input is then never read. */
+        psim_graph_node_input_add(t, opt, v ? (PsimPort){v->id, 0} : grad);
+        if (h)
+            psim_graph_node_input_add(t, opt, (PsimPort){h->id, 0});
+        psim_graph_node_attr_set_float(t, opt, "norm_coefficient", spec->weight_decay);
+        if (adam) {
+            psim_graph_node_attr_set_float(t, opt, "alpha", spec->beta1);
+            psim_graph_node_attr_set_float(t, opt, "beta", spec->beta2);
+            psim_graph_node_attr_set_float(t, opt, "epsilon", spec->epsilon);
+        } else {
+            psim_graph_node_attr_set_float(t, opt, "alpha", spec->momentum);
+            psim_graph_node_attr_set_float(t, opt, "beta", 1.0);
+            psim_graph_node_attr_set_string(t, opt, "mode", "standard");
+        }
+        if (!assign(&s, p, (PsimPort){opt->id, 0}, train_op) ||
+            (v && !assign(&s, v, (PsimPort){opt->id, 1}, train_op)) ||
+            (h && !assign(&s, h, (PsimPort){opt->id, 2}, train_op)))
+            return NULL;
+    }
+    PsimNode *inc = add(&s, "global_step/AssignAdd", "AssignAdd");
+    if (!inc)
+        return NULL;
+    psim_graph_node_input_add(t, inc, (PsimPort){step->id, 0});
+    psim_graph_node_input_add(t, inc, (PsimPort){one->id, 0});
+    psim_graph_node_control_add(t, train_op, inc->id);
+    if (spec->checkpoint_ops && !checkpoint_ops(&s))
+        return NULL;
+    /* The outputs: the loss once the step's updates are done (TensorFlow's identity under
+     * control_dependencies([train_op])), so that fetching the graph's outputs runs the whole
+     * step; then the class scores. */
+    PsimNode *after = add(&s, "train/loss", "Identity");
+    if (!after)
+        return NULL;
+    psim_graph_node_input_add(t, after, loss);
+    psim_graph_node_control_add(t, after, train_op->id);
+    PsimPort scores = psim_graph_output(t, 0);
+    gboolean has_scores = scores.node != loss.node;
+    psim__graph_outputs_clear(t);
+    psim_graph_output_add(t, (PsimPort){after->id, 0});
+    if (has_scores)
+        psim_graph_output_add(t, scores);
+    if (!psim_graph_finalize(t, error) || !psim_graph_infer_shapes(t, error))
+        return NULL;
+    info->n_variables = np;
+    const PsimNode *save = psim_graph_node_find(t, "checkpoint/Save");
+    info->n_saved = save ? psim_node_attr(save, "tensor_names")->n : 0;
+    info->loss = ref_format(t, loss);
+    info->scores = has_scores ? ref_format(t, scores) : NULL;
+    info->train_op = g_strdup(train_op->name);
+    info->global_step = g_strdup(step->name);
+    return g_steal_pointer(&t);
+}
+
+void psim_train_info_clear(PsimTrainInfo *info)
+{
+    g_clear_pointer(&info->loss, g_free);
+    g_clear_pointer(&info->scores, g_free);
+    g_clear_pointer(&info->train_op, g_free);
+    g_clear_pointer(&info->global_step, g_free);
+}

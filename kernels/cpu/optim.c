@@ -1,0 +1,160 @@
+/* Optimizers as graph ops, ONNX's ai.onnx.preview.training set: Momentum (standard and
+ * Nesterov), Adam and Adagrad. Each takes the learning rate R and the update count T (int64
+ * scalars of the step), then the tensors X, their gradients G and their optimizer state, and
+ * returns new tensors: the training graph assigns them to the variables. One loop per element
+ * type (float32, float64), arithmetic in double. */
+#include <math.h>
+
+#include "cpu-private.h"
+
+typedef enum { OPT_MOMENTUM, OPT_NESTEROV, OPT_ADAM, OPT_ADAGRAD } OptKind;
+
+typedef struct {
+    OptKind kind;
+    double r, alpha, beta, eps, norm, norm_post, decay;
+    double r_step; /* the step's learning rate: Adam's bias-corrected, Adagrad's decayed */
+    int64_t t;
+} Opt;
+
+/* One tensor's update; v and h may be NULL where the method has no such state. */
+static void update(const Opt *o, gboolean f64, int64_t n, const void *x, const void *g,
+                   const void *v, const void *h, void *xo, void *vo, void *ho)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double xi = PSIM_CPU_LOAD(f64, x, i);
+        double gr = o->norm * xi + PSIM_CPU_LOAD(f64, g, i);
+        switch (o->kind) {
+        case OPT_MOMENTUM:
+        case OPT_NESTEROV: {
+            double beta = o->t > 0 ? o->beta : 1.0;
+            double vn = o->alpha * PSIM_CPU_LOAD(f64, v, i) + beta * gr;
+            double xn = o->kind == OPT_MOMENTUM ? xi - o->r * vn : xi - o->r * (gr + o->alpha * vn);
+            PSIM_CPU_STORE(f64, vo, i, vn);
+            PSIM_CPU_STORE(f64, xo, i, xn);
+            break;
+        }
+        case OPT_ADAM: {
+            double vn = o->alpha * PSIM_CPU_LOAD(f64, v, i) + (1 - o->alpha) * gr;
+            double hn = o->beta * PSIM_CPU_LOAD(f64, h, i) + (1 - o->beta) * gr * gr;
+            double xn = xi - o->r_step * (vn / (sqrt(hn) + o->eps));
+            PSIM_CPU_STORE(f64, vo, i, vn);
+            PSIM_CPU_STORE(f64, ho, i, hn);
+            PSIM_CPU_STORE(f64, xo, i, (1 - o->norm_post) * xn);
+            break;
+        }
+        case OPT_ADAGRAD: {
+            double hn = PSIM_CPU_LOAD(f64, h, i) + gr * gr;
+            PSIM_CPU_STORE(f64, ho, i, hn);
+            PSIM_CPU_STORE(f64, xo, i, xi - o->r_step * gr / (sqrt(hn) + o->eps));
+            break;
+        }
+        }
+    }
+}
+
+static gboolean same(const PsimTensor *a, const PsimTensor *b)
+{
+    if (!a || !b || a->dtype != b->dtype || a->rank != b->rank)
+        return FALSE;
+    for (int32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return FALSE;
+    return TRUE;
+}
+
+static gboolean run_optimizer(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimNode *nd = ctx->node;
+    Opt o = {0};
+    int32_t groups; /* X, G and the state tensors per optimized tensor */
+    if (!strcmp(nd->op, "Momentum")) {
+        const char *mode = psim_node_attr_string(nd, "mode", "standard");
+        if (strcmp(mode, "standard") && strcmp(mode, "nesterov")) {
+            KERR(ctx, error, "mode '%s' is neither standard nor nesterov", mode);
+            return FALSE;
+        }
+        o.kind = !strcmp(mode, "standard") ? OPT_MOMENTUM : OPT_NESTEROV;
+        o.alpha = psim_node_attr_float(nd, "alpha", 0.9);
+        o.beta = psim_node_attr_float(nd, "beta", 1.0);
+        groups = 3;
+    } else if (!strcmp(nd->op, "Adam")) {
+        o.kind = OPT_ADAM;
+        o.alpha = psim_node_attr_float(nd, "alpha", 0.9);
+        o.beta = psim_node_attr_float(nd, "beta", 0.999);
+        o.eps = psim_node_attr_float(nd, "epsilon", 1e-6);
+        o.norm_post = psim_node_attr_float(nd, "norm_coefficient_post", 0.0);
+        groups = 4;
+    } else {
+        o.kind = OPT_ADAGRAD;
+        o.eps = psim_node_attr_float(nd, "epsilon", 1e-6);
+        o.decay = psim_node_attr_float(nd, "decay_factor", 0.0);
+        groups = 3;
+    }
+    o.norm = psim_node_attr_float(nd, "norm_coefficient", 0.0);
+    PsimTensor *r = psim__cpu_in(ctx, 0), *t = psim__cpu_in(ctx, 1);
+    int32_t n = (ctx->n_inputs - 2) / groups;
+    if (!r || !t || r->n_elems != 1 || t->n_elems != 1 || n < 1 ||
+        ctx->n_inputs != 2 + groups * n || ctx->n_outputs > (groups - 1) * n ||
+        (r->dtype != PSIM_DTYPE_FLOAT32 && r->dtype != PSIM_DTYPE_FLOAT64) ||
+        t->dtype != PSIM_DTYPE_INT64) {
+        KERR(ctx, error, "needs a float scalar R, an int64 scalar T and %d tensors per optimized "
+                         "tensor",
+             groups);
+        return FALSE;
+    }
+    o.r = psim_tensor_get_f64(r, 0);
+    o.t = psim_tensor_get_i64(t, 0);
+    o.r_step = o.r;
+    if (o.kind == OPT_ADAM && o.t > 0)
+        o.r_step = o.r * sqrt(1 - pow(o.beta, (double)o.t)) / (1 - pow(o.alpha, (double)o.t));
+    else if (o.kind == OPT_ADAGRAD)
+        o.r_step = o.r / (1 + (double)o.t * o.decay);
+    for (int32_t k = 0; k < n; k++) {
+        PsimTensor *x = psim__cpu_in(ctx, 2 + k), *g = psim__cpu_in(ctx, 2 + n + k),
+                   *s1 = psim__cpu_in(ctx, 2 + 2 * n + k),
+                   *s2 = groups == 4 ? psim__cpu_in(ctx, 2 + 3 * n + k) : NULL;
+        if (!x || (x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) ||
+            !same(x, g) || !same(x, s1) || (groups == 4 && !same(x, s2))) {
+            KERR(ctx, error, "tensor %d: X, its gradient and its state must be float tensors of "
+                             "one dtype and shape",
+                 k);
+            return FALSE;
+        }
+        PsimTensor *xo = psim__cpu_out(ctx, k, x->dtype, x->rank, x->dims, error);
+        PsimTensor *so = xo && ctx->n_outputs > n + k
+                             ? psim__cpu_out(ctx, n + k, x->dtype, x->rank, x->dims, error)
+                             : NULL;
+        PsimTensor *so2 = xo && groups == 4 && ctx->n_outputs > 2 * n + k
+                              ? psim__cpu_out(ctx, 2 * n + k, x->dtype, x->rank, x->dims, error)
+                              : NULL;
+        if (!xo || (ctx->n_outputs > n + k && !so) ||
+            (groups == 4 && ctx->n_outputs > 2 * n + k && !so2))
+            return FALSE;
+        /* State outputs not asked for are computed into scratch and dropped. */
+        void *scratch = NULL;
+        if (!so || (groups == 4 && !so2)) {
+            scratch = psim__cpu_scratch(x->nbytes, error);
+            if (!scratch)
+                return FALSE;
+        }
+        gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
+        void *sd = so ? so->data : scratch;
+        if (o.kind == OPT_ADAGRAD)
+            update(&o, f64, x->n_elems, x->data, g->data, NULL, s1->data, xo->data, NULL, sd);
+        else if (o.kind == OPT_ADAM)
+            update(&o, f64, x->n_elems, x->data, g->data, s1->data, s2->data, xo->data, sd,
+                   so2 ? so2->data : scratch);
+        else
+            update(&o, f64, x->n_elems, x->data, g->data, s1->data, NULL, xo->data, sd, NULL);
+    }
+    return TRUE;
+}
+
+void psim__cpu_register_optim(void)
+{
+    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, (PsimDType)-1};
+    psim__cpu_add("Momentum", "cpu-momentum", "SGD with momentum (standard or Nesterov)",
+                  run_optimizer, types, NULL);
+    psim__cpu_add("Adam", "cpu-adam", "Adam", run_optimizer, types, NULL);
+    psim__cpu_add("Adagrad", "cpu-adagrad", "Adagrad", run_optimizer, types, NULL);
+}

@@ -1,0 +1,225 @@
+/* Kernels of state: Variable/VariableV2 (read a variable of a container, initialising it from
+ * its `value` attribute on first use), Assign/AssignAdd/AssignSub (replace its tensor), and
+ * Save/Restore (checkpoint files, graph/checkpoint.c). Nothing here copies a variable: a read
+ * is a reference, an assignment swaps in the tensor computed by the step (kernels/state.c). */
+#include "cpu-private.h"
+
+static gboolean is_variable_op(const char *op)
+{
+    return !strcmp(op, "VariableV2") || !strcmp(op, "Variable");
+}
+
+/* The variable a Variable node names: attrs container and shared_name (default: its name). */
+static PsimVariable *node_variable(const PsimNode *v)
+{
+    const char *name = psim_node_attr_string(v, "shared_name", "");
+    return psim_variable_get(psim_node_attr_string(v, "container", ""), *name ? name : v->name,
+                             TRUE);
+}
+
+static gboolean same_shape(const PsimTensor *a, const PsimTensor *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return FALSE;
+    for (int32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return FALSE;
+    return TRUE;
+}
+
+static gboolean run_variable(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimNode *n = ctx->node;
+    PsimVariable *var = node_variable(n);
+    PsimTensor *t = psim_variable_read(var);
+    if (!t) {
+        const PsimAttr *a = psim_node_attr(n, "value");
+        if (!a || a->type != PSIM_ATTR_TENSOR || !a->v.t) {
+            KERR(ctx, error, "variable is read before it was assigned (no initial value)");
+            return FALSE;
+        }
+        if (a->v.t->device >= 0 || a->v.t->dtype == PSIM_DTYPE_STRING) {
+            KERR(ctx, error, "initial value must be a numeric host tensor");
+            return FALSE;
+        }
+        psim_variable_assign(var, a->v.t);
+        t = psim_variable_read(var);
+    }
+    PsimDType dt = n->n_outputs > 0 ? n->outputs[0].dtype : PSIM_DTYPE_UNDEFINED;
+    if (dt != PSIM_DTYPE_UNDEFINED && dt != t->dtype) {
+        KERR(ctx, error, "variable holds %s where the node declares %s", psim_dtype_name(t->dtype),
+             psim_dtype_name(dt));
+        psim_tensor_unref(t);
+        return FALSE;
+    }
+    ctx->outputs[0] = t;
+    return TRUE;
+}
+
+/* The variable that input 0 of an Assign-like node refers to; it must come straight from the
+ * Variable node (the placer colocates them), not through a Recv or another op. */
+static PsimVariable *assign_target(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimNode *n = ctx->node;
+    if (n->n_inputs < 2 || n->inputs[0].node < 0) {
+        KERR(ctx, error, "needs a variable (input 0) and a value (input 1)");
+        return NULL;
+    }
+    const PsimNode *src = psim_graph_node(ctx->graph, n->inputs[0].node);
+    if (!is_variable_op(src->op)) {
+        KERR(ctx, error, "input 0 comes from '%s' (%s), not from a Variable on this device",
+             src->name, src->op);
+        return NULL;
+    }
+    return node_variable(src);
+}
+
+static gboolean run_assign(PsimKernelCtx *ctx, GError **error)
+{
+    PsimVariable *var = assign_target(ctx, error);
+    if (!var)
+        return FALSE;
+    PsimTensor *cur = ctx->inputs[0], *val = ctx->inputs[1];
+    if (!val) {
+        KERR(ctx, error, "has no value to assign");
+        return FALSE;
+    }
+    if (cur && psim_node_attr_int(ctx->node, "validate_shape", 1) && !same_shape(cur, val)) {
+        KERR(ctx, error, "assigns a value of another dtype or shape than the variable's");
+        return FALSE;
+    }
+    psim_variable_assign(var, val);
+    ctx->outputs[0] = psim_tensor_ref(val);
+    return TRUE;
+}
+
+/* AssignAdd / AssignSub: the sum or difference as a new tensor, then assigned. */
+static gboolean run_assign_update(PsimKernelCtx *ctx, GError **error)
+{
+    PsimVariable *var = assign_target(ctx, error);
+    if (!var)
+        return FALSE;
+    PsimTensor *cur = ctx->inputs[0], *d = ctx->inputs[1];
+    if (!cur || !d || !same_shape(cur, d)) {
+        KERR(ctx, error, "needs a value of the variable's dtype and shape");
+        return FALSE;
+    }
+    gboolean sub = !strcmp(ctx->node->op, "AssignSub");
+    PsimTensor *out = psim__cpu_out(ctx, 0, cur->dtype, cur->rank, cur->dims, error);
+    if (!out)
+        return FALSE;
+    int64_t n = cur->n_elems;
+    switch (cur->dtype) {
+#define LOOP(T)                                                                                    \
+    {                                                                                              \
+        const T *a = cur->data, *b = d->data;                                                      \
+        T *y = out->data;                                                                          \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            y[i] = sub ? (T)(a[i] - b[i]) : (T)(a[i] + b[i]);                                      \
+        break;                                                                                     \
+    }
+    case PSIM_DTYPE_FLOAT32: LOOP(float)
+    case PSIM_DTYPE_FLOAT64: LOOP(double)
+    case PSIM_DTYPE_INT32: LOOP(int32_t)
+    case PSIM_DTYPE_INT64: LOOP(int64_t)
+#undef LOOP
+    default:
+        KERR(ctx, error, "has no CPU kernel for %s", psim_dtype_name(cur->dtype));
+        return FALSE;
+    }
+    psim_variable_assign(var, out);
+    return TRUE;
+}
+
+static const char *filename_input(PsimKernelCtx *ctx, GError **error)
+{
+    PsimTensor *f = psim__cpu_in(ctx, 0);
+    if (!f || f->dtype != PSIM_DTYPE_STRING || f->n_elems != 1 || !((char **)f->data)[0]) {
+        KERR(ctx, error, "input 0 must be the file name (a string scalar)");
+        return NULL;
+    }
+    return ((char **)f->data)[0];
+}
+
+static gboolean run_save(PsimKernelCtx *ctx, GError **error)
+{
+    const char *path = filename_input(ctx, error);
+    if (!path)
+        return FALSE;
+    const char **names = NULL;
+    const PsimAttr *a = psim_node_attr(ctx->node, "tensor_names");
+    int32_t n = a && a->type == PSIM_ATTR_STRINGS ? a->n : 0;
+    names = a && a->type == PSIM_ATTR_STRINGS ? a->v.strs : NULL;
+    if (n != ctx->n_inputs - 1) {
+        KERR(ctx, error, "has %d tensors to save but %d names (attribute tensor_names)",
+             ctx->n_inputs - 1, n);
+        return FALSE;
+    }
+    GError *err = NULL;
+    if (!psim_checkpoint_write(path, n, names, ctx->inputs + 1, &err)) {
+        KERR(ctx, error, "%s", err->message);
+        g_error_free(err);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean run_restore(PsimKernelCtx *ctx, GError **error)
+{
+    const char *path = filename_input(ctx, error);
+    if (!path)
+        return FALSE;
+    const PsimAttr *a = psim_node_attr(ctx->node, "tensor_names");
+    int32_t want = a && a->type == PSIM_ATTR_STRINGS ? a->n : 0;
+    if (want != ctx->n_outputs) {
+        KERR(ctx, error, "has %d outputs but %d names (attribute tensor_names)", ctx->n_outputs,
+             want);
+        return FALSE;
+    }
+    int32_t n = 0;
+    g_auto(GStrv) names = NULL;
+    PsimTensor **ts = NULL;
+    GError *err = NULL;
+    if (!psim_checkpoint_read(path, &n, &names, &ts, &err)) {
+        KERR(ctx, error, "%s", err->message);
+        g_error_free(err);
+        return FALSE;
+    }
+    gboolean ok = TRUE;
+    for (int32_t k = 0; k < want && ok; k++) {
+        int32_t j = 0;
+        while (j < n && strcmp(names[j], a->v.strs[k]))
+            j++;
+        if (j == n) {
+            KERR(ctx, error, "%s has no tensor '%s'", path, a->v.strs[k]);
+            ok = FALSE;
+        } else if (ctx->node->outputs[k].dtype != PSIM_DTYPE_UNDEFINED &&
+                   ctx->node->outputs[k].dtype != ts[j]->dtype) {
+            KERR(ctx, error, "%s: tensor '%s' is %s, the node expects %s", path, names[j],
+                 psim_dtype_name(ts[j]->dtype), psim_dtype_name(ctx->node->outputs[k].dtype));
+            ok = FALSE;
+        } else {
+            ctx->outputs[k] = psim_tensor_ref(ts[j]);
+        }
+    }
+    for (int32_t j = 0; j < n; j++)
+        psim_tensor_unref(ts[j]);
+    g_free(ts);
+    return ok;
+}
+
+void psim__cpu_register_state(void)
+{
+    psim__cpu_add("VariableV2", "cpu-variable", "reads a variable of a container", run_variable,
+                  NULL, NULL);
+    psim__cpu_add("Variable", "cpu-variable", "reads a variable of a container", run_variable,
+                  NULL, NULL);
+    psim__cpu_add("Assign", "cpu-assign", "replaces a variable's tensor", run_assign, NULL, NULL);
+    psim__cpu_add("AssignAdd", "cpu-assign-add", "adds to a variable", run_assign_update, NULL,
+                  NULL);
+    psim__cpu_add("AssignSub", "cpu-assign-sub", "subtracts from a variable", run_assign_update,
+                  NULL, NULL);
+    psim__cpu_add("Save", "cpu-save", "writes tensors to a checkpoint file", run_save, NULL, NULL);
+    psim__cpu_add("Restore", "cpu-restore", "reads tensors of a checkpoint file", run_restore,
+                  NULL, NULL);
+}

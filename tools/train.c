@@ -1,0 +1,657 @@
+/* placesim train: trains a model for real. The training step is a graph (graph/train.c:
+ * forward, gradients, optimizer ops, variables), placed on a cluster and run by a plan session;
+ * the input pipeline reads IDX files (fashion-mnist by default) and batches them in a seeded
+ * shuffle; checkpoints are Save ops written atomically; with --max-restarts the job runs in a
+ * child process and is restarted from the newest whole checkpoint when it dies (the
+ * whitepaper's abort-and-restart). */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "placesim/exec.h"
+#include "placesim/formats.h"
+#include "placesim/kernels.h"
+#include "placesim/placer.h"
+#include "tools/cli.h"
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+#define CONTAINER "train"
+
+typedef struct {
+    PsimTensor *images; /* uint8 [N, H, W] */
+    PsimTensor *labels; /* uint8 [N] */
+} Split;
+
+typedef struct {
+    /* Flags. */
+    char *data, *optimizer, *cluster_spec, *algo, *ckpt_dir, *save_vars;
+    char *epochs_s, *batch_s, *lr_s, *momentum_s, *wd_s, *steps_s, *seed_s, *every_s, *restarts_s;
+    gboolean resume, json;
+    int64_t epochs, batch, steps, seed, every, max_restarts;
+    double lr, momentum, weight_decay;
+    const char *model;
+    /* State. */
+    Split train, test;
+    int64_t example_elems;
+    PsimGraph *g;
+    PsimTrainInfo info;
+    PsimCluster *cluster;
+    PsimPlanSession *session;
+    char *input_name;
+    int64_t epoch, cursor, global_step; /* the input position and the steps done */
+    JsonBuilder *epochs_json;
+    double last_accuracy;
+    int64_t restarts;
+} Train;
+
+static void split_clear(Split *s)
+{
+    g_clear_pointer(&s->images, psim_tensor_unref);
+    g_clear_pointer(&s->labels, psim_tensor_unref);
+}
+
+/* --- Data --------------------------------------------------------------------------------- */
+
+static char *data_file(const char *dir, const char *stem)
+{
+    g_autofree char *plain = g_build_filename(dir, stem, NULL);
+    if (g_file_test(plain, G_FILE_TEST_EXISTS))
+        return g_steal_pointer(&plain);
+    return g_strconcat(plain, ".gz", NULL);
+}
+
+static gboolean split_load(Split *s, const char *dir, const char *prefix, GError **error)
+{
+    g_autofree char *is = g_strconcat(prefix, "-images-idx3-ubyte", NULL),
+                    *ls = g_strconcat(prefix, "-labels-idx1-ubyte", NULL);
+    g_autofree char *ip = data_file(dir, is), *lp = data_file(dir, ls);
+    s->images = psim_idx_load(ip, error);
+    s->labels = s->images ? psim_idx_load(lp, error) : NULL;
+    if (!s->labels)
+        return FALSE;
+    if (s->images->rank < 2 || s->labels->rank != 1 || s->images->dims[0] != s->labels->dims[0] ||
+        s->labels->dims[0] < 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: %lld labels for %lld images (or not images of rank >= 2)", lp,
+                    (long long)s->labels->n_elems, (long long)s->images->dims[0]);
+        return FALSE;
+    }
+    const guint8 *l = s->labels->data;
+    for (int64_t i = 0; i < s->labels->n_elems; i++)
+        if (l[i] > 9) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: label %lld is %d (not 0-9)", lp,
+                        (long long)i, l[i]);
+            return FALSE;
+        }
+    return TRUE;
+}
+
+static gboolean data_load(Train *t, GError **error)
+{
+    const char *dir = !t->data || !strcmp(t->data, "fashion-mnist") ? DEFAULT_DATA : t->data;
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: no such data folder (install dataset-fashion-mnist, or give --data DIR "
+                    "with train-/t10k- IDX files)",
+                    dir);
+        return FALSE;
+    }
+    if (!split_load(&t->train, dir, "train", error) || !split_load(&t->test, dir, "t10k", error))
+        return FALSE;
+    t->example_elems = t->train.images->n_elems / t->train.images->dims[0];
+    if (t->test.images->n_elems / t->test.images->dims[0] != t->example_elems) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: test images differ in size from "
+                                                         "training images",
+                    dir);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The order of epoch e's examples: a Fisher-Yates shuffle seeded by the seed and the epoch, so
+ * a resumed run sees the same batches as an uninterrupted one. */
+static int64_t *epoch_order(int64_t n, int64_t seed, int64_t epoch)
+{
+    int64_t *p = g_new(int64_t, n);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = i;
+    GRand *r = g_rand_new_with_seed((guint32)(seed * 1000003 + epoch));
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)g_rand_int_range(r, 0, (gint32)(i + 1));
+        int64_t x = p[i];
+        p[i] = p[j];
+        p[j] = x;
+    }
+    g_rand_free(r);
+    return p;
+}
+
+/* Batch of examples idx[0..n) (n <= batch; the rest zeros) as the graph's input and labels. */
+static void batch_fill(const Split *s, const int64_t *idx, int64_t n, int64_t elems,
+                       PsimTensor *x, PsimTensor *y)
+{
+    float *xd = x->data;
+    int64_t *yd = y->data;
+    const guint8 *img = s->images->data, *lab = s->labels->data;
+    memset(xd, 0, x->nbytes);
+    memset(yd, 0, y->nbytes);
+    for (int64_t b = 0; b < n; b++) {
+        const guint8 *src = img + idx[b] * elems;
+        for (int64_t i = 0; i < elems; i++)
+            xd[b * elems + i] = (float)src[i] * (1.0f / 255.0f);
+        yd[b] = lab[idx[b]];
+    }
+}
+
+/* --- The model ---------------------------------------------------------------------------- */
+
+static gboolean is_builtin(const char *m)
+{
+    if (g_str_has_prefix(m, "zoo:"))
+        m += 4;
+    return !strcmp(m, "mlp") || !strcmp(m, "cnn");
+}
+
+static gboolean model_build(Train *t, GError **error)
+{
+    g_autoptr(PsimGraph) base = NULL;
+    const PsimTensor *im = t->train.images;
+    if (is_builtin(t->model) && !g_file_test(t->model, G_FILE_TEST_EXISTS)) {
+        PsimZooShape sh = {t->batch, 1, im->rank >= 3 ? im->dims[1] : 1, im->dims[im->rank - 1], 10};
+        base = psim_zoo_make_shaped(t->model + (g_str_has_prefix(t->model, "zoo:") ? 4 : 0), &sh,
+                                    error);
+    } else if (!g_file_test(t->model, G_FILE_TEST_EXISTS) &&
+               psim_zoo_description(t->model + (g_str_has_prefix(t->model, "zoo:") ? 4 : 0))) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: %s is not an image classifier: train takes mlp, cnn or a model file",
+                    t->model);
+        return FALSE;
+    } else {
+        PsimImportOptions io = {.batch = t->batch};
+        base = psim_cli_load_graph_with(t->model, &io, error);
+    }
+    if (!base)
+        return FALSE;
+    if (psim_graph_n_inputs(base) != 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: a model to train on images has one input (this one has %d)", t->model,
+                    psim_graph_n_inputs(base));
+        return FALSE;
+    }
+    const PsimNode *in = psim_graph_node(base, psim_graph_input(base, 0));
+    const PsimOutput *o = &in->outputs[0];
+    int64_t n = o->rank > 0 ? psim_shape_elems(o->rank, o->dims) : -1;
+    if (o->dtype != PSIM_DTYPE_FLOAT32 || n < 0 || o->dims[0] != t->batch ||
+        n != t->batch * t->example_elems) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                    "%s: input '%s' is not float32 [%lld, ...] of %lld elements per example",
+                    t->model, in->name, (long long)t->batch, (long long)t->example_elems);
+        return FALSE;
+    }
+    t->input_name = g_strdup(in->name);
+    PsimTrainSpec spec = {
+        .optimizer = !strcmp(t->optimizer, "adam") ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
+        .lr = t->lr, .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
+        .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE};
+    t->g = psim_graph_train_step(base, &spec, &t->info, error);
+    return t->g != NULL;
+}
+
+/* --- Steps, evaluation, checkpoints ------------------------------------------------------- */
+
+static PsimTensor *input_tensor(const Train *t, GError **error)
+{
+    const PsimNode *in = psim_graph_node_find(t->g, t->input_name);
+    return psim_tensor_new(PSIM_DTYPE_FLOAT32, in->outputs[0].rank, in->outputs[0].dims, error);
+}
+
+static gboolean evaluate(Train *t, double *accuracy, GError **error)
+{
+    if (!t->info.scores) {
+        *accuracy = NAN;
+        return TRUE;
+    }
+    g_autoptr(PsimTensor) x = input_tensor(t, error);
+    int64_t ld[1] = {t->batch};
+    g_autoptr(PsimTensor) y = x ? psim_tensor_new(PSIM_DTYPE_INT64, 1, ld, error) : NULL;
+    if (!y)
+        return FALSE;
+    int64_t n = t->test.labels->n_elems, correct = 0;
+    g_autofree int64_t *idx = g_new(int64_t, t->batch);
+    const char *feed_names[1] = {t->input_name};
+    const char *fetches[1] = {t->info.scores};
+    for (int64_t at = 0; at < n; at += t->batch) {
+        int64_t m = MIN(t->batch, n - at);
+        for (int64_t b = 0; b < m; b++)
+            idx[b] = at + b;
+        batch_fill(&t->test, idx, m, t->example_elems, x, y);
+        PsimTensor *feeds[1] = {x}, *out[1] = {NULL};
+        if (!psim_plan_session_run(t->session, 1, feed_names, feeds, 1, fetches, out, error))
+            return FALSE;
+        g_autoptr(PsimTensor) s = out[0];
+        int64_t classes = s->n_elems / t->batch;
+        const int64_t *yd = y->data;
+        for (int64_t b = 0; b < m; b++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < classes; c++)
+                if (psim_tensor_get_f64(s, b * classes + c) > psim_tensor_get_f64(s, b * classes + best))
+                    best = c;
+            correct += best == yd[b];
+        }
+    }
+    *accuracy = (double)correct / (double)n;
+    return TRUE;
+}
+
+static PsimTensor *int_scalar(int64_t v)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, 0, NULL, NULL);
+    ((int64_t *)t->data)[0] = v;
+    return t;
+}
+
+static PsimTensor *string_scalar(const char *s)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_STRING, 0, NULL, NULL);
+    ((char **)t->data)[0] = g_strdup(s);
+    return t;
+}
+
+static char *checkpoint_path(const Train *t, int64_t step)
+{
+    g_autofree char *base = g_strdup_printf("ckpt-%08lld.psck", (long long)step);
+    return g_build_filename(t->ckpt_dir, base, NULL);
+}
+
+static gboolean checkpoint_save(Train *t, GError **error)
+{
+    g_autofree char *path = checkpoint_path(t, t->global_step);
+    g_autoptr(PsimTensor) p = string_scalar(path);
+    g_autoptr(PsimTensor) e = int_scalar(t->epoch);
+    g_autoptr(PsimTensor) c = int_scalar(t->cursor);
+    const char *names[3] = {"checkpoint/path", "checkpoint/epoch", "checkpoint/cursor"};
+    PsimTensor *feeds[3] = {p, e, c};
+    const char *fetches[1] = {"^checkpoint/Save"};
+    return psim_plan_session_run(t->session, 3, names, feeds, 1, fetches, NULL, error);
+}
+
+static gint cmp_desc(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+/* Restores the newest whole checkpoint of --checkpoint-dir; partial or damaged ones are skipped
+ * with a warning. *found FALSE when there is none. */
+static gboolean checkpoint_restore(Train *t, gboolean *found, GError **error)
+{
+    *found = FALSE;
+    g_autoptr(GDir) d = g_dir_open(t->ckpt_dir, 0, NULL);
+    if (!d)
+        return TRUE;
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+    const char *name;
+    while ((name = g_dir_read_name(d))) {
+        if (g_str_has_prefix(name, "ckpt-") && g_str_has_suffix(name, ".psck")) {
+            g_ptr_array_add(files, g_strdup(name));
+        } else if (g_str_has_prefix(name, "ckpt-") && strstr(name, ".psck.tmp.")) {
+            /* A checkpoint whose writer died before its rename: never whole, so removed. */
+            g_autofree char *tmp = g_build_filename(t->ckpt_dir, name, NULL);
+            fprintf(stderr, "placesim: train: removing %s (a checkpoint never finished)\n", tmp);
+            unlink(tmp);
+        }
+    }
+    g_ptr_array_sort(files, cmp_desc);
+    for (guint i = 0; i < files->len; i++) {
+        g_autofree char *path = g_build_filename(t->ckpt_dir, g_ptr_array_index(files, i), NULL);
+        int32_t n = 0;
+        char **names = NULL;
+        PsimTensor **ts = NULL;
+        GError *err = NULL;
+        if (!psim_checkpoint_read(path, &n, &names, &ts, &err)) {
+            fprintf(stderr, "placesim: train: warning: skipping %s\n", err->message);
+            g_error_free(err);
+            continue;
+        }
+        for (int32_t k = 0; k < n; k++)
+            psim_tensor_unref(ts[k]);
+        g_free(ts);
+        g_strfreev(names);
+        g_autoptr(PsimTensor) p = string_scalar(path);
+        const char *feed_names[1] = {"checkpoint/path"};
+        PsimTensor *feeds[1] = {p};
+        g_autofree char *fe = g_strdup_printf("checkpoint/Restore:%d", t->info.n_saved - 2);
+        g_autofree char *fc = g_strdup_printf("checkpoint/Restore:%d", t->info.n_saved - 1);
+        g_autofree char *fs = g_strdup_printf("%s:0", t->info.global_step);
+        const char *fetches[4] = {fe, fc, "^checkpoint/restore_op", fs};
+        PsimTensor *out[4] = {NULL};
+        if (!psim_plan_session_run(t->session, 1, feed_names, feeds, 3, fetches, out, error))
+            return FALSE;
+        t->epoch = psim_tensor_get_i64(out[0], 0);
+        t->cursor = psim_tensor_get_i64(out[1], 0);
+        psim_tensor_unref(out[0]);
+        psim_tensor_unref(out[1]);
+        /* The step counter as restored (read by a run of its own, after the Assigns). */
+        const char *step_fetch[1] = {fs};
+        PsimTensor *so[1] = {NULL};
+        if (!psim_plan_session_run(t->session, 0, NULL, NULL, 1, step_fetch, so, error))
+            return FALSE;
+        t->global_step = psim_tensor_get_i64(so[0], 0);
+        psim_tensor_unref(so[0]);
+        fprintf(stderr, "placesim: train: resumed from %s (step %lld, epoch %lld)\n", path,
+                (long long)t->global_step, (long long)t->epoch + 1);
+        *found = TRUE;
+        return TRUE;
+    }
+    return TRUE;
+}
+
+static gboolean save_variables(const char *dir, GError **error)
+{
+    if (g_mkdir_with_parents(dir, 0755) != 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", dir, g_strerror(errno));
+        return FALSE;
+    }
+    g_auto(GStrv) names = psim_container_names(CONTAINER);
+    for (char **n = names; *n; n++) {
+        g_autoptr(PsimTensor) v = psim_variable_read(psim_variable_get(CONTAINER, *n, FALSE));
+        if (!v)
+            continue;
+        g_autofree char *file = g_strdelimit(g_strconcat(*n, ".pb", NULL), "/", '_');
+        g_autofree char *path = g_build_filename(dir, file, NULL);
+        if (!psim_tensor_save_pb(v, *n, path, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* --- The loop ----------------------------------------------------------------------------- */
+
+static void progress(const Train *t, int64_t done, int64_t per_epoch, double loss, double ex_s)
+{
+    if (t->json && !psim_cli_stderr_tty())
+        return;
+    if (psim_cli_stderr_tty()) {
+        int w = 24, fill = per_epoch ? (int)(w * done / per_epoch) : w;
+        fprintf(stderr, "\rtrain: epoch %lld/%lld [%.*s%*s] %lld/%lld loss %.4f %.0f ex/s ",
+                (long long)t->epoch + 1, (long long)t->epochs, fill, "########################",
+                w - fill, "", (long long)done, (long long)per_epoch, loss, ex_s);
+    }
+}
+
+static gboolean train_loop(Train *t, GError **error)
+{
+    int64_t n = t->train.labels->n_elems, per_epoch = n / t->batch;
+    if (per_epoch < 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "train: --batch %lld exceeds the %lld "
+                                                         "training examples",
+                    (long long)t->batch, (long long)n);
+        return FALSE;
+    }
+    g_autoptr(PsimTensor) x = input_tensor(t, error);
+    int64_t ld[1] = {t->batch};
+    g_autoptr(PsimTensor) y = x ? psim_tensor_new(PSIM_DTYPE_INT64, 1, ld, error) : NULL;
+    if (!y)
+        return FALSE;
+    g_autofree char *tgt = g_strconcat("^", t->info.train_op, NULL);
+    const char *feed_names[2] = {t->input_name, "labels"};
+    const char *fetches[2] = {t->info.loss, tgt};
+    gboolean stop = FALSE;
+    for (; t->epoch < t->epochs && !stop; t->epoch++, t->cursor = 0) {
+        g_autofree int64_t *order = epoch_order(n, t->seed, t->epoch);
+        double loss_sum = 0, t0 = (double)g_get_monotonic_time();
+        int64_t steps = 0;
+        while (t->cursor < per_epoch) {
+            if (t->steps > 0 && t->global_step >= t->steps) {
+                stop = TRUE;
+                break;
+            }
+            if (psim_fault_due("step", t->global_step + 1))
+                psim_fault_kill("step", t->global_step + 1);
+            batch_fill(&t->train, order + t->cursor * t->batch, t->batch, t->example_elems, x, y);
+            PsimTensor *feeds[2] = {x, y}, *out[2] = {NULL, NULL};
+            if (!psim_plan_session_run(t->session, 2, feed_names, feeds, 2, fetches, out, error))
+                return FALSE;
+            double l = psim_tensor_get_f64(out[0], 0);
+            psim_tensor_unref(out[0]);
+            if (!isfinite(l)) {
+                g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                            "train: the loss is %g at step %lld (lower --lr)", l,
+                            (long long)t->global_step + 1);
+                return FALSE;
+            }
+            loss_sum += l;
+            steps++;
+            t->cursor++;
+            t->global_step++;
+            double ex_s = (double)(steps * t->batch) / (((double)g_get_monotonic_time() - t0) / 1e6);
+            progress(t, t->cursor, per_epoch, loss_sum / (double)steps, ex_s);
+            if (t->ckpt_dir && t->every > 0 && t->global_step % t->every == 0) {
+                /* The position saved is the next batch's (this epoch, or the next one's start). */
+                int64_t e = t->epoch, c = t->cursor;
+                if (t->cursor == per_epoch) {
+                    t->epoch++;
+                    t->cursor = 0;
+                }
+                gboolean ok = checkpoint_save(t, error);
+                t->epoch = e;
+                t->cursor = c;
+                if (!ok)
+                    return FALSE;
+            }
+        }
+        if (steps == 0)
+            continue;
+        double secs = ((double)g_get_monotonic_time() - t0) / 1e6, acc;
+        if (!evaluate(t, &acc, error))
+            return FALSE;
+        t->last_accuracy = acc;
+        double ex_s = (double)(steps * t->batch) / secs;
+        if (psim_cli_stderr_tty())
+            fputc('\n', stderr);
+        if (!t->json || psim_cli_stderr_tty())
+            fprintf(stderr, "train: epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f examples/s%s\n",
+                    (long long)t->epoch + 1, loss_sum / (double)steps, 100 * acc, ex_s,
+                    t->cursor < per_epoch ? " (stopped early: --steps)" : "");
+        json_builder_begin_object(t->epochs_json);
+        psim_cli_json_int(t->epochs_json, "epoch", t->epoch + 1);
+        psim_cli_json_double(t->epochs_json, "loss", loss_sum / (double)steps);
+        psim_cli_json_double(t->epochs_json, "test_accuracy", acc);
+        psim_cli_json_double(t->epochs_json, "examples_per_s", ex_s);
+        psim_cli_json_int(t->epochs_json, "steps", steps);
+        json_builder_end_object(t->epochs_json);
+    }
+    return TRUE;
+}
+
+static gboolean options_check(Train *t, GError **error)
+{
+    if (!psim_cli_flag_int("--epochs", t->epochs_s, 1, 100000, &t->epochs, error) ||
+        !psim_cli_flag_int("--batch", t->batch_s, 1, 65536, &t->batch, error) ||
+        !psim_cli_flag_int("--steps", t->steps_s, 1, INT64_C(1) << 40, &t->steps, error) ||
+        !psim_cli_flag_int("--seed", t->seed_s, 0, G_MAXINT32, &t->seed, error) ||
+        !psim_cli_flag_int("--checkpoint-every", t->every_s, 1, INT64_C(1) << 40, &t->every, error) ||
+        !psim_cli_flag_int("--max-restarts", t->restarts_s, 0, 1000, &t->max_restarts, error) ||
+        !psim_cli_flag_double("--momentum", t->momentum_s, 0, 0.999999, &t->momentum, error) ||
+        !psim_cli_flag_double("--weight-decay", t->wd_s, 0, 1, &t->weight_decay, error))
+        return FALSE;
+    if (strcmp(t->optimizer, "sgd") && strcmp(t->optimizer, "adam")) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --optimizer '%s' is neither sgd nor adam", t->optimizer);
+        return FALSE;
+    }
+    t->lr = !strcmp(t->optimizer, "adam") ? 0.001 : 0.05;
+    if (!psim_cli_flag_double("--lr", t->lr_s, 1e-12, 100, &t->lr, error))
+        return FALSE;
+    if ((t->resume || t->every_s || t->max_restarts > 0) && !t->ckpt_dir) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --resume, --checkpoint-every and --max-restarts need --checkpoint-dir");
+        return FALSE;
+    }
+    if (t->ckpt_dir && !t->every_s)
+        t->every = 1000;
+    if (t->ckpt_dir && g_mkdir_with_parents(t->ckpt_dir, 0755) != 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: %s", t->ckpt_dir, g_strerror(errno));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* One run of the job (the whole of it without --max-restarts; a child's part with it). */
+static int train_run(Train *t)
+{
+    GError *err = NULL;
+    if (!data_load(t, &err) || !model_build(t, &err))
+        return psim_cli_fail(err);
+    t->cluster = psim_cli_cluster(t->cluster_spec ? t->cluster_spec : "local:1", t->g, &err);
+    if (!t->cluster)
+        return psim_cli_fail(err);
+    t->session = psim_plan_session_new(t->g, t->cluster, NULL, t->algo ? t->algo : "single", NULL,
+                                       FALSE, &err);
+    if (!t->session)
+        return psim_cli_fail(err);
+    psim_container_reset(CONTAINER);
+    if (t->resume) {
+        gboolean found;
+        if (!checkpoint_restore(t, &found, &err))
+            return psim_cli_fail(err);
+        if (!found)
+            fprintf(stderr, "placesim: train: no checkpoint in %s: starting afresh\n", t->ckpt_dir);
+    }
+    t->epochs_json = json_builder_new();
+    json_builder_begin_array(t->epochs_json);
+    t->last_accuracy = NAN;
+    if (!train_loop(t, &err))
+        return psim_cli_fail(err);
+    json_builder_end_array(t->epochs_json);
+    if (t->save_vars && !save_variables(t->save_vars, &err))
+        return psim_cli_fail(err);
+    if (t->json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "epochs");
+        json_builder_add_value(b, json_builder_get_root(t->epochs_json));
+        psim_cli_json_double(b, "test_accuracy", t->last_accuracy);
+        psim_cli_json_int(b, "steps", t->global_step);
+        psim_cli_json_int(b, "variables", t->info.n_variables);
+        psim_cli_json_int(b, "restarts", t->restarts);
+        json_builder_end_object(b);
+        psim_cli_print_json(g_steal_pointer(&b));
+    } else {
+        printf("steps %lld, test accuracy %.2f%%\n", (long long)t->global_step,
+               100 * t->last_accuracy);
+    }
+    return 0;
+}
+
+/* --max-restarts: the job runs in a child; when it dies (a signal, or exit status 1: a runtime
+ * failure), it is started again from the newest checkpoint, up to R times. The fault injector
+ * fires in the first run only. */
+static int supervise(Train *t)
+{
+    for (int64_t r = 0;; r++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0)
+            return psim_cli_fail(g_error_new(PSIM_ERROR, PSIM_ERROR_RUNTIME, "train: fork: %s",
+                                             g_strerror(errno)));
+        if (pid == 0) {
+            if (r > 0) {
+                g_unsetenv("PSIM_FAULT");
+                t->resume = TRUE;
+                t->restarts = r;
+            }
+            _exit(train_run(t));
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED(status) && WEXITSTATUS(status) != 1)
+            return WEXITSTATUS(status);
+        if (r >= t->max_restarts) {
+            fprintf(stderr, "placesim: train: the job died %s; no restarts left\n",
+                    WIFSIGNALED(status) ? "by a signal" : "with exit status 1");
+            return 1;
+        }
+        fprintf(stderr, "placesim: train: the job died (%s %d); restarting from the newest "
+                        "checkpoint (restart %lld of %lld)\n",
+                WIFSIGNALED(status) ? "signal" : "exit status",
+                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), (long long)r + 1,
+                (long long)t->max_restarts);
+    }
+}
+
+int psim_cmd_train(int argc, char **argv)
+{
+    Train t = {.optimizer = NULL, .epochs = 1, .batch = 64, .seed = 42, .momentum = 0.9};
+    GOptionEntry entries[] = {
+        {"data", 0, 0, G_OPTION_ARG_STRING, &t.data,
+         "fashion-mnist (" DEFAULT_DATA ", the default) or a folder of IDX files "
+         "(train-images-idx3-ubyte[.gz], train-labels-, t10k-images-, t10k-labels-)", "DIR"},
+        {"epochs", 0, 0, G_OPTION_ARG_STRING, &t.epochs_s, "passes over the training set (default 1)", "E"},
+        {"batch", 0, 0, G_OPTION_ARG_STRING, &t.batch_s, "examples per step (default 64)", "B"},
+        {"optimizer", 0, 0, G_OPTION_ARG_STRING, &t.optimizer, "sgd (with momentum, the default) or adam", "NAME"},
+        {"lr", 0, 0, G_OPTION_ARG_STRING, &t.lr_s, "learning rate (default 0.05 for sgd, 0.001 for adam)", "X"},
+        {"momentum", 0, 0, G_OPTION_ARG_STRING, &t.momentum_s, "sgd's momentum (default 0.9; 0: plain SGD)", "M"},
+        {"weight-decay", 0, 0, G_OPTION_ARG_STRING, &t.wd_s, "L2 coefficient added to every gradient (default 0)", "W"},
+        {"steps", 0, 0, G_OPTION_ARG_STRING, &t.steps_s, "stop once N steps are done in all", "N"},
+        {"seed", 0, 0, G_OPTION_ARG_STRING, &t.seed_s, "seed of the shuffle (default 42)", "S"},
+        {"cluster", 0, 0, G_OPTION_ARG_STRING, &t.cluster_spec, "devices to train on (default local:1)", "SPEC"},
+        {"algo", 0, 0, G_OPTION_ARG_STRING, &t.algo, "placement algorithm (default single)", "NAME"},
+        {"checkpoint-dir", 0, 0, G_OPTION_ARG_FILENAME, &t.ckpt_dir, "folder of checkpoints (ckpt-STEP.psck)", "DIR"},
+        {"checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &t.every_s, "write a checkpoint every K steps (default 1000)", "K"},
+        {"resume", 0, 0, G_OPTION_ARG_NONE, &t.resume, "start from the newest whole checkpoint of --checkpoint-dir", NULL},
+        {"max-restarts", 0, 0, G_OPTION_ARG_STRING, &t.restarts_s,
+         "run the job in a child process and restart it from the newest checkpoint when it dies, up to R times", "R"},
+        {"save-variables", 0, 0, G_OPTION_ARG_FILENAME, &t.save_vars,
+         "at the end, write every variable as DIR/NAME.pb (ONNX TensorProto; '/' in NAME becomes '_')", "DIR"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &t.json, "print the figures as one JSON object", NULL},
+        {NULL}};
+    g_autoptr(GOptionContext) ctx = g_option_context_new("MODEL");
+    g_option_context_set_summary(
+        ctx, "Trains MODEL for real: mlp or cnn (built in, shaped to the data) or an ONNX model whose "
+             "one input takes a batch of the data's images; the step is a graph (forward, gradients, "
+             "optimizer ops on variables) placed on --cluster by --algo.");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!psim_cli_parse(ctx, &argc, &argv, "train"))
+        return 2;
+    if (argc != 2)
+        return psim_cli_usage("train", "needs one MODEL (mlp, cnn or a model file)");
+    t.model = argv[1];
+    if (!t.optimizer)
+        t.optimizer = g_strdup("sgd");
+    GError *err = NULL;
+    int rc;
+    if (!options_check(&t, &err))
+        rc = psim_cli_fail(err);
+    else
+        rc = t.max_restarts > 0 ? supervise(&t) : train_run(&t);
+    split_clear(&t.train);
+    split_clear(&t.test);
+    psim_plan_session_free(t.session);
+    psim_cluster_free(t.cluster);
+    psim_train_info_clear(&t.info);
+    psim_graph_free(t.g);
+    if (t.epochs_json)
+        g_object_unref(t.epochs_json);
+    g_free(t.input_name);
+    g_free(t.data);
+    g_free(t.optimizer);
+    g_free(t.cluster_spec);
+    g_free(t.algo);
+    g_free(t.ckpt_dir);
+    g_free(t.save_vars);
+    g_free(t.epochs_s);
+    g_free(t.batch_s);
+    g_free(t.lr_s);
+    g_free(t.momentum_s);
+    g_free(t.wd_s);
+    g_free(t.steps_s);
+    g_free(t.seed_s);
+    g_free(t.every_s);
+    g_free(t.restarts_s);
+    return rc;
+}

@@ -210,91 +210,36 @@ static PsimNode *with_ints(Grad *d, PsimNode *v, const char *name, int32_t n, co
     return v;
 }
 
-/* Conv (2-D, explicit pads): dX by ConvTranspose with the same geometry (output_padding making
- * up what the stride dropped), dW by a convolution of X and dY with batch and channels swapped
- * (strides and dilations exchanged) cut to the kernel, dB by summing dY. */
+/* Conv (2-D, explicit pads, any group): one ConvGrad node (ONNX Runtime's com.microsoft op)
+ * gives dX, dW and dB, each only where the gradient needs it (attribute grads). */
 static gboolean grad_conv(Grad *d, const PsimNode *n, PsimPort dy, const guint8 *need)
 {
-    const PsimOutput *xo = out_of(d, n->inputs[0]), *wo = out_of(d, n->inputs[1]);
+    const PsimOutput *xo = out_of(d, n->inputs[0]);
     const char *ap = psim_node_attr_string(n, "auto_pad", "NOTSET");
     if (xo->rank != 4 || (strcmp(ap, "NOTSET") && strcmp(ap, "VALID")))
         return fail(d, n, "Conv is covered in 2-D with explicit pads");
-    int64_t group = psim_node_attr_int(n, "group", 1), st[2], di[2], pa[4], opad[2];
+    int64_t st[2], di[2], pa[4];
     spatial(n, "strides", 2, 1, st);
     spatial(n, "dilations", 2, 1, di);
     spatial(n, "pads", 4, 0, pa);
-    const PsimOutput *yo = &n->outputs[0];
-    PsimPort x = n->inputs[0], w = n->inputs[1];
-    if (need[0]) {
-        for (int i = 0; i < 2; i++)
-            opad[i] = xo->dims[2 + i] - (st[i] * (yo->dims[2 + i] - 1) + (wo->dims[2 + i] - 1) * di[i] + 1 -
-                                         pa[i] - pa[2 + i]);
-        PsimNode *v = mk(d, "ConvTranspose", 2, (PsimPort[]){dy, w});
-        with_ints(d, v, "strides", 2, st);
-        with_ints(d, v, "dilations", 2, di);
-        with_ints(d, v, "pads", 4, pa);
-        with_ints(d, v, "output_padding", 2, opad);
-        if (v)
-            psim_graph_node_attr_set_int(d->g, v, "group", group);
-        accumulate(d, x, port(v));
-    }
-    if (need[1]) {
-        static const int64_t swap[4] = {1, 0, 2, 3};
-        PsimPort xt = port(with_ints(d, mk(d, "Transpose", 1, &x), "perm", 4, swap));
-        PsimPort dyt = port(with_ints(d, mk(d, "Transpose", 1, &dy), "perm", 4, swap));
-        PsimNode *c = mk(d, "Conv", 2, (PsimPort[]){xt, dyt});
-        with_ints(d, c, "strides", 2, di);
-        with_ints(d, c, "dilations", 2, st);
-        with_ints(d, c, "pads", 4, pa);
-        int64_t starts[2] = {0, 0}, axes[2] = {2, 3};
-        PsimPort sl_in[4] = {port(c), ints(d, 2, starts), ints(d, 2, wo->dims + 2), ints(d, 2, axes)};
-        PsimPort cut = port(mk(d, "Slice", 4, sl_in)); /* [C, M, kh, kw]: every channel pair */
-        if (group > 1 && group == wo->dims[0] && wo->dims[1] == 1) {
-            /* Depthwise: per tap (i, j), the strided view of the padded input it saw times dY,
-             * summed over batch and positions; the taps side by side, shaped [C, 1, kh, kw]. */
-            int64_t kh = wo->dims[2], kw = wo->dims[3], Ho = yo->dims[2], Wo = yo->dims[3];
-            int64_t pads[8] = {0, 0, pa[0], pa[1], 0, 0, pa[2], pa[3]};
-            PsimPort xp = pa[0] || pa[1] || pa[2] || pa[3] ? op2(d, "Pad", x, ints(d, 8, pads)) : x;
-            static const int64_t sum_axes[3] = {0, 2, 3}, one_axis[1] = {1};
-            g_autofree PsimPort *taps = g_new(PsimPort, kh * kw + 1);
-            for (int64_t i = 0; i < kh; i++)
-                for (int64_t j = 0; j < kw; j++) {
-                    int64_t b[2] = {i * di[0], j * di[1]};
-                    int64_t e[2] = {b[0] + (Ho - 1) * st[0] + 1, b[1] + (Wo - 1) * st[1] + 1};
-                    int64_t ax[2] = {2, 3};
-                    PsimPort in[5] = {xp, ints(d, 2, b), ints(d, 2, e), ints(d, 2, ax), ints(d, 2, st)};
-                    PsimPort view = port(mk(d, "Slice", 5, in));
-                    PsimPort r = reduce(d, "ReduceSum", op2(d, "Mul", view, dy), 3, sum_axes, 0);
-                    taps[i * kw + j] = port(with_ints(d, mk(d, "Unsqueeze", 1, &r), "axes", 1, one_axis));
-                }
-            PsimNode *cat = mk(d, "Concat", (int)(kh * kw), taps);
-            if (cat)
-                psim_graph_node_attr_set_int(d->g, cat, "axis", 1);
-            accumulate(d, w, reshape_as(d, port(cat), wo));
-            goto bias;
-        }
-        if (group > 1) {
-            /* Grouped: the pairs within a group, gathered along C (channel c' of output channel
-             * m's group is row (m / (M/group)) (C/group) + c'). The swapped convolution computes
-             * all C x M pairs, group times the work the gradient needs (depthwise: C times). */
-            int64_t M = wo->dims[0], cg = wo->dims[1], mg = M / group, kh = wo->dims[2], kw = wo->dims[3];
-            PsimTensor *idx = psim_tensor_new(PSIM_DTYPE_INT64, 4, (int64_t[]){cg, M, kh, kw}, d->error);
-            for (int64_t i = 0; idx && i < idx->n_elems; i++) {
-                int64_t cp = i / (M * kh * kw), m = i / (kh * kw) % M;
-                ((int64_t *)idx->data)[i] = m / mg * cg + cp;
-            }
-            PsimNode *ge = mk(d, "GatherElements", 2, (PsimPort[]){cut, constant(d, idx)});
-            if (ge)
-                psim_graph_node_attr_set_int(d->g, ge, "axis", 0);
-            cut = port(ge); /* [C/group, M, kh, kw] */
-        }
-        accumulate(d, w, port(with_ints(d, mk(d, "Transpose", 1, &cut), "perm", 4, swap)));
-    }
-bias:
-    if (n->n_inputs > 2 && need[2]) {
-        static const int64_t axes[3] = {0, 2, 3};
-        accumulate(d, n->inputs[2], reduce(d, "ReduceSum", dy, 3, axes, 0));
-    }
+    gboolean bias = n->n_inputs > 2 && n->inputs[2].node >= 0 && need[2];
+    int64_t want = (need[0] ? 1 : 0) | (need[1] ? 2 : 0) | (bias ? 4 : 0);
+    PsimNode *v = mk(d, "ConvGrad", 3, (PsimPort[]){dy, n->inputs[0], n->inputs[1]});
+    if (!v)
+        return FALSE;
+    v->domain = psim_graph_intern(d->g, "com.microsoft");
+    psim_graph_node_outputs_set(d->g, v, 3);
+    with_ints(d, v, "strides", 2, st);
+    with_ints(d, v, "dilations", 2, di);
+    with_ints(d, v, "pads", 4, pa);
+    psim_graph_node_attr_set_int(d->g, v, "group", psim_node_attr_int(n, "group", 1));
+    psim_graph_node_attr_set_int(d->g, v, "grads", want);
+    if (need[0])
+        accumulate(d, n->inputs[0], (PsimPort){v->id, 0});
+    if (need[1])
+        accumulate(d, n->inputs[1], (PsimPort){v->id, 1});
+    if (bias)
+        accumulate(d, n->inputs[2], (PsimPort){v->id, 2});
     return d->ok;
 }
 

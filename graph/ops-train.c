@@ -1,5 +1,6 @@
 /* Ops of training: ONNX's ai.onnx.preview.training optimizers (Momentum, Adam, Adagrad), which
- * map (R, T, X..., G..., state...) to (X_new..., state_new...), and placesim's checkpoint ops
+ * map (R, T, X..., G..., state...) to (X_new..., state_new...), ONNX Runtime's ConvGrad
+ * (com.microsoft: a convolution's three gradients in one node), and placesim's checkpoint ops
  * Save (file name, tensors...) and Restore (file name -> tensors). Variables and Assign are in
  * ops-math.c with TensorFlow's other state ops. */
 #include <string.h>
@@ -65,13 +66,50 @@ static gboolean infer_none(PsimGraph *g, PsimNode *n, GError **error)
     return TRUE;
 }
 
+/* ConvGrad (dY, X, W) -> (dX, dW, dB), each only when attribute grads (bits 1, 2, 4) asks. */
+static gboolean infer_conv_grad(PsimGraph *g, PsimNode *n, GError **error)
+{
+    const PsimOutput *x = psim__input(g, n, 1), *w = psim__input(g, n, 2);
+    if (n->n_outputs > 0 && x && !psim__out_set(g, n, 0, x->dtype, x->rank, x->dims, error))
+        return FALSE;
+    if (n->n_outputs > 1 && w && !psim__out_set(g, n, 1, w->dtype, w->rank, w->dims, error))
+        return FALSE;
+    if (n->n_outputs > 2 && w && w->rank > 0 &&
+        !psim__out_set(g, n, 2, w->dtype, 1, w->dims, error))
+        return FALSE;
+    return TRUE;
+}
+
+static void count_conv_grad(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    psim__count_io(g, n, out);
+    /* Each of dX and dW costs what the convolution does: 2 flops per dY element, input
+     * channel of its group and kernel tap. */
+    const PsimOutput *w = psim__input(g, n, 2);
+    int64_t dy = psim__in_elems(g, n, 0), want = psim_node_attr_int(n, "grads", 7);
+    if (!w || w->rank != 4 || dy <= 0)
+        return;
+    double per = 2.0 * (double)dy * (double)(w->dims[1] * w->dims[2] * w->dims[3]);
+    out->flops += per * ((want & 1 ? 1 : 0) + (want & 2 ? 1 : 0)) + (double)dy;
+}
+
+static int32_t conv_grad_n_outputs(const PsimNode *n)
+{
+    (void)n;
+    return 3;
+}
+
+#define TRAINING "ai.onnx.preview.training"
+
 static const PsimOpDef train_ops[] = {
-    {"Momentum", "SGD with momentum: (R, T, X..., G..., V...) -> (X_new..., V_new...)",
-     PSIM_OP_TRAINING, infer_optimizer, count_optimizer, opt_n_outputs},
-    {"Adam", "Adam: (R, T, X..., G..., V..., H...) -> (X_new..., V_new..., H_new...)",
-     PSIM_OP_TRAINING, infer_optimizer, count_optimizer, opt_n_outputs},
-    {"Adagrad", "Adagrad: (R, T, X..., G..., H...) -> (X_new..., H_new...)", PSIM_OP_TRAINING,
-     infer_optimizer, count_optimizer, opt_n_outputs},
+    {"Momentum", "SGD with momentum: (R, T, X..., G..., V...) -> (X_new..., V_new...)", 0,
+     infer_optimizer, count_optimizer, opt_n_outputs, 0, TRAINING},
+    {"Adam", "Adam: (R, T, X..., G..., V..., H...) -> (X_new..., V_new..., H_new...)", 0,
+     infer_optimizer, count_optimizer, opt_n_outputs, 0, TRAINING},
+    {"Adagrad", "Adagrad: (R, T, X..., G..., H...) -> (X_new..., H_new...)", 0, infer_optimizer,
+     count_optimizer, opt_n_outputs, 0, TRAINING},
+    {"ConvGrad", "Conv's gradients (ONNX Runtime): (dY, X, W) -> (dX, dW, dB)", 0,
+     infer_conv_grad, count_conv_grad, conv_grad_n_outputs, 0, "com.microsoft"},
     {"Save", "writes tensors to a checkpoint file (input 0: its name)", PSIM_OP_STATEFUL,
      infer_none, psim__count_io, NULL, -1},
     {"Restore", "reads tensors of a checkpoint file (input 0: its name)", PSIM_OP_STATEFUL,

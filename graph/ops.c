@@ -72,9 +72,7 @@ const PsimOpDef *psim__op_for_node(const PsimNode *n)
 {
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) {
         const PsimOpDef *d = psim_op_lookup(n->op);
-        return d && (d->flags & PSIM_OP_TRAINING) && !strcmp(n->domain, "ai.onnx.preview.training")
-                   ? d
-                   : NULL;
+        return d && d->domain && !strcmp(n->domain, d->domain) ? d : NULL;
     }
     return psim_op_lookup(n->op);
 }

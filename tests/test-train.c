@@ -377,6 +377,62 @@ static void test_train_step_two_devices(void)
     psim_container_reset("t-train");
 }
 
+/* ConvGrad in float32 (the batched sgemm path for several images, the per-image path for one)
+ * against its float64 loops, on a grouped, strided, padded convolution. */
+static void conv_grad_case(int64_t N)
+{
+    g_autoptr(GError) err = NULL;
+    int64_t xd[4] = {N, 4, 9, 8}, wd[4] = {6, 2, 3, 3};
+    PsimTensor *out[2][3] = {{NULL}};
+    for (int f = 0; f < 2; f++) {
+        PsimDType dt = f ? PSIM_DTYPE_FLOAT64 : PSIM_DTYPE_FLOAT32;
+        g_autoptr(PsimGraph) g = psim_graph_new("cg");
+        g_autoptr(PsimTensor) x = psim_tensor_new(dt, 4, xd, NULL);
+        g_autoptr(PsimTensor) w = psim_tensor_new(dt, 4, wd, NULL);
+        psim_tensor_fill(x, PSIM_TENSOR_FILL_RANDOM, 1);
+        psim_tensor_fill(w, PSIM_TENSOR_FILL_RANDOM, 2);
+        /* Output 5x4 (stride 2, pad 1, dilation 1 in height; stride 2, pad 1 in width). */
+        int64_t yd[4] = {N, 6, 5, 4};
+        g_autoptr(PsimTensor) dy = psim_tensor_new(dt, 4, yd, NULL);
+        psim_tensor_fill(dy, PSIM_TENSOR_FILL_RANDOM, 3);
+        PsimNode *c = node1(g, "cg", "ConvGrad");
+        c->domain = psim_graph_intern(g, "com.microsoft");
+        psim_graph_node_outputs_set(g, c, 3);
+        psim_graph_node_input_add(g, c, (PsimPort){const_node(g, "dy", dy)->id, 0});
+        psim_graph_node_input_add(g, c, (PsimPort){const_node(g, "x", x)->id, 0});
+        psim_graph_node_input_add(g, c, (PsimPort){const_node(g, "w", w)->id, 0});
+        int64_t st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
+        psim_graph_node_attr_set_ints(g, c, "strides", 2, st);
+        psim_graph_node_attr_set_ints(g, c, "pads", 4, pads);
+        psim_graph_node_attr_set_int(g, c, "group", 2);
+        g_assert_true(psim_graph_finalize(g, &err));
+        g_assert_true(psim_graph_infer_shapes(g, &err));
+        g_autoptr(PsimCluster) cl = psim_cluster_from_spec("local:1", NULL);
+        PsimExecOptions eo = {.no_constant_folding = TRUE};
+        g_autoptr(PsimSession) s = psim_session_new(g, cl, NULL, &eo, &err);
+        const char *fetch[3] = {"cg:0", "cg:1", "cg:2"};
+        g_assert_true(psim_session_run(s, 0, NULL, NULL, 3, fetch, out[f], &err));
+        g_assert_no_error(err);
+    }
+    for (int k = 0; k < 3; k++) {
+        double scale = 0;
+        for (int64_t i = 0; i < out[1][k]->n_elems; i++)
+            scale = MAX(scale, fabs(psim_tensor_get_f64(out[1][k], i)));
+        g_assert_cmpfloat(scale, >, 0);
+        for (int64_t i = 0; i < out[1][k]->n_elems; i++)
+            g_assert_cmpfloat(fabs(psim_tensor_get_f64(out[0][k], i) - psim_tensor_get_f64(out[1][k], i)),
+                              <=, 1e-5 * scale);
+        psim_tensor_unref(out[0][k]);
+        psim_tensor_unref(out[1][k]);
+    }
+}
+
+static void test_conv_grad(void)
+{
+    conv_grad_case(1);
+    conv_grad_case(5);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -384,6 +440,7 @@ int main(int argc, char **argv)
     g_test_add_func("/train/variables/assign-needs-variable", test_assign_needs_variable);
     g_test_add_func("/train/optimizers/formulas", test_optimizers);
     g_test_add_func("/train/checkpoint/file", test_checkpoint_file);
+    g_test_add_func("/train/conv-grad/float32-as-float64", test_conv_grad);
     g_test_add_func("/train/step/mlp-learns", test_train_step_learns);
     g_test_add_func("/train/step/two-devices-same-variables", test_train_step_two_devices);
     return g_test_run();

@@ -46,6 +46,7 @@ typedef struct {
     JsonBuilder *epochs_json;
     double last_accuracy;
     int64_t restarts;
+    gboolean warm; /* a step has run in this process */
 } Train;
 
 static void split_clear(Split *s)
@@ -402,8 +403,10 @@ static gboolean train_loop(Train *t, GError **error)
     gboolean stop = FALSE;
     for (; t->epoch < t->epochs && !stop; t->epoch++, t->cursor = 0) {
         g_autofree int64_t *order = epoch_order(n, t->seed, t->epoch);
+        /* Examples/s over the epoch's steps, the process's first step left out (it prepares
+         * the plan: placement, partitions, kernels). */
         double loss_sum = 0, t0 = (double)g_get_monotonic_time();
-        int64_t steps = 0;
+        int64_t steps = 0, timed = 0;
         while (t->cursor < per_epoch) {
             if (t->steps > 0 && t->global_step >= t->steps) {
                 stop = TRUE;
@@ -427,7 +430,13 @@ static gboolean train_loop(Train *t, GError **error)
             steps++;
             t->cursor++;
             t->global_step++;
-            double ex_s = (double)(steps * t->batch) / (((double)g_get_monotonic_time() - t0) / 1e6);
+            if (!t->warm) {
+                t->warm = TRUE;
+                t0 = (double)g_get_monotonic_time();
+            } else {
+                timed++;
+            }
+            double ex_s = (double)(timed * t->batch) / (((double)g_get_monotonic_time() - t0) / 1e6);
             progress(t, t->cursor, per_epoch, loss_sum / (double)steps, ex_s);
             if (t->ckpt_dir && t->every > 0 && t->global_step % t->every == 0) {
                 /* The position saved is the next batch's (this epoch, or the next one's start). */
@@ -446,10 +455,10 @@ static gboolean train_loop(Train *t, GError **error)
         if (steps == 0)
             continue;
         double secs = ((double)g_get_monotonic_time() - t0) / 1e6, acc;
+        double ex_s = timed > 0 ? (double)(timed * t->batch) / secs : NAN;
         if (!evaluate(t, &acc, error))
             return FALSE;
         t->last_accuracy = acc;
-        double ex_s = (double)(steps * t->batch) / secs;
         if (psim_cli_stderr_tty())
             fputc('\n', stderr);
         if (!t->json || psim_cli_stderr_tty())
@@ -483,7 +492,7 @@ static gboolean options_check(Train *t, GError **error)
                     "train: --optimizer '%s' is neither sgd nor adam", t->optimizer);
         return FALSE;
     }
-    t->lr = !strcmp(t->optimizer, "adam") ? 0.001 : 0.05;
+    t->lr = !strcmp(t->optimizer, "adam") ? 0.001 : 0.01;
     if (!psim_cli_flag_double("--lr", t->lr_s, 1e-12, 100, &t->lr, error))
         return FALSE;
     if ((t->resume || t->every_s || t->max_restarts > 0) && !t->ckpt_dir) {
@@ -594,7 +603,7 @@ int psim_cmd_train(int argc, char **argv)
         {"epochs", 0, 0, G_OPTION_ARG_STRING, &t.epochs_s, "passes over the training set (default 1)", "E"},
         {"batch", 0, 0, G_OPTION_ARG_STRING, &t.batch_s, "examples per step (default 64)", "B"},
         {"optimizer", 0, 0, G_OPTION_ARG_STRING, &t.optimizer, "sgd (with momentum, the default) or adam", "NAME"},
-        {"lr", 0, 0, G_OPTION_ARG_STRING, &t.lr_s, "learning rate (default 0.05 for sgd, 0.001 for adam)", "X"},
+        {"lr", 0, 0, G_OPTION_ARG_STRING, &t.lr_s, "learning rate (default 0.01 for sgd, 0.001 for adam)", "X"},
         {"momentum", 0, 0, G_OPTION_ARG_STRING, &t.momentum_s, "sgd's momentum (default 0.9; 0: plain SGD)", "M"},
         {"weight-decay", 0, 0, G_OPTION_ARG_STRING, &t.wd_s, "L2 coefficient added to every gradient (default 0)", "W"},
         {"steps", 0, 0, G_OPTION_ARG_STRING, &t.steps_s, "stop once N steps are done in all", "N"},

@@ -385,9 +385,6 @@ enum {
     /* Some output dim is how many elements the data selects (NonZero, Compress, Unique,
      * NonMaxSuppression): inference leaves it unknown, as ONNX's own does. */
     PSIM_OP_DATA_SHAPED = 1u << 3,
-    /* An op of ONNX's ai.onnx.preview.training domain (Momentum, Adam, Adagrad): nodes of that
-     * domain get its semantics (other non-ONNX domains never do). */
-    PSIM_OP_TRAINING = 1u << 4,
 };
 
 typedef struct PsimOpDef {
@@ -403,6 +400,10 @@ typedef struct PsimOpDef {
      * n_outputs_fixed). Used when a file does not list a node's outputs. */
     int32_t (*n_outputs)(const PsimNode *n);
     int32_t n_outputs_fixed; /* used when n_outputs is NULL: 0 means 1; -1 means none */
+    /* The domain of an op from outside ONNX's default set ("ai.onnx.preview.training" for
+     * Momentum and Adam, "com.microsoft" for ConvGrad): nodes of that domain get these semantics,
+     * nodes of other non-default domains none. NULL: ONNX's default domain (and TF's ops). */
+    const char *domain;
 } PsimOpDef;
 
 /* Registers an op (plug-ins do this too). The definition must outlive the process. */

@@ -15,15 +15,15 @@ typedef struct {
     int64_t Ho, Wo;
 } Geo;
 
-/* Columns of output rows [oh0, oh1): rows (c, ki, kj), columns (oh, ow). */
-static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t oh1,
-                   float *restrict col)
+/* Columns of output rows [oh0, oh1): rows (c, ki, kj), columns (oh, ow); a row of col is ld
+ * floats apart (the columns' count, or more when several images share the buffer). */
+static void im2col_ld(const Geo *g, const float *restrict x, int64_t oh0, int64_t oh1,
+                      float *restrict col, int64_t ld)
 {
-    int64_t ncol = (oh1 - oh0) * g->Wo;
     for (int64_t c = 0; c < g->C; c++)
         for (int64_t ki = 0; ki < g->kh; ki++)
             for (int64_t kj = 0; kj < g->kw; kj++) {
-                float *restrict dst = col + ((c * g->kh + ki) * g->kw + kj) * ncol;
+                float *restrict dst = col + ((c * g->kh + ki) * g->kw + kj) * ld;
                 /* Output columns whose input column is inside [0, W). */
                 int64_t off = kj * g->dw - g->pw;
                 int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
@@ -48,6 +48,23 @@ static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t o
                         dst[ow] = 0.0f;
                 }
             }
+}
+
+static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t oh1,
+                   float *restrict col)
+{
+    im2col_ld(g, x, oh0, oh1, col, (oh1 - oh0) * g->Wo);
+}
+
+/* Small images are convolved a batch at a time: the columns of every image side by side,
+ * [K, N * Ho * Wo], and one sgemm instead of one per image (N small sgemms of a few hundred
+ * columns run far below the BLAS's speed). Only while the columns fit this budget. */
+#define BATCH_COL_BYTES ((size_t)32 << 20)
+
+static gboolean batch_images(const Geo *g, int64_t N, int64_t K)
+{
+    int64_t hwo = g->Ho * g->Wo;
+    return N > 1 && hwo <= 4096 && (size_t)(K * N * hwo) * sizeof(float) <= BATCH_COL_BYTES;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -303,6 +320,34 @@ static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const do
         }
 }
 
+/* The batched path: per group, columns of all N images, one sgemm into [Mg, N * HWo], then
+ * each image's rows added onto the output (which holds the bias). */
+static gboolean conv_batched(const Geo *g, int64_t N, int64_t group, int64_t M, const float *xd,
+                             const float *wd, float *yd, GError **error)
+{
+    int64_t Mg = M / group, K = g->C * g->kh * g->kw, HWo = g->Ho * g->Wo, HWi = g->H * g->W;
+    int64_t cols = N * HWo, Cin = g->C * group;
+    float *col = psim__cpu_scratch(sizeof(float) * (size_t)((K + Mg) * cols), error);
+    if (!col)
+        return FALSE;
+    float *out = col + K * cols;
+    for (int64_t gi = 0; gi < group; gi++) {
+        for (int64_t n = 0; n < N; n++)
+            im2col_ld(g, xd + (n * Cin + gi * g->C) * HWi, 0, g->Ho, col + n * HWo, cols);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)cols,
+                    (blasint)K, 1.0f, wd + gi * Mg * K, (blasint)K, col, (blasint)cols, 0.0f, out,
+                    (blasint)cols);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < Mg; m++) {
+                float *restrict dst = yd + (n * M + gi * Mg + m) * HWo;
+                const float *restrict src = out + m * cols + n * HWo;
+                for (int64_t i = 0; i < HWo; i++)
+                    dst[i] += src[i];
+            }
+    }
+    return TRUE;
+}
+
 static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 2, error))
@@ -394,6 +439,8 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     }
     gboolean direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                       g.pw == 0 && g.Ho == g.H && g.Wo == g.W;
+    if (batch_images(&g, N, K))
+        return conv_batched(&g, N, group, M, xd, wd, yd, error);
     float *col = NULL;
     int64_t rows = band_rows(&g);
     if (!direct) {
@@ -481,4 +528,211 @@ gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const
             }
         }
     return TRUE;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* ConvGrad (ONNX Runtime's com.microsoft training op): from dY, X and W of a Conv, its
+ * gradients dX, dW and dB, each only when attribute `grads` (bits 1, 2, 4) asks for it. Per
+ * image and group, float32: dW += dY im2col(X)^T and dX = col2im(W^T dY), two sgemms; float64
+ * (the gradient checks): direct loops. */
+
+/* Adds columns (rows (c, ki, kj), columns (oh, ow); rows ld floats apart) back into the image
+ * they came from. */
+static void col2im_add(const Geo *g, const float *restrict col, int64_t ld, float *restrict x)
+{
+    int64_t ncol = ld;
+    for (int64_t c = 0; c < g->C; c++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                const float *restrict src = col + ((c * g->kh + ki) * g->kw + kj) * ncol;
+                int64_t off = kj * g->dw - g->pw;
+                int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+                int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
+                ow1 = MIN(ow1, g->Wo);
+                for (int64_t oh = 0; oh < g->Ho; oh++, src += g->Wo) {
+                    int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+                    if (ih < 0 || ih >= g->H)
+                        continue;
+                    float *dst = x + (c * g->H + ih) * g->W;
+                    if (g->sw == 1)
+                        for (int64_t ow = ow0; ow < ow1; ow++)
+                            dst[ow + off] += src[ow];
+                    else
+                        for (int64_t ow = ow0; ow < ow1; ow++)
+                            dst[ow * g->sw + off] += src[ow];
+                }
+            }
+}
+
+static void conv_grad_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const double *dy,
+                          const double *x, const double *w, double *dx, double *dw, double *db)
+{
+    int64_t Mg = M / group, Cin = g->C * group;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t m = 0; m < M; m++) {
+            int64_t gi = m / Mg;
+            for (int64_t oh = 0; oh < g->Ho; oh++)
+                for (int64_t ow = 0; ow < g->Wo; ow++) {
+                    double d = dy[((n * M + m) * g->Ho + oh) * g->Wo + ow];
+                    if (db)
+                        db[m] += d;
+                    for (int64_t c = 0; c < g->C; c++)
+                        for (int64_t ki = 0; ki < g->kh; ki++) {
+                            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+                            if (ih < 0 || ih >= g->H)
+                                continue;
+                            for (int64_t kj = 0; kj < g->kw; kj++) {
+                                int64_t iw = ow * g->sw - g->pw + kj * g->dw;
+                                if (iw < 0 || iw >= g->W)
+                                    continue;
+                                int64_t xi = ((n * Cin + gi * g->C + c) * g->H + ih) * g->W + iw;
+                                int64_t wi = ((m * g->C + c) * g->kh + ki) * g->kw + kj;
+                                if (dw)
+                                    dw[wi] += d * x[xi];
+                                if (dx)
+                                    dx[xi] += d * w[wi];
+                            }
+                        }
+                }
+        }
+}
+
+/* The batched path: per group, dY's rows of all images side by side ([Mg, N * HWo]), then
+ * dW = dY' cols^T and cols = W^T dY' as one sgemm each; dX scattered back image by image. */
+static gboolean conv_grad_batched(const Geo *g, int64_t N, int64_t group, int64_t M,
+                                  const float *dyd, const float *xd, const float *wd, float *dx,
+                                  float *dw, GError **error)
+{
+    int64_t Mg = M / group, K = g->C * g->kh * g->kw, HWo = g->Ho * g->Wo, HWi = g->H * g->W;
+    int64_t cols = N * HWo, Cin = g->C * group;
+    float *col = psim__cpu_scratch(sizeof(float) * (size_t)((K + Mg) * cols), error);
+    if (!col)
+        return FALSE;
+    float *dyb = col + K * cols;
+    for (int64_t gi = 0; gi < group; gi++) {
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < Mg; m++)
+                memcpy(dyb + m * cols + n * HWo, dyd + (n * M + gi * Mg + m) * HWo,
+                       sizeof(float) * (size_t)HWo);
+        if (dw) {
+            for (int64_t n = 0; n < N; n++)
+                im2col_ld(g, xd + (n * Cin + gi * g->C) * HWi, 0, g->Ho, col + n * HWo, cols);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Mg, (blasint)K,
+                        (blasint)cols, 1.0f, dyb, (blasint)cols, col, (blasint)cols, 0.0f,
+                        dw + gi * Mg * K, (blasint)K);
+        }
+        if (dx) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)cols,
+                        (blasint)Mg, 1.0f, wd + gi * Mg * K, (blasint)K, dyb, (blasint)cols, 0.0f,
+                        col, (blasint)cols);
+            for (int64_t n = 0; n < N; n++)
+                col2im_add(g, col + n * HWo, cols, dx + (n * Cin + gi * g->C) * HWi);
+        }
+    }
+    return TRUE;
+}
+
+static gboolean run_conv_grad(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 3, error))
+        return FALSE;
+    PsimTensor *dy = ctx->inputs[0], *x = ctx->inputs[1], *w = ctx->inputs[2];
+    PsimDType dt = x->dtype;
+    int64_t want = psim_node_attr_int(ctx->node, "grads", 7);
+    if ((dt != PSIM_DTYPE_FLOAT32 && dt != PSIM_DTYPE_FLOAT64) || w->dtype != dt ||
+        dy->dtype != dt || x->rank != 4 || w->rank != 4 || dy->rank != 4) {
+        KERR(ctx, error, "ConvGrad takes 2-D dY, X and W of one float dtype");
+        return FALSE;
+    }
+    int64_t group = psim_node_attr_int(ctx->node, "group", 1);
+    int64_t N = x->dims[0], Cin = x->dims[1], M = w->dims[0];
+    if (group < 1 || Cin % group || M % group || w->dims[1] != Cin / group) {
+        KERR(ctx, error, "ConvGrad weights do not fit the input's channels in %" G_GINT64_FORMAT
+             " groups", group);
+        return FALSE;
+    }
+    PsimWindow win;
+    if (!psim__cpu_window(ctx, 2, x->dims + 2, w->dims + 2, FALSE, TRUE, &win, error))
+        return FALSE;
+    Geo g = {Cin / group, x->dims[2], x->dims[3], w->dims[2], w->dims[3], win.stride[0],
+             win.stride[1], win.dil[0], win.dil[1], win.pad0[0], win.pad0[1], win.out[0],
+             win.out[1]};
+    if (dy->dims[0] != N || dy->dims[1] != M || dy->dims[2] != g.Ho || dy->dims[3] != g.Wo) {
+        KERR(ctx, error, "ConvGrad's dY is not shaped like the convolution's output");
+        return FALSE;
+    }
+    PsimTensor *dx = NULL, *dw = NULL, *db = NULL;
+    if ((want & 1) && ctx->n_outputs > 0 && !(dx = psim__cpu_out(ctx, 0, dt, 4, x->dims, error)))
+        return FALSE;
+    if ((want & 2) && ctx->n_outputs > 1 && !(dw = psim__cpu_out(ctx, 1, dt, 4, w->dims, error)))
+        return FALSE;
+    if ((want & 4) && ctx->n_outputs > 2 && !(db = psim__cpu_out(ctx, 2, dt, 1, &M, error)))
+        return FALSE;
+    if (dx)
+        memset(dx->data, 0, dx->nbytes);
+    if (dw)
+        memset(dw->data, 0, dw->nbytes);
+    if (db)
+        memset(db->data, 0, db->nbytes);
+    if (dt == PSIM_DTYPE_FLOAT64) {
+        conv_grad_f64(&g, N, group, M, dy->data, x->data, w->data, dx ? dx->data : NULL,
+                      dw ? dw->data : NULL, db ? db->data : NULL);
+        return TRUE;
+    }
+    int64_t Mg = M / group, K = g.C * g.kh * g.kw, HWo = g.Ho * g.Wo, HWi = g.H * g.W;
+    const float *dyd = dy->data, *xd = x->data, *wd = w->data;
+    if (db) {
+        float *b = db->data;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t m = 0; m < M; m++) {
+                const float *r = dyd + (n * M + m) * HWo;
+                float s = 0;
+                for (int64_t i = 0; i < HWo; i++)
+                    s += r[i];
+                b[m] += s;
+            }
+    }
+    if (!dx && !dw)
+        return TRUE;
+    gboolean direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
+                      g.pw == 0 && g.Ho == g.H && g.Wo == g.W;
+    if (batch_images(&g, N, K))
+        return conv_grad_batched(&g, N, group, M, dyd, xd, wd, dx ? dx->data : NULL,
+                                 dw ? dw->data : NULL, error);
+    float *col = psim__cpu_scratch(sizeof(float) * (size_t)(K * HWo), error);
+    if (!col)
+        return FALSE;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < group; gi++) {
+            const float *xg = xd + (n * Cin + gi * g.C) * HWi, *wg = wd + gi * Mg * K;
+            const float *dyg = dyd + (n * M + gi * Mg) * HWo;
+            if (dw) {
+                const float *cx = xg;
+                if (!direct) {
+                    im2col(&g, xg, 0, g.Ho, col);
+                    cx = col;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Mg, (blasint)K,
+                            (blasint)HWo, 1.0f, dyg, (blasint)HWo, cx, (blasint)HWo, 1.0f,
+                            (float *)dw->data + gi * Mg * K, (blasint)K);
+            }
+            if (dx) {
+                float *dxg = (float *)dx->data + (n * Cin + gi * g.C) * HWi;
+                /* 1x1 unit-stride: the columns are the image itself, summed into directly. */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)HWo,
+                            (blasint)Mg, 1.0f, wg, (blasint)K, dyg, (blasint)HWo,
+                            direct ? 1.0f : 0.0f, direct ? dxg : col, (blasint)HWo);
+                if (!direct)
+                    col2im_add(&g, col, HWo, dxg);
+            }
+        }
+    return TRUE;
+}
+
+void psim__cpu_register_conv_grad(void)
+{
+    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
+    psim__cpu_add("ConvGrad", "cpu-conv-grad-sgemm",
+                  "Conv's dX, dW, dB: im2col + sgemm and sgemm + col2im (float64: direct loops)",
+                  run_conv_grad, types, NULL);
 }

@@ -662,6 +662,24 @@ static void where_row(void *user, const int64_t *off, int64_t out_off, int64_t n
     const uint8_t *c = r->c + off[0];
     const char *x = r->x + off[1] * r->es, *y = r->y + off[2] * r->es;
     char *o = r->o + out_off * r->es;
+    if (r->es == 4) {
+        /* Element-sized selects (float32, int32): no call per element; the common strides get
+         * their own loops, which the compiler vectorises. */
+        const uint32_t *xs = (const uint32_t *)(const void *)x, *ys = (const uint32_t *)(const void *)y;
+        uint32_t *os = (uint32_t *)(void *)o;
+        if (stride[0] == 1 && stride[1] == 1 && stride[2] == 0) {
+            uint32_t yv = ys[0];
+            for (int64_t i = 0; i < n; i++)
+                os[i] = c[i] ? xs[i] : yv;
+        } else if (stride[0] == 1 && stride[1] == 1 && stride[2] == 1) {
+            for (int64_t i = 0; i < n; i++)
+                os[i] = c[i] ? xs[i] : ys[i];
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                os[i] = c[i * stride[0]] ? xs[i * stride[1]] : ys[i * stride[2]];
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i++)
         memcpy(o + i * r->es, c[i * stride[0]] ? x + i * stride[1] * r->es : y + i * stride[2] * r->es,
                r->es);

@@ -84,6 +84,42 @@ static void maxpool2d_fast(const Geo3 *g, int64_t NC, const float *xd, float *yd
     g_free(lo);
 }
 
+/* 2-D float32 max pooling with ONNX's row-major Indices (what the training graph's MaxPool
+ * gradient asks for): per output, its window's bounds once, then a plain scan. */
+static void maxpool2d_idx(const Geo3 *g, int64_t NC, const float *xd, float *yd, int64_t *id)
+{
+    int64_t H = g->in[1], W = g->in[2], Ho = g->out[1], Wo = g->out[2];
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xp = xd + nc * H * W;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t h0 = oh * g->s[1] - g->p0[1];
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t w0 = ow * g->s[2] - g->p0[2];
+                float best = -INFINITY;
+                int64_t bi = -1;
+                for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                    int64_t h = h0 + kh * g->d[1];
+                    if (h < 0 || h >= H)
+                        continue;
+                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                        int64_t w = w0 + kw * g->d[2];
+                        if (w < 0 || w >= W)
+                            continue;
+                        float v = xp[h * W + w];
+                        if (v > best || bi < 0) {
+                            best = v;
+                            bi = h * W + w;
+                        }
+                    }
+                }
+                int64_t o = (nc * Ho + oh) * Wo + ow;
+                yd[o] = best;
+                id[o] = nc * H * W + (bi < 0 ? 0 : bi);
+            }
+        }
+    }
+}
+
 /* The pooled output (dims into od: N, C, then the window's output sizes), of the input's type. */
 static PsimTensor *pool_out(PsimKernelCtx *ctx, const PsimWindow *w, int64_t *od, GError **error)
 {
@@ -161,6 +197,8 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
         maxpool_any(&g, NC, in_sz, x->data, y->data, ind ? ind->data : NULL, col_major, TRUE);
     else if (!ind && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1)
         maxpool2d_fast(&g, NC, x->data, y->data);
+    else if (ind && !col_major && g.in[0] == 1)
+        maxpool2d_idx(&g, NC, x->data, y->data, ind->data);
     else
         maxpool_any(&g, NC, in_sz, x->data, y->data, ind ? ind->data : NULL, col_major, FALSE);
     return TRUE;

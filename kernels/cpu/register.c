@@ -18,4 +18,5 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_rnn();
     psim__cpu_register_state();
     psim__cpu_register_optim();
+    psim__cpu_register_conv_grad();
 }

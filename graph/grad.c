@@ -2,16 +2,19 @@
  * with respect to chosen tensors, added to a copy of the graph. Walking the nodes between those
  * tensors and the loss backwards, each node's gradient function adds the nodes that turn the
  * gradients of its outputs into gradients of its inputs; gradients reaching one tensor along
- * several paths are summed. Every gradient is built of ordinary ONNX ops, so the placer, the
- * simulator and the executor run a training graph as they run any other.
+ * several paths are summed. Every gradient is built of ordinary ONNX ops (a convolution's of ONNX
+ * Runtime's ConvGrad), so the placer, the simulator and the executor run a training graph as they
+ * run any other. An LSTM or GRU cell written in these ops (MatMul, Split or Slice, Sigmoid,
+ * Tanh, Mul, Add, Sub) is covered; the fused ONNX LSTM and GRU nodes are not.
  *
  * Covered: MatMul (2-D), Gemm, Add, Sub, Mul, Div (broadcasting), Neg, Relu, Sigmoid, Tanh, Exp,
  * Log, Sqrt, Identity, Reshape, Flatten, Transpose, Softmax (last axis), ReduceSum, ReduceMean,
  * SoftmaxCrossEntropyLoss (mean or sum, no weights), Conv (2-D, explicit pads, grouped too),
- * MaxPool, AveragePool (2-D, floor mode), GlobalAveragePool, Concat,
+ * MaxPool, AveragePool (2-D, floor mode), GlobalAveragePool, Concat, Split, Slice (unit steps),
  * Clip (by its input), BatchNormalization (training mode or not).
  * Shapes must be known. */
 #include "graph-private.h"
+#include "ops-private.h"
 
 #include <string.h>
 
@@ -337,6 +340,54 @@ static gboolean grad_concat(Grad *d, const PsimNode *n, PsimPort dy, const guint
     return d->ok;
 }
 
+/* Split: the outputs' gradients side by side again (zeros for an output the loss does not
+ * read). */
+static gboolean grad_split(Grad *d, const PsimNode *n)
+{
+    const PsimOutput *xo = out_of(d, n->inputs[0]);
+    int64_t axis = psim_node_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += xo->rank;
+    g_autofree PsimPort *parts = g_new(PsimPort, n->n_outputs + 1);
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        PsimPort g = d->grad[d->out_off[n->id] + k];
+        if (g.node < 0) {
+            const PsimOutput *o = &n->outputs[k];
+            g = constant(d, psim_tensor_new(o->dtype, o->rank, o->dims, d->error));
+        }
+        parts[k] = g;
+    }
+    PsimNode *cat = mk(d, "Concat", n->n_outputs, parts);
+    if (cat)
+        psim_graph_node_attr_set_int(d->g, cat, "axis", axis);
+    accumulate(d, n->inputs[0], port(cat));
+    return d->ok;
+}
+
+/* Slice with known parameters and unit steps: dY padded with zeros back to X's shape. */
+static gboolean grad_slice(Grad *d, const PsimNode *n, PsimPort dy)
+{
+    const PsimOutput *xo = out_of(d, n->inputs[0]);
+    PsimSliceParams sp;
+    gboolean axes_known = FALSE;
+    GError *err = NULL;
+    int r = psim__slice_params(d->g, n, xo->rank, &sp, &axes_known, &err);
+    g_clear_error(&err);
+    if (r != 1)
+        return fail(d, n, "Slice is covered with constant starts, ends, axes and steps");
+    g_autofree int64_t *pads = g_new0(int64_t, 2 * xo->rank + 1);
+    for (int32_t i = 0; i < sp.n; i++) {
+        int64_t ax = sp.axes[i], first = 0, dim = xo->dims[ax];
+        if (sp.steps[i] != 1)
+            return fail(d, n, "Slice is covered with steps of 1");
+        int64_t len = psim__slice_axis(dim, sp.starts[i], sp.ends[i], 1, &first);
+        pads[ax] = first;
+        pads[xo->rank + ax] = dim - first - len;
+    }
+    accumulate(d, n->inputs[0], op2(d, "Pad", dy, ints(d, 2 * xo->rank, pads)));
+    return d->ok;
+}
+
 /* BatchNormalization (inputs X, scale, B, mean, var): in training mode over the batch's own
  * statistics, dX = scale / sd (dY - mean(dY) - xhat mean(dY xhat)), means per channel; in
  * inference mode over the given ones, dX = dY scale / sd. Both: dscale = sum(dY xhat), dB =
@@ -398,6 +449,10 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
     PsimPort x = n->n_inputs ? n->inputs[0] : none();
     if (!strcmp(op, "Identity")) {
         accumulate(d, x, dy);
+    } else if (!strcmp(op, "Split")) {
+        return need[0] ? grad_split(d, n) : TRUE;
+    } else if (!strcmp(op, "Slice")) {
+        return need[0] ? grad_slice(d, n, dy) : TRUE;
     } else if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") ||
                !strcmp(op, "Unsqueeze")) {
         if (need[0])
@@ -648,10 +703,12 @@ PsimGraph *psim_graph_gradients(const PsimGraph *g, PsimPort loss, int32_t n_wrt
         /* Nodes made here are not in order (they are all new): only the forward ones count. */
         const PsimNode *nv = psim_graph_node(out, v);
         PsimPort dy = nv->n_outputs ? gr[off[v]] : none();
+        gboolean split = !strcmp(nv->op, "Split"), later = FALSE;
         for (int32_t k = 1; k < nv->n_outputs; k++)
-            if (gr[off[v] + k].node >= 0)
-                return fail(&d, nv, "a gradient of an output other than the first is not covered yet"), NULL;
-        if (dy.node < 0)
+            later |= gr[off[v] + k].node >= 0;
+        if (later && !split)
+            return fail(&d, nv, "a gradient of an output other than the first is not covered yet"), NULL;
+        if (dy.node < 0 && !later)
             continue;
         guint8 need[8] = {0};
         gboolean any = FALSE;

@@ -39,7 +39,11 @@ def evaluate(graph, feeds):
     val = {}
     for n in graph["nodes"]:
         op, name = n["op"], n["name"]
-        x = [val[r.split(":")[0]] for r in n.get("inputs", [])]
+        x = []
+        for r in n.get("inputs", []):
+            src, _, k = r.partition(":")
+            v = val[src]
+            x.append(v[int(k or 0)] if isinstance(v, tuple) else v)
         if op == "Placeholder":
             y = feeds[name]
         elif op in ("Const", "Constant"):
@@ -94,6 +98,19 @@ def evaluate(graph, feeds):
             y = torch.clamp(x[0], min=attr(n, "min", None), max=attr(n, "max", None))
         elif op == "Concat":
             y = torch.cat(x, dim=attr(n, "axis", 0))
+        elif op == "Split":
+            ax = attr(n, "axis", 0)
+            sizes = attr(n, "split", None)
+            outs = len(n.get("outputs", [])) or 1
+            y = tuple(torch.split(x[0], sizes if sizes else x[0].shape[ax] // outs, dim=ax))
+        elif op == "Slice":
+            y = x[0]
+            for st, en, ax in zip(attr(n, "starts", []), attr(n, "ends", []),
+                                  attr(n, "axes", list(range(len(attr(n, "starts", [])))))):
+                dim = y.shape[ax]
+                st = max(st + dim, 0) if st < 0 else min(st, dim)
+                en = max(en + dim, 0) if en < 0 else min(en, dim)
+                y = y.narrow(ax, st, max(en - st, 0))
         elif op == "GlobalAveragePool":
             y = x[0].mean(dim=(2, 3), keepdim=True)
         elif op == "Softmax":

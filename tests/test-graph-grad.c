@@ -290,6 +290,97 @@ static void test_mlp_loss(void)
     check(&m, weighted_sum(&m, my->id));
 }
 
+/* Split and Slice on their own, then recurrent cells written in primitive ops, as TensorFlow's
+ * BasicLSTMCell and GRUCell are: an LSTM cell (gates from one MatMul of [x, h] split in four)
+ * and a GRU cell (gates sliced out of the pre-activations), by their inputs, state and weights. */
+static void test_rnn_cells(void)
+{
+    Case sp = start("Split");
+    PsimNode *sx = input(&sp, "x", 2, (int64_t[]){3, 7}, 0);
+    PsimNode *sv = op(&sp, "y", "Split", 1, (int32_t[]){sx->id});
+    psim_graph_node_outputs_set(sp.g, sv, 3);
+    psim_graph_node_attr_set_int(sp.g, sv, "axis", 1);
+    psim_graph_node_attr_set_ints(sp.g, sv, "split", 3, (int64_t[]){2, 4, 1});
+    /* Outputs 0 and 2 reach the loss, output 1 does not: its gradient is zeros. */
+    PsimNode *sm = psim_graph_node_add(sp.g, "m", "Mul", NULL);
+    psim_graph_node_input_add(sp.g, sm, (PsimPort){sv->id, 0});
+    psim_graph_node_input_add(sp.g, sm, (PsimPort){sv->id, 2});
+    psim_graph_node_outputs_set(sp.g, sm, 1);
+    check(&sp, weighted_sum(&sp, sm->id));
+
+    Case sl = start("Slice");
+    PsimNode *lx = input(&sl, "x", 3, (int64_t[]){2, 5, 6}, 0);
+    PsimNode *lv = psim_graph_node_add(sl.g, "y", "Slice", NULL);
+    psim_graph_node_input_add(sl.g, lv, (PsimPort){lx->id, 0});
+    psim_graph_node_attr_set_ints(sl.g, lv, "starts", 2, (int64_t[]){1, -4});
+    psim_graph_node_attr_set_ints(sl.g, lv, "ends", 2, (int64_t[]){4, 100});
+    psim_graph_node_attr_set_ints(sl.g, lv, "axes", 2, (int64_t[]){1, 2});
+    psim_graph_node_outputs_set(sl.g, lv, 1);
+    check(&sl, weighted_sum(&sl, lv->id));
+
+    /* LSTM: z = [x, h] W; i, f, o, g = split(z); c' = s(f) c + s(i) tanh(g); h' = s(o) tanh(c'). */
+    Case l = start("lstm-cell");
+    int64_t B = 2, I = 3, H = 4;
+    PsimNode *x = input(&l, "x", 2, (int64_t[]){B, I}, 0);
+    PsimNode *h = input(&l, "h", 2, (int64_t[]){B, H}, 0);
+    PsimNode *c = input(&l, "c", 2, (int64_t[]){B, H}, 0);
+    PsimNode *w = input(&l, "w", 2, (int64_t[]){I + H, 4 * H}, 0);
+    PsimNode *xh = op(&l, "xh", "Concat", 2, (int32_t[]){x->id, h->id});
+    psim_graph_node_attr_set_int(l.g, xh, "axis", 1);
+    PsimNode *z = op(&l, "z", "MatMul", 2, (int32_t[]){xh->id, w->id});
+    PsimNode *gates = op(&l, "gates", "Split", 1, (int32_t[]){z->id});
+    psim_graph_node_outputs_set(l.g, gates, 4);
+    psim_graph_node_attr_set_int(l.g, gates, "axis", 1);
+    const char *gn[4] = {"i", "f", "o", "g"};
+    int32_t g4[4];
+    for (int k = 0; k < 4; k++) {
+        PsimNode *a = psim_graph_node_add(l.g, gn[k], k < 3 ? "Sigmoid" : "Tanh", NULL);
+        psim_graph_node_input_add(l.g, a, (PsimPort){gates->id, k});
+        psim_graph_node_outputs_set(l.g, a, 1);
+        g4[k] = a->id;
+    }
+    PsimNode *fc = op(&l, "fc", "Mul", 2, (int32_t[]){g4[1], c->id});
+    PsimNode *ig = op(&l, "ig", "Mul", 2, (int32_t[]){g4[0], g4[3]});
+    PsimNode *c2 = op(&l, "c2", "Add", 2, (int32_t[]){fc->id, ig->id});
+    PsimNode *tc = op(&l, "tc", "Tanh", 1, (int32_t[]){c2->id});
+    PsimNode *h2 = op(&l, "h2", "Mul", 2, (int32_t[]){g4[2], tc->id});
+    PsimNode *out = op(&l, "out", "Add", 2, (int32_t[]){h2->id, c2->id}); /* both states count */
+    check(&l, weighted_sum(&l, out->id));
+
+    /* GRU: r, u from sigmoid of slices of [x, h] W; n = tanh(x Wn + r * (h Un));
+     * h' = (1 - u) n + u h. */
+    Case gr = start("gru-cell");
+    PsimNode *gx = input(&gr, "x", 2, (int64_t[]){B, I}, 0);
+    PsimNode *gh = input(&gr, "h", 2, (int64_t[]){B, H}, 0);
+    PsimNode *gw = input(&gr, "w", 2, (int64_t[]){I + H, 2 * H}, 0);
+    PsimNode *gu = input(&gr, "u", 2, (int64_t[]){I + H, H}, 0);
+    PsimNode *gxh = op(&gr, "xh", "Concat", 2, (int32_t[]){gx->id, gh->id});
+    psim_graph_node_attr_set_int(gr.g, gxh, "axis", 1);
+    PsimNode *ru = op(&gr, "ru", "Sigmoid", 1,
+                      (int32_t[]){op(&gr, "zru", "MatMul", 2, (int32_t[]){gxh->id, gw->id})->id});
+    int32_t part[2];
+    for (int k = 0; k < 2; k++) {
+        PsimNode *sv2 = psim_graph_node_add(gr.g, k ? "u_gate" : "r_gate", "Slice", NULL);
+        psim_graph_node_input_add(gr.g, sv2, (PsimPort){ru->id, 0});
+        psim_graph_node_attr_set_ints(gr.g, sv2, "starts", 1, (int64_t[]){k * H});
+        psim_graph_node_attr_set_ints(gr.g, sv2, "ends", 1, (int64_t[]){(k + 1) * H});
+        psim_graph_node_attr_set_ints(gr.g, sv2, "axes", 1, (int64_t[]){1});
+        psim_graph_node_outputs_set(gr.g, sv2, 1);
+        part[k] = sv2->id;
+    }
+    PsimNode *rh = op(&gr, "rh", "Mul", 2, (int32_t[]){part[0], gh->id});
+    PsimNode *xrh = op(&gr, "xrh", "Concat", 2, (int32_t[]){gx->id, rh->id});
+    psim_graph_node_attr_set_int(gr.g, xrh, "axis", 1);
+    PsimNode *nn = op(&gr, "n", "Tanh", 1,
+                      (int32_t[]){op(&gr, "zn", "MatMul", 2, (int32_t[]){xrh->id, gu->id})->id});
+    PsimNode *un = op(&gr, "un", "Mul", 2, (int32_t[]){part[1], nn->id});
+    PsimNode *uh = op(&gr, "uh", "Mul", 2, (int32_t[]){part[1], gh->id});
+    /* (1 - u) n + u h = n - u n + u h */
+    PsimNode *h3 = op(&gr, "h3", "Add", 2,
+                      (int32_t[]){op(&gr, "n_un", "Sub", 2, (int32_t[]){nn->id, un->id})->id, uh->id});
+    check(&gr, weighted_sum(&gr, h3->id));
+}
+
 /* Conv in 2-D: strides with a remainder (output_padding), pads, dilations, a bias; a grouped one
  * (input gradient only); and a small CNN: Conv, Relu, GlobalAveragePool, Flatten, Gemm, loss. */
 static void test_conv(void)
@@ -452,6 +543,7 @@ static void test_torch(void)
     test_conv();
     test_pool_concat();
     test_batchnorm();
+    test_rnn_cells();
     dump_dir = NULL;
     const char *argv[] = {py, script, dir, NULL};
     g_autofree char *out = NULL, *err = NULL;
@@ -479,6 +571,7 @@ int main(int argc, char **argv)
     g_test_add_func("/graph/grad/conv", test_conv);
     g_test_add_func("/graph/grad/pool-concat", test_pool_concat);
     g_test_add_func("/graph/grad/batchnorm", test_batchnorm);
+    g_test_add_func("/graph/grad/rnn-cells", test_rnn_cells);
     g_test_add_func("/graph/grad/errors", test_errors);
     g_test_add_func("/graph/grad/torch", test_torch);
     int rc = g_test_run();

@@ -1,6 +1,7 @@
 /* Ops of training: ONNX's ai.onnx.preview.training optimizers (Momentum, Adam, Adagrad), which
  * map (R, T, X..., G..., state...) to (X_new..., state_new...), ONNX Runtime's ConvGrad
- * (com.microsoft: a convolution's three gradients in one node), and placesim's checkpoint ops
+ * (com.microsoft: a convolution's three gradients in one node), TensorFlow's queues (FIFO and
+ * random-shuffle, enqueue, dequeue, close, size), and placesim's checkpoint ops
  * Save (file name, tensors...) and Restore (file name -> tensors). Variables and Assign are in
  * ops-math.c with TensorFlow's other state ops. */
 #include <string.h>
@@ -99,6 +100,57 @@ static int32_t conv_grad_n_outputs(const PsimNode *n)
     return 3;
 }
 
+/* Queues (TensorFlow's V2 ops): the queue node outputs a handle (a string scalar); dequeues take
+ * their dtypes from component_types and their shapes from the queue's `shapes` when known. */
+static gboolean infer_handle(PsimGraph *g, PsimNode *n, GError **error)
+{
+    return n->n_outputs < 1 || psim__out_set(g, n, 0, PSIM_DTYPE_STRING, 0, NULL, error);
+}
+
+static int32_t components_n_outputs(const PsimNode *n)
+{
+    const PsimAttr *a = psim_node_attr(n, "component_types");
+    return a && a->type == PSIM_ATTR_DTYPES && a->n > 0 ? a->n : 1;
+}
+
+static gboolean infer_dequeue(PsimGraph *g, PsimNode *n, GError **error)
+{
+    const PsimAttr *types = psim_node_attr(n, "component_types");
+    const PsimNode *q = n->n_inputs > 0 && n->inputs[0].node >= 0
+                            ? psim_graph_node(g, n->inputs[0].node) : NULL;
+    const PsimAttr *shapes = q ? psim_node_attr(q, "shapes") : NULL;
+    gboolean many = !strcmp(n->op, "QueueDequeueManyV2");
+    int64_t count = -1;
+    if (many) {
+        int64_t v[1];
+        if (psim__input_ints(g, n, 1, v, 1, "n", NULL) == 1)
+            count = v[0];
+    }
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        PsimDType dt = types && types->type == PSIM_ATTR_DTYPES && k < types->n ? types->v.dts[k]
+                                                                                : PSIM_DTYPE_UNDEFINED;
+        if (shapes && shapes->type == PSIM_ATTR_SHAPES && k < shapes->n &&
+            shapes->v.shapes[k].rank >= 0 && shapes->v.shapes[k].rank < PSIM__MAX_RANK &&
+            (!many || count > 0)) {
+            int64_t dims[PSIM__MAX_RANK];
+            int32_t r = shapes->v.shapes[k].rank;
+            memcpy(dims + (many ? 1 : 0), shapes->v.shapes[k].dims, sizeof(int64_t) * (size_t)r);
+            if (many)
+                dims[0] = count;
+            if (!psim__out_set(g, n, k, dt, r + (many ? 1 : 0), dims, error))
+                return FALSE;
+        } else if (dt != PSIM_DTYPE_UNDEFINED && n->outputs[k].dtype == PSIM_DTYPE_UNDEFINED) {
+            n->outputs[k].dtype = dt;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean infer_queue_size(PsimGraph *g, PsimNode *n, GError **error)
+{
+    return psim__out_set(g, n, 0, PSIM_DTYPE_INT32, 0, NULL, error);
+}
+
 #define TRAINING "ai.onnx.preview.training"
 
 static const PsimOpDef train_ops[] = {
@@ -110,6 +162,21 @@ static const PsimOpDef train_ops[] = {
      count_optimizer, opt_n_outputs, 0, TRAINING},
     {"ConvGrad", "Conv's gradients (ONNX Runtime): (dY, X, W) -> (dX, dW, dB)", 0,
      infer_conv_grad, count_conv_grad, conv_grad_n_outputs, 0, "com.microsoft"},
+    {"FIFOQueueV2", "a first-in first-out queue (output: its handle)", PSIM_OP_STATEFUL,
+     infer_handle, psim__count_move},
+    {"RandomShuffleQueueV2", "a queue dequeuing in a seeded random order (output: its handle)",
+     PSIM_OP_STATEFUL, infer_handle, psim__count_move},
+    {"QueueEnqueueV2", "adds one element (handle, components...), blocking while full",
+     PSIM_OP_STATEFUL, infer_none, psim__count_io, NULL, -1},
+    {"QueueEnqueueManyV2", "adds each row of the components as an element", PSIM_OP_STATEFUL,
+     infer_none, psim__count_io, NULL, -1},
+    {"QueueDequeueV2", "takes one element, blocking while empty", PSIM_OP_STATEFUL,
+     infer_dequeue, psim__count_io, components_n_outputs},
+    {"QueueDequeueManyV2", "takes n elements (input 1), batched along a new first dim",
+     PSIM_OP_STATEFUL, infer_dequeue, psim__count_io, components_n_outputs},
+    {"QueueCloseV2", "closes a queue", PSIM_OP_STATEFUL, infer_none, psim__count_move, NULL, -1},
+    {"QueueSizeV2", "the number of elements in a queue", PSIM_OP_STATEFUL, infer_queue_size,
+     psim__count_move},
     {"Save", "writes tensors to a checkpoint file (input 0: its name)", PSIM_OP_STATEFUL,
      infer_none, psim__count_io, NULL, -1},
     {"Restore", "reads tensors of a checkpoint file (input 0: its name)", PSIM_OP_STATEFUL,

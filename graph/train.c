@@ -149,6 +149,105 @@ static gboolean checkpoint_ops(Step *s)
     return TRUE;
 }
 
+/* The queue node of the input pipeline (the same queue in the step and in the feeder graph:
+ * one container, one shared name). */
+static PsimNode *input_queue_node(PsimGraph *g, const char *container, int32_t n,
+                                  const PsimNode *const *comps, int64_t capacity, GError **error)
+{
+    PsimNode *q = psim_graph_node_add(g, "input/queue", "FIFOQueueV2", error);
+    if (!q)
+        return NULL;
+    psim_graph_node_outputs_set(g, q, 1);
+    g_autofree PsimDType *dts = g_new(PsimDType, n);
+    g_autofree PsimShape *shapes = g_new(PsimShape, n);
+    for (int32_t k = 0; k < n; k++) {
+        dts[k] = comps[k]->outputs[0].dtype;
+        shapes[k] = (PsimShape){comps[k]->outputs[0].rank, comps[k]->outputs[0].dims};
+    }
+    PsimAttr ta = {.name = "component_types", .type = PSIM_ATTR_DTYPES, .n = n, .v.dts = dts};
+    PsimAttr sa = {.name = "shapes", .type = PSIM_ATTR_SHAPES, .n = n, .v.shapes = shapes};
+    psim_graph_node_attr_set(g, q, &ta);
+    psim_graph_node_attr_set(g, q, &sa);
+    psim_graph_node_attr_set_int(g, q, "capacity", capacity);
+    psim_graph_node_attr_set_string(g, q, "container", container);
+    psim_graph_node_attr_set_string(g, q, "shared_name", "input");
+    return q;
+}
+
+/* The step reads its inputs from a queue: input/dequeue takes one element (every graph input,
+ * in order) and every consumer of an input reads the dequeued tensor instead. */
+static gboolean input_from_queue(Step *s, int64_t capacity, PsimTrainInfo *info)
+{
+    PsimGraph *g = s->g;
+    int32_t n = psim_graph_n_inputs(g);
+    g_autofree const PsimNode **comps = g_new(const PsimNode *, n + 1);
+    for (int32_t k = 0; k < n; k++)
+        comps[k] = psim_graph_node(g, psim_graph_input(g, k));
+    PsimNode *q = input_queue_node(g, s->container, n, comps, capacity, s->error);
+    PsimNode *dq = q ? psim_graph_node_add(g, "input/dequeue", "QueueDequeueV2", s->error) : NULL;
+    if (!dq)
+        return FALSE;
+    psim_graph_node_input_add(g, dq, (PsimPort){q->id, 0});
+    psim_graph_node_attr_set(g, dq, psim_node_attr(q, "component_types"));
+    psim_graph_node_outputs_set(g, dq, n);
+    g_autofree int32_t *slot = g_new(int32_t, psim_graph_n_nodes(g) + 1);
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
+        slot[v] = -1;
+    for (int32_t k = 0; k < n; k++)
+        slot[comps[k]->id] = k;
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        PsimNode *nv = psim_graph_node(g, v);
+        for (int32_t i = 0; i < nv->n_inputs; i++)
+            if (nv->inputs[i].node >= 0 && slot[nv->inputs[i].node] >= 0)
+                nv->inputs[i] = (PsimPort){dq->id, slot[nv->inputs[i].node]};
+    }
+    info->n_components = n;
+    info->components = g_new0(char *, n + 1);
+    for (int32_t k = 0; k < n; k++)
+        info->components[k] = g_strdup(comps[k]->name);
+    return TRUE;
+}
+
+PsimGraph *psim_graph_train_feeder(const PsimGraph *step, GError **error)
+{
+    g_return_val_if_fail(step != NULL, NULL);
+    const PsimNode *sq = psim_graph_node_find(step, "input/queue");
+    if (!sq) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "graph '%s' takes its inputs as feeds, not from a queue", psim_graph_name(step));
+        return NULL;
+    }
+    g_autoptr(PsimGraph) g = psim_graph_new("input-feeder");
+    const PsimAttr *types = psim_node_attr(sq, "component_types");
+    const PsimAttr *shapes = psim_node_attr(sq, "shapes");
+    int32_t n = types->n;
+    g_autofree PsimNode **comps = g_new(PsimNode *, n + 1);
+    for (int32_t k = 0; k < n; k++) {
+        g_autofree char *name = g_strdup_printf("input/component_%d", k);
+        comps[k] = psim_graph_node_add(g, name, "Placeholder", error);
+        if (!comps[k])
+            return NULL;
+        psim_graph_node_outputs_set(g, comps[k], 1);
+        psim_graph_output_set(g, comps[k], 0, types->v.dts[k], shapes->v.shapes[k].rank,
+                              shapes->v.shapes[k].dims);
+        psim_graph_input_add(g, comps[k]->id);
+    }
+    PsimNode *q = input_queue_node(g, psim_node_attr_string(sq, "container", ""), n,
+                                   (const PsimNode *const *)comps,
+                                   psim_node_attr_int(sq, "capacity", -1), error);
+    PsimNode *enq = q ? psim_graph_node_add(g, "input/enqueue", "QueueEnqueueV2", error) : NULL;
+    PsimNode *close = enq ? psim_graph_node_add(g, "input/close", "QueueCloseV2", error) : NULL;
+    if (!close)
+        return NULL;
+    psim_graph_node_input_add(g, enq, (PsimPort){q->id, 0});
+    for (int32_t k = 0; k < n; k++)
+        psim_graph_node_input_add(g, enq, (PsimPort){comps[k]->id, 0});
+    psim_graph_node_input_add(g, close, (PsimPort){q->id, 0});
+    if (!psim_graph_finalize(g, error) || !psim_graph_infer_shapes(g, error))
+        return NULL;
+    return g_steal_pointer(&g);
+}
+
 static char *ref_format(const PsimGraph *g, PsimPort p)
 {
     return g_strdup_printf("%s:%d", psim_graph_node(g, p.node)->name, p.index);
@@ -251,6 +350,8 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     psim_graph_node_control_add(t, train_op, inc->id);
     if (spec->checkpoint_ops && !checkpoint_ops(&s))
         return NULL;
+    if (spec->input_queue > 0 && !input_from_queue(&s, spec->input_queue, info))
+        return NULL;
     /* The outputs: the loss once the step's updates are done (TensorFlow's identity under
      * control_dependencies([train_op])), so that fetching the graph's outputs runs the whole
      * step; then the class scores. */
@@ -283,4 +384,6 @@ void psim_train_info_clear(PsimTrainInfo *info)
     g_clear_pointer(&info->scores, g_free);
     g_clear_pointer(&info->train_op, g_free);
     g_clear_pointer(&info->global_step, g_free);
+    g_clear_pointer(&info->components, g_strfreev);
+    info->n_components = 0;
 }

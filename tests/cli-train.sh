@@ -33,7 +33,9 @@ grep -q "resumed from .*ckpt-00000005.psck" "$tmp/b.err" || fail "not resumed fr
 [ "$(ls "$tmp/va" | wc -l)" -ge 13 ] || fail "variables written: $(ls "$tmp/va")"
 for f in "$tmp"/va/*; do cmp -s "$f" "$tmp/vb/$(basename "$f")" || fail "$(basename "$f") differs"; done
 # Without restarts the killed job fails.
-(PSIM_FAULT=step:3 "$PSIM" train mlp $common --checkpoint-dir "$tmp/n" >/dev/null 2>&1) 2>/dev/null && fail "fault ignored"
+rc=$(sh -c 'PSIM_FAULT=step:3 "$0" train mlp $1 --checkpoint-dir "$2" >/dev/null 2>&1; echo $?' \
+    "$PSIM" "$common" "$tmp/n" 2>/dev/null)
+[ "$rc" = 137 ] || fail "fault: exit $rc, not 137 (SIGKILL)"
 
 # Killed in the middle of the third checkpoint: resumes from the second, same result.
 "$PSIM" train mlp --steps 17 --checkpoint-every 5 --seed 7 --checkpoint-dir "$tmp/c0" \

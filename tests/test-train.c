@@ -433,6 +433,139 @@ static void test_conv_grad(void)
     conv_grad_case(5);
 }
 
+/* Queues through their ops: EnqueueMany of 5 rows, DequeueMany of 2 (in order), Dequeue of one,
+ * Size; after Close, the rest drains and then a dequeue fails (out of range). */
+static void test_queue_ops(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_new("queue");
+    PsimNode *q = node1(g, "q", "FIFOQueueV2");
+    PsimDType dts[1] = {PSIM_DTYPE_FLOAT32};
+    PsimAttr ta = {.name = "component_types", .type = PSIM_ATTR_DTYPES, .n = 1, .v.dts = dts};
+    psim_graph_node_attr_set(g, q, &ta);
+    psim_graph_node_attr_set_string(g, q, "container", "t-queue");
+    psim_graph_node_attr_set_int(g, q, "capacity", 10);
+    const float rows[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    int64_t d2[2] = {5, 2};
+    g_autoptr(PsimTensor) five = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d2, NULL);
+    memcpy(five->data, rows, sizeof rows);
+    PsimNode *src = const_node(g, "rows", five);
+    PsimNode *enq = psim_graph_node_add(g, "enq", "QueueEnqueueManyV2", NULL);
+    psim_graph_node_input_add(g, enq, (PsimPort){q->id, 0});
+    psim_graph_node_input_add(g, enq, (PsimPort){src->id, 0});
+    g_autoptr(PsimTensor) two = psim_tensor_new(PSIM_DTYPE_INT32, 0, NULL, NULL);
+    ((int32_t *)two->data)[0] = 2;
+    PsimNode *nn = const_node(g, "two", two);
+    PsimNode *dm = node1(g, "dm", "QueueDequeueManyV2");
+    psim_graph_node_input_add(g, dm, (PsimPort){q->id, 0});
+    psim_graph_node_input_add(g, dm, (PsimPort){nn->id, 0});
+    psim_graph_node_attr_set(g, dm, &ta);
+    PsimNode *d1 = node1(g, "d1", "QueueDequeueV2");
+    psim_graph_node_input_add(g, d1, (PsimPort){q->id, 0});
+    psim_graph_node_attr_set(g, d1, &ta);
+    PsimNode *sz = node1(g, "size", "QueueSizeV2");
+    psim_graph_node_input_add(g, sz, (PsimPort){q->id, 0});
+    PsimNode *cl = psim_graph_node_add(g, "close", "QueueCloseV2", NULL);
+    psim_graph_node_input_add(g, cl, (PsimPort){q->id, 0});
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_true(psim_graph_infer_shapes(g, &err));
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    PsimExecOptions eo = {.no_constant_folding = TRUE};
+    g_autoptr(PsimSession) s = psim_session_new(g, c, NULL, &eo, &err);
+    psim_container_reset("t-queue");
+    const char *f_enq[1] = {"^enq"}, *f_dm[1] = {"dm"}, *f_d1[1] = {"d1"}, *f_sz[1] = {"size"},
+               *f_cl[1] = {"^close"};
+    g_assert_true(psim_session_run(s, 0, NULL, NULL, 1, f_enq, NULL, &err));
+    PsimTensor *o[1] = {NULL};
+    g_assert_true(psim_session_run(s, 0, NULL, NULL, 1, f_sz, o, &err));
+    g_assert_cmpint(((int32_t *)o[0]->data)[0], ==, 5);
+    psim_tensor_unref(o[0]);
+    g_assert_true(psim_session_run(s, 0, NULL, NULL, 1, f_dm, o, &err));
+    g_assert_cmpint(o[0]->rank, ==, 2);
+    g_assert_cmpint(o[0]->dims[0], ==, 2);
+    g_assert_cmpint(o[0]->dims[1], ==, 2);
+    g_assert_cmpmem(o[0]->data, o[0]->nbytes, rows, 4 * sizeof(float));
+    psim_tensor_unref(o[0]);
+    g_assert_true(psim_session_run(s, 0, NULL, NULL, 1, f_cl, NULL, &err));
+    for (int i = 2; i < 5; i++) {
+        g_assert_true(psim_session_run(s, 0, NULL, NULL, 1, f_d1, o, &err));
+        g_assert_cmpfloat(((float *)o[0]->data)[0], ==, rows[2 * i]);
+        psim_tensor_unref(o[0]);
+    }
+    g_assert_false(psim_session_run(s, 0, NULL, NULL, 1, f_d1, o, &err));
+    g_assert_nonnull(strstr(err->message, "closed, empty queue"));
+    g_clear_error(&err);
+    g_assert_false(psim_session_run(s, 0, NULL, NULL, 1, f_enq, NULL, &err));
+    g_assert_nonnull(strstr(err->message, "closed queue"));
+    psim_container_reset("t-queue");
+}
+
+/* A bounded queue blocks its producer until the consumer takes elements: a thread enqueues 50
+ * elements into a queue of 3 while this one dequeues them all, in order. A shuffling queue
+ * gives a permutation, the same one for the same seed. */
+static gpointer produce(gpointer p)
+{
+    PsimQueue *q = p;
+    for (int i = 0; i < 50; i++) {
+        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, 0, NULL, NULL);
+        ((int64_t *)t->data)[0] = i;
+        g_assert_true(psim_queue_enqueue(q, &t, NULL));
+        g_assert_cmpint(psim_queue_size(q), <=, 3);
+        psim_tensor_unref(t);
+    }
+    return NULL;
+}
+
+static void shuffle_order(uint64_t seed, int64_t *out)
+{
+    PsimQueueSpec sp = {.n_components = 1, .shuffle = TRUE, .min_after_dequeue = 4, .seed = seed};
+    PsimQueue *q = psim_queue_get("t-queue", "shuffle", &sp, NULL);
+    for (int i = 0; i < 20; i++) {
+        PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, 0, NULL, NULL);
+        ((int64_t *)t->data)[0] = i;
+        g_assert_true(psim_queue_enqueue(q, &t, NULL));
+        psim_tensor_unref(t);
+    }
+    psim_queue_close(q, FALSE);
+    for (int i = 0; i < 20; i++) {
+        PsimTensor *t = NULL;
+        g_assert_true(psim_queue_dequeue(q, &t, NULL));
+        out[i] = ((int64_t *)t->data)[0];
+        psim_tensor_unref(t);
+    }
+    g_assert_false(psim_queue_dequeue(q, &(PsimTensor *){NULL}, NULL));
+    psim_container_reset("t-queue");
+}
+
+static void test_queue_threads(void)
+{
+    PsimQueueSpec sp = {.n_components = 1, .capacity = 3};
+    PsimQueue *q = psim_queue_get("t-queue", "bounded", &sp, NULL);
+    GThread *th = g_thread_new("producer", produce, q);
+    for (int i = 0; i < 50; i++) {
+        PsimTensor *t = NULL;
+        g_assert_true(psim_queue_dequeue(q, &t, NULL));
+        g_assert_cmpint(((int64_t *)t->data)[0], ==, i);
+        psim_tensor_unref(t);
+    }
+    g_thread_join(th);
+    psim_container_reset("t-queue");
+    int64_t a[20], b[20], c[20];
+    shuffle_order(7, a);
+    shuffle_order(7, b);
+    shuffle_order(8, c);
+    g_assert_cmpmem(a, sizeof a, b, sizeof b);
+    g_assert_true(memcmp(a, c, sizeof a) != 0);
+    int seen[20] = {0}, moved = 0;
+    for (int i = 0; i < 20; i++) {
+        seen[a[i]]++;
+        moved += a[i] != i;
+    }
+    for (int i = 0; i < 20; i++)
+        g_assert_cmpint(seen[i], ==, 1);
+    g_assert_cmpint(moved, >, 10);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -440,6 +573,8 @@ int main(int argc, char **argv)
     g_test_add_func("/train/variables/assign-needs-variable", test_assign_needs_variable);
     g_test_add_func("/train/optimizers/formulas", test_optimizers);
     g_test_add_func("/train/checkpoint/file", test_checkpoint_file);
+    g_test_add_func("/train/queue/ops", test_queue_ops);
+    g_test_add_func("/train/queue/threads-and-shuffle", test_queue_threads);
     g_test_add_func("/train/conv-grad/float32-as-float64", test_conv_grad);
     g_test_add_func("/train/step/mlp-learns", test_train_step_learns);
     g_test_add_func("/train/step/two-devices-same-variables", test_train_step_two_devices);

@@ -20,6 +20,8 @@
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 #define CONTAINER "train"
+/* Batches the input pipeline prepares ahead of the steps. */
+#define QUEUE_BATCHES 8
 
 typedef struct {
     PsimTensor *images; /* uint8 [N, H, W] */
@@ -197,7 +199,8 @@ static gboolean model_build(Train *t, GError **error)
     PsimTrainSpec spec = {
         .optimizer = !strcmp(t->optimizer, "adam") ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
         .lr = t->lr, .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
-        .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE};
+        .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE,
+        .input_queue = QUEUE_BATCHES};
     t->g = psim_graph_train_step(base, &spec, &t->info, error);
     return t->g != NULL;
 }
@@ -223,7 +226,8 @@ static gboolean evaluate(Train *t, double *accuracy, GError **error)
         return FALSE;
     int64_t n = t->test.labels->n_elems, correct = 0;
     g_autofree int64_t *idx = g_new(int64_t, t->batch);
-    const char *feed_names[1] = {t->input_name};
+    /* The test batches are fed in place of the queue's element (what the step reads). */
+    const char *feed_names[1] = {"input/dequeue:0"};
     const char *fetches[1] = {t->info.scores};
     for (int64_t at = 0; at < n; at += t->batch) {
         int64_t m = MIN(t->batch, n - at);
@@ -369,6 +373,87 @@ static gboolean save_variables(const char *dir, GError **error)
     return TRUE;
 }
 
+/* --- The input pipeline: a thread running the feeder graph's enqueue ---------------------- */
+
+typedef struct {
+    Train *t;
+    PsimGraph *g;
+    PsimSession *s;
+    GThread *thread;
+    int64_t epoch, cursor, remaining; /* where it starts; batches to make (-1: all epochs) */
+    gint stop;
+    GError *error;
+} Feeder;
+
+static gpointer feeder_main(gpointer p)
+{
+    Feeder *f = p;
+    Train *t = f->t;
+    int64_t n = t->train.labels->n_elems, per_epoch = n / t->batch, ld[1] = {t->batch};
+    const char *names[2] = {"input/component_0", "input/component_1"};
+    const char *enqueue[1] = {"^input/enqueue"}, *close[1] = {"^input/close"};
+    const PsimNode *in = psim_graph_node_find(f->g, names[0]);
+    GError *err = NULL;
+    for (int64_t e = f->epoch; e < t->epochs && f->remaining != 0; e++, f->cursor = 0) {
+        g_autofree int64_t *order = epoch_order(n, t->seed, e);
+        for (; f->cursor < per_epoch && f->remaining != 0; f->cursor++, f->remaining--) {
+            /* Fresh tensors each time: the queue keeps the ones it holds. */
+            g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, in->outputs[0].rank,
+                                                      in->outputs[0].dims, NULL);
+            g_autoptr(PsimTensor) y = psim_tensor_new(PSIM_DTYPE_INT64, 1, ld, NULL);
+            batch_fill(&t->train, order + f->cursor * t->batch, t->batch, t->example_elems, x, y);
+            PsimTensor *feeds[2] = {x, y};
+            if (!psim_session_run(f->s, 2, names, feeds, 1, enqueue, NULL, &err)) {
+                if (g_atomic_int_get(&f->stop))
+                    g_clear_error(&err); /* the steps are over: the queue was cancelled */
+                else
+                    f->error = err;
+                return NULL;
+            }
+        }
+    }
+    if (!psim_session_run(f->s, 0, NULL, NULL, 1, close, NULL, &err))
+        f->error = err;
+    return NULL;
+}
+
+static Feeder *feeder_start(Train *t, GError **error)
+{
+    Feeder *f = g_new0(Feeder, 1);
+    f->t = t;
+    f->epoch = t->epoch;
+    f->cursor = t->cursor;
+    f->remaining = t->steps > 0 ? MAX(t->steps - t->global_step, 0) : -1;
+    f->g = psim_graph_train_feeder(t->g, error);
+    f->s = f->g ? psim_session_new(f->g, t->cluster, NULL, NULL, error) : NULL;
+    if (!f->s) {
+        psim_graph_free(f->g);
+        g_free(f);
+        return NULL;
+    }
+    f->thread = g_thread_new("input", feeder_main, f);
+    return f;
+}
+
+/* Stops the pipeline (cancelling an enqueue waiting for room) and returns its error, if any. */
+static gboolean feeder_stop(Feeder *f, GError **error)
+{
+    if (!f)
+        return TRUE;
+    g_atomic_int_set(&f->stop, 1);
+    PsimQueue *q = psim_queue_get(CONTAINER, "input", NULL, NULL);
+    if (q)
+        psim_queue_close(q, TRUE);
+    g_thread_join(f->thread);
+    gboolean ok = f->error == NULL;
+    if (!ok)
+        g_propagate_error(error, f->error);
+    psim_session_free(f->s);
+    psim_graph_free(f->g);
+    g_free(f);
+    return ok;
+}
+
 /* --- The loop ----------------------------------------------------------------------------- */
 
 static void progress(const Train *t, int64_t done, int64_t per_epoch, double loss, double ex_s)
@@ -392,17 +477,17 @@ static gboolean train_loop(Train *t, GError **error)
                     (long long)t->batch, (long long)n);
         return FALSE;
     }
-    g_autoptr(PsimTensor) x = input_tensor(t, error);
-    int64_t ld[1] = {t->batch};
-    g_autoptr(PsimTensor) y = x ? psim_tensor_new(PSIM_DTYPE_INT64, 1, ld, error) : NULL;
-    if (!y)
+    if (t->info.n_components != 2 || strcmp(t->info.components[0], t->input_name) ||
+        strcmp(t->info.components[1], "labels")) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: the training graph's inputs are not "
+                                                         "the images and their labels",
+                    t->model);
         return FALSE;
+    }
     g_autofree char *tgt = g_strconcat("^", t->info.train_op, NULL);
-    const char *feed_names[2] = {t->input_name, "labels"};
     const char *fetches[2] = {t->info.loss, tgt};
     gboolean stop = FALSE;
     for (; t->epoch < t->epochs && !stop; t->epoch++, t->cursor = 0) {
-        g_autofree int64_t *order = epoch_order(n, t->seed, t->epoch);
         /* Examples/s over the epoch's steps, the process's first step left out (it prepares
          * the plan: placement, partitions, kernels). */
         double loss_sum = 0, t0 = (double)g_get_monotonic_time();
@@ -414,9 +499,9 @@ static gboolean train_loop(Train *t, GError **error)
             }
             if (psim_fault_due("step", t->global_step + 1))
                 psim_fault_kill("step", t->global_step + 1);
-            batch_fill(&t->train, order + t->cursor * t->batch, t->batch, t->example_elems, x, y);
-            PsimTensor *feeds[2] = {x, y}, *out[2] = {NULL, NULL};
-            if (!psim_plan_session_run(t->session, 2, feed_names, feeds, 2, fetches, out, error))
+            /* The batch comes from the input pipeline's queue (input/dequeue in the step). */
+            PsimTensor *out[2] = {NULL, NULL};
+            if (!psim_plan_session_run(t->session, 0, NULL, NULL, 2, fetches, out, error))
                 return FALSE;
             double l = psim_tensor_get_f64(out[0], 0);
             psim_tensor_unref(out[0]);
@@ -533,8 +618,15 @@ static int train_run(Train *t)
     t->epochs_json = json_builder_new();
     json_builder_begin_array(t->epochs_json);
     t->last_accuracy = NAN;
-    if (!train_loop(t, &err))
+    Feeder *feeder = feeder_start(t, &err);
+    if (!feeder)
         return psim_cli_fail(err);
+    gboolean ok = train_loop(t, &err);
+    GError *ferr = NULL;
+    if (!feeder_stop(feeder, ok ? &err : &ferr) || !ok) {
+        g_clear_error(&ferr);
+        return psim_cli_fail(err);
+    }
     json_builder_end_array(t->epochs_json);
     if (t->save_vars && !save_variables(t->save_vars, &err))
         return psim_cli_fail(err);

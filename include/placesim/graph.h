@@ -446,6 +446,10 @@ typedef struct {
     const char *loss;    /* as psim_graph_training's loss_ref (NULL: classifier) */
     const char *container; /* of the variables (NULL or "": the process's default) */
     gboolean checkpoint_ops; /* add the checkpoint ops (PsimTrainInfo) */
+    /* > 0: the step takes its inputs from a FIFO queue of this many elements, "input/queue"
+     * (node "input/dequeue" reads one element: every graph input, in order), filled by the
+     * graph psim_graph_train_feeder makes; 0: the inputs are fed. */
+    int64_t input_queue;
 } PsimTrainSpec;
 typedef struct {
     char *loss;        /* the scalar loss, "node:k" */
@@ -457,6 +461,9 @@ typedef struct {
      * to write every variable; feed the path and fetch "checkpoint/restore_op" (and
      * "checkpoint/Restore:K" for the position, K = n_saved - 2 and n_saved - 1) to restore. */
     int32_t n_saved; /* tensors a checkpoint holds: every variable, then epoch and cursor */
+    /* With input_queue: the graph inputs the queue's elements hold, in order (g_strfreev). */
+    char **components;
+    int32_t n_components;
     int32_t n_variables; /* trained parameters (optimizer state not counted) */
 } PsimTrainInfo;
 /* The training step of g: psim_graph_training's forward and gradient graph, with every trained
@@ -471,6 +478,11 @@ typedef struct {
 PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
                                  PsimTrainInfo *info, GError **error);
 void psim_train_info_clear(PsimTrainInfo *info);
+/* The input pipeline's other end for a step made with input_queue (the QueueRunner of the
+ * whitepaper's input ops): Placeholders "input/component_K" (the queue's components' dtypes and
+ * shapes), target "input/enqueue" adding them as one element (blocking while the queue is
+ * full), and target "input/close". Run it on a thread of its own beside the steps. */
+PsimGraph *psim_graph_train_feeder(const PsimGraph *step, GError **error);
 
 /* Keeps what the fetches need, cutting at fed tensors (partial execution). feeds are data refs
  * ("node:k"); fetches are data refs, targets ("^node"), or a bare "node" (meaning "node:0" if

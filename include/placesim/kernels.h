@@ -79,6 +79,31 @@ char **psim_container_names(const char *container);
 /* Drops every variable of the container (their tensors go with the last reader). */
 void psim_container_reset(const char *container);
 
+/* Queues (TensorFlow's FIFOQueue and RandomShuffleQueue): elements are tuples of tensors,
+ * held by reference. Enqueue blocks while the queue is full, dequeue while it is empty (a
+ * shuffling queue: while it holds no more than min_after_dequeue, until closed); once closed,
+ * enqueue fails and dequeue fails when nothing is left (TensorFlow's OutOfRange). They live in
+ * the containers beside variables. */
+typedef struct PsimQueue PsimQueue;
+typedef struct {
+    int32_t n_components;
+    int64_t capacity;          /* elements; <= 0: unbounded */
+    gboolean shuffle;          /* dequeue a uniformly drawn element */
+    int64_t min_after_dequeue; /* shuffle: what stays behind a dequeue until closed */
+    uint64_t seed;             /* shuffle: the draw's seed */
+} PsimQueueSpec;
+/* The queue `name` of `container`, created from spec when missing and spec is given (NULL:
+ * only an existing one). A queue found with another number of components is an error. */
+PsimQueue *psim_queue_get(const char *container, const char *name, const PsimQueueSpec *spec,
+                          GError **error);
+/* Takes a reference to each of the spec's n_components tensors. */
+gboolean psim_queue_enqueue(PsimQueue *q, PsimTensor *const *components, GError **error);
+/* Sets components[0..n) to the element's tensors (references, the caller unrefs). */
+gboolean psim_queue_dequeue(PsimQueue *q, PsimTensor **components, GError **error);
+/* Closes the queue; with cancel, enqueues waiting for room fail at once. Wakes every waiter. */
+void psim_queue_close(PsimQueue *q, gboolean cancel);
+int64_t psim_queue_size(PsimQueue *q);
+
 /* Sets flush-to-zero and denormals-are-zero on the calling thread (x86 MXCSR FTZ and DAZ,
  * AArch64 FPCR.FZ; nothing elsewhere): denormals cost a microcode assist each, which would make a
  * kernel's time depend on its data. Every thread that runs kernels calls it once before the

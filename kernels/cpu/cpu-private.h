@@ -123,6 +123,7 @@ void psim__cpu_register_resize(void);
 void psim__cpu_register_quant(void);
 void psim__cpu_register_rnn(void);
 void psim__cpu_register_state(void);
+void psim__cpu_register_queue(void);
 void psim__cpu_register_optim(void);
 void psim__cpu_register_conv_grad(void);
 

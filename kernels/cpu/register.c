@@ -17,6 +17,7 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_quant();
     psim__cpu_register_rnn();
     psim__cpu_register_state();
+    psim__cpu_register_queue();
     psim__cpu_register_optim();
     psim__cpu_register_conv_grad();
 }

@@ -223,3 +223,200 @@ void psim__cpu_register_state(void)
     psim__cpu_add("Restore", "cpu-restore", "reads tensors of a checkpoint file", run_restore,
                   NULL, NULL);
 }
+
+/* ---- Queues: the queue ops take the queue's handle (a string scalar, "container\nname") ----- */
+
+static gboolean run_queue(PsimKernelCtx *ctx, GError **error)
+{
+    const PsimNode *n = ctx->node;
+    const PsimAttr *types = psim_node_attr(n, "component_types");
+    if (!types || types->type != PSIM_ATTR_DTYPES || types->n < 1) {
+        KERR(ctx, error, "a queue needs attribute component_types");
+        return FALSE;
+    }
+    PsimQueueSpec spec = {.n_components = types->n,
+                          .capacity = psim_node_attr_int(n, "capacity", -1),
+                          .shuffle = !strcmp(n->op, "RandomShuffleQueueV2"),
+                          .min_after_dequeue = psim_node_attr_int(n, "min_after_dequeue", 0),
+                          .seed = (uint64_t)psim_node_attr_int(n, "seed", 0)};
+    const char *container = psim_node_attr_string(n, "container", "");
+    const char *name = psim_node_attr_string(n, "shared_name", "");
+    if (!*name)
+        name = n->name;
+    GError *err = NULL;
+    if (!psim_queue_get(container, name, &spec, &err)) {
+        KERR(ctx, error, "%s", err->message);
+        g_error_free(err);
+        return FALSE;
+    }
+    /* A host string tensor: device allocators hold numbers only. */
+    PsimTensor *h = psim_tensor_new(PSIM_DTYPE_STRING, 0, NULL, error);
+    if (!h)
+        return FALSE;
+    ((char **)h->data)[0] = g_strconcat(container, "\n", name, NULL);
+    psim_tensor_unref(ctx->outputs[0]);
+    ctx->outputs[0] = h;
+    return TRUE;
+}
+
+static PsimQueue *queue_of(PsimKernelCtx *ctx, GError **error)
+{
+    PsimTensor *h = psim__cpu_in(ctx, 0);
+    const char *s = h && h->dtype == PSIM_DTYPE_STRING && h->n_elems == 1 ? ((char **)h->data)[0] : NULL;
+    const char *nl = s ? strchr(s, '\n') : NULL;
+    if (!nl) {
+        KERR(ctx, error, "input 0 is not a queue handle");
+        return NULL;
+    }
+    g_autofree char *container = g_strndup(s, (gsize)(nl - s));
+    GError *err = NULL;
+    PsimQueue *q = psim_queue_get(container, nl + 1, NULL, &err);
+    if (!q) {
+        KERR(ctx, error, "%s", err->message);
+        g_error_free(err);
+    }
+    return q;
+}
+
+/* A numeric host tensor's row r (of its leading dim) as a tensor of its own. */
+static PsimTensor *row_of(const PsimTensor *t, int64_t r, GError **error)
+{
+    PsimTensor *o = psim_tensor_new(t->dtype, t->rank - 1, t->dims + 1, error);
+    if (o)
+        memcpy(o->data, (const char *)t->data + (size_t)r * o->nbytes, o->nbytes);
+    return o;
+}
+
+static gboolean run_enqueue(PsimKernelCtx *ctx, GError **error)
+{
+    PsimQueue *q = queue_of(ctx, error);
+    if (!q)
+        return FALSE;
+    int32_t nc = ctx->n_inputs - 1;
+    gboolean many = !strcmp(ctx->node->op, "QueueEnqueueManyV2");
+    int64_t rows = 1;
+    for (int32_t i = 0; i < nc; i++) {
+        PsimTensor *c = ctx->inputs[1 + i];
+        if (!c || c->device >= 0 || (many && (c->rank < 1 || c->dtype == PSIM_DTYPE_STRING ||
+                                              c->dims[0] != ctx->inputs[1]->dims[0]))) {
+            KERR(ctx, error, "component %d is absent, not in host memory or (enqueue many) "
+                             "without the others' leading dimension",
+                 i);
+            return FALSE;
+        }
+        if (many)
+            rows = c->dims[0];
+    }
+    GError *err = NULL;
+    for (int64_t r = 0; r < rows; r++) {
+        g_autofree PsimTensor **e = g_new0(PsimTensor *, nc + 1);
+        gboolean ok = TRUE;
+        for (int32_t i = 0; i < nc && ok; i++)
+            ok = (e[i] = many ? row_of(ctx->inputs[1 + i], r, error)
+                              : psim_tensor_ref(ctx->inputs[1 + i])) != NULL;
+        ok = ok && psim_queue_enqueue(q, e, &err);
+        for (int32_t i = 0; i < nc; i++)
+            psim_tensor_unref(e[i]);
+        if (!ok) {
+            if (err) {
+                KERR(ctx, error, "%s", err->message);
+                g_error_free(err);
+            }
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean run_dequeue(PsimKernelCtx *ctx, GError **error)
+{
+    PsimQueue *q = queue_of(ctx, error);
+    if (!q)
+        return FALSE;
+    int32_t nc = ctx->n_outputs;
+    gboolean many = !strcmp(ctx->node->op, "QueueDequeueManyV2");
+    PsimTensor *nt = psim__cpu_in(ctx, 1);
+    int64_t n = many && nt && nt->n_elems == 1 ? psim_tensor_get_i64(nt, 0) : 1;
+    if (many && n < 1) {
+        KERR(ctx, error, "needs a positive element count (input 1)");
+        return FALSE;
+    }
+    g_autofree PsimTensor **e = g_new0(PsimTensor *, nc + 1);
+    GError *err = NULL;
+    for (int64_t r = 0; r < n; r++) {
+        if (!psim_queue_dequeue(q, e, &err)) {
+            KERR(ctx, error, "%s", err->message);
+            g_error_free(err);
+            return FALSE;
+        }
+        for (int32_t i = 0; i < nc; i++) {
+            if (!many) {
+                ctx->outputs[i] = e[i];
+                continue;
+            }
+            if (r == 0) {
+                int64_t dims[PSIM_CPU_MAX_RANK];
+                dims[0] = n;
+                for (int32_t d = 0; d < e[i]->rank && d + 1 < PSIM_CPU_MAX_RANK; d++)
+                    dims[d + 1] = e[i]->dims[d];
+                if (e[i]->rank + 1 > PSIM_CPU_MAX_RANK || e[i]->dtype == PSIM_DTYPE_STRING ||
+                    !psim__cpu_out(ctx, i, e[i]->dtype, e[i]->rank + 1, dims, error)) {
+                    if (error && !*error)
+                        KERR(ctx, error, "component %d cannot be batched", i);
+                    for (int32_t j = 0; j < nc; j++)
+                        psim_tensor_unref(e[j]);
+                    return FALSE;
+                }
+            }
+            PsimTensor *o = ctx->outputs[i];
+            if (e[i]->nbytes * (size_t)n != o->nbytes) {
+                KERR(ctx, error, "component %d: elements of different shapes cannot be batched", i);
+                for (int32_t j = 0; j < nc; j++)
+                    psim_tensor_unref(e[j]);
+                return FALSE;
+            }
+            memcpy((char *)o->data + (size_t)r * e[i]->nbytes, e[i]->data, e[i]->nbytes);
+            psim_tensor_unref(e[i]);
+        }
+    }
+    return TRUE;
+}
+
+static gboolean run_queue_close(PsimKernelCtx *ctx, GError **error)
+{
+    PsimQueue *q = queue_of(ctx, error);
+    if (!q)
+        return FALSE;
+    psim_queue_close(q, psim_node_attr_int(ctx->node, "cancel_pending_enqueues", 0) != 0);
+    return TRUE;
+}
+
+static gboolean run_queue_size(PsimKernelCtx *ctx, GError **error)
+{
+    PsimQueue *q = queue_of(ctx, error);
+    PsimTensor *o = q ? psim__cpu_out(ctx, 0, PSIM_DTYPE_INT32, 0, NULL, error) : NULL;
+    if (!o)
+        return FALSE;
+    ((int32_t *)o->data)[0] = (int32_t)MIN(psim_queue_size(q), G_MAXINT32);
+    return TRUE;
+}
+
+void psim__cpu_register_queue(void)
+{
+    psim__cpu_add("FIFOQueueV2", "cpu-queue", "a first-in first-out queue's handle", run_queue,
+                  NULL, NULL);
+    psim__cpu_add("RandomShuffleQueueV2", "cpu-queue", "a shuffling queue's handle", run_queue,
+                  NULL, NULL);
+    psim__cpu_add("QueueEnqueueV2", "cpu-enqueue", "adds one element (blocks while full)",
+                  run_enqueue, NULL, NULL);
+    psim__cpu_add("QueueEnqueueManyV2", "cpu-enqueue", "adds each row as an element",
+                  run_enqueue, NULL, NULL);
+    psim__cpu_add("QueueDequeueV2", "cpu-dequeue", "takes one element (blocks while empty)",
+                  run_dequeue, NULL, NULL);
+    psim__cpu_add("QueueDequeueManyV2", "cpu-dequeue", "takes n elements, batched",
+                  run_dequeue, NULL, NULL);
+    psim__cpu_add("QueueCloseV2", "cpu-queue-close", "closes a queue", run_queue_close, NULL,
+                  NULL);
+    psim__cpu_add("QueueSizeV2", "cpu-queue-size", "elements in a queue", run_queue_size, NULL,
+                  NULL);
+}

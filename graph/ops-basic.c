@@ -55,14 +55,6 @@ static gboolean infer_identity(PsimGraph *g, PsimNode *n, GError **error)
     return TRUE;
 }
 
-static gboolean infer_keep(PsimGraph *g, PsimNode *n, GError **error)
-{
-    (void)g;
-    (void)n;
-    (void)error;
-    return TRUE;
-}
-
 static void count_zero(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
 {
     (void)g;
@@ -81,15 +73,15 @@ static void count_task(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
 static const PsimOpDef basic_ops[] = {
     {"Const", "a constant tensor (value attr or fill)", PSIM_OP_SOURCE, infer_const, count_zero},
     {"Constant", "ONNX constant", PSIM_OP_SOURCE, infer_const, count_zero},
-    {"Placeholder", "a graph input, fed at run time", PSIM_OP_SOURCE, infer_keep, count_zero},
+    {"Placeholder", "a graph input, fed at run time", PSIM_OP_SOURCE, psim__infer_keep, count_zero},
     {"Identity", "passes its input through", 0, infer_identity, count_zero},
-    {"NoOp", "does nothing; used for control dependencies", 0, infer_keep, count_zero, NULL, -1},
-    {"Task", "abstract task with annotated costs; no kernel", PSIM_OP_ABSTRACT, infer_keep,
+    {"NoOp", "does nothing; used for control dependencies", 0, psim__infer_keep, count_zero, NULL, -1},
+    {"Task", "abstract task with annotated costs; no kernel", PSIM_OP_ABSTRACT, psim__infer_keep,
      count_task},
     /* Partitioning inserts these: a Send consumes a tensor on its device, the matching Recv
      * produces it on another (outputs set by the partitioner). */
-    {"Send", "sends a tensor to another device (partitioning)", 0, infer_keep, count_zero, NULL, -1},
-    {"Recv", "receives a tensor from another device (partitioning)", 0, infer_keep, count_zero},
+    {"Send", "sends a tensor to another device (partitioning)", 0, psim__infer_keep, count_zero, NULL, -1},
+    {"Recv", "receives a tensor from another device (partitioning)", 0, psim__infer_keep, count_zero},
 };
 
 void psim__ops_register_basic(void)

@@ -28,6 +28,9 @@ static inline const PsimOutput *psim__input(const PsimGraph *g, const PsimNode *
 
 /* ---- Inference helpers (ops-util.c) ---- */
 
+/* An infer function for ops whose outputs the file or the builder sets (Placeholder, NoOp,
+ * Send, Save, enqueues): nothing to infer. */
+gboolean psim__infer_keep(PsimGraph *g, PsimNode *n, GError **error);
 /* Largest rank inference works with; higher ranks are rejected as bad input. */
 #define PSIM__MAX_RANK 32
 

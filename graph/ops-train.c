@@ -59,14 +59,6 @@ static gboolean infer_restore(PsimGraph *g, PsimNode *n, GError **error)
     return TRUE;
 }
 
-static gboolean infer_none(PsimGraph *g, PsimNode *n, GError **error)
-{
-    (void)g;
-    (void)n;
-    (void)error;
-    return TRUE;
-}
-
 /* ConvGrad (dY, X, W) -> (dX, dW, dB), each only when attribute grads (bits 1, 2, 4) asks. */
 static gboolean infer_conv_grad(PsimGraph *g, PsimNode *n, GError **error)
 {
@@ -167,18 +159,18 @@ static const PsimOpDef train_ops[] = {
     {"RandomShuffleQueueV2", "a queue dequeuing in a seeded random order (output: its handle)",
      PSIM_OP_STATEFUL, infer_handle, psim__count_move},
     {"QueueEnqueueV2", "adds one element (handle, components...), blocking while full",
-     PSIM_OP_STATEFUL, infer_none, psim__count_io, NULL, -1},
+     PSIM_OP_STATEFUL, psim__infer_keep, psim__count_io, NULL, -1},
     {"QueueEnqueueManyV2", "adds each row of the components as an element", PSIM_OP_STATEFUL,
-     infer_none, psim__count_io, NULL, -1},
+     psim__infer_keep, psim__count_io, NULL, -1},
     {"QueueDequeueV2", "takes one element, blocking while empty", PSIM_OP_STATEFUL,
      infer_dequeue, psim__count_io, components_n_outputs},
     {"QueueDequeueManyV2", "takes n elements (input 1), batched along a new first dim",
      PSIM_OP_STATEFUL, infer_dequeue, psim__count_io, components_n_outputs},
-    {"QueueCloseV2", "closes a queue", PSIM_OP_STATEFUL, infer_none, psim__count_move, NULL, -1},
+    {"QueueCloseV2", "closes a queue", PSIM_OP_STATEFUL, psim__infer_keep, psim__count_move, NULL, -1},
     {"QueueSizeV2", "the number of elements in a queue", PSIM_OP_STATEFUL, infer_queue_size,
      psim__count_move},
     {"Save", "writes tensors to a checkpoint file (input 0: its name)", PSIM_OP_STATEFUL,
-     infer_none, psim__count_io, NULL, -1},
+     psim__infer_keep, psim__count_io, NULL, -1},
     {"Restore", "reads tensors of a checkpoint file (input 0: its name)", PSIM_OP_STATEFUL,
      infer_restore, psim__count_io, restore_n_outputs},
 };

@@ -378,7 +378,9 @@ static gboolean save_variables(const char *dir, GError **error)
 typedef struct {
     Train *t;
     PsimGraph *g;
-    PsimSession *s;
+    /* An unpinned host worker: the pipeline must not take a device's core from the steps. */
+    PsimWorker *w;
+    PsimExecutor *enqueue, *close;
     GThread *thread;
     int64_t epoch, cursor, remaining; /* where it starts; batches to make (-1: all epochs) */
     gint stop;
@@ -390,9 +392,7 @@ static gpointer feeder_main(gpointer p)
     Feeder *f = p;
     Train *t = f->t;
     int64_t n = t->train.labels->n_elems, per_epoch = n / t->batch, ld[1] = {t->batch};
-    const char *names[2] = {"input/component_0", "input/component_1"};
-    const char *enqueue[1] = {"^input/enqueue"}, *close[1] = {"^input/close"};
-    const PsimNode *in = psim_graph_node_find(f->g, names[0]);
+    const PsimNode *in = psim_graph_node_find(f->g, "input/component_0");
     GError *err = NULL;
     for (int64_t e = f->epoch; e < t->epochs && f->remaining != 0; e++, f->cursor = 0) {
         g_autofree int64_t *order = epoch_order(n, t->seed, e);
@@ -403,7 +403,7 @@ static gpointer feeder_main(gpointer p)
             g_autoptr(PsimTensor) y = psim_tensor_new(PSIM_DTYPE_INT64, 1, ld, NULL);
             batch_fill(&t->train, order + f->cursor * t->batch, t->batch, t->example_elems, x, y);
             PsimTensor *feeds[2] = {x, y};
-            if (!psim_session_run(f->s, 2, names, feeds, 1, enqueue, NULL, &err)) {
+            if (!psim_executor_run(f->enqueue, feeds, NULL, &err)) {
                 if (g_atomic_int_get(&f->stop))
                     g_clear_error(&err); /* the steps are over: the queue was cancelled */
                 else
@@ -412,7 +412,7 @@ static gpointer feeder_main(gpointer p)
             }
         }
     }
-    if (!psim_session_run(f->s, 0, NULL, NULL, 1, close, NULL, &err))
+    if (!psim_executor_run(f->close, NULL, NULL, &err))
         f->error = err;
     return NULL;
 }
@@ -424,9 +424,15 @@ static Feeder *feeder_start(Train *t, GError **error)
     f->epoch = t->epoch;
     f->cursor = t->cursor;
     f->remaining = t->steps > 0 ? MAX(t->steps - t->global_step, 0) : -1;
+    const char *names[2] = {"input/component_0", "input/component_1"};
+    const char *enqueue[1] = {"^input/enqueue"}, *close[1] = {"^input/close"};
     f->g = psim_graph_train_feeder(t->g, error);
-    f->s = f->g ? psim_session_new(f->g, t->cluster, NULL, NULL, error) : NULL;
-    if (!f->s) {
+    f->w = f->g ? psim_worker_new(NULL, error) : NULL;
+    f->enqueue = f->w ? psim_executor_new(f->g, f->w, names, 2, enqueue, 1, NULL, error) : NULL;
+    f->close = f->enqueue ? psim_executor_new(f->g, f->w, NULL, 0, close, 1, NULL, error) : NULL;
+    if (!f->close) {
+        psim_executor_free(f->enqueue);
+        psim_worker_free(f->w);
         psim_graph_free(f->g);
         g_free(f);
         return NULL;
@@ -448,7 +454,9 @@ static gboolean feeder_stop(Feeder *f, GError **error)
     gboolean ok = f->error == NULL;
     if (!ok)
         g_propagate_error(error, f->error);
-    psim_session_free(f->s);
+    psim_executor_free(f->enqueue);
+    psim_executor_free(f->close);
+    psim_worker_free(f->w);
     psim_graph_free(f->g);
     g_free(f);
     return ok;

@@ -291,9 +291,13 @@ static size_t conv_workspace(const PsimGraph *graph, const PsimNode *n)
     return per_row > BAND_BYTES ? per_row : (BAND_BYTES / per_row) * per_row;
 }
 
-/* float64 (gradient checks): direct loops, bias first. */
-static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const double *x,
-                     const double *w, const double *b, double *y)
+/* float64 (the gradient checks): every (output, input, weight) index triple of the
+ * convolution, in order, handed to visit; the forward pass and its gradients are sums over the
+ * same triples. */
+typedef void (*ConvVisit)(void *user, int64_t yi, int64_t xi, int64_t wi);
+
+static void conv_f64_walk(const Geo *g, int64_t N, int64_t group, int64_t M, ConvVisit visit,
+                          void *user)
 {
     int64_t Mg = M / group, Cin = g->C * group;
     for (int64_t n = 0; n < N; n++)
@@ -301,7 +305,7 @@ static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const do
             int64_t gi = m / Mg;
             for (int64_t oh = 0; oh < g->Ho; oh++)
                 for (int64_t ow = 0; ow < g->Wo; ow++) {
-                    double acc = b ? b[m] : 0;
+                    int64_t yi = ((n * M + m) * g->Ho + oh) * g->Wo + ow;
                     for (int64_t c = 0; c < g->C; c++)
                         for (int64_t ki = 0; ki < g->kh; ki++) {
                             int64_t ih = oh * g->sh - g->ph + ki * g->dh;
@@ -311,13 +315,43 @@ static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const do
                                 int64_t iw = ow * g->sw - g->pw + kj * g->dw;
                                 if (iw < 0 || iw >= g->W)
                                     continue;
-                                acc += x[((n * Cin + gi * g->C + c) * g->H + ih) * g->W + iw] *
-                                       w[((m * g->C + c) * g->kh + ki) * g->kw + kj];
+                                visit(user, yi, ((n * Cin + gi * g->C + c) * g->H + ih) * g->W + iw,
+                                      ((m * g->C + c) * g->kh + ki) * g->kw + kj);
                             }
                         }
-                    y[((n * M + m) * g->Ho + oh) * g->Wo + ow] = acc;
                 }
         }
+}
+
+typedef struct {
+    const double *x, *w, *dy;
+    double *y, *dx, *dw;
+} ConvF64;
+
+static void visit_forward(void *user, int64_t yi, int64_t xi, int64_t wi)
+{
+    ConvF64 *c = user;
+    c->y[yi] += c->x[xi] * c->w[wi];
+}
+
+static void visit_backward(void *user, int64_t yi, int64_t xi, int64_t wi)
+{
+    ConvF64 *c = user;
+    if (c->dw)
+        c->dw[wi] += c->dy[yi] * c->x[xi];
+    if (c->dx)
+        c->dx[xi] += c->dy[yi] * c->w[wi];
+}
+
+/* float64: bias first, then the products. */
+static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const double *x,
+                     const double *w, const double *b, double *y)
+{
+    int64_t hwo = g->Ho * g->Wo;
+    for (int64_t i = 0; i < N * M * hwo; i++)
+        y[i] = b ? b[(i / hwo) % M] : 0;
+    ConvF64 c = {.x = x, .w = w, .y = y};
+    conv_f64_walk(g, N, group, M, visit_forward, &c);
 }
 
 /* The batched path: per group, columns of all N images, one sgemm into [Mg, N * HWo], then
@@ -567,34 +601,11 @@ static void col2im_add(const Geo *g, const float *restrict col, int64_t ld, floa
 static void conv_grad_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const double *dy,
                           const double *x, const double *w, double *dx, double *dw, double *db)
 {
-    int64_t Mg = M / group, Cin = g->C * group;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t m = 0; m < M; m++) {
-            int64_t gi = m / Mg;
-            for (int64_t oh = 0; oh < g->Ho; oh++)
-                for (int64_t ow = 0; ow < g->Wo; ow++) {
-                    double d = dy[((n * M + m) * g->Ho + oh) * g->Wo + ow];
-                    if (db)
-                        db[m] += d;
-                    for (int64_t c = 0; c < g->C; c++)
-                        for (int64_t ki = 0; ki < g->kh; ki++) {
-                            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
-                            if (ih < 0 || ih >= g->H)
-                                continue;
-                            for (int64_t kj = 0; kj < g->kw; kj++) {
-                                int64_t iw = ow * g->sw - g->pw + kj * g->dw;
-                                if (iw < 0 || iw >= g->W)
-                                    continue;
-                                int64_t xi = ((n * Cin + gi * g->C + c) * g->H + ih) * g->W + iw;
-                                int64_t wi = ((m * g->C + c) * g->kh + ki) * g->kw + kj;
-                                if (dw)
-                                    dw[wi] += d * x[xi];
-                                if (dx)
-                                    dx[xi] += d * w[wi];
-                            }
-                        }
-                }
-        }
+    int64_t hwo = g->Ho * g->Wo;
+    for (int64_t i = 0; db && i < N * M * hwo; i++)
+        db[(i / hwo) % M] += dy[i];
+    ConvF64 c = {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw};
+    conv_f64_walk(g, N, group, M, visit_backward, &c);
 }
 
 /* The batched path: per group, dY's rows of all images side by side ([Mg, N * HWo]), then

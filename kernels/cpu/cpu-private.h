@@ -88,6 +88,17 @@ typedef struct {
 gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const float *w,
                                      const float *bias, float *y, GError **error);
 
+/* TRUE when a and b (either may be NULL: FALSE) have one dtype and one shape. */
+static inline gboolean psim__cpu_same_shape(const PsimTensor *a, const PsimTensor *b)
+{
+    if (!a || !b || a->dtype != b->dtype || a->rank != b->rank)
+        return FALSE;
+    for (int32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return FALSE;
+    return TRUE;
+}
+
 /* Row-major strides of dims[0..rank) into s (elements). */
 static inline void psim__cpu_strides(int32_t rank, const int64_t *dims, int64_t *s)
 {

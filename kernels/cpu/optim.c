@@ -96,16 +96,6 @@ static void update_f32(const Opt *o, int64_t n, const float *restrict x, const f
     }
 }
 
-static gboolean same(const PsimTensor *a, const PsimTensor *b)
-{
-    if (!a || !b || a->dtype != b->dtype || a->rank != b->rank)
-        return FALSE;
-    for (int32_t d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return FALSE;
-    return TRUE;
-}
-
 static gboolean run_optimizer(PsimKernelCtx *ctx, GError **error)
 {
     const PsimNode *nd = ctx->node;
@@ -158,7 +148,7 @@ static gboolean run_optimizer(PsimKernelCtx *ctx, GError **error)
                    *s1 = psim__cpu_in(ctx, 2 + 2 * n + k),
                    *s2 = groups == 4 ? psim__cpu_in(ctx, 2 + 3 * n + k) : NULL;
         if (!x || (x->dtype != PSIM_DTYPE_FLOAT32 && x->dtype != PSIM_DTYPE_FLOAT64) ||
-            !same(x, g) || !same(x, s1) || (groups == 4 && !same(x, s2))) {
+            !psim__cpu_same_shape(x, g) || !psim__cpu_same_shape(x, s1) || (groups == 4 && !psim__cpu_same_shape(x, s2))) {
             KERR(ctx, error, "tensor %d: X, its gradient and its state must be float tensors of "
                              "one dtype and shape",
                  k);

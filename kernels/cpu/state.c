@@ -17,16 +17,6 @@ static PsimVariable *node_variable(const PsimNode *v)
                              TRUE);
 }
 
-static gboolean same_shape(const PsimTensor *a, const PsimTensor *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank)
-        return FALSE;
-    for (int32_t d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return FALSE;
-    return TRUE;
-}
-
 static gboolean run_variable(PsimKernelCtx *ctx, GError **error)
 {
     const PsimNode *n = ctx->node;
@@ -84,7 +74,7 @@ static gboolean run_assign(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "has no value to assign");
         return FALSE;
     }
-    if (cur && psim_node_attr_int(ctx->node, "validate_shape", 1) && !same_shape(cur, val)) {
+    if (cur && psim_node_attr_int(ctx->node, "validate_shape", 1) && !psim__cpu_same_shape(cur, val)) {
         KERR(ctx, error, "assigns a value of another dtype or shape than the variable's");
         return FALSE;
     }
@@ -100,7 +90,7 @@ static gboolean run_assign_update(PsimKernelCtx *ctx, GError **error)
     if (!var)
         return FALSE;
     PsimTensor *cur = ctx->inputs[0], *d = ctx->inputs[1];
-    if (!cur || !d || !same_shape(cur, d)) {
+    if (!cur || !d || !psim__cpu_same_shape(cur, d)) {
         KERR(ctx, error, "needs a value of the variable's dtype and shape");
         return FALSE;
     }

@@ -13,7 +13,7 @@ specs=("${@:-mlp:600 cnn:40}")
 P=./build/placesim
 py=/usr/bin/python3
 "$py" -c "import torch" 2>/dev/null || { echo "PyTorch is missing: bash bench/tv-setup.sh" >&2; exit 1; }
-exs() { grep -o '"examples_per_s":[0-9.e+]*' | tail -1 | cut -d: -f2; }
+exs() { grep -o '"examples_per_s": *[0-9.e+]*' | tail -1 | cut -d: -f2 | tr -d ' '; }
 med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 echo "| model | batch | optimizer | steps | placesim ex/s | PyTorch ex/s | placesim / PyTorch |"
 echo "|---|---|---|---|---|---|---|"

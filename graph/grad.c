@@ -2,9 +2,10 @@
  * with respect to chosen tensors, added to a copy of the graph. Walking the nodes between those
  * tensors and the loss backwards, each node's gradient function adds the nodes that turn the
  * gradients of its outputs into gradients of its inputs; gradients reaching one tensor along
- * several paths are summed. Every gradient is built of ordinary ONNX ops (a convolution's of ONNX
- * Runtime's ConvGrad), so the placer, the simulator and the executor run a training graph as they
- * run any other. An LSTM or GRU cell written in these ops (MatMul, Split or Slice, Sigmoid,
+ * several paths are summed. Every gradient is built of ordinary ONNX ops, or of ONNX Runtime's
+ * fused training ops where those save many passes (ConvGrad, BatchNormalizationGrad, ReluGrad,
+ * MaxPoolGrad),
+ * so the placer, the simulator and the executor run a training graph as they run any other. An LSTM or GRU cell written in these ops (MatMul, Split or Slice, Sigmoid,
  * Tanh, Mul, Add, Sub) is covered; the fused ONNX LSTM and GRU nodes are not.
  *
  * Covered: MatMul (2-D), Gemm, Add, Sub, Mul, Div (broadcasting), Neg, Relu, Sigmoid, Tanh, Exp,
@@ -253,7 +254,8 @@ static void attrs_like(Grad *d, PsimNode *v, const PsimNode *n)
         psim_graph_node_attr_set(d->g, v, &n->attrs[i]);
 }
 
-/* MaxPool: the pooling again with its Indices (flat positions in X), dY added there into zeros. */
+/* MaxPool: the pooling again with its Indices (flat positions in X), dY added there into zeros
+ * (MaxPoolGrad). */
 static gboolean grad_maxpool(Grad *d, const PsimNode *n, PsimPort dy)
 {
     const PsimOutput *xo = out_of(d, n->inputs[0]);
@@ -264,21 +266,14 @@ static gboolean grad_maxpool(Grad *d, const PsimNode *n, PsimPort dy)
         attrs_like(d, mp, n);
         psim_graph_node_outputs_set(d->g, mp, 2);
     }
-    int64_t flat = psim_shape_elems(xo->rank, xo->dims), all = -1;
-    PsimNode *zeros = mk(d, "ConstantOfShape", 1, (PsimPort[]){ints(d, 1, &flat)});
-    PsimTensor *z = psim_tensor_new(xo->dtype, 1, (int64_t[]){1}, d->error);
-    if (zeros && z)
-        psim_graph_node_attr_set_tensor(d->g, zeros, "value", z);
-    if (z)
-        psim_tensor_unref(z);
-    PsimPort idx = op2(d, "Reshape", mp ? (PsimPort){mp->id, 1} : none(), ints(d, 1, &all));
-    PsimPort upd = op2(d, "Reshape", dy, ints(d, 1, &all));
-    PsimNode *sc = mk(d, "ScatterElements", 3, (PsimPort[]){port(zeros), idx, upd});
-    if (sc) {
-        psim_graph_node_attr_set_int(d->g, sc, "axis", 0);
-        psim_graph_node_attr_set_string(d->g, sc, "reduction", "add");
-    }
-    accumulate(d, n->inputs[0], reshape_as(d, port(sc), xo));
+    /* ONNX Runtime's MaxPoolGrad (dY, Indices) -> dX, given X too for dX's shape: dY added at
+     * each window's argmax into zeros. */
+    PsimNode *g = mp ? mk(d, "MaxPoolGrad", 3, (PsimPort[]){dy, (PsimPort){mp->id, 1}, n->inputs[0]})
+                     : NULL;
+    if (g)
+        g->domain = psim_graph_intern(d->g, "com.microsoft");
+    (void)xo;
+    accumulate(d, n->inputs[0], port(g));
     return d->ok;
 }
 
@@ -410,27 +405,27 @@ static gboolean grad_batchnorm(Grad *d, const PsimNode *n, PsimPort dy, const gu
             axes[na++] = i;
     }
     PsimPort x = n->inputs[0];
-    PsimPort mu, inv;
     if (training) {
-        mu = reduce(d, "ReduceMean", x, na, axes, 1);
-        PsimPort xc = op2(d, "Sub", x, mu);
-        PsimPort var = reduce(d, "ReduceMean", op2(d, "Mul", xc, xc), na, axes, 1);
-        inv = op2(d, "Div", scalar(d, dt, 1), op1(d, "Sqrt", op2(d, "Add", var, scalar(d, dt, eps))));
-    } else {
-        mu = op2(d, "Reshape", n->inputs[3], ints(d, xo->rank, cshape));
-        PsimPort var = op2(d, "Reshape", n->inputs[4], ints(d, xo->rank, cshape));
-        inv = op2(d, "Div", scalar(d, dt, 1), op1(d, "Sqrt", op2(d, "Add", var, scalar(d, dt, eps))));
+        /* One fused node over the batch's statistics (ONNX Runtime's BatchNormalizationGrad,
+         * its mean and variance computed from X): a dozen elementwise passes otherwise. */
+        PsimNode *v = mk(d, "BatchNormalizationGrad", 3, (PsimPort[]){dy, x, n->inputs[1]});
+        if (!v)
+            return FALSE;
+        v->domain = psim_graph_intern(d->g, "com.microsoft");
+        psim_graph_node_outputs_set(d->g, v, 3);
+        psim_graph_node_attr_set_float(d->g, v, "epsilon", eps);
+        for (int k = 0; k < 3; k++)
+            if (need[k])
+                accumulate(d, n->inputs[k], (PsimPort){v->id, k});
+        return d->ok;
     }
+    PsimPort mu = op2(d, "Reshape", n->inputs[3], ints(d, xo->rank, cshape));
+    PsimPort var = op2(d, "Reshape", n->inputs[4], ints(d, xo->rank, cshape));
+    PsimPort inv = op2(d, "Div", scalar(d, dt, 1), op1(d, "Sqrt", op2(d, "Add", var, scalar(d, dt, eps))));
     PsimPort xhat = op2(d, "Mul", op2(d, "Sub", x, mu), inv);
     if (need[0]) {
         PsimPort g = op2(d, "Reshape", n->inputs[1], ints(d, xo->rank, cshape));
-        PsimPort inner = dy;
-        if (training) {
-            PsimPort m1 = reduce(d, "ReduceMean", dy, na, axes, 1);
-            PsimPort m2 = reduce(d, "ReduceMean", op2(d, "Mul", dy, xhat), na, axes, 1);
-            inner = op2(d, "Sub", op2(d, "Sub", dy, m1), op2(d, "Mul", xhat, m2));
-        }
-        accumulate(d, x, op2(d, "Mul", op2(d, "Mul", g, inv), inner));
+        accumulate(d, x, op2(d, "Mul", op2(d, "Mul", g, inv), dy));
     }
     if (need[1])
         accumulate(d, n->inputs[1], reduce(d, "ReduceSum", op2(d, "Mul", dy, xhat), na, axes, 0));
@@ -476,10 +471,11 @@ static gboolean grad_node(Grad *d, const PsimNode *n, PsimPort dy, const guint8 
             accumulate(d, a, unbroadcast(d, da, yo, out_of(d, a)));
         if (need[1])
             accumulate(d, b, unbroadcast(d, db, yo, out_of(d, b)));
-    } else if (!strcmp(op, "Relu")) {
-        PsimPort pos = op2(d, "Greater", x, scalar(d, dt, 0));
-        PsimPort in[3] = {pos, dy, scalar(d, dt, 0)};
-        accumulate(d, x, port(mk(d, "Where", 3, in)));
+    } else if (!strcmp(op, "Relu")) { /* dy where x > 0: ONNX Runtime's ReluGrad, one pass */
+        PsimNode *v = mk(d, "ReluGrad", 2, (PsimPort[]){dy, x});
+        if (v)
+            v->domain = psim_graph_intern(d->g, "com.microsoft");
+        accumulate(d, x, port(v));
     } else if (!strcmp(op, "Clip")) { /* dy where min < x < max (bounds: inputs 1, 2 or attrs) */
         PsimPort lo = n->n_inputs > 1 && n->inputs[1].node >= 0 ? n->inputs[1]
                       : scalar(d, dt, psim_node_attr_float(n, "min", -G_MAXDOUBLE));

@@ -86,12 +86,6 @@ static void count_conv_grad(const PsimGraph *g, const PsimNode *n, PsimOpCount *
     out->flops += per * ((want & 1 ? 1 : 0) + (want & 2 ? 1 : 0)) + (double)dy;
 }
 
-static int32_t conv_grad_n_outputs(const PsimNode *n)
-{
-    (void)n;
-    return 3;
-}
-
 /* Queues (TensorFlow's V2 ops): the queue node outputs a handle (a string scalar); dequeues take
  * their dtypes from component_types and their shapes from the queue's `shapes` when known. */
 static gboolean infer_handle(PsimGraph *g, PsimNode *n, GError **error)
@@ -143,6 +137,44 @@ static gboolean infer_queue_size(PsimGraph *g, PsimNode *n, GError **error)
     return psim__out_set(g, n, 0, PSIM_DTYPE_INT32, 0, NULL, error);
 }
 
+/* ReluGrad (dY, X) -> dX; BatchNormalizationGrad (dY, X, scale[, mean, var]) -> (dX, dScale,
+ * dBias). */
+static gboolean infer_like_x(PsimGraph *g, PsimNode *n, GError **error)
+{
+    const PsimOutput *x = psim__input(g, n, 1), *sc = psim__input(g, n, 2);
+    if (n->n_outputs > 0 && x && !psim__out_set(g, n, 0, x->dtype, x->rank, x->dims, error))
+        return FALSE;
+    for (int32_t k = 1; k < n->n_outputs && k < 3; k++)
+        if (sc && !psim__out_set(g, n, k, sc->dtype, sc->rank, sc->dims, error))
+            return FALSE;
+    return TRUE;
+}
+
+/* Output 0 shaped like input 2 (MaxPoolGrad's X). */
+static gboolean infer_like_last(PsimGraph *g, PsimNode *n, GError **error)
+{
+    const PsimOutput *x = psim__input(g, n, 2);
+    return !x || n->n_outputs < 1 || psim__out_set(g, n, 0, x->dtype, x->rank, x->dims, error);
+}
+
+static void count_bn_grad(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    psim__count_io(g, n, out);
+    out->flops += 10.0 * (double)psim__in_elems(g, n, 1);
+}
+
+static void count_relu_grad(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    psim__count_io(g, n, out);
+    out->flops += (double)psim__in_elems(g, n, 1);
+}
+
+static int32_t three_outputs(const PsimNode *n)
+{
+    (void)n;
+    return 3;
+}
+
 #define TRAINING "ai.onnx.preview.training"
 
 static const PsimOpDef train_ops[] = {
@@ -153,7 +185,15 @@ static const PsimOpDef train_ops[] = {
     {"Adagrad", "Adagrad: (R, T, X..., G..., H...) -> (X_new..., H_new...)", 0, infer_optimizer,
      count_optimizer, opt_n_outputs, 0, TRAINING},
     {"ConvGrad", "Conv's gradients (ONNX Runtime): (dY, X, W) -> (dX, dW, dB)", 0,
-     infer_conv_grad, count_conv_grad, conv_grad_n_outputs, 0, "com.microsoft"},
+     infer_conv_grad, count_conv_grad, three_outputs, 0, "com.microsoft"},
+    {"ReluGrad", "Relu's gradient (ONNX Runtime): (dY, X) -> dY where X > 0", 0, infer_like_x,
+     count_relu_grad, NULL, 0, "com.microsoft"},
+    {"MaxPoolGrad", "MaxPool's gradient (ONNX Runtime; X for dX's shape): (dY, Indices, X) -> dX",
+     0, infer_like_last, count_relu_grad, NULL, 0, "com.microsoft"},
+    {"BatchNormalizationGrad",
+     "BatchNormalization's gradients in training mode (ONNX Runtime): (dY, X, scale[, mean, "
+     "variance]) -> (dX, dScale, dBias)",
+     0, infer_like_x, count_bn_grad, three_outputs, 0, "com.microsoft"},
     {"FIFOQueueV2", "a first-in first-out queue (output: its handle)", PSIM_OP_STATEFUL,
      infer_handle, psim__count_move},
     {"RandomShuffleQueueV2", "a queue dequeuing in a seeded random order (output: its handle)",

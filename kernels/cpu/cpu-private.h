@@ -137,6 +137,7 @@ void psim__cpu_register_state(void);
 void psim__cpu_register_queue(void);
 void psim__cpu_register_optim(void);
 void psim__cpu_register_conv_grad(void);
+void psim__cpu_register_grad(void);
 
 /* Helpers for registration: one definition per dtype in a 0-terminated list. */
 void psim__cpu_add(const char *op, const char *name, const char *description,

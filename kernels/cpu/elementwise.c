@@ -667,13 +667,18 @@ static void where_row(void *user, const int64_t *off, int64_t out_off, int64_t n
          * their own loops, which the compiler vectorises. */
         const uint32_t *xs = (const uint32_t *)(const void *)x, *ys = (const uint32_t *)(const void *)y;
         uint32_t *os = (uint32_t *)(void *)o;
+        /* Both sides loaded whatever the condition: a select, not a branch on the data. */
         if (stride[0] == 1 && stride[1] == 1 && stride[2] == 0) {
             uint32_t yv = ys[0];
-            for (int64_t i = 0; i < n; i++)
-                os[i] = c[i] ? xs[i] : yv;
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t xv = xs[i];
+                os[i] = c[i] ? xv : yv;
+            }
         } else if (stride[0] == 1 && stride[1] == 1 && stride[2] == 1) {
-            for (int64_t i = 0; i < n; i++)
-                os[i] = c[i] ? xs[i] : ys[i];
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t xv = xs[i], yv = ys[i];
+                os[i] = c[i] ? xv : yv;
+            }
         } else {
             for (int64_t i = 0; i < n; i++)
                 os[i] = c[i * stride[0]] ? xs[i * stride[1]] : ys[i * stride[2]];

@@ -105,11 +105,12 @@ static void maxpool2d_idx(const Geo3 *g, int64_t NC, const float *xd, float *yd,
                         int64_t w = w0 + kw * g->d[2];
                         if (w < 0 || w >= W)
                             continue;
-                        float v = xp[h * W + w];
-                        if (v > best || bi < 0) {
-                            best = v;
-                            bi = h * W + w;
-                        }
+                                float v = xp[h * W + w];
+                        /* Selects, not a branch on the data (the first tap in bounds wins
+                         * ties, as ONNX's reference takes the first maximum). */
+                        gboolean take = v > best || bi < 0;
+                        best = take ? v : best;
+                        bi = take ? h * W + w : bi;
                     }
                 }
                 int64_t o = (nc * Ho + oh) * Wo + ow;

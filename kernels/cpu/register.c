@@ -20,4 +20,5 @@ void psim__kernels_cpu_register(void)
     psim__cpu_register_queue();
     psim__cpu_register_optim();
     psim__cpu_register_conv_grad();
+    psim__cpu_register_grad();
 }

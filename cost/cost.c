@@ -558,5 +558,9 @@ char *psim_cost_signature(const PsimGraph *g, const PsimNode *n)
     for (int32_t i = 0; i < n->n_attrs; i++)
         sig_attr(s, as[i]);
     g_string_append_c(s, '}');
+    /* How many outputs the node asks for is part of the work: MaxPool with its Indices takes
+     * another kernel than without (the training graph has both, of one input). */
+    if (n->n_outputs > 1)
+        g_string_append_printf(s, "->%d", n->n_outputs);
     return g_string_free(s, FALSE);
 }

@@ -130,7 +130,8 @@ gboolean *psim_cost_constant_nodes(const PsimGraph *g);
 /* TRUE for ops that do no work at run time (Const, Placeholder, NoOp, Identity, Send...). */
 gboolean psim_cost_op_is_free(const char *op);
 
-/* The signature that keys measurements: op, attrs, input dtypes and shapes (not the device);
+/* The signature that keys measurements: op, attrs, input dtypes and shapes, and the number of
+ * outputs when more than one (not the device);
  * identical nodes share one (StarPU's footprint). g_free. */
 char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);
 

@@ -89,6 +89,31 @@ static void maxpool2d_fast(const Geo3 *g, int64_t NC, const float *xd, float *yd
 static void maxpool2d_idx(const Geo3 *g, int64_t NC, const float *xd, float *yd, int64_t *id)
 {
     int64_t H = g->in[1], W = g->in[2], Ho = g->out[1], Wo = g->out[2];
+    int64_t kh = g->k[1], kw = g->k[2], sh = g->s[1], sw = g->s[2];
+    if (g->p0[1] == 0 && g->p0[2] == 0 && g->d[1] == 1 && g->d[2] == 1 &&
+        (Ho - 1) * sh + kh <= H && (Wo - 1) * sw + kw <= W) {
+        /* Every window inside the image (no padding): no bounds to check. */
+        for (int64_t nc = 0; nc < NC; nc++) {
+            const float *xp = xd + nc * H * W;
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    int64_t at = oh * sh * W + ow * sw, bi = at;
+                    float best = xp[at];
+                    for (int64_t a = 0; a < kh; a++)
+                        for (int64_t b = 0; b < kw; b++) {
+                            int64_t p = at + a * W + b;
+                            float v = xp[p];
+                            gboolean take = v > best;
+                            best = take ? v : best;
+                            bi = take ? p : bi;
+                        }
+                    int64_t o = (nc * Ho + oh) * Wo + ow;
+                    yd[o] = best;
+                    id[o] = nc * H * W + bi;
+                }
+        }
+        return;
+    }
     for (int64_t nc = 0; nc < NC; nc++) {
         const float *xp = xd + nc * H * W;
         for (int64_t oh = 0; oh < Ho; oh++) {

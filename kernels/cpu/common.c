@@ -380,3 +380,35 @@ gboolean psim__cpu_window(PsimKernelCtx *ctx, int32_t n, const int64_t *in, cons
     }
     return TRUE;
 }
+
+enum { SUM_LANES = 8 };
+
+double psim__cpu_sum_f32(const float *x, int64_t n)
+{
+    float acc[SUM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++)
+            acc[k] += x[i + k];
+    double s = 0;
+    for (; i < n; i++)
+        s += x[i];
+    for (int k = 0; k < SUM_LANES; k++)
+        s += acc[k];
+    return s;
+}
+
+double psim__cpu_sum_sq_dev_f32(const float *x, int64_t n, float mean)
+{
+    float acc[SUM_LANES] = {0};
+    int64_t i = 0;
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+        for (int k = 0; k < SUM_LANES; k++)
+            acc[k] += (x[i + k] - mean) * (x[i + k] - mean);
+    double s = 0;
+    for (; i < n; i++)
+        s += (double)(x[i] - mean) * (x[i] - mean);
+    for (int k = 0; k < SUM_LANES; k++)
+        s += acc[k];
+    return s;
+}

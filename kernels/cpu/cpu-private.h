@@ -99,6 +99,12 @@ static inline gboolean psim__cpu_same_shape(const PsimTensor *a, const PsimTenso
     return TRUE;
 }
 
+/* Sums of n floats (kernels/cpu/common.c): in 8 float lanes that the compiler vectorises, the
+ * lanes added in double; the second is the sum of squared deviations from `mean`. Rows of a few
+ * thousand elements keep float lanes exact enough for statistics (BatchNormalization). */
+double psim__cpu_sum_f32(const float *x, int64_t n);
+double psim__cpu_sum_sq_dev_f32(const float *x, int64_t n, float mean);
+
 /* Row-major strides of dims[0..rank) into s (elements). */
 static inline void psim__cpu_strides(int32_t rank, const int64_t *dims, int64_t *s)
 {

@@ -95,32 +95,11 @@ static void bn_grad_channel_f32(const float *dy, const float *x, float *dx, int6
         mean = given[0];
         var = given[1];
     } else {
-        for (int64_t b = 0; b < n; b++) {
-            const float *restrict xr = x + base + b * stride;
-            float acc[L] = {0};
-            int64_t i = 0;
-            for (; i + L <= len; i += L)
-                for (int k = 0; k < L; k++)
-                    acc[k] += xr[i + k];
-            for (; i < len; i++)
-                acc[0] += xr[i];
-            for (int k = 0; k < L; k++)
-                mean += acc[k];
-        }
+        for (int64_t b = 0; b < n; b++)
+            mean += psim__cpu_sum_f32(x + base + b * stride, len);
         mean /= m;
-        const float mf = (float)mean;
-        for (int64_t b = 0; b < n; b++) {
-            const float *restrict xr = x + base + b * stride;
-            float acc[L] = {0};
-            int64_t i = 0;
-            for (; i + L <= len; i += L)
-                for (int k = 0; k < L; k++)
-                    acc[k] += (xr[i + k] - mf) * (xr[i + k] - mf);
-            for (; i < len; i++)
-                acc[0] += (xr[i] - mf) * (xr[i] - mf);
-            for (int k = 0; k < L; k++)
-                var += acc[k];
-        }
+        for (int64_t b = 0; b < n; b++)
+            var += psim__cpu_sum_sq_dev_f32(x + base + b * stride, len, (float)mean);
         var /= m;
     }
     const float mf = (float)mean, inv = (float)(1.0 / sqrt(var + eps));

@@ -53,15 +53,25 @@ static inline gboolean batchnorm_any(PsimKernelCtx *ctx, int64_t N, int64_t C, i
         /* Batch statistics (population variance), as ONNX's reference computes them. */
         for (int64_t c = 0; c < C; c++) {
             double s = 0, s2 = 0;
-            for (int64_t n = 0; n < N; n++)
+            for (int64_t n = 0; n < N; n++) {
+                if (!f64) { /* float rows in vectorised lanes */
+                    s += psim__cpu_sum_f32((const float *)xd + (n * C + c) * S, S);
+                    continue;
+                }
                 for (int64_t i = 0; i < S; i++)
                     s += PSIM_CPU_LOAD(f64, xd, (n * C + c) * S + i);
+            }
             double m = (N && S) ? s / (double)(N * S) : 0;
-            for (int64_t n = 0; n < N; n++)
+            for (int64_t n = 0; n < N; n++) {
+                if (!f64) {
+                    s2 += psim__cpu_sum_sq_dev_f32((const float *)xd + (n * C + c) * S, S, (float)m);
+                    continue;
+                }
                 for (int64_t i = 0; i < S; i++) {
                     double d = PSIM_CPU_LOAD(f64, xd, (n * C + c) * S + i) - m;
                     s2 += d * d;
                 }
+            }
             double v = (N && S) ? s2 / (double)(N * S) : 0;
             bm[c] = f64 ? m : (double)(float)m;
             bv[c] = f64 ? v : (double)(float)v;

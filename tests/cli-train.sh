@@ -27,7 +27,9 @@ common="--steps 12 --checkpoint-every 5 --seed 7"
 "$PSIM" train mlp $common --checkpoint-dir "$tmp/a" --save-variables "$tmp/va" >/dev/null 2>&1 \
     || fail "uninterrupted run"
 PSIM_FAULT=step:7 "$PSIM" train mlp $common --checkpoint-dir "$tmp/b" --max-restarts 1 \
-    --save-variables "$tmp/vb" > /dev/null 2> "$tmp/b.err" || fail "restarted run: $(cat "$tmp/b.err")"
+    --save-variables "$tmp/vb" --json > "$tmp/b.json" 2> "$tmp/b.err" || fail "restarted run: $(cat "$tmp/b.err")"
+grep -q '"restarts":1' "$tmp/b.json" || fail "the restarted job's JSON: $(cat "$tmp/b.json")"
+grep -q '"steps":12' "$tmp/b.json" || fail "the restarted job's steps: $(cat "$tmp/b.json")"
 grep -q "killed at step 7" "$tmp/b.err" || fail "no fault: $(cat "$tmp/b.err")"
 grep -q "resumed from .*ckpt-00000005.psck" "$tmp/b.err" || fail "not resumed from 5: $(cat "$tmp/b.err")"
 [ "$(ls "$tmp/va" | wc -l)" -ge 13 ] || fail "variables written: $(ls "$tmp/va")"

@@ -673,7 +673,9 @@ static int supervise(Train *t)
                 t->resume = TRUE;
                 t->restarts = r;
             }
-            _exit(train_run(t));
+            int rc = train_run(t);
+            fflush(NULL); /* _exit does not flush stdio: the JSON would be lost in a pipe */
+            _exit(rc);
         }
         int status = 0;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

@@ -64,6 +64,15 @@ static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t o
  * fit this budget. */
 #define BATCH_COL_BYTES ((size_t)32 << 20)
 
+/* The columns of group gi of all N images side by side: rows K, N * Ho * Wo columns. */
+static void im2col_batch(const Geo *g, int64_t N, int64_t group, int64_t gi, const float *x,
+                         float *col)
+{
+    int64_t hwo = g->Ho * g->Wo, hwi = g->H * g->W, cin = g->C * group;
+    for (int64_t n = 0; n < N; n++)
+        im2col_ld(g, x + (n * cin + gi * g->C) * hwi, 0, g->Ho, col + n * hwo, N * hwo);
+}
+
 static gboolean batch_images(const Geo *g, int64_t N, int64_t K)
 {
     int64_t hwo = g->Ho * g->Wo;
@@ -362,15 +371,13 @@ static void conv_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const do
 static gboolean conv_batched(const Geo *g, int64_t N, int64_t group, int64_t M, const float *xd,
                              const float *wd, float *yd, GError **error)
 {
-    int64_t Mg = M / group, K = g->C * g->kh * g->kw, HWo = g->Ho * g->Wo, HWi = g->H * g->W;
-    int64_t cols = N * HWo, Cin = g->C * group;
+    int64_t Mg = M / group, K = g->C * g->kh * g->kw, HWo = g->Ho * g->Wo, cols = N * HWo;
     float *col = psim__cpu_scratch(sizeof(float) * (size_t)((K + Mg) * cols), error);
     if (!col)
         return FALSE;
     float *out = col + K * cols;
     for (int64_t gi = 0; gi < group; gi++) {
-        for (int64_t n = 0; n < N; n++)
-            im2col_ld(g, xd + (n * Cin + gi * g->C) * HWi, 0, g->Ho, col + n * HWo, cols);
+        im2col_batch(g, N, group, gi, xd, col);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)cols,
                     (blasint)K, 1.0f, wd + gi * Mg * K, (blasint)K, col, (blasint)cols, 0.0f, out,
                     (blasint)cols);
@@ -629,8 +636,7 @@ static gboolean conv_grad_batched(const Geo *g, int64_t N, int64_t group, int64_
                 memcpy(dyb + m * cols + n * HWo, dyd + (n * M + gi * Mg + m) * HWo,
                        sizeof(float) * (size_t)HWo);
         if (dw) {
-            for (int64_t n = 0; n < N; n++)
-                im2col_ld(g, xd + (n * Cin + gi * g->C) * HWi, 0, g->Ho, col + n * HWo, cols);
+            im2col_batch(g, N, group, gi, xd, col);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Mg, (blasint)K,
                         (blasint)cols, 1.0f, dyb, (blasint)cols, col, (blasint)cols, 0.0f,
                         dw + gi * Mg * K, (blasint)K);

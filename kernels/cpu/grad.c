@@ -42,7 +42,7 @@ static gboolean run_relu_grad(PsimKernelCtx *ctx, GError **error)
 
 /* One channel: dbias = sum dY, dscale = sum dY xhat, dX = scale inv / m (m dY - dbias - xhat
  * dscale), over the n blocks of len elements `stride` apart. */
-static void bn_grad_channel(gboolean f64, const void *dy, const void *x, void *dx, int64_t base,
+static void bn_grad_channel(const double *dy, const double *x, double *dx, int64_t base,
                             int64_t n, int64_t len, int64_t stride, double scale, double eps,
                             const double *given, double *dscale, double *dbias)
 {
@@ -53,11 +53,11 @@ static void bn_grad_channel(gboolean f64, const void *dy, const void *x, void *d
     } else {
         for (int64_t b = 0; b < n; b++)
             for (int64_t i = 0; i < len; i++)
-                mean += PSIM_CPU_LOAD(f64, x, base + b * stride + i);
+                mean += x[base + b * stride + i];
         mean /= m;
         for (int64_t b = 0; b < n; b++)
             for (int64_t i = 0; i < len; i++) {
-                double c = PSIM_CPU_LOAD(f64, x, base + b * stride + i) - mean;
+                double c = x[base + b * stride + i] - mean;
                 var += c * c;
             }
         var /= m;
@@ -66,9 +66,9 @@ static void bn_grad_channel(gboolean f64, const void *dy, const void *x, void *d
     for (int64_t b = 0; b < n; b++)
         for (int64_t i = 0; i < len; i++) {
             int64_t at = base + b * stride + i;
-            double g = PSIM_CPU_LOAD(f64, dy, at);
+            double g = dy[at];
             sg += g;
-            sgx += g * (PSIM_CPU_LOAD(f64, x, at) - mean) * inv;
+            sgx += g * (x[at] - mean) * inv;
         }
     *dbias = sg;
     *dscale = sgx;
@@ -78,8 +78,8 @@ static void bn_grad_channel(gboolean f64, const void *dy, const void *x, void *d
     for (int64_t b = 0; b < n; b++)
         for (int64_t i = 0; i < len; i++) {
             int64_t at = base + b * stride + i;
-            double xhat = (PSIM_CPU_LOAD(f64, x, at) - mean) * inv;
-            PSIM_CPU_STORE(f64, dx, at, k * (m * PSIM_CPU_LOAD(f64, dy, at) - sg - xhat * sgx));
+            double xhat = (x[at] - mean) * inv;
+            dx[at] = k * (m * dy[at] - sg - xhat * sgx);
         }
 }
 
@@ -166,7 +166,7 @@ static gboolean run_bn_grad(PsimKernelCtx *ctx, GError **error)
             given[1] = psim_tensor_get_f64(var, c);
         }
         if (f64)
-            bn_grad_channel(TRUE, dy->data, x->data, dx->data, c * len, N, len, C * len,
+            bn_grad_channel(dy->data, x->data, dx->data, c * len, N, len, C * len,
                             psim_tensor_get_f64(sc, c), eps, mean ? given : NULL, &s, &b);
         else
             bn_grad_channel_f32(dy->data, x->data, dx->data, c * len, N, len, C * len,

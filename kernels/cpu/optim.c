@@ -17,35 +17,35 @@ typedef struct {
 } Opt;
 
 /* One tensor's update; v and h may be NULL where the method has no such state. */
-static void update(const Opt *o, gboolean f64, int64_t n, const void *x, const void *g,
-                   const void *v, const void *h, void *xo, void *vo, void *ho)
+static void update(const Opt *o, int64_t n, const double *x, const double *g, const double *v,
+                   const double *h, double *xo, double *vo, double *ho)
 {
     for (int64_t i = 0; i < n; i++) {
-        double xi = PSIM_CPU_LOAD(f64, x, i);
-        double gr = o->norm * xi + PSIM_CPU_LOAD(f64, g, i);
+        double xi = x[i];
+        double gr = o->norm * xi + g[i];
         switch (o->kind) {
         case OPT_MOMENTUM:
         case OPT_NESTEROV: {
             double beta = o->t > 0 ? o->beta : 1.0;
-            double vn = o->alpha * PSIM_CPU_LOAD(f64, v, i) + beta * gr;
+            double vn = o->alpha * v[i] + beta * gr;
             double xn = o->kind == OPT_MOMENTUM ? xi - o->r * vn : xi - o->r * (gr + o->alpha * vn);
-            PSIM_CPU_STORE(f64, vo, i, vn);
-            PSIM_CPU_STORE(f64, xo, i, xn);
+            vo[i] = vn;
+            xo[i] = xn;
             break;
         }
         case OPT_ADAM: {
-            double vn = o->alpha * PSIM_CPU_LOAD(f64, v, i) + (1 - o->alpha) * gr;
-            double hn = o->beta * PSIM_CPU_LOAD(f64, h, i) + (1 - o->beta) * gr * gr;
+            double vn = o->alpha * v[i] + (1 - o->alpha) * gr;
+            double hn = o->beta * h[i] + (1 - o->beta) * gr * gr;
             double xn = xi - o->r_step * (vn / (sqrt(hn) + o->eps));
-            PSIM_CPU_STORE(f64, vo, i, vn);
-            PSIM_CPU_STORE(f64, ho, i, hn);
-            PSIM_CPU_STORE(f64, xo, i, (1 - o->norm_post) * xn);
+            vo[i] = vn;
+            ho[i] = hn;
+            xo[i] = (1 - o->norm_post) * xn;
             break;
         }
         case OPT_ADAGRAD: {
-            double hn = PSIM_CPU_LOAD(f64, h, i) + gr * gr;
-            PSIM_CPU_STORE(f64, ho, i, hn);
-            PSIM_CPU_STORE(f64, xo, i, xi - o->r_step * gr / (sqrt(hn) + o->eps));
+            double hn = h[i] + gr * gr;
+            ho[i] = hn;
+            xo[i] = xi - o->r_step * gr / (sqrt(hn) + o->eps);
             break;
         }
         }
@@ -171,22 +171,15 @@ static gboolean run_optimizer(PsimKernelCtx *ctx, GError **error)
             if (!scratch)
                 return FALSE;
         }
-        gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
-        void *sd = so ? so->data : scratch;
-        if (!f64) {
-            void *hd = o.kind == OPT_ADAM ? (so2 ? so2->data : scratch) : sd;
-            update_f32(&o, x->n_elems, x->data, g->data, o.kind == OPT_ADAGRAD ? NULL : s1->data,
-                       o.kind == OPT_ADAM ? s2->data : o.kind == OPT_ADAGRAD ? s1->data : NULL,
-                       xo->data, o.kind == OPT_ADAGRAD ? NULL : sd, o.kind == OPT_ADAGRAD ? sd : hd);
-            continue;
-        }
-        if (o.kind == OPT_ADAGRAD)
-            update(&o, f64, x->n_elems, x->data, g->data, NULL, s1->data, xo->data, NULL, sd);
-        else if (o.kind == OPT_ADAM)
-            update(&o, f64, x->n_elems, x->data, g->data, s1->data, s2->data, xo->data, sd,
-                   so2 ? so2->data : scratch);
+        /* The state each method reads and writes (scratch for outputs not asked for). */
+        gboolean adagrad = o.kind == OPT_ADAGRAD, adam = o.kind == OPT_ADAM;
+        void *v_in = adagrad ? NULL : s1->data, *h_in = adagrad ? s1->data : adam ? s2->data : NULL;
+        void *v_out = adagrad ? NULL : so ? so->data : scratch;
+        void *h_out = adagrad ? (so ? so->data : scratch) : adam ? (so2 ? so2->data : scratch) : NULL;
+        if (x->dtype == PSIM_DTYPE_FLOAT32)
+            update_f32(&o, x->n_elems, x->data, g->data, v_in, h_in, xo->data, v_out, h_out);
         else
-            update(&o, f64, x->n_elems, x->data, g->data, s1->data, NULL, xo->data, sd, NULL);
+            update(&o, x->n_elems, x->data, g->data, v_in, h_in, xo->data, v_out, h_out);
     }
     return TRUE;
 }

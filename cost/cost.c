@@ -32,6 +32,7 @@ typedef struct {
 typedef struct {
     gboolean loaded, measured;
     PsimLink link;
+    const PsimLinkCurve *curve; /* the pair's timings, owned by the model's curves */
 } LinkFit;
 
 typedef struct {
@@ -53,6 +54,9 @@ struct PsimCostModel {
     int32_t n_dev;
     DeviceRates *rates;   /* n_dev */
     GHashTable *links;    /* (a << 32 | b) -> LinkFit*, for the pairs asked (not n_dev^2) */
+    /* Every link curve loaded, kept until the model is freed: the links handed out point at
+     * them, and the simulator or a placer may hold one while the model's caches are reset. */
+    GPtrArray *curves;
     GHashTable *measured; /* "device\nsignature" -> Measured*, or NULL: no row */
     GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
     gboolean db_error_warned;
@@ -78,6 +82,7 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     m->constant = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)const_mask_free);
     m->links = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
+    m->curves = g_ptr_array_new_with_free_func((GDestroyNotify)psim_link_curve_free);
     return m;
 }
 
@@ -89,6 +94,7 @@ void psim_cost_model_free(PsimCostModel *m)
     g_hash_table_destroy(m->constant);
     g_free(m->rates);
     g_hash_table_destroy(m->links);
+    g_ptr_array_unref(m->curves);
     g_mutex_clear(&m->lock);
     g_free(m);
 }
@@ -363,7 +369,7 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
         if (!isnan(us)) {
             /* A row times the kernel alone; in a step the executor also spends its dispatch gap
              * on every op. (Ops run slower while other devices share the caches: the simulator,
-             * which knows how many run, scales by psim_cost_model_busy_scale.) */
+             * which knows when others run, slows it by psim_cost_model_busy_scale then.) */
             us += rates(m, device)->dispatch_us;
             g_mutex_unlock(&m->lock);
             *src = PSIM_COST_SOURCE_MEASURED;
@@ -435,6 +441,15 @@ PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *
                                                 NULL, &err);
             if (err)
                 warn_db_error(m, err);
+            else if (f->measured) {
+                PsimLinkCurve *k = psim_cost_db_link_curve(m->db, psim_cluster_device(m->cluster, a),
+                                                           psim_cluster_device(m->cluster, b), &err);
+                if (err)
+                    warn_db_error(m, err);
+                if (k)
+                    g_ptr_array_add(m->curves, k);
+                f->curve = k;
+            }
             f->loaded = TRUE;
         }
         LinkFit fit = *f;
@@ -443,6 +458,7 @@ PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *
             *src = PSIM_COST_SOURCE_MEASURED;
             l.latency_us = fit.link.latency_us;
             l.bandwidth_GBps = fit.link.bandwidth_GBps;
+            l.curve = fit.curve;
         }
     }
     return link_bound(l);
@@ -457,10 +473,7 @@ double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32
         return 0;
     }
     PsimLink l = psim_cost_link(m, a, b, src);
-    double t = l.latency_us;
-    if (l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps))
-        t += (double)bytes / (l.bandwidth_GBps * 1e3);
-    return t;
+    return psim_cost_bound(psim_link_time(&l, bytes));
 }
 
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b)

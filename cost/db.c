@@ -913,16 +913,14 @@ out:
     return ok;
 }
 
-gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
-                               PsimLink *out, double *rms_rel, int *n_sizes, GError **error)
+/* The pair's rows, sizes ascending, into xs and ts (median times). */
+static gboolean link_rows(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst, GArray *xs,
+                          GArray *ts, GError **error)
 {
     g_autoptr(PsimFingerprint) fs = psim_fingerprint_new(src);
     g_autoptr(PsimFingerprint) fd = psim_fingerprint_new(dst);
-    g_autoptr(GArray) xs = g_array_new(FALSE, FALSE, sizeof(double));
-    g_autoptr(GArray) ts = g_array_new(FALSE, FALSE, sizeof(double));
-    gboolean fitted = FALSE;
+    gboolean ok = FALSE;
     sqlite3_stmt *st = NULL;
-    double rms = 0;
     g_mutex_lock(&db->lock);
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
         "SELECT l.bytes, l.median_us FROM links l JOIN devices s ON s.id = l.src_id"
@@ -940,15 +938,63 @@ gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const Psim
         g_array_append_val(ts, t);
     }
     PSIM_SQLITE_CHECK(db->sql, rc, db->path, "read link timings", error);
-    fitted = psim_link_fit((double *)xs->data, (double *)ts->data, (int)xs->len, out, &rms);
+    ok = TRUE;
+out:
+    sqlite3_finalize(st);
+    g_mutex_unlock(&db->lock);
+    return ok;
+}
+
+gboolean psim_cost_db_link_fit(PsimCostDb *db, const PsimDevice *src, const PsimDevice *dst,
+                               PsimLink *out, double *rms_rel, int *n_sizes, GError **error)
+{
+    g_autoptr(GArray) xs = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autoptr(GArray) ts = g_array_new(FALSE, FALSE, sizeof(double));
+    double rms = 0;
+    if (!link_rows(db, src, dst, xs, ts, error))
+        return FALSE;
+    gboolean fitted = psim_link_fit((double *)xs->data, (double *)ts->data, (int)xs->len, out, &rms);
     if (fitted && rms_rel)
         *rms_rel = rms;
     if (fitted && n_sizes)
         *n_sizes = (int)xs->len;
-out:
-    sqlite3_finalize(st);
-    g_mutex_unlock(&db->lock);
     return fitted;
+}
+
+PsimLinkCurve *psim_cost_db_link_curve(PsimCostDb *db, const PsimDevice *src,
+                                       const PsimDevice *dst, GError **error)
+{
+    g_autoptr(GArray) xs = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autoptr(GArray) ts = g_array_new(FALSE, FALSE, sizeof(double));
+    if (!link_rows(db, src, dst, xs, ts, error))
+        return NULL;
+    PsimLinkCurve *k = g_new0(PsimLinkCurve, 1);
+    k->bytes = g_new(double, xs->len + 1);
+    k->us = g_new(double, xs->len + 1);
+    for (guint i = 0; i < xs->len; i++) {
+        double x = g_array_index(xs, double, i), t = g_array_index(ts, double, i);
+        if (!(x >= 0) || !(t >= 0) || !isfinite(t) || (k->n > 0 && x <= k->bytes[k->n - 1]))
+            continue;
+        k->bytes[k->n] = x;
+        /* A larger transfer never costs less than a smaller one: noise at the small sizes
+         * would otherwise make the curve dip. */
+        k->us[k->n] = MIN(k->n > 0 ? MAX(t, k->us[k->n - 1]) : t, PSIM_COST_MAX_US);
+        k->n++;
+    }
+    if (k->n < 2) {
+        psim_link_curve_free(k);
+        return NULL;
+    }
+    return k;
+}
+
+void psim_link_curve_free(PsimLinkCurve *k)
+{
+    if (!k)
+        return;
+    g_free(k->bytes);
+    g_free(k->us);
+    g_free(k);
 }
 
 gboolean psim_cost_db_link_from(PsimCostDb *db, const PsimDevice *src, GError **error)

@@ -214,7 +214,13 @@ static void build_links(PsimPlaceCtx *c)
             size_t k = (size_t)c->link_row[a] * nd + b;
             if (a == b)
                 continue;
-            link_fill(c, k, psim_cost_link(c->model, a, b, NULL));
+            PsimLink l = psim_cost_link(c->model, a, b, NULL);
+            link_fill(c, k, l);
+            if (l.curve) {
+                if (!c->curve)
+                    c->curve = g_new0(const PsimLinkCurve *, (size_t)n_rows * nd + 1);
+                c->curve[k] = l.curve;
+            }
             c->mean_lat += c->lat[k];
             c->mean_inv_bw += c->inv_bw[k];
         }
@@ -227,6 +233,18 @@ static void build_links(PsimPlaceCtx *c)
         c->mean_lat /= (double)nd * (nd - 1);
         c->mean_inv_bw /= (double)nd * (nd - 1);
     }
+}
+
+double psim__xfer_mean_curves(const PsimPlaceCtx *c, uint64_t bytes)
+{
+    if (c->nd < 2)
+        return 0;
+    double sum = 0;
+    for (int32_t a = 0; a < c->nd; a++)
+        for (int32_t b = 0; b < c->nd; b++)
+            if (a != b)
+                sum += psim__xfer(c, a, b, bytes);
+    return sum / ((double)c->nd * (c->nd - 1));
 }
 
 /* Ops that must live with the variable they read or write (TF's reference edges). */
@@ -635,6 +653,7 @@ PsimPlaceCtx *psim__coarsen(const PsimPlaceCtx *f, int32_t **coarse_of)
     c->link_row = f->link_row;
     c->lat = f->lat;
     c->inv_bw = f->inv_bw;
+    c->curve = f->curve;
     c->mean_lat = f->mean_lat;
     c->mean_inv_bw = f->mean_inv_bw;
     c->masks = f->masks;
@@ -714,6 +733,7 @@ void psim_place_ctx_free(PsimPlaceCtx *c)
         g_free(c->link_row);
         g_free(c->lat);
         g_free(c->inv_bw);
+        g_free(c->curve);
         g_free(c->masks);
         g_free(c->capacity);
     }

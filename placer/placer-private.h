@@ -34,6 +34,9 @@ struct PsimPlaceCtx {
     int32_t *link_row;
     double *lat, *inv_bw;
     double mean_lat, mean_inv_bw; /* over distinct ordered pairs */
+    /* Links the cost model has measured timings for (psim_link_time) replace lat and inv_bw:
+     * NULL when none has, else an entry per lat entry (NULL: lat and inv_bw hold). */
+    const PsimLinkCurve **curve;
     /* Feasibility: feas[v] < 0: every device; else masks[feas[v] * nd + d]. */
     int32_t *feas;
     guint8 *masks;
@@ -75,12 +78,20 @@ static inline double psim__xfer(const PsimPlaceCtx *c, int32_t a, int32_t b, uin
     if (a == b)
         return 0;
     size_t k = (size_t)c->link_row[a] * c->nd + b;
+    if (G_UNLIKELY(c->curve != NULL) && c->curve[k]) {
+        PsimLink l = {.curve = c->curve[k]};
+        return psim_link_time(&l, bytes);
+    }
     return c->lat[k] + (double)bytes * c->inv_bw[k];
 }
+
+double psim__xfer_mean_curves(const PsimPlaceCtx *c, uint64_t bytes);
 
 /* Mean transfer time between distinct devices (HEFT's average communication cost). */
 static inline double psim__xfer_mean(const PsimPlaceCtx *c, uint64_t bytes)
 {
+    if (G_UNLIKELY(c->curve != NULL))
+        return psim__xfer_mean_curves(c, bytes);
     return c->nd > 1 ? c->mean_lat + (double)bytes * c->mean_inv_bw : 0;
 }
 
@@ -106,6 +117,11 @@ static inline void psim__arrival_all(const PsimPlaceCtx *c, int32_t v, const int
     int32_t nd = c->nd;
     for (int32_t d = 0; d < nd; d++)
         arr[d] = 0;
+    if (G_UNLIKELY(c->curve != NULL)) { /* measured links: one at a time */
+        for (int32_t d = 0; d < nd; d++)
+            arr[d] = psim__arrival(c, v, d, dev, finish);
+        return;
+    }
     for (int32_t i = c->in_off[v]; i < c->in_off[v + 1]; i++) {
         int32_t u = c->in_src[i];
         size_t row = (size_t)c->link_row[dev[u]] * nd;

@@ -135,8 +135,7 @@ static double place(PsimSimEngine *e, int32_t v, int32_t d, gboolean commit, dou
             continue;
         }
         PsimLink l = psim_cost_link(e->m, src, d, NULL);
-        double occ = l.bandwidth_GBps > 0 && isfinite(l.bandwidth_GBps)
-                         ? (double)ins[i].bytes / (l.bandwidth_GBps * 1e3) : 0;
+        double occ = psim_link_occupancy(&l, ins[i].bytes);
         double t0 = e->finish[ins[i].node];
         if (!l.independent) {
             gint64 lk = (gint64)(((guint64)(guint32)src << 32) | (guint32)d);
@@ -160,7 +159,7 @@ static double place(PsimSimEngine *e, int32_t v, int32_t d, gboolean commit, dou
                 local_link[slot] = t0 + occ;
             }
         }
-        double arrive = t0 + occ + l.latency_us;
+        double arrive = t0 + occ + psim_link_latency(&l);
         if (commit) {
             gint64 *kp = g_new(gint64, 1);
             *kp = key;

@@ -47,7 +47,29 @@ typedef struct {
      * transfer then occupies the destination device for its whole time, not only the link.
      * Cluster JSON "by_destination": true. */
     gboolean by_destination;
+    /* Measured timings of the pair, when the cost model has them (psim_cost_link; owned by the
+     * model, NULL in a cluster's own links): a transfer's time is then interpolated between
+     * them rather than latency + bytes / bandwidth (psim_link_time). */
+    const struct PsimLinkCurve *curve;
 } PsimLink;
+
+/* A link's time against its size, as measured: n >= 2 sizes ascending, their times made
+ * non-decreasing. Between two sizes the time is linear in bytes; below the smallest it is the
+ * smallest's time (the hop's fixed cost); past the largest it grows at the last segment's
+ * rate. */
+typedef struct PsimLinkCurve {
+    int32_t n;
+    double *bytes, *us;
+} PsimLinkCurve;
+
+/* Microseconds for one transfer of `bytes` over l: its curve when it has one, else latency +
+ * bytes / bandwidth (bandwidth <= 0 or inf: latency only). */
+double psim_link_time(const PsimLink *l, uint64_t bytes);
+/* The part of psim_link_time that keeps the link (or, by_destination, the destination device)
+ * busy: the time less the link's fixed latency (the curve's smallest time, or latency_us). */
+double psim_link_occupancy(const PsimLink *l, uint64_t bytes);
+/* The fixed latency psim_link_occupancy leaves out. */
+double psim_link_latency(const PsimLink *l);
 
 typedef struct PsimCluster PsimCluster;
 
@@ -88,7 +110,7 @@ int32_t psim_cluster_links_from(const PsimCluster *c, int32_t src);
 int32_t psim_cluster_short_name_count(const PsimCluster *c, const char *short_name);
 /* The link from src to dst: the one set for the pair, else the default. src == dst is free. */
 PsimLink psim_cluster_link(const PsimCluster *c, int32_t src, int32_t dst);
-/* Time in microseconds for `bytes` from src to dst by the link model (latency + size/bw). */
+/* Time in microseconds for `bytes` from src to dst by the cluster's link (psim_link_time). */
 double psim_cluster_link_time(const PsimCluster *c, int32_t src, int32_t dst, uint64_t bytes);
 
 /* Bumped on every change; caches (sessions) compare it. */

@@ -59,8 +59,8 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * device (profile --in-situ: its ops' time with every device of the cluster running the model at
  * once, over their time alone; measured with "busy_devices" devices), 1 + (factor - 1) *
  * min(1, (n_busy - 1) / (busy_devices - 1)); else 1. The cost model does not know the plan: the
- * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
- * the step gives work. */
+ * simulator runs a node at 1/factor of its speed while n_busy devices are busy, changing the
+ * rate whenever a device starts or stops. */
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
 /* How much slower an op of `device` runs when the device waited (for a Recv) right before it: a
  * core that spun waiting runs its next kernel slower than one that went straight on (the 2-vCPU
@@ -101,13 +101,13 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
                           PsimCostSource *src, int64_t *db_row);
 /* Microseconds for `bytes` from device a to device b (0 when a == b). */
 double psim_cost_transfer(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b);
-/* The same with its source: MEASURED (latency and bandwidth fitted to the DB's link rows of the
- * pair), ESTIMATE (the cluster's link, or its default), FREE (a == b). src may be NULL. */
+/* The same with its source: MEASURED (the DB's link rows of the pair, interpolated:
+ * psim_link_time), ESTIMATE (the cluster's link, or its default), FREE (a == b). src may be NULL. */
 double psim_cost_transfer_src(PsimCostModel *m, uint64_t bytes, int32_t a, int32_t b,
                               PsimCostSource *src);
 /* The link from device a to device b as the model sees it: the cluster's link (its contention
- * and copy flags) with latency and bandwidth replaced by the DB's fit of the pair when it has one
- * (*src MEASURED), else as the cluster gives them (ESTIMATE); FREE with infinite bandwidth when
+ * and copy flags) with latency and bandwidth replaced by the DB's fit of the pair and its curve
+ * set to the pair's rows when it has them (*src MEASURED), else as the cluster gives them (ESTIMATE); FREE with infinite bandwidth when
  * a == b. Latency and the time of any size are bounded by PSIM_COST_MAX_US. The simulator and the placers read links through this, so that they and
  * psim_cost_transfer agree. src may be NULL. */
 PsimLink psim_cost_link(PsimCostModel *m, int32_t a, int32_t b, PsimCostSource *src);
@@ -259,6 +259,11 @@ gboolean psim_cost_db_link_fit_put(PsimCostDb *db, const PsimDevice *src, const 
                                    const PsimLink *fit, int n_sizes, double rms_rel,
                                    GError **error);
 /* The same fit on raw arrays (exposed for tests and tools): TRUE when n >= 2. */
+/* The pair's measured timings as a curve (psim_link_time), or NULL (also without an error)
+ * when the DB has fewer than two sizes of it. Free with psim_link_curve_free. */
+PsimLinkCurve *psim_cost_db_link_curve(PsimCostDb *db, const PsimDevice *src,
+                                       const PsimDevice *dst, GError **error);
+void psim_link_curve_free(PsimLinkCurve *k);
 gboolean psim_link_fit(const double *bytes, const double *us, int n, PsimLink *out,
                        double *rms_rel);
 /* Calibration figures of a device: kind "gemm_gflops", "copy_GBps" or "launch_us" (calibrate);

@@ -369,7 +369,7 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
         if (!isnan(us)) {
             /* A row times the kernel alone; in a step the executor also spends its dispatch gap
              * on every op. (Ops run slower while other devices share the caches: the simulator,
-             * which knows when others run, slows it by psim_cost_model_busy_scale then.) */
+             * which knows how many run, scales by psim_cost_model_busy_scale.) */
             us += rates(m, device)->dispatch_us;
             g_mutex_unlock(&m->lock);
             *src = PSIM_COST_SOURCE_MEASURED;

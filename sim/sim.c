@@ -13,7 +13,6 @@ typedef struct {
     uint32_t seq;
     int32_t id;
     int32_t kind;
-    uint32_t gen; /* EV_NODE_END: the node's gen when pushed; a stale end is dropped */
 } Event;
 
 typedef struct {
@@ -27,13 +26,13 @@ static inline gboolean ev_less(const Event *x, const Event *y)
     return x->t < y->t || (x->t == y->t && x->seq < y->seq);
 }
 
-static void heap_push_gen(Heap *h, double t, int32_t id, int32_t kind, uint32_t gen)
+static void heap_push(Heap *h, double t, int32_t id, int32_t kind)
 {
     if (h->n == h->cap) {
         h->cap = h->cap ? 2 * h->cap : 1024;
         h->a = g_renew(Event, h->a, h->cap);
     }
-    Event e = {t, h->seq++, id, kind, gen};
+    Event e = {t, h->seq++, id, kind};
     size_t i = h->n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -43,11 +42,6 @@ static void heap_push_gen(Heap *h, double t, int32_t id, int32_t kind, uint32_t 
         i = p;
     }
     h->a[i] = e;
-}
-
-static void heap_push(Heap *h, double t, int32_t id, int32_t kind)
-{
-    heap_push_gen(h, t, id, kind, 0);
 }
 
 static Event heap_pop(Heap *h)
@@ -217,18 +211,6 @@ typedef struct {
     GError **error;
     gboolean failed;
     const uint64_t *cap; /* per device: memory limits over_* report against (NULL: memory_bytes) */
-    /* Contention: a node runs slower while other devices run too, by its device's calibrated
-     * factor for as many busy devices (psim_cost_model_busy_scale), for the part of its time
-     * they do. Off (contend FALSE) when no device has a factor. A running compute node keeps
-     * its work left at full speed (left, as of since), its current factor and a generation
-     * that outdates its pushed end when the factor changes. */
-    gboolean contend;
-    int32_t n_busy_dev;   /* devices with a stream in use */
-    gboolean busy_changed; /* n_busy_dev changed in this instant */
-    double *busy_f;       /* nd x (nd + 1): factor of device d with n busy */
-    int32_t *running, n_running, *run_pos;
-    double *left, *since, *fac;
-    uint32_t *gen;
 } Sim;
 
 static void node_ready(Sim *s, int32_t v, int32_t cause);
@@ -414,10 +396,7 @@ static void stream_take(Sim *s, int32_t v, int32_t d)
         dv->stream_mask |= 1u << st;
     else
         st = dv->busy;
-    if (dv->busy++ == 0) {
-        s->n_busy_dev++;
-        s->busy_changed = TRUE;
-    }
+    dv->busy++;
     s->stream[v] = st;
 }
 
@@ -426,8 +405,6 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
     Dev *dv = &s->dev[d];
     dv->busy--;
     if (dv->busy == 0) {
-        s->n_busy_dev--;
-        s->busy_changed = TRUE;
         dv->idle_since = s->now;
         dv->ran = TRUE;
     }
@@ -467,37 +444,7 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
     double cost = extra == 0 ? s->cost[v] : psim_cost_bound(s->cost[v] + extra);
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
-    if (s->contend && cost > 0) {
-        double f = s->busy_f[(size_t)d * (s->nd + 1) + MIN(s->n_busy_dev, s->nd)];
-        s->left[v] = cost;
-        s->since[v] = s->now;
-        s->fac[v] = f;
-        s->run_pos[v] = s->n_running;
-        s->running[s->n_running++] = v;
-        cost = psim_cost_bound(cost * f);
-    }
-    heap_push_gen(&s->heap, s->now + cost, v, EV_NODE_END, s->gen ? s->gen[v] : 0);
-}
-
-/* After the events of one instant: if the number of busy devices changed in it, every running
- * node whose factor differs has run at its old factor since it was last updated and runs at the
- * new one from now on. */
-static void contention_update(Sim *s)
-{
-    if (!s->busy_changed)
-        return;
-    s->busy_changed = FALSE;
-    int32_t k = MIN(s->n_busy_dev, s->nd);
-    for (int32_t i = 0; i < s->n_running; i++) {
-        int32_t v = s->running[i];
-        double f = s->busy_f[(size_t)s->dev_of[v] * (s->nd + 1) + k];
-        if (f == s->fac[v])
-            continue;
-        s->left[v] = MAX(0, s->left[v] - (s->now - s->since[v]) / s->fac[v]);
-        s->since[v] = s->now;
-        s->fac[v] = f;
-        heap_push_gen(&s->heap, s->now + psim_cost_bound(s->left[v] * f), v, EV_NODE_END, ++s->gen[v]);
-    }
+    heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
 }
 
 static void dispatch(Sim *s, int32_t d, int32_t cause)
@@ -652,35 +599,23 @@ static gboolean setup(Sim *s)
 static void setup_common(Sim *s)
 {
     int32_t n = s->n, nd = s->nd;
-    /* Ops run slower while other devices share the caches and memory: each device's
-     * calibrated factor for as many busy devices, applied while they are (contention_update).
-     * Only devices the step gives work can be busy. */
+    /* Ops run slower while other devices share the caches and memory: every node's cost on a
+     * device is scaled by the device's calibrated factor for as many busy devices as the step
+     * gives work (1 without a calibration). */
     g_autofree uint8_t *works = g_new0(uint8_t, nd + 1);
-    int32_t n_works = 0;
+    int32_t n_busy = 0;
     for (int32_t v = 0; v < n; v++)
         if (s->cost[v] > 0 && !works[s->dev_of[v]]) {
             works[s->dev_of[v]] = 1;
-            n_works++;
+            n_busy++;
         }
-    if (n_works >= 2) {
-        for (int32_t d = 0; d < nd && !s->contend; d++)
-            if (works[d] && psim_cost_model_busy_scale(s->m, s->cluster_dev[d], n_works) != 1)
-                s->contend = TRUE;
-    }
-    if (s->contend) {
-        s->busy_f = g_new(double, (size_t)nd * (nd + 1) + 1);
+    if (n_busy >= 2) {
+        g_autofree double *f = g_new(double, nd + 1);
         for (int32_t d = 0; d < nd; d++)
-            for (int32_t k = 0; k <= nd; k++)
-                s->busy_f[(size_t)d * (nd + 1) + k] =
-                    works[d] ? psim_cost_model_busy_scale(s->m, s->cluster_dev[d], MIN(k, n_works)) : 1;
-        s->running = g_new(int32_t, n + 1);
-        s->run_pos = g_new(int32_t, n + 1);
+            f[d] = works[d] ? psim_cost_model_busy_scale(s->m, s->cluster_dev[d], n_busy) : 1;
         for (int32_t v = 0; v < n; v++)
-            s->run_pos[v] = -1;
-        s->left = g_new0(double, n + 1);
-        s->since = g_new0(double, n + 1);
-        s->fac = g_new0(double, n + 1);
-        s->gen = g_new0(uint32_t, n + 1);
+            if (f[s->dev_of[v]] != 1)
+                s->cost[v] = psim_cost_bound(s->cost[v] * f[s->dev_of[v]]);
     }
     s->dev = g_new0(Dev, nd + 1);
     s->dirty = g_new(int32_t, nd + 1);
@@ -748,13 +683,6 @@ static void sim_free(Sim *s)
     g_free(s->out_off);
     g_free(s->remaining);
     g_free(s->cost);
-    g_free(s->busy_f);
-    g_free(s->running);
-    g_free(s->run_pos);
-    g_free(s->left);
-    g_free(s->since);
-    g_free(s->fac);
-    g_free(s->gen);
     g_free(s->out_total);
     g_free(s->in_off);
     g_free(s->in_slot);
@@ -838,22 +766,12 @@ static gboolean sim_loop(Sim *s)
         if (s->pending[v] == 0 && !s->ready[v] && !s->done[v])
             node_ready(s, v, -1);
     dispatch_dirty(s);
-    if (s->contend)
-        contention_update(s);
     while (s->heap.n && !s->failed) {
         Event e = heap_pop(&s->heap);
         s->now = e.t;
         s->events++;
         switch (e.kind) {
         case EV_NODE_END: {
-            if (s->gen && e.gen != s->gen[e.id])
-                break; /* rescheduled by contention_update */
-            if (s->contend && s->run_pos[e.id] >= 0) {
-                int32_t last = s->running[--s->n_running];
-                s->running[s->run_pos[e.id]] = last;
-                s->run_pos[last] = s->run_pos[e.id];
-                s->run_pos[e.id] = -1;
-            }
             int32_t d = s->dev_of[e.id];
             stream_release(s, e.id, d);
             node_done(s, e.id);
@@ -891,12 +809,8 @@ static gboolean sim_loop(Sim *s)
             break;
         }
         }
-        if (!s->heap.n || s->heap.a[0].t > s->now) {
-            if (s->n_dirty)
-                dispatch_dirty(s);
-            if (s->contend)
-                contention_update(s);
-        }
+        if (s->n_dirty && (!s->heap.n || s->heap.a[0].t > s->now))
+            dispatch_dirty(s);
     }
     if (s->failed)
         return FALSE;

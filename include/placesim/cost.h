@@ -59,8 +59,8 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * device (profile --in-situ: its ops' time with every device of the cluster running the model at
  * once, over their time alone; measured with "busy_devices" devices), 1 + (factor - 1) *
  * min(1, (n_busy - 1) / (busy_devices - 1)); else 1. The cost model does not know the plan: the
- * simulator runs a node at 1/factor of its speed while n_busy devices are busy, changing the
- * rate whenever a device starts or stops. */
+ * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
+ * the step gives work. */
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
 /* How much slower an op of `device` runs when the device waited (for a Recv) right before it: a
  * core that spun waiting runs its next kernel slower than one that went straight on (the 2-vCPU

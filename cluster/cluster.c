@@ -306,39 +306,37 @@ double psim_link_latency(const PsimLink *l)
     return l->curve ? l->curve->us[0] : l->latency_us;
 }
 
+/* The curve's time at x bytes (PsimLinkCurve). */
+static double curve_time(const PsimLinkCurve *k, double x)
+{
+    if (x <= k->bytes[0])
+        return k->us[0];
+    int32_t lo = 0, hi = k->n - 1;
+    if (x >= k->bytes[hi])
+        lo = hi - 1;
+    else
+        while (hi - lo > 1) {
+            int32_t mid = (lo + hi) / 2;
+            if (k->bytes[mid] <= x)
+                lo = mid;
+            else
+                hi = mid;
+        }
+    double slope = (k->us[lo + 1] - k->us[lo]) / (k->bytes[lo + 1] - k->bytes[lo]);
+    if (x > k->bytes[k->n - 1] && !(slope > 0)) /* flat at the end: the mean rate */
+        slope = k->us[k->n - 1] / k->bytes[k->n - 1];
+    return k->us[lo] + (x - k->bytes[lo]) * slope;
+}
+
 double psim_link_time(const PsimLink *l, uint64_t bytes)
 {
-    const PsimLinkCurve *k = l->curve;
-    double x = (double)bytes;
-    if (k) {
-        if (x <= k->bytes[0])
-            return k->us[0];
-        int32_t lo = 0, hi = k->n - 1;
-        if (x >= k->bytes[hi])
-            lo = hi - 1;
-        else
-            while (hi - lo > 1) {
-                int32_t mid = (lo + hi) / 2;
-                if (k->bytes[mid] <= x)
-                    lo = mid;
-                else
-                    hi = mid;
-            }
-        double slope = (k->us[lo + 1] - k->us[lo]) / (k->bytes[lo + 1] - k->bytes[lo]);
-        if (x > k->bytes[k->n - 1] && !(slope > 0)) /* flat at the end: the mean rate */
-            slope = k->us[k->n - 1] / k->bytes[k->n - 1];
-        return k->us[lo] + (x - k->bytes[lo]) * slope;
-    }
-    double t = l->latency_us;
-    if (l->bandwidth_GBps > 0 && isfinite(l->bandwidth_GBps))
-        t += x / (l->bandwidth_GBps * 1e3);
-    return t;
+    return l->curve ? curve_time(l->curve, (double)bytes) : l->latency_us + psim_link_occupancy(l, bytes);
 }
 
 double psim_link_occupancy(const PsimLink *l, uint64_t bytes)
 {
     if (l->curve)
-        return psim_link_time(l, bytes) - l->curve->us[0];
+        return curve_time(l->curve, (double)bytes) - l->curve->us[0];
     return l->bandwidth_GBps > 0 && isfinite(l->bandwidth_GBps)
                ? (double)bytes / (l->bandwidth_GBps * 1e3) : 0;
 }

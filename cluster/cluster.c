@@ -156,14 +156,16 @@ int32_t psim_cluster_device_add(PsimCluster *c, const char *name, const char *ty
                               d->task, ptype, index);
     d->short_name = g_strdup_printf("%s:%d", ptype, index);
     g_free(ptype);
-    d->kind = !g_ascii_strcasecmp(d->type, "CPU")   ? PSIM_DEVICE_TYPE_CPU
-              : !g_ascii_strcasecmp(d->type, "GPU") ? PSIM_DEVICE_TYPE_GPU
-                                                    : PSIM_DEVICE_TYPE_OTHER;
+    d->cls = psim_device_class_find(d->type);
     d->gpu_ordinal = -1;
     d->n_streams = 1;
-    d->peak_gflops = d->kind == PSIM_DEVICE_TYPE_GPU ? 10000 : 50;
-    d->mem_bw_GBps = d->kind == PSIM_DEVICE_TYPE_GPU ? 1000 : 20;
-    d->launch_us = d->kind == PSIM_DEVICE_TYPE_GPU ? 5 : d->kind == PSIM_DEVICE_TYPE_CPU ? 0.5 : 0;
+    /* Nominal rates until calibrated: the class's, or for an abstract processor a CPU-like
+     * device whose costs the graph gives. */
+    d->peak_gflops = d->cls ? d->cls->peak_gflops : 50;
+    d->mem_bw_GBps = d->cls ? d->cls->mem_bw_GBps : 20;
+    d->launch_us = d->cls ? d->cls->launch_us : 0;
+    if (d->cls && d->cls->device_init)
+        d->cls->device_init(d);
     if (g_hash_table_contains(c->by_name, d->name)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device '%s': listed twice", d->name);
         device_free(d);

@@ -6,6 +6,16 @@
 #include "placesim/cluster.h"
 #include "placesim/graph.h"
 
+int32_t psim_cluster_detect_devices(PsimCluster *c)
+{
+    int32_t n_classes, added = 0;
+    const PsimDeviceClass *const *classes = psim_device_classes(&n_classes, NULL);
+    for (int32_t i = 0; i < n_classes; i++)
+        if (classes[i]->detect)
+            added += classes[i]->detect(c);
+    return added;
+}
+
 static char *cpu_model(void)
 {
     g_autofree char *text = NULL;
@@ -43,9 +53,10 @@ PsimCluster *psim_cluster_from_spec(const char *spec, GError **error)
     /* Disjoint core sets: device i gets cores [i*k, (i+1)*k) when there are enough, else core
      * i mod n_cores (oversubscribed, which the user asked for). */
     long per = n <= n_cores ? n_cores / n : 1;
+    const char *host = psim_device_class_host()->type;
     for (long i = 0; i < n; i++) {
-        g_autofree char *name = g_strdup_printf("/job:localhost/replica:0/task:0/device:CPU:%ld", i);
-        int32_t id = psim_cluster_device_add(c, name, "CPU", NULL);
+        g_autofree char *name = g_strdup_printf("/job:localhost/replica:0/task:0/device:%s:%ld", host, i);
+        int32_t id = psim_cluster_device_add(c, name, host, NULL);
         PsimDevice *d = psim_cluster_device(c, id);
         d->n_cores = (int32_t)per;
         d->cores = g_new(int32_t, per);
@@ -60,6 +71,6 @@ PsimCluster *psim_cluster_from_spec(const char *spec, GError **error)
     PsimLink l = psim_cluster_default_link(c);
     l.by_destination = TRUE;
     psim_cluster_default_link_set(c, l);
-    psim_cluster_detect_gpus(c);
+    psim_cluster_detect_devices(c);
     return c;
 }

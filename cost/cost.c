@@ -357,7 +357,7 @@ double psim_cost_node_row(PsimCostModel *m, const PsimGraph *g, const PsimNode *
         return 0;
     }
     const PsimOpDef *def = psim_op_lookup(n->op);
-    if ((def && (def->flags & PSIM_OP_ABSTRACT)) || d->kind == PSIM_DEVICE_TYPE_OTHER ||
+    if ((def && (def->flags & PSIM_OP_ABSTRACT)) || !d->cls ||
         !psim_kernel_supported(g, n, d->type)) {
         *src = PSIM_COST_SOURCE_NONE;
         return INFINITY;

@@ -6,18 +6,9 @@
 
 #include "placesim/cost.h"
 
-#ifdef PSIM_HAVE_CUDA
-#include <cuda_runtime.h>
-#if __has_include(<cublas_api.h>)
-#include <cublas_api.h>
-#endif
-#if __has_include(<cudnn_version.h>)
-#include <cudnn_version.h>
-#endif
-#endif
 
 /* This host's CPU model, read once. */
-static const char *host_cpu_model(void)
+const char *psim_fingerprint_host_cpu_model(void)
 {
     static char *model;
     if (g_once_init_enter(&model)) {
@@ -37,7 +28,7 @@ static const char *host_cpu_model(void)
 
 /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64" -> "0.3.21-Zen"-like: the whole
  * configuration string without spaces, since the core type it picked changes the timings. */
-static const char *cpu_libraries(void)
+const char *psim_fingerprint_host_libraries(void)
 {
     static char *libs;
     if (g_once_init_enter(&libs)) {
@@ -51,32 +42,16 @@ static const char *cpu_libraries(void)
 PsimFingerprint *psim_fingerprint_new(const PsimDevice *d)
 {
     PsimFingerprint *f = g_new0(PsimFingerprint, 1);
-    f->n_cores = d->kind == PSIM_DEVICE_TYPE_CPU ? MAX(d->n_cores, 1) : 0;
-    if (d->kind == PSIM_DEVICE_TYPE_GPU) {
-        f->cpu_model = g_strdup(host_cpu_model());
-        f->gpu_name = g_strdup(d->description ? d->description : "unknown GPU");
-        int drv = 0, rt = 0;
-#ifdef PSIM_HAVE_CUDA
-        if (cudaDriverGetVersion(&drv) != cudaSuccess || cudaRuntimeGetVersion(&rt) != cudaSuccess)
-            (void)cudaGetLastError();
-#endif
-        f->driver_version = g_strdup_printf("driver=%d runtime=%d", drv, rt);
-        GString *libs = g_string_new(cpu_libraries());
-#if defined(PSIM_HAVE_CUDA) && defined(CUBLAS_VER_MAJOR)
-        g_string_append_printf(libs, " cublas=%d.%d.%d", CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR, CUBLAS_VER_PATCH);
-#endif
-#if defined(PSIM_HAVE_CUDA) && defined(CUDNN_MAJOR)
-        g_string_append_printf(libs, " cudnn=%d.%d.%d", CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL);
-#endif
-        f->library_versions = g_string_free(libs, FALSE);
-    } else {
-        /* A CPU device's model is its description (a cluster file may describe another
-         * machine); this host's CPU when it has none. */
-        f->cpu_model = g_strdup(d->description ? d->description : host_cpu_model());
-        f->gpu_name = g_strdup("");
-        f->driver_version = g_strdup("");
-        f->library_versions = g_strdup(cpu_libraries());
+    if (d->cls && d->cls->fingerprint)
+        d->cls->fingerprint(d, f);
+    else { /* an abstract processor: its description, on this host */
+        f->cpu_model = g_strdup(d->description ? d->description : psim_fingerprint_host_cpu_model());
+        f->library_versions = g_strdup(psim_fingerprint_host_libraries());
     }
+    char **fields[] = {&f->cpu_model, &f->gpu_name, &f->driver_version, &f->library_versions};
+    for (size_t i = 0; i < G_N_ELEMENTS(fields); i++)
+        if (!*fields[i])
+            *fields[i] = g_strdup("");
     g_autofree char *all = g_strdup_printf("%s\n%s\n%s\n%s\n%s\n%d", d->type, f->cpu_model, f->gpu_name,
                                            f->driver_version, f->library_versions, f->n_cores);
     g_autofree char *sha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, all, -1);

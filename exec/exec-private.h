@@ -72,9 +72,5 @@ PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GErr
 gboolean psim__transport_record(const PsimTransport *tp, int32_t x, double *start, double *end,
                                 uint64_t *bytes);
 
-#ifdef PSIM_HAVE_CUDA
-/* The GPU worker class (exec/worker-cuda.c). */
-extern const PsimWorkerClass psim__gpu_worker_class;
-#endif
 
 #endif

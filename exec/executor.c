@@ -611,7 +611,7 @@ static gboolean eval_const(PsimExecutor *e, int32_t v, GError **error)
     PsimKernelCtx c = {
         .graph = g, .node = n, .n_inputs = n->n_inputs, .inputs = in,
         .n_outputs = n->n_outputs, .outputs = e->const_vals + e->slot_base[v],
-        .device = e->w, .device_type = type, .alloc = psim__exec_alloc, .alloc_user = e->w};
+        .device = e->w, .device_context = psim_worker_context(e->w), .device_type = type, .alloc = psim__exec_alloc, .alloc_user = e->w};
     size_t ws = k->workspace ? k->workspace(g, n) : 0;
     g_autofree void *wsbuf = ws ? g_malloc0(ws) : NULL;
     c.workspace = wsbuf;
@@ -872,9 +872,9 @@ gboolean psim_executor_check_feeds(const PsimExecutor *e, PsimTensor *const *fee
                              b->str);
             return FALSE;
         }
-        if (t->device >= 0 && !strcmp(psim_worker_device_type(e->w), "CPU")) {
+        if (t->device >= 0 && !psim__worker_device_memory(e->w)) {
             psim__exec_error(error, PSIM_ERROR_INPUT, e->g, n,
-                             "feed is in device memory; the CPU executor needs a host tensor");
+                             "feed is in device memory; the %s executor needs a host tensor", psim_worker_device_type(e->w));
             return FALSE;
         }
     }

@@ -44,10 +44,10 @@ PsimSession *psim_session_new(PsimGraph *g, const PsimCluster *c, const char *de
         }
     } else {
         for (int32_t i = 0; i < psim_cluster_n_devices(c) && d < 0; i++)
-            if (psim_cluster_device(c, i)->kind == PSIM_DEVICE_TYPE_CPU)
+            if (psim_cluster_device(c, i)->cls && psim_cluster_device(c, i)->cls->host)
                 d = i;
         if (d < 0) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "the cluster has no CPU device");
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "the cluster has no host (CPU) device");
             return NULL;
         }
     }

@@ -129,6 +129,7 @@ typedef struct {
 } Job;
 
 struct PsimWorker {
+    const PsimDeviceClass *cls;
     const PsimWorkerClass *klass;
     const PsimDevice *device;
     char *name;
@@ -144,46 +145,6 @@ struct PsimWorker {
     MemCounter *mem;
     void *context; /* the class's device context (GPU: stream and handles) */
 };
-
-/* --- CPU workers ------------------------------------------------------------------------- */
-
-static gboolean cpu_thread_init(PsimWorker *w, GError **error)
-{
-    const PsimDevice *d = w->device;
-    if (!d || d->n_cores <= 0)
-        return TRUE;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int32_t i = 0; i < d->n_cores; i++) {
-        if (d->cores[i] < 0 || d->cores[i] >= CPU_SETSIZE) {
-            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device %s: core %d does not exist",
-                        w->name, d->cores[i]);
-            return FALSE;
-        }
-        CPU_SET(d->cores[i], &set);
-    }
-    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    if (rc) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                    "device %s: cannot pin its thread to its %d core(s): %s", w->name,
-                    d->n_cores, g_strerror(rc));
-        return FALSE;
-    }
-    return TRUE;
-}
-
-static const PsimWorkerClass cpu_worker_class = {
-    .name = "CPU",
-    .description = "a host thread pinned to the device's cores; kernels run on it in turn",
-    .thread_init = cpu_thread_init,
-};
-
-#ifdef PSIM_HAVE_CUDA
-static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class,
-                                                        &psim__gpu_worker_class};
-#else
-static const PsimWorkerClass *const worker_classes[] = {&cpu_worker_class};
-#endif
 
 /* --- The worker thread ------------------------------------------------------------------- */
 
@@ -250,11 +211,9 @@ static gboolean worker_init_job(PsimWorker *w, void *arg, GError **error)
 
 PsimWorker *psim_worker_new(const PsimDevice *device, GError **error)
 {
-    const char *type = device ? device->type : "CPU";
-    const PsimWorkerClass *klass = NULL;
-    for (size_t i = 0; i < G_N_ELEMENTS(worker_classes); i++)
-        if (type && !strcmp(worker_classes[i]->name, type))
-            klass = worker_classes[i];
+    const PsimDeviceClass *cls = device ? device->cls : psim_device_class_host();
+    const char *type = device ? device->type : cls->type;
+    const PsimWorkerClass *klass = cls ? cls->worker : NULL;
     if (!klass) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
                     "device %s: the executor cannot run devices of type %s yet",
@@ -262,9 +221,10 @@ PsimWorker *psim_worker_new(const PsimDevice *device, GError **error)
         return NULL;
     }
     PsimWorker *w = g_new0(PsimWorker, 1);
+    w->cls = cls;
     w->klass = klass;
     w->device = device;
-    w->name = g_strdup(device ? (device->short_name ? device->short_name : device->name) : "CPU");
+    w->name = g_strdup(device ? (device->short_name ? device->short_name : device->name) : cls->type);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
     g_queue_init(&w->jobs);
@@ -353,7 +313,7 @@ gboolean psim_worker_copy_in(PsimWorker *w, PsimTensor *dst, const PsimTensor *s
     return TRUE;
 }
 
-const char *psim_worker_device_type(const PsimWorker *w) { return w->klass->name; }
+const char *psim_worker_device_type(const PsimWorker *w) { return w->cls->type; }
 const char *psim_worker_name(const PsimWorker *w) { return w->name; }
 
 void psim_worker_post(PsimWorker *w, PsimWorkerFn fn, void *arg)

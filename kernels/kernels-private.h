@@ -4,11 +4,12 @@
 
 #include "placesim/kernels.h"
 
-/* Registers the built-in CPU kernels (kernels/cpu/register.c); called once by the registry. */
+/* Registers the built-in CPU kernels (kernels/cpu/register.c): the CPU class's
+ * register_kernels, called once by the registry. */
 void psim__kernels_cpu_register(void);
 #ifdef PSIM_HAVE_CUDA
-/* Registers the built-in GPU kernels (kernels/cuda/common.c); called once by the registry in
- * CUDA builds. Needs no GPU: the kernels fail at run time when there is none. */
+/* Registers the built-in GPU kernels (kernels/cuda/common.c): the CUDA class's
+ * register_kernels, called once by the registry in CUDA builds. Needs no GPU: the kernels fail at run time when there is none. */
 void psim__kernels_cuda_register(void);
 #endif
 /* Registers an array of built-in definitions without triggering initialization (used by the

@@ -4,6 +4,7 @@
 #include "kernels-private.h"
 
 #include "graph/graph-private.h"
+#include "placesim/device.h"
 
 #include <cblas.h>
 #include <string.h>
@@ -38,10 +39,12 @@ void psim__kernels_init(void)
         openblas_set_num_threads(1);
         by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         by_op = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-        psim__kernels_cpu_register();
-#ifdef PSIM_HAVE_CUDA
-        psim__kernels_cuda_register();
-#endif
+        /* The built-in classes' kernels; a plug-in's class registers its own. */
+        int32_t n_classes, n_builtin;
+        const PsimDeviceClass *const *classes = psim_device_classes(&n_classes, &n_builtin);
+        for (int32_t i = 0; i < n_builtin; i++)
+            if (classes[i]->register_kernels)
+                classes[i]->register_kernels();
         g_once_init_leave(&once, 1);
     }
 }

@@ -58,7 +58,7 @@ static void cost_classes(PsimPlaceCtx *c)
         while (!named && g_hash_table_iter_next(&it, &k, NULL))
             named = !strcmp(k, dev->name) || !strcmp(short_key(k), dev->short_name);
         char *key = named ? g_strdup_printf("#%d", d)
-                          : g_strdup_printf("%s|%d|%.17g|%.17g|%.17g|%s", dev->type, dev->kind,
+                          : g_strdup_printf("%s|%s|%.17g|%.17g|%.17g|%s", dev->type, dev->cls ? dev->cls->type : "",
                                             dev->peak_gflops, dev->mem_bw_GBps, dev->launch_us,
                                             dev->description ? dev->description : "");
         gpointer found;

@@ -320,13 +320,13 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
     for (int32_t d = 0; d < p->n_devices; d++) {
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         s->first_of[d] = -1;
-        if (dev->kind == PSIM_DEVICE_TYPE_GPU && p->workers[d]) {
+        if (!p->workers[d])
+            continue;
+        if (!dev->cls->host) { /* a device of its own (a GPU): profiled alone, never shared */
             s->gpus[s->n_gpus++] = d;
             s->first_of[d] = d;
             continue;
         }
-        if (dev->kind != PSIM_DEVICE_TYPE_CPU || !p->workers[d])
-            continue;
         s->cpus[s->n_cpus++] = d;
         g_autoptr(PsimFingerprint) f = psim_fingerprint_new(dev);
         for (int32_t k = 0; k < s->n_cpus - 1 && s->first_of[d] < 0; k++)

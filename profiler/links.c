@@ -201,7 +201,7 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
     /* CPU devices with a worker. */
     g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(int32_t));
     for (int32_t i = 0; i < p->n_devices; i++)
-        if (p->workers[i] && psim_cluster_device(p->cluster, i)->kind == PSIM_DEVICE_TYPE_CPU)
+        if (p->workers[i] && psim_cluster_device(p->cluster, i)->cls->host)
             g_array_append_val(cpus, i);
     int32_t nc = (int32_t)cpus->len, ns = n_sizes(&p->opts);
     int32_t total = nc * (nc - 1) * ns, done = 0;
@@ -244,10 +244,12 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
             if (!psim__profiler_fit_pair(p, a, b, report, error))
                 goto out;
         }
-#ifdef PSIM_HAVE_CUDA
-    if (!psim__cuda_profile_links(p, report, error))
-        goto out;
-#endif
+    /* Links of the other classes' devices (host <-> GPU, GPU <-> GPU), each class its own. */
+    int32_t n_classes;
+    const PsimDeviceClass *const *classes = psim_device_classes(&n_classes, NULL);
+    for (int32_t k = 0; k < n_classes; k++)
+        if (classes[k]->profile_links && !classes[k]->profile_links(p, report, error))
+            goto out;
     ok = TRUE;
 out:
     for (int32_t i = 0; i < nc; i++)

@@ -1,5 +1,5 @@
 /* Internals shared by the profiler's files: the profiler object, sampling, and the CUDA side
- * (profiler/cuda/, built only with PSIM_HAVE_CUDA). */
+ * (the CUDA timer is the CUDA device class's, devices/cuda/). */
 #ifndef PLACESIM_PROFILER_PRIVATE_H
 #define PLACESIM_PROFILER_PRIVATE_H
 
@@ -73,31 +73,12 @@ gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProf
 
 /* A graph holding one node "y" of `op` over float32 Placeholder inputs "x0".. of the given
  * shapes (one output shape); the calibration and the speed reference time its node. */
+/* Stores a calibration row (psim_cost_db_calibration_put) and counts it in the report. */
+gboolean psim__profiler_calibration_put(PsimProfiler *p, const PsimDevice *d, const char *kind,
+                                        double v, const char *detail,
+                                        PsimProfileReport *report, GError **error);
 PsimGraph *psim__profiler_one_node(const char *op, int32_t n_in, int32_t rank, const int64_t *const *in_dims,
                                    const int64_t *out_dims, GError **error);
 
-#ifdef PSIM_HAVE_CUDA
-/* CUPTI activity collection (profiler/cuda/cupti.c). Started once per process; records of work
- * launched between push(id) and pop() on the calling thread are attributed to external id
- * `id`. */
-gboolean psim__cupti_start(GError **error);
-void psim__cupti_push(uint64_t id);
-void psim__cupti_pop(void);
-/* Flushes CUPTI's buffers (call after synchronizing the device). */
-gboolean psim__cupti_flush(GError **error);
-/* Total microseconds of kernels, memcpys and memsets attributed to external id `id` since the
- * last clear; *n_records (may be NULL) gets how many records. */
-double psim__cupti_total_us(uint64_t id, int32_t *n_records);
-void psim__cupti_clear(void);
-/* How many timed records and external correlations are held (diagnostics). */
-void psim__cupti_counts(int32_t *n_records, int32_t *n_correlations);
-/* Waits for the current device's work; a RUNTIME error naming the CUDA error otherwise. */
-gboolean psim__cuda_sync(GError **error);
-/* GPU transfers: host<->GPU for every (CPU device, GPU) pair and GPU<->GPU, timed by CUPTI. */
-gboolean psim__cuda_profile_links(PsimProfiler *p, PsimProfileReport *report, GError **error);
-/* GPU calibration: a cuBLAS SGEMM and a large device-to-device copy. */
-gboolean psim__cuda_calibrate(PsimProfiler *p, int32_t device, PsimProfileReport *report,
-                              GError **error);
-#endif
 
 #endif

@@ -117,7 +117,7 @@ PsimProfiler *psim_profiler_new(const PsimCluster *c, PsimCostDb *db,
             p->worker_errors[i] = g_strdup(err->message);
             /* A device type without a worker (GPU before its worker class exists) is simply
              * not profiled for kernels; a CPU device that cannot be pinned is an error. */
-            if (d->kind == PSIM_DEVICE_TYPE_CPU) {
+            if (d->cls && d->cls->host) {
                 g_propagate_error(error, err);
                 psim_profiler_free(p);
                 return NULL;
@@ -335,6 +335,7 @@ static gboolean node_setup(PsimWorker *w, void *arg, GError **error)
     b->constant = g_new0(gboolean, n->n_inputs + 1);
     b->ctx = (PsimKernelCtx){.graph = b->g, .node = n, .n_inputs = n->n_inputs, .inputs = b->in,
                              .n_outputs = n->n_outputs, .outputs = b->outs, .device = w,
+                             .device_context = psim_worker_context(w),
                              .device_type = psim_worker_device_type(w), .alloc = worker_alloc,
                              .alloc_user = w};
     for (int32_t i = 0; i < n->n_inputs; i++) {
@@ -404,51 +405,39 @@ static void keep_samples(SampleJob *j, const PsimSampler *s)
         g_array_append_vals(j->keep, s->samples->data, s->samples->len);
 }
 
+/* One run for a class's time_runs: the last run's outputs go first. */
+static gboolean node_launch(void *user, GError **error)
+{
+    NodeBench *b = user;
+    release_outputs(b->outs, b->n->n_outputs);
+    return b->k->run(&b->ctx, error);
+}
+
 static gboolean node_sample(PsimWorker *w, void *arg, GError **error)
 {
     SampleJob *j = arg;
     NodeBench *b = j->b;
     PsimSampler s;
     psim__sampler_init(&s, &b->p->opts, j->budget_ms);
-#ifdef PSIM_HAVE_CUDA
-    if (psim_worker_device(w) && psim_worker_device(w)->kind == PSIM_DEVICE_TYPE_GPU) {
-        /* GPU kernels are asynchronous: the host clock would time the launch. Each run's CUDA
-         * work (however many kernels cuBLAS or cuDNN launch) is summed from CUPTI records. */
-        static uint64_t next_id = 1;
-        if (!psim__cupti_start(error)) {
-            g_array_free(s.samples, TRUE);
-            return FALSE;
-        }
+    const PsimDevice *dev = psim_worker_device(w);
+    if (dev && dev->cls && dev->cls->time_runs) {
+        /* The class times its own runs (asynchronous kernels: the host clock would time the
+         * launch), eight at a time. */
         for (gboolean more = TRUE; more;) {
-            psim__cupti_clear();
-            uint64_t first = next_id;
-            for (int r = 0; r < 8; r++) {
-                psim__cupti_push(next_id++);
-                gboolean ok = b->k->run(&b->ctx, error);
-                psim__cupti_pop();
-                if (!ok || !psim__cuda_sync(error)) {
-                    g_array_free(s.samples, TRUE);
-                    return FALSE;
-                }
-                release_outputs(b->outs, b->n->n_outputs);
-            }
-            if (!psim__cupti_flush(error)) {
+            double us[8];
+            gboolean ok = dev->cls->time_runs(w, G_N_ELEMENTS(us), node_launch, b, us, error);
+            release_outputs(b->outs, b->n->n_outputs);
+            if (!ok) {
                 g_array_free(s.samples, TRUE);
                 return FALSE;
             }
-            for (uint64_t id = first; id < next_id && more; id++) {
-                int32_t n_rec = 0;
-                double us = psim__cupti_total_us(id, &n_rec);
-                more = psim__sampler_add(&s, n_rec ? us : 0);
-            }
+            for (size_t r = 0; r < G_N_ELEMENTS(us) && more; r++)
+                more = psim__sampler_add(&s, us[r]);
         }
         keep_samples(j, &s);
         psim__sampler_finish(&s, j->out);
         return TRUE;
     }
-#else
-    (void)w;
-#endif
     for (;;) {
         double us;
         if (!node_timed_run(b, &us, error)) {
@@ -552,8 +541,8 @@ static gboolean bench_init(PsimProfiler *p, const PsimGraph *g, const PsimNode *
     psim__profiler_graph_info(p, g);
     *b = (NodeBench){.p = p, .g = g, .n = n, .k = k, .seed = splitmix(&p->rng),
                      .constant_nodes = p->info_constant,
-                     .cold = d->kind == PSIM_DEVICE_TYPE_CPU && p->info_mode == PSIM_PROFILE_WEIGHTS_COLD,
-                     .cpu = d->kind == PSIM_DEVICE_TYPE_CPU};
+                     .cold = d->cls->host && p->info_mode == PSIM_PROFILE_WEIGHTS_COLD,
+                     .cpu = d->cls->host};
     return TRUE;
 }
 
@@ -694,7 +683,7 @@ static void group_setup(PsimProfiler *p, Slot *slots, int32_t n_slots, int32_t d
             continue;
         }
         s->samples = g_array_new(FALSE, FALSE, sizeof(double));
-        if (d->kind != PSIM_DEVICE_TYPE_CPU) {
+        if (!d->cls->host) {
             PsimTimingStats st;
             SampleJob j = {.b = &s->b, .budget_ms = o->budget_ms, .keep = s->samples, .out = &st};
             if (!psim_worker_call(p->workers[dev], node_once, &j, &err))
@@ -855,12 +844,12 @@ typedef struct {
 
 static void item_clear(Item *it) { g_free(it->sig); }
 
-/* The weights mode of an item's row: GPU kernels are always timed warm. */
+/* The weights mode of an item's row: kernels of a device that is not the host are timed warm. */
 static const char *item_mode(PsimProfiler *p, const Item *it)
 {
     const PsimDevice *d = psim_cluster_device(p->cluster, it->device);
-    return psim_profile_weights_name(d->kind == PSIM_DEVICE_TYPE_CPU ? psim_profiler_graph_weights(p, it->g)
-                                                                     : PSIM_PROFILE_WEIGHTS_WARM);
+    return psim_profile_weights_name(d->cls->host ? psim_profiler_graph_weights(p, it->g)
+                                                  : PSIM_PROFILE_WEIGHTS_WARM);
 }
 
 /* Every distinct (signature, device) of the graphs that a device can run, into items (Item);
@@ -926,7 +915,7 @@ static gboolean store_rows(PsimProfiler *p, Slot *slots, int32_t n_slots, GArray
         if (ok && s->samples) {
             PsimTimingStats st;
             psim_timing_stats((double *)s->samples->data, s->samples->len, &st);
-            const char *how = d->kind == PSIM_DEVICE_TYPE_GPU ? "cupti" : psim_profile_clock_name(p->opts.clock);
+            const char *how = d->cls->timer ? d->cls->timer : psim_profile_clock_name(p->opts.clock);
             double w = psim_cost_mem_weight(it->g, it->n, d->peak_gflops, d->mem_bw_GBps);
             if (p->db && !psim_cost_db_kernel_put_ref(p->db, d, it->sig, it->n->op, how, item_mode(p, it),
                                                       &s->ref, w, &st, error))

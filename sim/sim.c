@@ -860,7 +860,8 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
     }
     if (opts->gpu_streams > 0)
         for (int32_t d = 0; d < s->nd; d++)
-            if (psim_cluster_device(s->c, s->cluster_dev[d])->kind == PSIM_DEVICE_TYPE_GPU)
+            if (psim_cluster_device(s->c, s->cluster_dev[d])->cls &&
+                psim_cluster_device(s->c, s->cluster_dev[d])->cls->streams)
                 s->dev[d].n_streams = opts->gpu_streams;
     if (!sim_loop(s)) {
         sim_free(s);

@@ -12,7 +12,7 @@ sed -n '/^## Layout/,/^## /p' README.md | grep -q 'docs/design.md' || fail "READ
 # Every folder holding C sources (and the other top-level folders) is described.
 for d in $(find . -name '*.c' -not -path './build*' -not -path './.git/*' -printf '%h\n' | sed 's|^\./||' | sort -u) \
          include tests bench docs; do
-    case "$d" in tests/*|bench/*|kernels/*/*|profiler/*/*) continue ;; esac
+    case "$d" in tests/*|bench/*|kernels/*/*|profiler/*/*|devices/*) continue ;; esac
     grep -q "\`$d/" "$design" || fail "$design does not describe folder $d/"
 done
 # Every path it names in backquotes exists (folders as dir/, files as dir/file.ext).
@@ -28,4 +28,15 @@ while IFS= read -r row; do
         [ -e "$d$f" ] || [ -n "$(find "$d" -name "$f" -print -quit)" ] || fail "$design: $d has no $f"
     done
 done < "$design"
+# Device classes (docs/exec.md): no module outside devices/ asks which kind a device is, and
+# kernels/ includes nothing from the executor.
+branches=$(grep -rnE 'cmp\([^;]*"(CPU|GPU)"|"(CPU|GPU)"[^;]*cmp\(' \
+               --include='*.c' --include='*.h' cluster cost exec formats graph placer profiler sim tools traces)
+[ -z "$branches" ] || fail "a device-kind branch outside devices/: $branches"
+incl=$(grep -rnE '#include *"(placesim/exec\.h|exec/)' kernels)
+[ -z "$incl" ] || fail "kernels/ includes the executor: $incl"
+for d in devices/*/; do
+    name=$(basename "$d")
+    grep -qE "^ *X\($name\)" devices/registry.c || fail "devices/$name/ is not registered in devices/registry.c"
+done
 echo ok

@@ -35,7 +35,7 @@ static void test_roundtrip(void)
     g_assert_cmpint(cpu->n_cores, ==, 2);
     g_assert_cmpint(cpu->cores[1], ==, 1);
     g_assert_cmpuint(cpu->memory_bytes, ==, 8000000000u);
-    g_assert_cmpint(gpu->kind, ==, PSIM_DEVICE_TYPE_GPU);
+    g_assert_true(gpu->cls == psim_device_class_find("GPU"));
     g_assert_cmpint(gpu->n_streams, ==, 2);
     g_assert_cmpint(gpu->cc_major, ==, 7);
     g_assert_cmpint(gpu->gpu_ordinal, ==, 0);
@@ -169,7 +169,7 @@ static void test_local(void)
     int32_t n_cpu = 0;
     for (int32_t i = 0; i < psim_cluster_n_devices(c); i++) {
         const PsimDevice *d = psim_cluster_device(c, i);
-        if (d->kind != PSIM_DEVICE_TYPE_CPU)
+        if (!d->cls || !d->cls->host)
             continue;
         n_cpu++;
         g_assert_cmpint(d->n_cores, >=, 1);
@@ -196,11 +196,11 @@ static void test_local(void)
 static void test_detect_gpus(void)
 {
     g_autoptr(PsimCluster) c = psim_cluster_new();
-    int32_t n = psim_cluster_detect_gpus(c);
+    int32_t n = psim_cluster_detect_devices(c);
     g_assert_cmpint(n, ==, psim_cluster_n_devices(c));
     for (int32_t i = 0; i < n; i++) {
         const PsimDevice *d = psim_cluster_device(c, i);
-        g_assert_cmpint(d->kind, ==, PSIM_DEVICE_TYPE_GPU);
+        g_assert_true(d->cls == psim_device_class_find("GPU"));
         g_assert_cmpint(d->gpu_ordinal, ==, i);
         g_assert_cmpint(d->sm_count, >, 0);
         g_assert_cmpint(d->cc_major, >, 0);
@@ -212,7 +212,7 @@ static void test_detect_gpus(void)
 #endif
     /* Asking twice appends GPU:n.. after the ones already there, never a duplicate name. */
     if (n > 0) {
-        g_assert_cmpint(psim_cluster_detect_gpus(c), ==, n);
+        g_assert_cmpint(psim_cluster_detect_devices(c), ==, n);
         g_assert_cmpint(psim_cluster_device_find(c, "GPU:0"), ==, 0);
         g_autofree char *name = g_strdup_printf("GPU:%d", n);
         g_assert_cmpint(psim_cluster_device_find(c, name), ==, n);

@@ -19,6 +19,7 @@ int main(void)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "devices/cuda/cuda-class.h"
 #include "profiler/profiler-private.h"
 
 static void test_attribution_and_events(void)
@@ -101,7 +102,7 @@ static int32_t local_gpu(PsimCluster **c)
     g_assert_no_error(err);
     int32_t gpu = -1;
     for (int32_t i = 0; i < psim_cluster_n_devices(*c); i++)
-        if (psim_cluster_device(*c, i)->kind == PSIM_DEVICE_TYPE_GPU && gpu < 0)
+        if (psim_cluster_device(*c, i)->cls == psim_device_class_find("GPU") && gpu < 0)
             gpu = i;
     g_assert_cmpint(gpu, >=, 0);
     return gpu;

@@ -7,19 +7,17 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "placesim/device.h"
+
 G_BEGIN_DECLS
 
-typedef enum {
-    PSIM_DEVICE_TYPE_CPU,
-    PSIM_DEVICE_TYPE_GPU,
-    PSIM_DEVICE_TYPE_OTHER, /* abstract processors of task graphs ("P1") */
-} PsimDeviceType;
-
-typedef struct {
+typedef struct PsimDevice {
     char *name;        /* full name */
     char *short_name;  /* "TYPE:N" */
     char *type;        /* "CPU", "GPU", or an abstract type name */
-    PsimDeviceType kind;
+    /* What the kind of device does (include/placesim/device.h); NULL for a type without a
+     * class (abstract processors of task graphs, "P1"): simulated from given costs only. */
+    const PsimDeviceClass *cls;
     int32_t index;     /* N in TYPE:N */
     char *job;
     int32_t replica, task;
@@ -123,8 +121,9 @@ char *psim_cluster_to_json(const PsimCluster *c);
 /* "local", "local:N" (this machine: N CPU devices on disjoint cores, plus every CUDA GPU), or a
  * cluster file. */
 PsimCluster *psim_cluster_from_spec(const char *spec, GError **error);
-/* This machine's CUDA GPUs appended to c (none without a driver or toolkit); returns count. */
-int32_t psim_cluster_detect_gpus(PsimCluster *c);
+/* This machine's devices of every class that can find its own (CUDA GPUs: none without a driver
+ * or toolkit) appended to c; returns how many. */
+int32_t psim_cluster_detect_devices(PsimCluster *c);
 
 G_END_DECLS
 

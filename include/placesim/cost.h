@@ -143,7 +143,7 @@ char *psim_cost_signature(const PsimGraph *g, const PsimNode *n);
 
 /* What identifies the hardware and software a timing was measured with. Rows are used only for
  * a device whose fingerprint digest equals the current one. */
-typedef struct {
+typedef struct PsimFingerprint {
     char *cpu_model;        /* the CPU (for GPUs: the host's CPU) */
     char *gpu_name;         /* GPU devices; "" otherwise */
     char *driver_version;   /* GPU: CUDA driver and runtime; "" for CPUs */
@@ -156,6 +156,10 @@ typedef struct {
  * name; versions are this process's). Free with psim_fingerprint_free. */
 PsimFingerprint *psim_fingerprint_new(const PsimDevice *d);
 void psim_fingerprint_free(PsimFingerprint *f);
+/* This host's CPU model (/proc/cpuinfo) and the host libraries' versions ("placesim=... openblas=
+ * ..."), as the device classes' fingerprint hooks record them; static strings. */
+const char *psim_fingerprint_host_cpu_model(void);
+const char *psim_fingerprint_host_libraries(void);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimFingerprint, psim_fingerprint_free)
 
 /* Summary statistics of repeated timings, in microseconds. */

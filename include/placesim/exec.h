@@ -34,10 +34,9 @@ double psim_exec_now_us(void);
 
 typedef struct PsimWorker PsimWorker;
 
-/* A device kind, as a plug-in: the built-ins are chosen by the device's type ("CPU"). All
- * hooks run on the worker's own thread. */
+/* How a device class (include/placesim/device.h, its `worker`) runs its devices. All hooks run
+ * on the worker's own thread. */
 typedef struct PsimWorkerClass {
-    const char *name;        /* device type it drives: "CPU", "GPU" */
     const char *description;
     /* Once, when the thread starts: pin to cores, set BLAS threads, create streams. */
     gboolean (*thread_init)(PsimWorker *w, GError **error);

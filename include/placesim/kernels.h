@@ -20,7 +20,9 @@ struct PsimKernelCtx {
     PsimTensor **outputs;      /* the kernel sets each with ctx->alloc (or a ref to an input) */
     void *workspace;           /* workspace(...) bytes on the device, or NULL */
     size_t workspace_bytes;
-    void *device;              /* device-specific context (CPU worker, CUDA stream and handles) */
+    void *device;              /* the executor's worker running the kernel (opaque to kernels) */
+    void *device_context;      /* its class's device context (CUDA: stream and handles); NULL
+                                  for host devices */
     const char *device_type;   /* "CPU", "GPU" */
     void *state;               /* what prepare() returned */
     /* Allocates a tensor on the kernel's device; NULL with error when out of memory. */

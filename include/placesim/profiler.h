@@ -109,7 +109,7 @@ typedef struct {
 /* Fills the defaults above. */
 void psim_profile_options_init(PsimProfileOptions *o);
 
-typedef struct {
+typedef struct PsimProfileReport {
     int32_t n_devices;
     int32_t n_signatures;  /* distinct signatures in the graphs (nodes that do work) */
     int32_t measured;      /* (signature, device) timings stored */

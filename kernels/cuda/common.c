@@ -17,7 +17,7 @@ gboolean psim__cuda_fail(PsimKernelCtx *ctx, GError **error, const char *lib, co
 
 PsimCudaDevice *psim__cuda_dev(const PsimKernelCtx *ctx)
 {
-    return ctx->device ? psim_worker_context(ctx->device) : NULL;
+    return ctx->device_context;
 }
 
 static void upload_free(gpointer p) { psim_tensor_unref(p); }

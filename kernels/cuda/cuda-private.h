@@ -9,7 +9,6 @@
 
 #ifndef __CUDACC__
 #include "kernels/cpu/cpu-private.h"
-#include "placesim/exec.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -27,7 +26,7 @@ typedef struct PsimCudaDevice {
     GHashTable *step_uploads; /* the same for other host tensors (feeds, Recvs): one step */
 } PsimCudaDevice;
 
-/* The device context of the worker in ctx->device (a GPU PsimWorker). */
+/* The device context of the kernel's GPU worker (ctx->device_context). */
 PsimCudaDevice *psim__cuda_dev(const PsimKernelCtx *ctx);
 /* Makes and frees a device context on the calling thread (the GPU worker's thread_init/fini). */
 PsimCudaDevice *psim__cuda_device_new(int ordinal, GError **error);

@@ -4,9 +4,10 @@
  * the CPU worker's, and cached per GPU once freed; kernels run asynchronously in stream order and
  * sync() waits for the stream. Tensors leave the device through to_host into host memory and enter it
  * through from_host (the profiler's generated inputs). Compiled
- * only in CUDA builds. */
+ * only in CUDA builds; the class's `worker` (devices/cuda/cuda.c). */
 #ifdef PSIM_HAVE_CUDA
-#include "exec-private.h"
+#include "devices/cuda/cuda-class.h"
+#include "exec/exec-private.h"
 
 #include "kernels/cuda/cuda-private.h"
 
@@ -216,7 +217,6 @@ static gboolean gpu_from_host(PsimWorker *w, PsimTensor *dst, const PsimTensor *
 }
 
 const PsimWorkerClass psim__gpu_worker_class = {
-    .name = "GPU",
     .description = "a host thread driving one CUDA device: one stream, cuBLAS and cuDNN handles, "
                    "cudaMalloc tensors",
     .thread_init = gpu_thread_init,

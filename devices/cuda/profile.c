@@ -1,13 +1,15 @@
 /* GPU transfers and calibration, timed by CUPTI's memcpy and kernel records: host<->GPU for
  * every (CPU device, GPU) pair from pinned host memory, GPU<->GPU with peer copies, a cuBLAS
  * SGEMM for the GPU's rate and a device-to-device copy for its bandwidth. Built only with
- * PSIM_HAVE_CUDA. */
+ * PSIM_HAVE_CUDA. Also the class's time_runs: a kernel's runs timed by CUPTI. */
+#ifdef PSIM_HAVE_CUDA
 #include <math.h>
 #include <stdio.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "devices/cuda/cuda-class.h"
 #include "profiler/profiler-private.h"
 
 #define PSIM_CUDA_CHECK(call, what)                                                           \
@@ -29,6 +31,34 @@ gboolean psim__cuda_sync(GError **error)
     return TRUE;
 out:
     return FALSE;
+}
+
+/* Each run's CUDA work (however many kernels cuBLAS or cuDNN launch for it) summed from CUPTI
+ * records: the host clock would time the launch. */
+gboolean psim__cuda_time_runs(PsimWorker *w, int32_t n, PsimTimedRunFn run, void *user, double *us,
+                              GError **error)
+{
+    (void)w;
+    static uint64_t run_id = 1; /* below next_id's range */
+    if (!psim__cupti_start(error))
+        return FALSE;
+    psim__cupti_clear();
+    uint64_t first = run_id;
+    for (int32_t r = 0; r < n; r++) {
+        psim__cupti_push(run_id++);
+        gboolean ok = run(user, error);
+        psim__cupti_pop();
+        if (!ok || !psim__cuda_sync(error))
+            return FALSE;
+    }
+    if (!psim__cupti_flush(error))
+        return FALSE;
+    for (int32_t r = 0; r < n; r++) {
+        int32_t n_rec = 0;
+        double t = psim__cupti_total_us(first + (uint64_t)r, &n_rec);
+        us[r] = n_rec ? t : 0;
+    }
+    return TRUE;
 }
 
 /* Times `op` (one CUDA call, launched between push and pop) until the sampler is satisfied;
@@ -132,7 +162,7 @@ gboolean psim__cuda_profile_links(PsimProfiler *p, PsimProfileReport *report, GE
     g_autofree void **dev = g_new0(void *, p->n_devices + 1);
     int32_t n_gpu = 0;
     for (int32_t i = 0; i < p->n_devices; i++)
-        if (psim_cluster_device(c, i)->kind == PSIM_DEVICE_TYPE_GPU && psim_cluster_device(c, i)->gpu_ordinal >= 0)
+        if (psim_cluster_device(c, i)->cls == &psim_cuda_device_class && psim_cluster_device(c, i)->gpu_ordinal >= 0)
             n_gpu++;
     if (n_gpu == 0)
         return TRUE;
@@ -140,7 +170,7 @@ gboolean psim__cuda_profile_links(PsimProfiler *p, PsimProfileReport *report, GE
     memset(host, 1, max);
     for (int32_t i = 0; i < p->n_devices; i++) {
         const PsimDevice *d = psim_cluster_device(c, i);
-        if (d->kind != PSIM_DEVICE_TYPE_GPU || d->gpu_ordinal < 0)
+        if (d->cls != &psim_cuda_device_class || d->gpu_ordinal < 0)
             continue;
         PSIM_CUDA_CHECK(cudaSetDevice(d->gpu_ordinal), "select device");
         PSIM_CUDA_CHECK(cudaMalloc(&dev[i], max), "allocate device memory");
@@ -149,7 +179,7 @@ gboolean psim__cuda_profile_links(PsimProfiler *p, PsimProfileReport *report, GE
     /* Host <-> GPU, for each CPU device of this machine (same pinned buffer: the host side of a
      * PCIe copy does not depend on which core issued it). */
     for (int32_t h = 0; h < p->n_devices; h++) {
-        if (psim_cluster_device(c, h)->kind != PSIM_DEVICE_TYPE_CPU || !p->workers[h])
+        if (!p->workers[h] || !psim_cluster_device(c, h)->cls->host)
             continue;
         for (int32_t g = 0; g < p->n_devices; g++) {
             if (!dev[g])
@@ -252,3 +282,5 @@ out:
         cublasDestroy(g.h);
     return ok;
 }
+
+#endif

@@ -3,12 +3,13 @@
  * several CUDA kernels for one node; each carries the runtime API call's correlation id, and the
  * EXTERNAL_CORRELATION records map those ids to the id pushed around the node's run. Built only
  * with PSIM_HAVE_CUDA. */
+#ifdef PSIM_HAVE_CUDA
 #include <stdlib.h>
 
 #include <cuda_runtime.h>
 #include <cupti.h>
 
-#include "profiler/profiler-private.h"
+#include "devices/cuda/cuda-class.h"
 
 #define BUFFER_BYTES (8u << 20)
 
@@ -181,3 +182,5 @@ void psim__cupti_clear(void)
     }
     g_mutex_unlock(&lock);
 }
+
+#endif

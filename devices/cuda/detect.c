@@ -1,6 +1,6 @@
-/* Detection of this machine's CUDA GPUs through the CUDA runtime. Without the toolkit at build
- * time, or without a driver or a GPU at run time, there are simply none. */
-#include "placesim/cluster.h"
+/* The CUDA class's detect hook: this machine's GPUs through the CUDA runtime. Without a driver
+ * or a GPU at run time there are simply none. Built only with PSIM_HAVE_CUDA. */
+#include "devices/cuda/cuda-class.h"
 #include "placesim/graph.h"
 
 #ifdef PSIM_HAVE_CUDA
@@ -27,7 +27,7 @@ static int attr(enum cudaDeviceAttr a, int dev)
     return v;
 }
 
-int32_t psim_cluster_detect_gpus(PsimCluster *c)
+int32_t psim__cuda_detect(PsimCluster *c)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -37,7 +37,7 @@ int32_t psim_cluster_detect_gpus(PsimCluster *c)
     }
     int32_t first = 0;
     for (int32_t i = 0; i < psim_cluster_n_devices(c); i++)
-        if (psim_cluster_device(c, i)->kind == PSIM_DEVICE_TYPE_GPU)
+        if (psim_cluster_device(c, i)->cls == &psim_cuda_device_class)
             first++;
     int32_t added = 0;
     for (int dev = 0; dev < n; dev++) {
@@ -68,14 +68,6 @@ int32_t psim_cluster_detect_gpus(PsimCluster *c)
         added++;
     }
     return added;
-}
-
-#else
-
-int32_t psim_cluster_detect_gpus(PsimCluster *c)
-{
-    (void)c;
-    return 0;
 }
 
 #endif

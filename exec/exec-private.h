@@ -52,10 +52,22 @@ uint64_t psim__rendezvous_progress(PsimRendezvous *r);
  * compresses it). */
 typedef struct PsimTransport PsimTransport;
 
-/* workers: one per plan device (borrowed). */
+/* A transfer's way to a device of another process (exec/mpi.c): send(user, x, step, t) takes
+ * transfer x's tensor (a reference is taken when it is kept; NULL for control) on the Send's
+ * thread and returns at once. */
+typedef struct {
+    void (*send)(void *user, int32_t x, uint64_t step, PsimTensor *t);
+    void *user;
+} PsimRemoteTransport;
+
+/* workers: one per plan device (borrowed); NULL for a device of another process, whose
+ * transfers go through the remote transport (psim__transport_set_remote). */
 PsimTransport *psim__transport_new(const PsimPlan *p, PsimWorker *const *workers,
                                    PsimRendezvous *rdv, GError **error);
 void psim__transport_free(PsimTransport *tp);
+void psim__transport_set_remote(PsimTransport *tp, const PsimRemoteTransport *remote);
+/* The rendezvous key of transfer x (where a transfer from another process is delivered). */
+PsimRendezvousKey *psim__transport_key(const PsimTransport *tp, int32_t x);
 /* A new step: forgets the last step's records; the step's timeline counts from origin_us (the
  * psim_exec_now_us clock) once it is set with psim__transport_origin. */
 void psim__transport_step_begin(PsimTransport *tp);
@@ -72,5 +84,23 @@ PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GErr
 gboolean psim__transport_record(const PsimTransport *tp, int32_t x, double *start, double *end,
                                 uint64_t *bytes);
 
+/* A plan's part that runs in this process: the devices d with local[d] (NULL: all) get a
+ * worker and an executor; the others' transfers cross through the transport's remote hook.
+ * Feeds and fetches are all the plan's; those of other processes' devices are ignored and
+ * left NULL. */
+PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
+                                       const gboolean *local, const char *const *feeds,
+                                       int32_t n_feeds, const char *const *fetches,
+                                       int32_t n_fetches, gboolean dynamic, GError **error);
+/* How long a device waiting on its Recvs spins with the pause hint before it yields its core
+ * (PSIM_EXEC_PAUSE_SPIN_US by default; 0: it yields at once, for a process whose transfers are
+ * progressed by another thread on the same cores). */
+void psim__executor_set_pause_spin(PsimExecutor *e, double us);
+void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us);
+/* The last step's start on the psim_exec_now_us clock (its length: psim_plan_exec_step_us). */
+double psim__plan_exec_origin_us(const PsimPlanExec *x);
+PsimTransport *psim__plan_exec_transport(const PsimPlanExec *x);
+/* Device d's worker, NULL for another process's device. */
+PsimWorker *psim__plan_exec_worker(const PsimPlanExec *x, int32_t d);
 
 #endif

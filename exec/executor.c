@@ -120,6 +120,7 @@ struct PsimExecutor {
     double step_us, step_start;
     int32_t n_const, n_fed;
     uint64_t n_steps, n_kernel_runs, peak_bytes;
+    double pause_spin_us; /* inbox_wait's spin with the pause hint before it yields */
 };
 
 /* --- Built-in kernels the executor can always run (structural ops) ------------------------ */
@@ -687,6 +688,7 @@ PsimExecutor *psim_executor_new(const PsimGraph *g, PsimWorker *w, const char *c
     PsimExecutor *e = g_new0(PsimExecutor, 1);
     e->g = g;
     e->w = w;
+    e->pause_spin_us = PSIM_EXEC_PAUSE_SPIN_US;
     if (opts)
         e->opts = *opts;
     e->opts.static_order = NULL;
@@ -979,7 +981,8 @@ static struct timespec abs_time(double us)
 static void inbox_wait(PsimExecutor *e, double limit)
 {
     double start = psim_exec_now_us();
-    double pause_end = start + PSIM_EXEC_PAUSE_SPIN_US, spin_end = start + RECV_SPIN_US;
+    double pause = e->pause_spin_us;
+    double pause_end = start + pause, spin_end = start + RECV_SPIN_US;
     for (;;) {
         if (atomic_load(&e->inbox_n) > 0)
             return;
@@ -1011,8 +1014,8 @@ static void inbox_wait(PsimExecutor *e, double limit)
         pthread_mutex_unlock(&e->inbox_lock);
         if (timed_out)
             return;
-        pause_end = psim_exec_now_us() + PSIM_EXEC_PAUSE_SPIN_US;
-        spin_end = pause_end - PSIM_EXEC_PAUSE_SPIN_US + RECV_SPIN_US;
+        pause_end = psim_exec_now_us() + pause;
+        spin_end = pause_end - pause + RECV_SPIN_US;
     }
 }
 
@@ -1529,3 +1532,5 @@ const PsimGraph *psim_executor_graph(const PsimExecutor *e) { return e->g; }
 int32_t psim_executor_n_feeds(const PsimExecutor *e) { return e->n_feeds; }
 PsimPort psim_executor_feed_port(const PsimExecutor *e, int32_t i) { return e->feed_port[i]; }
 PsimPort psim_executor_fetch_port(const PsimExecutor *e, int32_t i) { return e->fetch_port[i]; }
+
+void psim__executor_set_pause_spin(PsimExecutor *e, double us) { e->pause_spin_us = MAX(us, 0); }

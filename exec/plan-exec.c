@@ -46,6 +46,15 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
                                  const char *const *fetches, int32_t n_fetches, gboolean dynamic,
                                  GError **error)
 {
+    return psim__plan_exec_new_part(p, c, NULL, feeds, n_feeds, fetches, n_fetches, dynamic,
+                                    error);
+}
+
+PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
+                                       const gboolean *local, const char *const *feeds,
+                                       int32_t n_feeds, const char *const *fetches,
+                                       int32_t n_fetches, gboolean dynamic, GError **error)
+{
     /* The simulator's check: a plan that would deadlock or cross devices without a transfer is
      * refused here rather than found hanging in the middle of a step. */
     if (!psim_plan_check(p, error))
@@ -94,6 +103,10 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
                         "the plan's device %s is not in the cluster", p->devices[d]);
             goto fail;
         }
+        if (local && !local[d]) { /* another process's: no worker, no executor here */
+            x->steps[d].empty = TRUE;
+            continue;
+        }
         x->workers[d] = psim_worker_new(psim_cluster_device(c, ci), error);
         if (!x->workers[d])
             goto fail;
@@ -109,6 +122,8 @@ PsimPlanExec *psim_plan_exec_new(const PsimPlan *p, const PsimCluster *c,
             goto fail;
         }
         (void)ci;
+        if (!x->workers[d])
+            continue;
         g_autofree const char **df = g_new0(const char *, n_dev_feeds[d] + 1);
         g_autofree const char **dt = g_new0(const char *, n_dev_fetches[d] + 1);
         for (int32_t i = 0; i < n_feeds; i++)
@@ -170,12 +185,15 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
                             GError **error)
 {
     for (int32_t i = 0; i < x->n_feeds; i++)
-        x->steps[x->feed_dev[i]].feeds[x->feed_pos[i]] = feeds[i];
+        if (x->execs[x->feed_dev[i]]) /* (another process's device: not fed here) */
+            x->steps[x->feed_dev[i]].feeds[x->feed_pos[i]] = feeds[i];
     for (int32_t d = 0; d < x->n_devices; d++)
-        if (!psim_executor_check_feeds(x->execs[d], x->steps[d].feeds, error))
+        if (x->execs[d] && !psim_executor_check_feeds(x->execs[d], x->steps[d].feeds, error))
             return FALSE;
     psim__transport_step_begin(x->tp);
     for (int32_t d = 0; d < x->n_devices; d++) {
+        if (!x->execs[d])
+            continue;
         psim_executor_set_step(x->execs[d], x->step);
         psim_worker_post(x->workers[d], dev_step, &x->steps[d]);
     }
@@ -183,7 +201,7 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
     gboolean ok = TRUE;
     for (int32_t d = 0; d < x->n_devices; d++) {
         GError *err = NULL;
-        if (!psim_worker_wait(x->workers[d], &err)) {
+        if (x->workers[d] && !psim_worker_wait(x->workers[d], &err)) {
             /* The first device that failed by itself names the cause; the others only saw the
              * abort. */
             if (ok || (error && *error && strstr((*error)->message, "aborted") &&
@@ -199,7 +217,7 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
     if (!ok) {
         psim_rendezvous_reset(x->rdv);
         for (int32_t d = 0; d < x->n_devices; d++)
-            for (int32_t i = 0; i < x->n_fetches; i++)
+            for (int32_t i = 0; x->execs[d] && i < x->n_fetches; i++)
                 if (x->fetch_dev[i] == d)
                     g_clear_pointer(&x->steps[d].outputs[x->fetch_pos[i]], psim_tensor_unref);
         return FALSE;
@@ -211,6 +229,8 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
     gboolean all_empty = first >= (double)INT64_MAX * 1e-3;
     if (all_empty)
         for (int32_t d = 0; d < x->n_devices; d++) {
+            if (!x->execs[d])
+                continue;
             PsimExecStats st;
             psim_executor_stats(x->execs[d], &st);
             if (d == 0 || st.step_start_us < first)
@@ -218,7 +238,7 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
         }
     double last = first;
     for (int32_t d = 0; d < x->n_devices; d++) {
-        if (x->steps[d].empty && !all_empty)
+        if ((x->steps[d].empty && !all_empty) || !x->execs[d])
             continue;
         PsimExecStats st;
         psim_executor_stats(x->execs[d], &st);
@@ -228,6 +248,11 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
     x->origin_us = first;
     x->step_us = last - first;
     for (int32_t i = 0; i < x->n_fetches; i++) {
+        if (!x->execs[x->fetch_dev[i]]) { /* another process's */
+            if (outputs)
+                outputs[i] = NULL;
+            continue;
+        }
         PsimTensor **slot = &x->steps[x->fetch_dev[i]].outputs[x->fetch_pos[i]];
         if (outputs)
             outputs[i] = *slot;
@@ -241,10 +266,21 @@ gboolean psim_plan_exec_run(PsimPlanExec *x, PsimTensor *const *feeds, PsimTenso
 void psim_plan_exec_set_stall_timeout(PsimPlanExec *x, double seconds)
 {
     for (int32_t d = 0; d < x->n_devices; d++)
-        psim_executor_set_stall_timeout(x->execs[d], seconds);
+        if (x->execs[d])
+            psim_executor_set_stall_timeout(x->execs[d], seconds);
 }
 
 double psim_plan_exec_step_us(const PsimPlanExec *x) { return x->step_us; }
+void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us)
+{
+    for (int32_t d = 0; d < x->n_devices; d++)
+        if (x->execs[d])
+            psim__executor_set_pause_spin(x->execs[d], us);
+}
+
+double psim__plan_exec_origin_us(const PsimPlanExec *x) { return x->origin_us; }
+PsimTransport *psim__plan_exec_transport(const PsimPlanExec *x) { return x->tp; }
+PsimWorker *psim__plan_exec_worker(const PsimPlanExec *x, int32_t d) { return x->workers[d]; }
 int32_t psim_plan_exec_n_devices(const PsimPlanExec *x) { return x->n_devices; }
 PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t d) { return x->execs[d]; }
 
@@ -253,6 +289,8 @@ void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)
     const PsimPlan *p = x->plan;
     const PsimGraph *g = p->graph;
     for (int32_t d = 0; d < x->n_devices; d++) {
+        if (!x->execs[d])
+            continue;
         PsimExecStats st;
         psim_executor_stats(x->execs[d], &st);
         double off = st.step_start_us - x->origin_us;

@@ -25,6 +25,9 @@ struct PsimTransport {
     PsimRendezvousKey **rkey; /* per transfer: its Recv's key in rdv */
     XferState *xs;
     atomic_int_least64_t origin_ns; /* INT64_MAX until the first device starts */
+    /* Devices of other processes (no worker here): a transfer to one leaves through `remote`;
+     * one from one arrives in the rendezvous as a tensor of the destination already. */
+    const PsimRemoteTransport *remote;
 };
 
 /* Copies x's tensor into the destination's memory; the new tensor, or NULL with an error. */
@@ -138,8 +141,20 @@ void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t
     PsimTransport *tp = user;
     int32_t x = node >= 0 && node < psim_graph_n_nodes(tp->p->graph) ? tp->xfer_of_node[node] : -1;
     g_return_if_fail(x >= 0 && tp->p->transfers[x].send == node);
+    if (!tp->workers[tp->p->transfers[x].dst]) {
+        g_return_if_fail(tp->remote);
+        tp->remote->send(tp->remote->user, x, step, t);
+        return;
+    }
     psim_rendezvous_key_send(tp->rkey[x], step, t);
 }
+
+void psim__transport_set_remote(PsimTransport *tp, const PsimRemoteTransport *remote)
+{
+    tp->remote = remote;
+}
+
+PsimRendezvousKey *psim__transport_key(const PsimTransport *tp, int32_t x) { return tp->rkey[x]; }
 
 static int32_t recv_xfer(PsimTransport *tp, int32_t node)
 {
@@ -167,7 +182,14 @@ PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GErr
     XferState *s = &tp->xs[x];
     s->start = psim_exec_now_us();
     uint64_t bytes = 0;
-    PsimTensor *t = src ? copy_to_dst(tp, x, src, &bytes, error) : NULL;
+    PsimTensor *t = NULL;
+    if (src && !tp->workers[tp->p->transfers[x].src]) {
+        /* From another process: it arrived in a buffer of this device already. */
+        t = psim_tensor_ref(src);
+        bytes = src->nbytes;
+    } else if (src) {
+        t = copy_to_dst(tp, x, src, &bytes, error);
+    }
     s->end = psim_exec_now_us();
     s->bytes = bytes;
     s->done = !src || t != NULL;

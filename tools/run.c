@@ -110,6 +110,10 @@ typedef struct {
     int steps;
     double rtol, atol, stall_s;
     gboolean multi; /* on several devices: --placement, --algo or --plan */
+    gboolean mpi;   /* --mpi: every rank a task; rank 0 runs this command, the others serve */
+    PsimMpi *m;
+    PsimMpiExec *mx;
+    PsimGraph *pruned; /* --mpi --algo: the graph pruned to the feeds and fetches, placed */
     /* Inputs: the graph (the plan's with --plan), the cluster, feeds and fetches. */
     PsimGraph *g;
     PsimPlan *plan;
@@ -150,14 +154,18 @@ static void run_clear(Run *r)
     psim_session_free(r->s);
     psim_plan_session_free(r->ps);
     psim_plan_exec_free(r->px);
+    psim_mpi_exec_free(r->mx);
     psim_plan_free(r->plan); /* a loaded plan frees its graph, a built one does not */
+    psim_graph_free(r->pruned);
     if (!r->plan_path)
         psim_graph_free(r->g);
     psim_placement_free(r->placement);
     psim_place_ctx_free(r->pctx);
     psim_cost_model_free(r->cm);
     psim_cost_db_close(r->db);
-    psim_cluster_free(r->c);
+    if (!r->mpi)
+        psim_cluster_free(r->c); /* else the MPI world's */
+    psim_mpi_free(r->m);
     if (r->feeds)
         g_ptr_array_free(r->feeds, TRUE);
     if (r->feed_names)
@@ -219,6 +227,11 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
         {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r->trace_path,
          "write the last step's per-node start and end as a Chrome trace (Perfetto)", "FILE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &r->json, "Print one JSON object with the figures", NULL},
+        {"mpi", 0, 0, G_OPTION_ARG_NONE, &r->mpi,
+         "under mpirun: every rank is the task /job:worker/task:RANK with one CPU device on its share "
+         "of the host's cores; rank 0 places (--algo) or reads --plan, ships each task the plan once "
+         "and starts each step with one message per task; the others only serve",
+         NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH - run a graph for real");
     g_option_context_set_summary(ctx,
@@ -255,6 +268,16 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
                     "run: --batch, --shape and --cse apply to GRAPH, not to a --plan's graph");
         return FALSE;
     }
+    if (r->mpi && !r->algo && !r->plan_path) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--mpi: give --algo or --plan");
+        return FALSE;
+    }
+    if (r->mpi && (r->cluster_spec || r->device || r->placement_path || r->trace_path)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "--mpi: the cluster is the MPI tasks' devices; --cluster, --device, --placement and "
+                    "--trace do not apply");
+        return FALSE;
+    }
     if (r->algo && !psim_placer_lookup(r->algo)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--algo: unknown algorithm '%s' (see 'placesim place --help')",
                     r->algo);
@@ -275,7 +298,9 @@ static gboolean run_load(Run *r, const char *graph_spec, GError **error)
     } else if (!(r->g = psim_cli_graph_load(graph_spec, &r->go, error))) {
         return FALSE;
     }
-    r->c = psim_cli_cluster(r->cluster_spec ? r->cluster_spec : r->multi ? "local" : "local:1", r->g, error);
+    r->c = r->mpi ? psim_mpi_cluster(r->m)
+                  : psim_cli_cluster(r->cluster_spec ? r->cluster_spec : r->multi ? "local" : "local:1", r->g,
+                                     error);
     if (!r->c)
         return FALSE;
     /* The placer's device classes and the cost model see the DB's calibrated rates alike. */
@@ -316,6 +341,22 @@ static gboolean run_feeds(Run *r, GError **error)
  * of pruned subgraphs the report counts. */
 static gboolean run_prepare(Run *r, GError **error)
 {
+    if (r->mpi) {
+        const char *const *feeds = (const char *const *)r->feed_names->pdata;
+        const char *const *fetches = (const char *const *)r->fetches->pdata;
+        if (!r->plan) { /* --algo: as a plan session would, pruned to the feeds and fetches */
+            PsimPlaceOptions po;
+            psim_place_options_init(&po);
+            r->cm = psim_cost_model_new(r->c, r->db);
+            if (!(r->pruned = psim_graph_prune(r->g, feeds, (int)r->feeds->len, fetches, r->n_out, error)) ||
+                !(r->pctx = psim_place_ctx_new(r->pruned, r->cm, &po, error)) ||
+                !(r->placement = psim_place(r->pctx, r->algo, error)) ||
+                !(r->plan = psim_plan_build(r->pctx, r->placement, error)))
+                return FALSE;
+        }
+        r->mx = psim_mpi_exec_new(r->m, r->plan, feeds, (int32_t)r->feeds->len, fetches, r->n_out, error);
+        return r->mx != NULL;
+    }
     if (r->placement_path) {
         PsimPlaceOptions po;
         psim_place_options_init(&po);
@@ -357,6 +398,8 @@ static gboolean run_step(Run *r, PsimTensor **out, GError **error)
     const char *const *names = (const char *const *)r->feed_names->pdata;
     PsimTensor *const *feeds = (PsimTensor *const *)r->feeds->pdata;
     const char *const *fetches = (const char *const *)r->fetches->pdata;
+    if (r->mx)
+        return psim_mpi_exec_run(r->mx, feeds, out, error);
     if (r->px)
         return psim_plan_exec_run(r->px, feeds, out, error);
     if (r->ps)
@@ -379,9 +422,12 @@ static gboolean run_execute(Run *r, GError **error)
             step_out[i] = NULL;
         }
         if (step >= 0)
-            r->times[step] = r->s ? last_step_us(r->s) : psim_plan_exec_step_us(run_plan_exec(r));
+            r->times[step] = r->s    ? last_step_us(r->s)
+                             : r->mx ? psim_mpi_exec_step_us(r->mx)
+                                     : psim_plan_exec_step_us(run_plan_exec(r));
     }
-    run_stats(r->s, run_plan_exec(r), &r->st);
+    if (!r->mx) /* (over MPI, the nodes of other tasks are not counted here) */
+        run_stats(r->s, run_plan_exec(r), &r->st);
     r->median = psim_stats_median(r->times, r->steps);
     if (r->s) {
         PsimSessionStats ss;
@@ -400,8 +446,13 @@ static gboolean run_execute(Run *r, GError **error)
     }
     if (!r->s) {
         const PsimPlan *plan = r->ps ? psim_plan_session_last_plan(r->ps) : r->plan;
-        r->device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
-                                         plan->algo ? plan->algo : "plan", plan->n_transfers);
+        if (r->mx)
+            r->device_name = g_strdup_printf("%d devices of %d MPI tasks (%s, %d transfers)", plan->n_devices,
+                                             psim_mpi_size(r->m), plan->algo ? plan->algo : "plan",
+                                             plan->n_transfers);
+        else
+            r->device_name = g_strdup_printf("%d devices (%s, %d transfers)", plan->n_devices,
+                                             plan->algo ? plan->algo : "plan", plan->n_transfers);
     }
     return TRUE;
 }
@@ -518,6 +569,33 @@ static void run_print_json(const Run *r)
         json_builder_add_null_value(b);
     }
     psim_cli_json_cse(b, &r->go);
+    /* Over MPI: what rank 0 sent each task (the plan once; then one message per step). */
+    json_builder_set_member_name(b, "mpi");
+    if (r->mx) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "tasks");
+        json_builder_begin_array(b);
+        for (int32_t t = 1; t < psim_mpi_size(r->m); t++) {
+            PsimMpiStats ms;
+            psim_mpi_stats(r->m, t, &ms);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "task");
+            json_builder_add_int_value(b, t);
+            json_builder_set_member_name(b, "setup_messages");
+            json_builder_add_int_value(b, (gint64)ms.setup_messages);
+            json_builder_set_member_name(b, "setup_bytes");
+            json_builder_add_int_value(b, (gint64)ms.setup_bytes);
+            json_builder_set_member_name(b, "step_messages");
+            json_builder_add_int_value(b, (gint64)ms.step_messages);
+            json_builder_set_member_name(b, "step_bytes");
+            json_builder_add_int_value(b, (gint64)ms.step_bytes);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
     json_builder_end_object(b);
     psim_cli_print_json(b);
 }
@@ -571,12 +649,35 @@ int psim_cmd_run(int argc, char **argv)
     GError *err = NULL;
     int code = 0;
     if (!run_parse(&r, &argc, &argv, &err)) {
-        code = err ? psim_cli_fail(err) : 2;
+        /* Under mpirun every rank parses the same flags: rank 0 alone says what is wrong (the
+         * launcher's rank variable, as MPI is not started yet). */
+        const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+        if (r.mpi && rank && strcmp(rank, "0")) {
+            g_clear_error(&err);
+            code = 2;
+        } else
+            code = err ? psim_cli_fail(err) : 2;
         goto out;
+    }
+    if (r.mpi) {
+        if (!(r.m = psim_mpi_new(&argc, &argv, &err))) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        if (psim_mpi_rank(r.m) != 0) { /* a task: serves rank 0's steps, prints nothing else */
+            if (!psim_mpi_serve(r.m, &err)) {
+                psim_cli_fail(err);
+                psim_mpi_abort(r.m);
+            }
+            goto out;
+        }
     }
     if (!run_load(&r, argc > 1 ? argv[1] : NULL, &err) || !run_feeds(&r, &err) || !run_prepare(&r, &err) ||
         !run_execute(&r, &err) || !run_write(&r, &err) || !run_check(&r, &err)) {
         code = psim_cli_fail(err);
+        /* Over MPI, once tasks hold the plan a failure ends every rank at once. */
+        if (r.mx)
+            psim_mpi_abort(r.m);
         goto out;
     }
     /* The figures are printed whether the check passed or not; the files are kept only when

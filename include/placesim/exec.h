@@ -375,6 +375,63 @@ void psim_plan_session_stats(const PsimPlanSession *s, PsimPlanSessionStats *out
 PsimPlanExec *psim_plan_session_last_exec(PsimPlanSession *s);
 const PsimPlan *psim_plan_session_last_plan(PsimPlanSession *s);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Over MPI (exec/mpi.c; docs/exec.md "Over MPI"): each rank is the task
+ * /job:worker/replica:0/task:RANK with its own devices. Rank 0 places, ships every task the plan
+ * once, and starts each step with one message per task; tensors between tasks are MPI messages
+ * handled by one communication thread per process. */
+
+typedef struct PsimMpi PsimMpi;
+typedef struct PsimMpiExec PsimMpiExec;
+
+/* Heartbeats between rank 0 and every task, and how long a silent peer is waited for before
+ * the step fails and the job ends. */
+#define PSIM_MPI_HEARTBEAT_US 100000.0
+#define PSIM_MPI_DEADLINE_US 1000000.0
+
+/* TRUE when this build has MPI. */
+gboolean psim_mpi_available(void);
+/* MPI_Init_thread (SERIALIZED), this task's devices (one CPU device on its rank's share of the
+ * host's cores), on rank 0 the cluster of every task's devices with each pair of tasks' link
+ * measured (latency and bandwidth by ping-pong), and the communication thread. USAGE error
+ * without MPI in the build. psim_mpi_free stops the thread and finalizes MPI. */
+PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error);
+void psim_mpi_free(PsimMpi *m);
+/* Ends this process with exit 1 at once (rank 0 first tells every task to do the same): after
+ * a task failed, no rank waits for another. */
+void psim_mpi_abort(PsimMpi *m) G_GNUC_NORETURN;
+int32_t psim_mpi_rank(const PsimMpi *m);
+int32_t psim_mpi_size(const PsimMpi *m);
+/* Rank 0: every task's devices and the links between them (owned by m). */
+PsimCluster *psim_mpi_cluster(PsimMpi *m);
+
+/* What rank 0 sent task `task`: the setup (the plan with its graph, once) and the steps' messages
+ * (handle, step id, that task's feeds; one per step). */
+typedef struct {
+    uint64_t setup_messages, setup_bytes;
+    uint64_t step_messages, step_bytes;
+} PsimMpiStats;
+void psim_mpi_stats(const PsimMpi *m, int32_t task, PsimMpiStats *out);
+
+/* Rank 0: ships the plan (its devices all of the cluster's tasks) with feeds and fetches (refs
+ * as psim_plan_exec_new) to every task, each of which builds its part and answers; then builds
+ * its own part. */
+PsimMpiExec *psim_mpi_exec_new(PsimMpi *m, const PsimPlan *plan, const char *const *feeds,
+                               int32_t n_feeds, const char *const *fetches, int32_t n_fetches,
+                               GError **error);
+/* Rank 0: one step on every task; outputs as psim_plan_exec_run. A task that failed or went
+ * silent fails the step naming it. */
+gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                           GError **error);
+/* The last step's span over every task: the first device's start to the last one's end, the
+ * tasks' clocks brought to rank 0's. */
+double psim_mpi_exec_step_us(const PsimMpiExec *e);
+/* Rank 0: also tells every task to stop. */
+void psim_mpi_exec_free(PsimMpiExec *e);
+/* A task (rank > 0): builds its part from rank 0's setup message and runs steps until told to
+ * stop. FALSE with an error when it could not (rank 0 silent, aborted, a malformed message). */
+gboolean psim_mpi_serve(PsimMpi *m, GError **error);
+
 G_END_DECLS
 
 #endif

@@ -1,0 +1,1167 @@
+/* A plan run over MPI processes: each rank is the task /job:worker/replica:0/task:RANK with its
+ * own devices. Rank 0 places and partitions, ships every task the plan once (its one setup
+ * message: the plan with its graph, the cluster, the feed and fetch names), and then starts each
+ * step with one small message per task: the step id and the feeds of that task's devices. Each
+ * task runs its devices' part of the plan (exec/plan-exec.c) and answers with its fetches and
+ * its step's span. Tensors between tasks travel as non-blocking point-to-point messages tagged
+ * with the transfer's index, received straight into a buffer of the destination device.
+ *
+ * Debian's OpenMPI 4.1 has no ULFM and no background progress, so one communication thread per
+ * process owns every MPI call after set-up: device threads and the main thread hand it sends
+ * and receives through a queue; it posts them, tests them, reads control messages, sends
+ * heartbeats and watches the peers' (rank 0 watches every task, a task watches rank 0). A peer
+ * silent for PSIM_MPI_DEADLINE_US fails the step on the watcher with one line naming the task;
+ * every rank then ends with exit 1. docs/exec.md, "Over MPI". */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec-private.h"
+#include "placesim/cost.h"
+#include "placesim/formats.h"
+
+#ifdef PSIM_HAVE_MPI
+#include <mpi.h>
+
+enum {
+    TAG_SETUP = 1, /* rank 0 -> task: the plan, once */
+    TAG_STEP,      /* rank 0 -> task: step id and feeds */
+    TAG_REPLY,     /* task -> rank 0: status, span, fetches */
+    TAG_STOP,      /* rank 0 -> task: no more steps */
+    TAG_HEARTBEAT, /* both ways, every PSIM_MPI_HEARTBEAT_US */
+    TAG_ABORT,     /* rank 0 -> task: a task failed, end now */
+};
+
+#define HANDLE 1u                     /* the one cached plan's handle */
+#define SETUP_STEP UINT64_MAX         /* a reply to the setup message */
+#define CHUNK_BYTES (64u << 20)       /* large tensors go as several messages */
+#define IDLE_SPIN_US 2000.0           /* after activity, poll without sleeping this long */
+
+typedef enum { POST_SEND, POST_RECV, POST_CTRL } PostKind;
+
+typedef struct {
+    PostKind kind;
+    int peer, tag;
+    PsimTensor *t;      /* SEND: held until sent; RECV: the destination buffer */
+    uint16_t *half;     /* compressed float32: the 16-bit halves on the wire */
+    void *bytes;        /* CTRL: the message (owned) */
+    size_t n;           /* bytes on the wire */
+    PsimRendezvousKey *key; /* RECV: delivered here at `step` */
+    uint64_t step;
+    int n_req;
+    MPI_Request *req;
+} Post;
+
+typedef struct {
+    int src, tag;
+    guint8 *data;
+    size_t n;
+} Msg;
+
+struct PsimMpi {
+    int rank, size, local_rank, local_size;
+    MPI_Comm ctrl, data;
+    PsimCluster *cluster; /* rank 0: every task's devices; a task: its own until the setup */
+    double *clock_offset; /* rank 0: task clock minus rank 0's (us) */
+    GThread *thread;
+    atomic_bool stop;
+    GAsyncQueue *posts; /* Post* to the communication thread */
+    GAsyncQueue *inbox; /* Msg* from it (control messages, and tag -1: a peer went silent) */
+    double *last_heard; /* per rank, the communication thread's */
+    gboolean *watch, *reported;
+    PsimMpiStats stats; /* rank 0's messages to each task */
+    uint64_t *setup_msgs, *setup_bytes, *step_msgs, *step_bytes;
+    double deadline_us;
+    gboolean setup_sent;     /* rank 0: tasks hold a plan */
+    int32_t n_task_cores, *task_cores; /* this task's cores (its devices') */
+    atomic_int n_leaving;    /* sends posted and not yet complete */
+};
+
+static void post_free(Post *p)
+{
+    if (p->t)
+        psim_tensor_unref(p->t);
+    g_free(p->half);
+    g_free(p->bytes);
+    g_free(p->req);
+    g_free(p);
+}
+
+/* --- Messages: a small checked encoding ---------------------------------------------------- */
+
+static void put(GByteArray *b, const void *p, size_t n) { g_byte_array_append(b, p, (guint)n); }
+static void put_u64(GByteArray *b, uint64_t v) { put(b, &v, 8); }
+static void put_f64(GByteArray *b, double v) { put(b, &v, 8); }
+static void put_str(GByteArray *b, const char *s, size_t n)
+{
+    put_u64(b, n);
+    put(b, s, n);
+}
+
+typedef struct {
+    const guint8 *p, *end;
+    gboolean bad;
+} Reader;
+
+static const void *take(Reader *r, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = TRUE;
+        return NULL;
+    }
+    const void *q = r->p;
+    r->p += n;
+    return q;
+}
+static uint64_t get_u64(Reader *r)
+{
+    const void *q = take(r, 8);
+    uint64_t v = 0;
+    if (q)
+        memcpy(&v, q, 8);
+    return v;
+}
+static double get_f64(Reader *r)
+{
+    const void *q = take(r, 8);
+    double v = 0;
+    if (q)
+        memcpy(&v, q, 8);
+    return v;
+}
+static const char *get_str(Reader *r, size_t *n)
+{
+    *n = get_u64(r);
+    return take(r, *n);
+}
+
+static gboolean put_tensor(GByteArray *b, const PsimTensor *t, GError **error)
+{
+    if (t->dtype == PSIM_DTYPE_STRING || t->device >= 0) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
+                    "mpi: only host tensors of numbers cross between tasks");
+        return FALSE;
+    }
+    put_u64(b, (uint64_t)t->dtype);
+    put_u64(b, (uint64_t)t->rank);
+    for (int32_t i = 0; i < t->rank; i++)
+        put_u64(b, (uint64_t)t->dims[i]);
+    put_str(b, t->data, t->nbytes);
+    return TRUE;
+}
+
+static PsimTensor *get_tensor(Reader *r, GError **error)
+{
+    uint64_t dtype = get_u64(r), rank = get_u64(r);
+    if (r->bad || dtype >= PSIM_DTYPE_N_TYPES || dtype == PSIM_DTYPE_STRING || rank > 32)
+        goto bad;
+    int64_t dims[32];
+    for (uint64_t i = 0; i < rank; i++)
+        dims[i] = (int64_t)get_u64(r);
+    size_t n;
+    const char *data = get_str(r, &n);
+    if (!data && n)
+        goto bad;
+    PsimTensor *t = psim_tensor_new((PsimDType)dtype, (int32_t)rank, dims, error);
+    if (!t)
+        return NULL;
+    if (t->nbytes != n) {
+        psim_tensor_unref(t);
+        goto bad;
+    }
+    memcpy(t->data, data, n);
+    return t;
+bad:
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: a malformed tensor in a message");
+    return NULL;
+}
+
+/* --- The communication thread ------------------------------------------------------------- */
+
+static void start(PsimMpi *m, Post *p)
+{
+    const guint8 *buf = p->half ? (const guint8 *)p->half : p->t ? p->t->data : p->bytes;
+    size_t n = p->n;
+    MPI_Comm comm = p->kind == POST_CTRL ? m->ctrl : m->data;
+    p->n_req = n <= CHUNK_BYTES ? 1 : (int)((n + CHUNK_BYTES - 1) / CHUNK_BYTES);
+    p->req = g_new(MPI_Request, p->n_req);
+    for (int k = 0; k < p->n_req; k++) {
+        size_t off = (size_t)k * CHUNK_BYTES, len = MIN((size_t)CHUNK_BYTES, n - MIN(n, off));
+        if (p->kind == POST_RECV)
+            MPI_Irecv((void *)(buf + off), (int)len, MPI_BYTE, p->peer, p->tag, comm, &p->req[k]);
+        else
+            MPI_Isend(buf + off, (int)len, MPI_BYTE, p->peer, p->tag, comm, &p->req[k]);
+    }
+}
+
+/* A receive is complete: its tensor (NULL for control) goes to the Recv's rendezvous key. */
+static void deliver(Post *p)
+{
+    PsimTensor *t = p->t;
+    if (t && p->half) { /* float32 sent as its high 16 bits: the low ones arrive zero */
+        uint32_t *out = t->data;
+        for (int64_t i = 0; i < t->n_elems; i++)
+            out[i] = (uint32_t)p->half[i] << 16;
+    }
+    psim_rendezvous_key_send(p->key, p->step, t);
+}
+
+static double now_us(void) { return psim_exec_now_us(); }
+
+static gpointer comm_main(gpointer data)
+{
+    PsimMpi *m = data;
+    /* On this task's cores, beside its devices' threads, never on another task's. */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int32_t i = 0; i < m->n_task_cores; i++)
+        CPU_SET(m->task_cores[i], &set);
+    if (m->n_task_cores > 0)
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    g_autoptr(GPtrArray) active = g_ptr_array_new();
+    static int heartbeat_payload;
+    double last_beat = 0, last_busy = now_us();
+    while (!atomic_load(&m->stop)) {
+        gboolean busy = FALSE, data_pending = FALSE;
+        Post *p;
+        while ((p = g_async_queue_try_pop(m->posts))) {
+            start(m, p);
+            g_ptr_array_add(active, p);
+            busy = TRUE;
+        }
+        for (guint i = 0; i < active->len;) {
+            p = g_ptr_array_index(active, i);
+            int done = 0;
+            MPI_Testall(p->n_req, p->req, &done, MPI_STATUSES_IGNORE);
+            if (!done) {
+                data_pending |= p->kind != POST_CTRL;
+                i++;
+                continue;
+            }
+            if (p->kind == POST_RECV)
+                deliver(p);
+            else
+                atomic_fetch_sub(&m->n_leaving, 1);
+            post_free(p);
+            g_ptr_array_remove_index_fast(active, i);
+            busy = TRUE;
+        }
+        for (;;) {
+            int flag = 0;
+            MPI_Status st;
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->ctrl, &flag, &st);
+            if (!flag)
+                break;
+            int count = 0;
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            Msg *msg = g_new0(Msg, 1);
+            msg->src = st.MPI_SOURCE;
+            msg->tag = st.MPI_TAG;
+            msg->n = (size_t)count;
+            msg->data = g_malloc(msg->n + 1);
+            MPI_Recv(msg->data, count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, m->ctrl, MPI_STATUS_IGNORE);
+            m->last_heard[msg->src] = now_us();
+            if (msg->tag == TAG_HEARTBEAT) {
+                g_free(msg->data);
+                g_free(msg);
+            } else {
+                g_async_queue_push(m->inbox, msg);
+                busy = TRUE;
+            }
+        }
+        double t = now_us();
+        if (t - last_beat >= PSIM_MPI_HEARTBEAT_US) {
+            last_beat = t;
+            for (int r = 0; r < m->size; r++) {
+                if (!m->watch[r])
+                    continue;
+                MPI_Request req;
+                MPI_Isend(&heartbeat_payload, 0, MPI_BYTE, r, TAG_HEARTBEAT, m->ctrl, &req);
+                MPI_Request_free(&req);
+                if (t - m->last_heard[r] > m->deadline_us && !m->reported[r]) {
+                    m->reported[r] = TRUE;
+                    Msg *msg = g_new0(Msg, 1);
+                    msg->src = r;
+                    msg->tag = -1;
+                    g_async_queue_push(m->inbox, msg);
+                }
+            }
+        }
+        if (busy)
+            last_busy = t;
+        /* While work is in flight the thread polls, yielding its core at every turn: it shares
+         * the task's cores with the device threads, which run kernels or wait for this very
+         * transfer. Once idle for long it sleeps. */
+        if (data_pending || t - last_busy < IDLE_SPIN_US)
+            sched_yield();
+        else
+            g_usleep(100);
+    }
+    /* Whatever is still posted (receives of a step that failed) is cancelled. */
+    for (guint i = 0; i < active->len; i++) {
+        Post *p = g_ptr_array_index(active, i);
+        for (int k = 0; k < p->n_req; k++) {
+            if (p->kind == POST_RECV)
+                MPI_Cancel(&p->req[k]);
+            MPI_Request_free(&p->req[k]);
+        }
+        post_free(p);
+    }
+    return NULL;
+}
+
+static void post(PsimMpi *m, Post *p)
+{
+    if (p->kind != POST_RECV)
+        atomic_fetch_add(&m->n_leaving, 1);
+    g_async_queue_push(m->posts, p);
+}
+
+static void post_ctrl(PsimMpi *m, int peer, int tag, GByteArray *b)
+{
+    Post *p = g_new0(Post, 1);
+    p->kind = POST_CTRL;
+    p->peer = peer;
+    p->tag = tag;
+    p->n = b->len;
+    p->bytes = g_byte_array_free(b, FALSE);
+    post(m, p);
+}
+
+/* The next control message, from anyone; NULL after `timeout_us` (< 0: wait for ever). */
+static Msg *next_msg(PsimMpi *m, double timeout_us)
+{
+    return timeout_us < 0 ? g_async_queue_pop(m->inbox)
+                          : g_async_queue_timeout_pop(m->inbox, (guint64)timeout_us);
+}
+
+static void msg_free(Msg *msg)
+{
+    if (msg) {
+        g_free(msg->data);
+        g_free(msg);
+    }
+}
+
+/* --- Set-up: the world's cluster, clocks and links ---------------------------------------- */
+
+/* This task's devices: one CPU device on this rank's share of the host's cores (ranks on one
+ * host split its cores as `local:N` splits them among devices). */
+static PsimCluster *task_cluster(PsimMpi *m)
+{
+    long n_cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cores < 1)
+        n_cores = 1;
+    long per = m->local_size <= n_cores ? n_cores / m->local_size : 1;
+    PsimCluster *c = psim_cluster_new();
+    const char *host = psim_device_class_host()->type;
+    g_autofree char *name = g_strdup_printf("/job:worker/replica:0/task:%d/device:%s:0", m->rank, host);
+    PsimDevice *d = psim_cluster_device(c, psim_cluster_device_add(c, name, host, NULL));
+    d->n_cores = (int32_t)per;
+    d->cores = g_new(int32_t, per);
+    for (long k = 0; k < per; k++)
+        d->cores[k] = (int32_t)((m->local_rank * per + k) % n_cores);
+    m->n_task_cores = d->n_cores;
+    m->task_cores = g_memdup2(d->cores, sizeof(int32_t) * (size_t)per);
+    d->description = g_strdup(psim_fingerprint_host_cpu_model());
+    return c;
+}
+
+/* Rank 0 and each task ping-pong: the task's clock offset (Cristian's, the round trip of least
+ * delay), and the link's latency (half the 8-byte round trip) and bandwidth (of 8 MiB), the
+ * least of REPS each. Blocking calls, before the communication thread starts. */
+#define REPS 8
+static void measure_links(PsimMpi *m, double *lat_us, double *bw_GBps)
+{
+    const size_t big = 8u << 20;
+    g_autofree guint8 *buf = g_malloc0(big);
+    for (int t = 1; t < m->size; t++) {
+        if (m->rank != 0 && m->rank != t) {
+            MPI_Barrier(m->ctrl);
+            continue;
+        }
+        double best_rtt = INFINITY, best_big = INFINITY;
+        for (int k = 0; k < REPS; k++) {
+            double t0 = now_us(), remote = 0;
+            if (m->rank == 0) {
+                MPI_Send(&t0, 1, MPI_DOUBLE, t, 0, m->ctrl);
+                MPI_Recv(&remote, 1, MPI_DOUBLE, t, 0, m->ctrl, MPI_STATUS_IGNORE);
+                double t1 = now_us();
+                if (t1 - t0 < best_rtt) {
+                    best_rtt = t1 - t0;
+                    m->clock_offset[t] = remote - 0.5 * (t0 + t1);
+                }
+                double b0 = now_us();
+                MPI_Send(buf, (int)big, MPI_BYTE, t, 1, m->ctrl);
+                MPI_Recv(buf, 1, MPI_BYTE, t, 1, m->ctrl, MPI_STATUS_IGNORE);
+                best_big = MIN(best_big, now_us() - b0);
+            } else {
+                MPI_Recv(&remote, 1, MPI_DOUBLE, 0, 0, m->ctrl, MPI_STATUS_IGNORE);
+                double mine = now_us();
+                MPI_Send(&mine, 1, MPI_DOUBLE, 0, 0, m->ctrl);
+                MPI_Recv(buf, (int)big, MPI_BYTE, 0, 1, m->ctrl, MPI_STATUS_IGNORE);
+                MPI_Send(buf, 1, MPI_BYTE, 0, 1, m->ctrl);
+            }
+        }
+        if (m->rank == 0) {
+            lat_us[t] = 0.5 * best_rtt;
+            bw_GBps[t] = big / MAX(best_big - best_rtt, 1e-3) / 1e3;
+        }
+        MPI_Barrier(m->ctrl);
+    }
+}
+
+/* Rank 0: every task's devices (gathered as cluster JSON) in one cluster, with the measured
+ * link between each pair of tasks (the slower of their links to rank 0 for two tasks other
+ * than 0). */
+static gboolean world_cluster(PsimMpi *m, GError **error)
+{
+    g_autofree char *mine = psim_cluster_to_json(m->cluster);
+    int len = (int)strlen(mine);
+    g_autofree int *lens = g_new0(int, m->size);
+    g_autofree int *offs = g_new0(int, m->size);
+    MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, m->ctrl);
+    int total = 0;
+    for (int r = 0; m->rank == 0 && r < m->size; r++) {
+        offs[r] = total;
+        total += lens[r];
+    }
+    g_autofree char *all = g_malloc0((size_t)total + 1);
+    MPI_Gatherv(mine, len, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, m->ctrl);
+    g_autofree double *lat = g_new0(double, m->size);
+    g_autofree double *bw = g_new0(double, m->size);
+    measure_links(m, lat, bw);
+    if (m->rank != 0)
+        return TRUE;
+    PsimCluster *w = psim_cluster_new();
+    g_autofree int32_t *task_of = NULL;
+    GArray *tasks = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    for (int r = 0; r < m->size; r++) {
+        g_autofree char *where = g_strdup_printf("mpi task %d", r);
+        g_autoptr(PsimCluster) c = psim_cluster_parse(where, all + offs[r], (gsize)lens[r], error);
+        if (!c) {
+            psim_cluster_free(w);
+            g_array_free(tasks, TRUE);
+            return FALSE;
+        }
+        for (int32_t i = 0; i < psim_cluster_n_devices(c); i++) {
+            const PsimDevice *s = psim_cluster_device(c, i);
+            int32_t id = psim_cluster_device_add(w, s->name, s->type, error);
+            if (id < 0) {
+                psim_cluster_free(w);
+                g_array_free(tasks, TRUE);
+                return FALSE;
+            }
+            PsimDevice *d = psim_cluster_device(w, id);
+            d->memory_bytes = s->memory_bytes;
+            d->peak_gflops = s->peak_gflops;
+            d->mem_bw_GBps = s->mem_bw_GBps;
+            d->launch_us = s->launch_us;
+            d->n_cores = s->n_cores;
+            d->cores = g_memdup2(s->cores, sizeof(int32_t) * (size_t)MAX(s->n_cores, 1));
+            d->gpu_ordinal = s->gpu_ordinal;
+            d->n_streams = s->n_streams;
+            d->description = g_strdup(s->description);
+            g_array_append_val(tasks, r);
+        }
+    }
+    /* Within a task, the destination's thread copies (as in `local`); between tasks, MPI. */
+    int32_t n = psim_cluster_n_devices(w);
+    for (int32_t a = 0; a < n; a++)
+        for (int32_t b = 0; b < n; b++) {
+            int32_t ta = g_array_index(tasks, int32_t, a), tb = g_array_index(tasks, int32_t, b);
+            if (a == b)
+                continue;
+            PsimLink l = {.by_destination = ta == tb};
+            if (ta != tb) {
+                int32_t x = ta == 0 ? tb : tb == 0 ? ta : -1;
+                l.latency_us = x > 0 ? lat[x] : MAX(lat[ta], lat[tb]);
+                l.bandwidth_GBps = x > 0 ? bw[x] : MIN(bw[ta], bw[tb]);
+            } else {
+                l.bandwidth_GBps = psim_cluster_default_link(w).bandwidth_GBps;
+                l.latency_us = psim_cluster_default_link(w).latency_us;
+            }
+            psim_cluster_link_set(w, a, b, l);
+        }
+    g_array_free(tasks, TRUE);
+    psim_cluster_free(m->cluster);
+    m->cluster = w;
+    return TRUE;
+}
+
+gboolean psim_mpi_available(void) { return TRUE; }
+
+PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error)
+{
+    int inited = 0, provided = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: MPI_Init_thread failed");
+        return NULL;
+    }
+    if (!inited && provided < MPI_THREAD_SERIALIZED) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "mpi: the MPI library gives thread level %d; placesim needs MPI_THREAD_SERIALIZED",
+                    provided);
+        return NULL;
+    }
+    PsimMpi *m = g_new0(PsimMpi, 1);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->ctrl);
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->data);
+    MPI_Comm shm;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &shm);
+    MPI_Comm_rank(shm, &m->local_rank);
+    MPI_Comm_size(shm, &m->local_size);
+    MPI_Comm_free(&shm);
+    m->clock_offset = g_new0(double, m->size);
+    m->last_heard = g_new0(double, m->size);
+    m->watch = g_new0(gboolean, m->size);
+    m->reported = g_new0(gboolean, m->size);
+    m->setup_msgs = g_new0(uint64_t, m->size);
+    m->setup_bytes = g_new0(uint64_t, m->size);
+    m->step_msgs = g_new0(uint64_t, m->size);
+    m->step_bytes = g_new0(uint64_t, m->size);
+    m->deadline_us = PSIM_MPI_DEADLINE_US;
+    m->cluster = task_cluster(m);
+    if (!world_cluster(m, error)) {
+        psim_mpi_free(m);
+        return NULL;
+    }
+    for (int r = 0; r < m->size; r++) {
+        m->watch[r] = r != m->rank && (m->rank == 0 || r == 0);
+        m->last_heard[r] = now_us();
+    }
+    m->posts = g_async_queue_new();
+    m->inbox = g_async_queue_new();
+    m->thread = g_thread_new("psim-mpi", comm_main, m);
+    return m;
+}
+
+void psim_mpi_free(PsimMpi *m)
+{
+    if (!m)
+        return;
+    if (m->thread) {
+        /* Tasks still waiting for a plan are told there will be none; what is leaving (the
+         * last replies, STOP) leaves before the thread stops, for at most a deadline. */
+        if (m->rank == 0 && !m->setup_sent)
+            for (int r = 1; r < m->size; r++)
+                post_ctrl(m, r, TAG_STOP, g_byte_array_new());
+        double until = now_us() + m->deadline_us;
+        while (atomic_load(&m->n_leaving) > 0 && now_us() < until)
+            g_usleep(200);
+        atomic_store(&m->stop, TRUE);
+        g_thread_join(m->thread);
+    }
+    if (m->posts) {
+        Post *p;
+        while ((p = g_async_queue_try_pop(m->posts)))
+            post_free(p);
+        g_async_queue_unref(m->posts);
+    }
+    if (m->inbox) {
+        Msg *msg;
+        while ((msg = g_async_queue_try_pop(m->inbox)))
+            msg_free(msg);
+        g_async_queue_unref(m->inbox);
+    }
+    MPI_Comm_free(&m->ctrl);
+    MPI_Comm_free(&m->data);
+    psim_cluster_free(m->cluster);
+    g_free(m->task_cores);
+    g_free(m->clock_offset);
+    g_free(m->last_heard);
+    g_free(m->watch);
+    g_free(m->reported);
+    g_free(m->setup_msgs);
+    g_free(m->setup_bytes);
+    g_free(m->step_msgs);
+    g_free(m->step_bytes);
+    g_free(m);
+    MPI_Finalize();
+}
+
+void psim_mpi_abort(PsimMpi *m)
+{
+    /* Tell every task (best effort: a dead one never reads it), give the messages a moment to
+     * leave, and go: no rank waits on another that is gone. */
+    if (m && m->rank == 0 && m->thread)
+        for (int r = 1; r < m->size; r++)
+            post_ctrl(m, r, TAG_ABORT, g_byte_array_new());
+    g_usleep(50000);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+int32_t psim_mpi_rank(const PsimMpi *m) { return m->rank; }
+int32_t psim_mpi_size(const PsimMpi *m) { return m->size; }
+PsimCluster *psim_mpi_cluster(PsimMpi *m) { return m->cluster; }
+
+void psim_mpi_stats(const PsimMpi *m, int32_t task, PsimMpiStats *out)
+{
+    *out = (PsimMpiStats){0};
+    if (task < 0 || task >= m->size)
+        return;
+    out->setup_messages = m->setup_msgs[task];
+    out->setup_bytes = m->setup_bytes[task];
+    out->step_messages = m->step_msgs[task];
+    out->step_bytes = m->step_bytes[task];
+}
+
+/* --- The plan's part in each process ------------------------------------------------------ */
+
+struct PsimMpiExec {
+    PsimMpi *m;
+    PsimPlan *plan; /* a task's: parsed from the setup message (owned); rank 0's: borrowed */
+    gboolean own_plan;
+    PsimPlanExec *px;
+    gboolean *local;
+    int32_t *task_of_dev; /* plan device -> rank */
+    int32_t n_feeds, n_fetches;
+    int32_t *feed_task, *fetch_task;
+    PsimRemoteTransport remote;
+    uint64_t step;
+    double step_us;
+};
+
+/* The rank whose task holds device `name` (its /task:T), or -1. */
+static int32_t task_of_name(const char *name)
+{
+    const char *t = strstr(name, "/task:");
+    return t ? (int32_t)g_ascii_strtoll(t + 6, NULL, 10) : -1;
+}
+
+/* A Send to another task: its tensor (compressed if the plan says) goes to the communication
+ * thread, which holds a reference until MPI has sent it. */
+static void remote_send(void *user, int32_t x, uint64_t step, PsimTensor *t)
+{
+    PsimMpiExec *e = user;
+    const PsimTransfer *tr = &e->plan->transfers[x];
+    Post *p = g_new0(Post, 1);
+    p->kind = POST_SEND;
+    p->peer = e->task_of_dev[tr->dst];
+    p->tag = x;
+    p->step = step;
+    if (t) {
+        p->t = psim_tensor_ref(t);
+        p->n = t->nbytes;
+        if (tr->compressed && t->dtype == PSIM_DTYPE_FLOAT32) {
+            const uint32_t *a = t->data;
+            p->half = g_new(uint16_t, t->n_elems + 1);
+            for (int64_t i = 0; i < t->n_elems; i++)
+                p->half[i] = (uint16_t)(psim_rounding_apply(a[i], tr->rounding) >> 16);
+            p->n = (size_t)t->n_elems * 2;
+        }
+    }
+    post(e->m, p);
+    /* The communication thread, on this task's cores, posts it now rather than when this
+     * device's next kernels are done. */
+    sched_yield();
+}
+
+/* Before a step: a receive posted for every transfer into this task from another, into a buffer
+ * of the destination device (shapes are the plan's, checked static at set-up). */
+static gboolean post_receives(PsimMpiExec *e, uint64_t step, GError **error)
+{
+    const PsimPlan *p = e->plan;
+    PsimTransport *tp = psim__plan_exec_transport(e->px);
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *tr = &p->transfers[x];
+        if (!e->local[tr->dst] || e->local[tr->src])
+            continue;
+        Post *q = g_new0(Post, 1);
+        q->kind = POST_RECV;
+        q->peer = e->task_of_dev[tr->src];
+        q->tag = x;
+        q->step = step;
+        q->key = psim__transport_key(tp, x);
+        if (!tr->control) {
+            const PsimNode *src = psim_graph_node(p->graph, tr->port.node);
+            const PsimOutput *o = &src->outputs[tr->port.index];
+            q->t = psim__worker_tensor_alloc(psim__plan_exec_worker(e->px, tr->dst), o->dtype,
+                                             o->rank, o->dims, FALSE, error);
+            if (!q->t) {
+                post_free(q);
+                return FALSE;
+            }
+            q->n = q->t->nbytes;
+            if (tr->compressed && o->dtype == PSIM_DTYPE_FLOAT32) {
+                q->half = g_new(uint16_t, q->t->n_elems + 1);
+                q->n = (size_t)q->t->n_elems * 2;
+            }
+        }
+        post(e->m, q);
+    }
+    return TRUE;
+}
+
+static gboolean exec_init(PsimMpiExec *e, const char *const *feeds, int32_t n_feeds,
+                          const char *const *fetches, int32_t n_fetches, GError **error)
+{
+    const PsimPlan *p = e->plan;
+    const PsimGraph *g = p->graph;
+    e->local = g_new0(gboolean, p->n_devices + 1);
+    e->task_of_dev = g_new0(int32_t, p->n_devices + 1);
+    for (int32_t d = 0; d < p->n_devices; d++) {
+        e->task_of_dev[d] = task_of_name(p->devices[d]);
+        if (e->task_of_dev[d] < 0 || e->task_of_dev[d] >= e->m->size) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
+                        "mpi: the plan's device %s is not a device of an MPI task (/job:worker/task:T, T < %d)",
+                        p->devices[d], e->m->size);
+            return FALSE;
+        }
+        e->local[d] = e->task_of_dev[d] == e->m->rank;
+    }
+    for (int32_t x = 0; x < p->n_transfers; x++) {
+        const PsimTransfer *tr = &p->transfers[x];
+        if (tr->control || e->task_of_dev[tr->src] == e->task_of_dev[tr->dst])
+            continue;
+        const PsimNode *src = psim_graph_node(g, tr->port.node);
+        const PsimOutput *o = &src->outputs[tr->port.index];
+        gboolean known = o->rank >= 0 && o->dtype != PSIM_DTYPE_STRING;
+        for (int32_t i = 0; known && i < o->rank; i++)
+            known = o->dims[i] >= 0;
+        if (!known) {
+            psim__exec_error(error, PSIM_ERROR_UNSUPPORTED, g, psim_graph_node(g, tr->recv),
+                             "crosses between MPI tasks with a shape or type not known before the "
+                             "step (only static numeric tensors cross tasks)");
+            return FALSE;
+        }
+    }
+    e->px = psim__plan_exec_new_part(p, e->m->cluster, e->local, feeds, n_feeds, fetches,
+                                     n_fetches, FALSE, error);
+    if (!e->px)
+        return FALSE;
+    /* The communication thread shares the task's cores: a device waiting on a Recv yields to
+     * it at once rather than spinning first. */
+    psim__plan_exec_set_pause_spin(e->px, 0);
+    e->remote = (PsimRemoteTransport){.send = remote_send, .user = e};
+    psim__transport_set_remote(psim__plan_exec_transport(e->px), &e->remote);
+    e->n_feeds = n_feeds;
+    e->n_fetches = n_fetches;
+    e->feed_task = g_new0(int32_t, n_feeds + 1);
+    e->fetch_task = g_new0(int32_t, n_fetches + 1);
+    for (int32_t i = 0; i < n_feeds + n_fetches; i++) {
+        PsimPort port;
+        gboolean is_feed = i < n_feeds;
+        if (!psim__exec_resolve_ref(g, is_feed ? feeds[i] : fetches[i - n_feeds], !is_feed,
+                                    &port, error))
+            return FALSE;
+        int32_t t = e->task_of_dev[p->device_of[port.node]];
+        if (is_feed)
+            e->feed_task[i] = t;
+        else
+            e->fetch_task[i - n_feeds] = t;
+    }
+    return TRUE;
+}
+
+void psim_mpi_exec_free(PsimMpiExec *e)
+{
+    if (!e)
+        return;
+    if (e->m->rank == 0 && e->px)
+        for (int r = 1; r < e->m->size; r++)
+            post_ctrl(e->m, r, TAG_STOP, g_byte_array_new());
+    psim_plan_exec_free(e->px);
+    if (e->own_plan)
+        psim_plan_free(e->plan);
+    g_free(e->local);
+    g_free(e->task_of_dev);
+    g_free(e->feed_task);
+    g_free(e->fetch_task);
+    g_free(e);
+}
+
+/* Waits for a message with `tag` from task `src` (any task: -1); other tags are kept for
+ * later... none arrive out of turn in this protocol, so anything else is an error. A silent
+ * peer fails with the line naming it. */
+static Msg *expect(PsimMpi *m, int tag, uint64_t step, GError **error)
+{
+    Msg *msg = next_msg(m, -1);
+    if (msg->tag == -1) {
+        if (m->rank == 0)
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                        "mpi: task %d (rank %d) stopped responding at step %" G_GUINT64_FORMAT
+                        " (no message for %.1f s): the job ends",
+                        msg->src, msg->src, step, m->deadline_us * 1e-6);
+        else
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                        "mpi: task %d: rank 0 stopped responding (no message for %.1f s)",
+                        m->rank, m->deadline_us * 1e-6);
+        msg_free(msg);
+        return NULL;
+    }
+    if (msg->tag == TAG_ABORT) /* rank 0 has said why: this task ends quietly */
+        psim_mpi_abort(m);
+    if (msg->tag != tag) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "mpi: task %d: unexpected message (tag %d from rank %d)", m->rank, msg->tag, msg->src);
+        msg_free(msg);
+        return NULL;
+    }
+    return msg;
+}
+
+/* A task's answer: status (and the error's text), its step's span, its fetches. */
+static void reply(PsimMpiExec *e, uint64_t step, gboolean ok, const GError *err, double origin,
+                  double end, PsimTensor **outputs)
+{
+    GByteArray *b = g_byte_array_new();
+    put_u64(b, step);
+    put_u64(b, ok);
+    const char *text = ok || !err ? "" : err->message;
+    put_str(b, text, strlen(text));
+    put_f64(b, origin);
+    put_f64(b, end);
+    /* Fetches of numbers in host memory (others cannot cross: rank 0 gets none for them). */
+    uint64_t n_out = 0;
+    for (int32_t i = 0; ok && outputs && i < e->n_fetches; i++)
+        n_out += outputs[i] && outputs[i]->dtype != PSIM_DTYPE_STRING && outputs[i]->device < 0;
+    put_u64(b, n_out);
+    for (int32_t i = 0; ok && outputs && i < e->n_fetches; i++)
+        if (outputs[i] && outputs[i]->dtype != PSIM_DTYPE_STRING && outputs[i]->device < 0) {
+            put_u64(b, (uint64_t)i);
+            put_tensor(b, outputs[i], NULL);
+        }
+    post_ctrl(e->m, 0, TAG_REPLY, b);
+}
+
+PsimMpiExec *psim_mpi_exec_new(PsimMpi *m, const PsimPlan *plan, const char *const *feeds,
+                               int32_t n_feeds, const char *const *fetches, int32_t n_fetches,
+                               GError **error)
+{
+    g_return_val_if_fail(m->rank == 0, NULL);
+    gsize plan_len = 0;
+    g_autofree char *plan_json = psim_plan_to_json_full(plan, NULL, 0, &plan_len, error);
+    if (!plan_json)
+        return NULL;
+    PsimMpiExec *e = g_new0(PsimMpiExec, 1);
+    e->m = m;
+    e->plan = (PsimPlan *)plan;
+    if (!exec_init(e, feeds, n_feeds, fetches, n_fetches, error)) {
+        psim_mpi_exec_free(e);
+        return NULL;
+    }
+    g_autofree char *cluster_json = psim_cluster_to_json(m->cluster);
+    for (int r = 1; r < m->size; r++) {
+        GByteArray *b = g_byte_array_new();
+        put_u64(b, HANDLE);
+        put_str(b, plan_json, plan_len);
+        put_str(b, cluster_json, strlen(cluster_json));
+        put_u64(b, (uint64_t)n_feeds);
+        for (int32_t i = 0; i < n_feeds; i++)
+            put_str(b, feeds[i], strlen(feeds[i]));
+        put_u64(b, (uint64_t)n_fetches);
+        for (int32_t i = 0; i < n_fetches; i++)
+            put_str(b, fetches[i], strlen(fetches[i]));
+        m->setup_msgs[r]++;
+        m->setup_bytes[r] += b->len;
+        post_ctrl(m, r, TAG_SETUP, b);
+    }
+    m->setup_sent = TRUE;
+    /* Every task answers once it has built its part (or says why it could not). */
+    for (int r = 1; r < m->size; r++) {
+        Msg *msg = expect(m, TAG_REPLY, 0, error);
+        if (!msg) {
+            psim_mpi_exec_free(e);
+            return NULL;
+        }
+        Reader rd = {msg->data, msg->data + msg->n, FALSE};
+        get_u64(&rd);
+        gboolean ok = get_u64(&rd) != 0;
+        size_t n;
+        const char *text = get_str(&rd, &n);
+        if (!ok || rd.bad) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: task %d: %.*s", msg->src,
+                        (int)(text ? n : 0), text ? text : "");
+            msg_free(msg);
+            psim_mpi_exec_free(e);
+            return NULL;
+        }
+        msg_free(msg);
+    }
+    return e;
+}
+
+gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                           GError **error)
+{
+    PsimMpi *m = e->m;
+    uint64_t step = e->step++;
+    /* One message per task: the handle, the step, its devices' feeds. */
+    for (int r = 1; r < m->size; r++) {
+        GByteArray *b = g_byte_array_new();
+        put_u64(b, HANDLE);
+        put_u64(b, step);
+        uint64_t n = 0;
+        for (int32_t i = 0; i < e->n_feeds; i++)
+            n += e->feed_task[i] == r;
+        put_u64(b, n);
+        for (int32_t i = 0; i < e->n_feeds; i++)
+            if (e->feed_task[i] == r) {
+                put_u64(b, (uint64_t)i);
+                if (!put_tensor(b, feeds[i], error)) {
+                    g_byte_array_free(b, TRUE);
+                    return FALSE;
+                }
+            }
+        m->step_msgs[r]++;
+        m->step_bytes[r] += b->len;
+        post_ctrl(m, r, TAG_STEP, b);
+    }
+    g_autofree PsimTensor **mine = g_new0(PsimTensor *, e->n_fetches + 1);
+    gboolean ok = post_receives(e, step, error) && psim_plan_exec_run(e->px, feeds, mine, error);
+    double first = INFINITY, last = -INFINITY;
+    if (ok) {
+        first = psim__plan_exec_origin_us(e->px);
+        last = first + psim_plan_exec_step_us(e->px);
+    }
+    for (int32_t i = 0; i < e->n_fetches; i++)
+        if (e->fetch_task[i] == 0 && outputs)
+            outputs[i] = g_steal_pointer(&mine[i]);
+        else if (mine[i])
+            psim_tensor_unref(mine[i]);
+    /* Every task's answer; the first failure names its task. */
+    for (int r = 1; r < m->size; r++) {
+        GError *err = NULL;
+        Msg *msg = expect(m, TAG_REPLY, step, &err);
+        if (!msg) {
+            g_clear_error(error);
+            g_propagate_error(error, err);
+            return FALSE; /* a silent task: the caller ends the job */
+        }
+        Reader rd = {msg->data, msg->data + msg->n, FALSE};
+        uint64_t s = get_u64(&rd);
+        gboolean tok = get_u64(&rd) != 0;
+        size_t n;
+        const char *text = get_str(&rd, &n);
+        double origin = get_f64(&rd), end = get_f64(&rd);
+        uint64_t n_out = get_u64(&rd);
+        if (rd.bad || s != step) {
+            if (ok)
+                g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                            "mpi: task %d: a malformed reply to step %" G_GUINT64_FORMAT, msg->src, step);
+            ok = FALSE;
+        } else if (!tok) {
+            if (ok)
+                g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: task %d: %.*s", msg->src,
+                            (int)n, text);
+            ok = FALSE;
+        } else if (isfinite(origin)) {
+            first = MIN(first, origin - m->clock_offset[msg->src]);
+            last = MAX(last, end - m->clock_offset[msg->src]);
+        }
+        for (uint64_t k = 0; ok && k < n_out; k++) {
+            uint64_t i = get_u64(&rd);
+            PsimTensor *t = get_tensor(&rd, error);
+            if (!t || i >= (uint64_t)e->n_fetches) {
+                if (t)
+                    psim_tensor_unref(t);
+                ok = FALSE;
+                break;
+            }
+            if (outputs) {
+                if (outputs[i])
+                    psim_tensor_unref(outputs[i]);
+                outputs[i] = t;
+            } else
+                psim_tensor_unref(t);
+        }
+        msg_free(msg);
+    }
+    if (!ok) {
+        for (int32_t i = 0; outputs && i < e->n_fetches; i++)
+            g_clear_pointer(&outputs[i], psim_tensor_unref);
+        return FALSE;
+    }
+    e->step_us = isfinite(first) && isfinite(last) ? last - first : 0;
+    return TRUE;
+}
+
+double psim_mpi_exec_step_us(const PsimMpiExec *e) { return e->step_us; }
+
+/* A task (rank > 0): the setup message, then steps until rank 0 says stop. */
+gboolean psim_mpi_serve(PsimMpi *m, GError **error)
+{
+    g_return_val_if_fail(m->rank != 0, FALSE);
+    Msg *msg = next_msg(m, -1);
+    if (msg->tag == TAG_STOP) { /* rank 0 failed before it had a plan to send */
+        msg_free(msg);
+        return TRUE;
+    }
+    if (msg->tag != TAG_SETUP) {
+        g_async_queue_push_front(m->inbox, msg);
+        Msg *again = expect(m, TAG_SETUP, 0, error);
+        msg_free(again);
+        return FALSE;
+    }
+    Reader rd = {msg->data, msg->data + msg->n, FALSE};
+    get_u64(&rd);
+    size_t plan_len, cl_len;
+    const char *plan_json = get_str(&rd, &plan_len);
+    const char *cl_json = get_str(&rd, &cl_len);
+    uint64_t n_feeds = get_u64(&rd);
+    g_autoptr(GPtrArray) feeds = g_ptr_array_new_with_free_func(g_free);
+    for (uint64_t i = 0; !rd.bad && i < n_feeds && i < (1u << 20); i++) {
+        size_t n;
+        const char *s = get_str(&rd, &n);
+        g_ptr_array_add(feeds, g_strndup(s ? s : "", n));
+    }
+    uint64_t n_fetches = get_u64(&rd);
+    g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
+    for (uint64_t i = 0; !rd.bad && i < n_fetches && i < (1u << 20); i++) {
+        size_t n;
+        const char *s = get_str(&rd, &n);
+        g_ptr_array_add(fetches, g_strndup(s ? s : "", n));
+    }
+    PsimMpiExec *e = g_new0(PsimMpiExec, 1);
+    e->m = m;
+    GError *err = NULL;
+    gboolean ok = !rd.bad;
+    if (!ok)
+        g_set_error(&err, PSIM_ERROR, PSIM_ERROR_RUNTIME, "a malformed setup message");
+    if (ok) {
+        PsimCluster *c = psim_cluster_parse("mpi setup", cl_json, cl_len, &err);
+        ok = c != NULL;
+        if (ok) {
+            psim_cluster_free(m->cluster);
+            m->cluster = c;
+        }
+    }
+    if (ok) {
+        e->plan = psim_plan_from_json("mpi setup", plan_json, plan_len, &err);
+        e->own_plan = TRUE;
+        ok = e->plan != NULL;
+    }
+    msg_free(msg);
+    ok = ok && exec_init(e, (const char *const *)feeds->pdata, (int32_t)feeds->len,
+                         (const char *const *)fetches->pdata, (int32_t)fetches->len, &err);
+    reply(e, SETUP_STEP, ok, err, NAN, NAN, NULL);
+    g_clear_error(&err);
+    g_autofree PsimTensor **in = g_new0(PsimTensor *, feeds->len + 1);
+    g_autofree PsimTensor **out = g_new0(PsimTensor *, fetches->len + 1);
+    while (ok) {
+        msg = next_msg(m, -1);
+        if (msg->tag == TAG_STOP) {
+            msg_free(msg);
+            break;
+        }
+        if (msg->tag != TAG_STEP) {
+            g_async_queue_push_front(m->inbox, msg);
+            msg_free(expect(m, TAG_STEP, e->step, error));
+            ok = FALSE;
+            break;
+        }
+        rd = (Reader){msg->data, msg->data + msg->n, FALSE};
+        get_u64(&rd);
+        uint64_t step = get_u64(&rd), n_in = get_u64(&rd);
+        e->step = step;
+        /* The fault injector: PSIM_FAULT=rank:R,step:S kills task R (SIGKILL) as step S starts;
+         * rank:R,hang:S stops it there (SIGSTOP: alive, silent). */
+        if (psim_fault_due("rank", m->rank) && psim_fault_due("step", (int64_t)step))
+            psim_fault_kill("step", (int64_t)step);
+        if (psim_fault_due("rank", m->rank) && psim_fault_due("hang", (int64_t)step)) {
+            fprintf(stderr, "placesim: PSIM_FAULT: stopped at step %" G_GUINT64_FORMAT "\n", step);
+            fflush(stderr);
+            raise(SIGSTOP);
+        }
+        gboolean sok = !rd.bad;
+        if (!sok)
+            g_set_error(&err, PSIM_ERROR, PSIM_ERROR_RUNTIME, "a malformed step message");
+        for (uint64_t k = 0; sok && k < n_in; k++) {
+            uint64_t i = get_u64(&rd);
+            PsimTensor *t = get_tensor(&rd, &err);
+            sok = t && i < feeds->len;
+            if (t && sok) {
+                if (in[i])
+                    psim_tensor_unref(in[i]);
+                in[i] = t;
+            } else if (t)
+                psim_tensor_unref(t);
+        }
+        msg_free(msg);
+        sok = sok && post_receives(e, step, &err) && psim_plan_exec_run(e->px, in, out, &err);
+        double origin = NAN, end = NAN;
+        if (sok) {
+            origin = psim__plan_exec_origin_us(e->px);
+            end = origin + psim_plan_exec_step_us(e->px);
+        }
+        reply(e, step, sok, err, origin, end, out);
+        g_clear_error(&err);
+        for (guint i = 0; i < fetches->len; i++)
+            g_clear_pointer(&out[i], psim_tensor_unref);
+    }
+    for (guint i = 0; i < feeds->len; i++)
+        g_clear_pointer(&in[i], psim_tensor_unref);
+    e->m = m;
+    psim_mpi_exec_free(e);
+    return ok;
+}
+
+#else /* no MPI in this build */
+
+gboolean psim_mpi_available(void) { return FALSE; }
+
+static void no_mpi(GError **error)
+{
+    g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                "--mpi: this placesim was built without MPI (install libopenmpi-dev and rebuild)");
+}
+
+PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error)
+{
+    (void)argc;
+    (void)argv;
+    no_mpi(error);
+    return NULL;
+}
+void psim_mpi_free(PsimMpi *m) { (void)m; }
+void psim_mpi_abort(PsimMpi *m)
+{
+    (void)m;
+    _exit(1);
+}
+int32_t psim_mpi_rank(const PsimMpi *m) { return m ? 0 : 0; }
+int32_t psim_mpi_size(const PsimMpi *m) { return m ? 1 : 1; }
+PsimCluster *psim_mpi_cluster(PsimMpi *m) { return m ? NULL : NULL; }
+void psim_mpi_stats(const PsimMpi *m, int32_t task, PsimMpiStats *out)
+{
+    (void)m;
+    (void)task;
+    *out = (PsimMpiStats){0};
+}
+PsimMpiExec *psim_mpi_exec_new(PsimMpi *m, const PsimPlan *plan, const char *const *feeds,
+                               int32_t n_feeds, const char *const *fetches, int32_t n_fetches,
+                               GError **error)
+{
+    (void)m, (void)plan, (void)feeds, (void)n_feeds, (void)fetches, (void)n_fetches;
+    no_mpi(error);
+    return NULL;
+}
+gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor **outputs,
+                           GError **error)
+{
+    (void)e, (void)feeds, (void)outputs;
+    no_mpi(error);
+    return FALSE;
+}
+double psim_mpi_exec_step_us(const PsimMpiExec *e) { return e ? 0 : 0; }
+void psim_mpi_exec_free(PsimMpiExec *e) { (void)e; }
+gboolean psim_mpi_serve(PsimMpi *m, GError **error)
+{
+    (void)m;
+    no_mpi(error);
+    return FALSE;
+}
+
+#endif

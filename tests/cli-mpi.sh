@@ -1,0 +1,99 @@
+#!/bin/bash
+# `run --mpi` under mpirun (issue 16): every rank a task with its own CPU device.
+#  - The six ../shared/data/onnx-light models and the built-in models, placed by heft and by
+#    greedy over 2 and 3 tasks, give outputs bit-identical to a one-process run on one device.
+#  - Rank 0 sends each task exactly one setup message (the plan with its graph) and then one
+#    message per step holding only the handle, the step id and that task's feeds: no graph bytes
+#    after the first step.
+#  - Bad use is one line and exit 2.
+# Skipped (77) only when mpirun is absent.
+set -u
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+PSIM=${PSIM:-build/placesim}
+DATA=${PSIM_DATA:-../shared/data}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -q)
+
+models=(zoo:mlp zoo:cnn zoo:transformer)
+for f in bvlc_alexnet inception_v1 resnet50 squeezenet vgg19 zfnet512; do
+    [ -f "$DATA/onnx-light/$f.onnx" ] && models+=("$DATA/onnx-light/$f.onnx")
+done
+[ ${#models[@]} -eq 9 ] || { echo "onnx-light models missing under $DATA"; fail=1; }
+
+steps=3
+for g in "${models[@]}"; do
+    name=$(basename "$g" .onnx)
+    rm -rf "$tmp/one"
+    "$PSIM" run "$g" --save-outputs "$tmp/one" >/dev/null 2>"$tmp/err" || { echo "$name: one-process run failed: $(cat "$tmp/err")"; fail=1; continue; }
+    for np in 2 3; do
+        for algo in heft greedy; do
+            out="$tmp/$name-$np-$algo"
+            if ! timeout 300 "${MPIRUN[@]}" -np $np "$PSIM" run "$g" --mpi --algo $algo --steps $steps \
+                    --save-outputs "$out" --json >"$out.json" 2>"$out.err"; then
+                echo "$name -np $np $algo: failed: $(head -3 "$out.err")"; fail=1; continue
+            fi
+            for o in "$tmp/one"/output_*.pb; do
+                cmp -s "$o" "$out/$(basename "$o")" || { echo "$name -np $np $algo: $(basename "$o") differs from the one-process run"; fail=1; }
+            done
+            # One setup message per task, then one message per step (warm-up + steps), whose
+            # bytes are the 24-byte header plus that task's feeds only.
+            python3 - "$out.json" "$np" $((steps + 1)) <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1])); np, n_steps = int(sys.argv[2]), int(sys.argv[3])
+tasks = d["mpi"]["tasks"]
+assert len(tasks) == np - 1, tasks
+for t in tasks:
+    assert t["setup_messages"] == 1, t
+    assert t["step_messages"] == n_steps, t
+    assert t["step_bytes"] % n_steps == 0, t
+    per = t["step_bytes"] // n_steps
+    assert per < t["setup_bytes"], t
+    # a step message carries no graph: its header (handle, step, count) and feed tensors only
+    assert per == 24 or per > 24 and per < 64 + 16 * 1024 * 1024, t
+PY
+        done
+    done
+done
+
+# The step messages hold feeds only: a task holding no graph input gets 24 bytes per step.
+"${MPIRUN[@]}" -np 2 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 5 --json >"$tmp/rr.json" 2>"$tmp/rr.err" \
+    || { echo "round-robin cnn failed: $(cat "$tmp/rr.err")"; fail=1; }
+python3 - "$tmp/rr.json" <<'PY' || fail=1
+import json, sys
+t = json.load(open(sys.argv[1]))["mpi"]["tasks"][0]
+assert t["step_messages"] == 6 and t["setup_messages"] == 1, t
+assert t["step_bytes"] in (6 * 24, 6 * (24 + 40 + 3 * 64 * 64 * 4)), t
+PY
+
+# Failures. Killing task 1 (SIGKILL) as step 7 starts ends every rank within 2 s of the kill:
+# the job's time less that of the same job stopped after 7 steps (mpirun tears the job down; its
+# status is the killed rank's, 137). One line, the fault injector's, says what happened.
+ms() { date +%s%N | cut -b1-13; }
+t0=$(ms); "${MPIRUN[@]}" -np 3 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 6 >/dev/null 2>&1; t1=$(ms)
+PSIM_FAULT=rank:1,step:7 timeout 60 "${MPIRUN[@]}" -np 3 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 50 \
+    >"$tmp/k.out" 2>"$tmp/k.err"
+rc=$?; t2=$(ms)
+[ $rc -ne 0 ] || { echo "a killed task: the job exited 0"; fail=1; }
+[ $(( (t2 - t1) - (t1 - t0) )) -lt 2000 ] || { echo "a killed task: the job took $((t2 - t1)) ms against $((t1 - t0)) ms for 7 steps"; fail=1; }
+grep -q "killed at step 7" "$tmp/k.err" && [ "$(grep -c . "$tmp/k.err")" -eq 1 ] \
+    || { echo "a killed task: expected one line: $(cat "$tmp/k.err")"; fail=1; }
+# A task that stops answering (SIGSTOP at step 7) is found by rank 0's heartbeat watch within
+# PSIM_MPI_DEADLINE_US (1 s): one line naming the task and the step, exit 1.
+PSIM_FAULT=rank:1,hang:7 timeout 60 "${MPIRUN[@]}" -np 3 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 50 \
+    >"$tmp/h.out" 2>"$tmp/h.err"
+rc=$?
+[ $rc -eq 1 ] || { echo "a silent task: exit $rc, expected 1: $(cat "$tmp/h.err")"; fail=1; }
+grep -q "placesim: mpi: task 1 (rank 1) stopped responding at step 7" "$tmp/h.err" \
+    && [ "$(grep -c '^placesim: mpi' "$tmp/h.err")" -eq 1 ] \
+    || { echo "a silent task: expected one line naming task 1: $(cat "$tmp/h.err")"; fail=1; }
+
+# Bad use: one line, exit 2.
+for args in "--mpi" "--mpi --algo heft --cluster local:2" "--mpi --algo nosuch"; do
+    "${MPIRUN[@]}" -np 2 "$PSIM" run zoo:mlp $args >"$tmp/o" 2>"$tmp/e"
+    rc=$?
+    [ $rc -eq 2 ] || { echo "run zoo:mlp $args: exit $rc, expected 2: $(cat "$tmp/e")"; fail=1; }
+    [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "run zoo:mlp $args: not one line: $(cat "$tmp/e")"; fail=1; }
+done
+exit $fail

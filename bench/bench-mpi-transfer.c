@@ -1,0 +1,171 @@
+/* A tensor between two MPI tasks through placesim's transport against a plain MPI ping-pong,
+ * in the same run (issue 16): run as
+ *   mpirun -np 2 build/bench-mpi-transfer [ROUNDS]
+ * First, before placesim starts, rank 0 and 1 ping-pong with MPI_Send/MPI_Recv (1 KiB and 16 MiB);
+ * then placesim runs the plan x (task 0) -> y = Identity(x) (task 1) -> z = Identity(y) (task 0),
+ * whose step is one transfer each way (Identity shares its input: no copy). Each figure is the
+ * median over ROUNDS (default 200 for 1 KiB, 20 for 16 MiB) of half a round trip; bandwidth is
+ * bytes over that. Prints one line per size and method, and the ratios. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "placesim/exec.h"
+#include "placesim/formats.h"
+#include "placesim/placer.h"
+
+#ifdef PSIM_HAVE_MPI
+#include <mpi.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Half the round trip of `bytes` by MPI_Send/MPI_Recv, median of n (after 3 warm-ups). */
+static double plain_us(int rank, size_t bytes, int n)
+{
+    char *buf = g_malloc0(bytes);
+    double *t = g_new(double, n);
+    for (int k = -3; k < n; k++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        if (rank == 0) {
+            MPI_Send(buf, (int)bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+            MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, (int)bytes, MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+        }
+        if (k >= 0)
+            t[k] = 0.5 * (MPI_Wtime() - t0) * 1e6;
+    }
+    double m = median(t, n);
+    g_free(t);
+    g_free(buf);
+    return m;
+}
+
+/* Rank 0: the x -> task 1 -> task 0 plan of `bytes` of float32, placed by the graph's device
+ * requests; half its step (the span over both tasks), median of n after 3 warm-ups. */
+static double placesim_us(PsimMpi *m, size_t bytes, int n, GError **error)
+{
+    const char *t0 = "/job:worker/replica:0/task:0/device:CPU:0";
+    const char *t1 = "/job:worker/replica:0/task:1/device:CPU:0";
+    g_autofree char *json = g_strdup_printf(
+        "{\"format\": \"placesim.graph/1\", \"name\": \"pingpong\", \"nodes\": ["
+        "{\"name\": \"x\", \"op\": \"Placeholder\", \"device\": \"%s\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [%zu]}]},"
+        "{\"name\": \"y\", \"op\": \"Identity\", \"inputs\": [\"x:0\"], \"device\": \"%s\"},"
+        "{\"name\": \"z\", \"op\": \"Identity\", \"inputs\": [\"y:0\"], \"device\": \"%s\"}]}",
+        t0, bytes / 4, t1, t0);
+    g_autoptr(PsimGraph) g = psim_graph_load_data("pingpong.json", PSIM_FORMAT_JSON, (const guint8 *)json,
+                                                  strlen(json), NULL, error);
+    if (!g)
+        return -1;
+    g_autoptr(PsimCostModel) cm = psim_cost_model_new(psim_mpi_cluster(m), NULL);
+    PsimPlaceOptions po;
+    psim_place_options_init(&po);
+    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, cm, &po, error);
+    if (!ctx)
+        return -1;
+    g_autoptr(PsimPlacement) pl = psim_place(ctx, "heft", error);
+    if (!pl)
+        return -1;
+    g_autoptr(PsimPlan) plan = psim_plan_build(ctx, pl, error);
+    if (!plan)
+        return -1;
+    if (plan->n_transfers != 2) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "the plan has %d transfers, not 2", plan->n_transfers);
+        return -1;
+    }
+    const char *feeds[] = {"x"}, *fetches[] = {"z:0"};
+    PsimMpiExec *e = psim_mpi_exec_new(m, plan, feeds, 1, fetches, 1, error);
+    if (!e)
+        return -1;
+    int64_t dims[1] = {(int64_t)(bytes / 4)};
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, dims, error);
+    double *t = g_new(double, n);
+    double result = -1;
+    for (int k = -3; k < n; k++) {
+        PsimTensor *out = NULL;
+        if (!psim_mpi_exec_run(e, &x, &out, error))
+            goto done;
+        psim_tensor_unref(out);
+        if (k >= 0)
+            t[k] = 0.5 * psim_mpi_exec_step_us(e);
+    }
+    result = median(t, n);
+done:
+    g_free(t);
+    psim_mpi_exec_free(e);
+    return result;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 2) {
+        if (rank == 0)
+            fprintf(stderr, "bench-mpi-transfer: run it with mpirun -np 2\n");
+        MPI_Finalize();
+        return 2;
+    }
+    int rounds = argc > 1 ? atoi(argv[1]) : 0;
+    const size_t sizes[2] = {1024, 16u << 20};
+    const int n[2] = {rounds > 0 ? rounds : 200, rounds > 0 ? rounds : 20};
+    double plain[2];
+    for (int i = 0; i < 2; i++)
+        plain[i] = plain_us(rank, sizes[i], n[i]);
+    GError *err = NULL;
+    PsimMpi *m = psim_mpi_new(&argc, &argv, &err);
+    if (!m) {
+        fprintf(stderr, "bench-mpi-transfer: %s\n", err->message);
+        return 1;
+    }
+    if (rank != 0) {
+        /* Task 1 serves both plans, one after the other. */
+        for (int i = 0; i < 2; i++)
+            if (!psim_mpi_serve(m, &err)) {
+                fprintf(stderr, "bench-mpi-transfer: task 1: %s\n", err->message);
+                psim_mpi_abort(m);
+            }
+        psim_mpi_free(m);
+        return 0;
+    }
+    double ours[2];
+    for (int i = 0; i < 2; i++) {
+        ours[i] = placesim_us(m, sizes[i], n[i], &err);
+        if (ours[i] < 0) {
+            fprintf(stderr, "bench-mpi-transfer: %s\n", err->message);
+            psim_mpi_abort(m);
+        }
+    }
+    printf("size      method    half round trip   bandwidth\n");
+    for (int i = 0; i < 2; i++) {
+        printf("%-9s plain-mpi %12.2f us %8.3f GB/s\n", i ? "16MiB" : "1KiB", plain[i], sizes[i] / plain[i] / 1e3);
+        printf("%-9s placesim  %12.2f us %8.3f GB/s\n", i ? "16MiB" : "1KiB", ours[i], sizes[i] / ours[i] / 1e3);
+    }
+    printf("1 KiB latency: placesim / plain = %.2f (target <= 2)\n", ours[0] / plain[0]);
+    printf("16 MiB bandwidth: placesim / plain = %.3f (target >= 0.90)\n", plain[1] / ours[1]);
+    psim_mpi_free(m);
+    return 0;
+}
+
+#else
+int main(void)
+{
+    fprintf(stderr, "bench-mpi-transfer: this build has no MPI\n");
+    return 2;
+}
+#endif

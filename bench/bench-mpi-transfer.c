@@ -53,59 +53,13 @@ static double plain_us(int rank, size_t bytes, int n)
     return m;
 }
 
-/* Rank 0: the x -> task 1 -> task 0 plan of `bytes` of float32, placed by the graph's device
- * requests; half its step (the span over both tasks), median of n after 3 warm-ups. */
+/* Rank 0: placesim's half round trips through task 1 (psim_mpi_pingpong), median of n. */
 static double placesim_us(PsimMpi *m, size_t bytes, int n, GError **error)
 {
-    const char *t0 = "/job:worker/replica:0/task:0/device:CPU:0";
-    const char *t1 = "/job:worker/replica:0/task:1/device:CPU:0";
-    g_autofree char *json = g_strdup_printf(
-        "{\"format\": \"placesim.graph/1\", \"name\": \"pingpong\", \"nodes\": ["
-        "{\"name\": \"x\", \"op\": \"Placeholder\", \"device\": \"%s\", \"outputs\": [{\"dtype\": \"float32\", \"shape\": [%zu]}]},"
-        "{\"name\": \"y\", \"op\": \"Identity\", \"inputs\": [\"x:0\"], \"device\": \"%s\"},"
-        "{\"name\": \"z\", \"op\": \"Identity\", \"inputs\": [\"y:0\"], \"device\": \"%s\"}]}",
-        t0, bytes / 4, t1, t0);
-    g_autoptr(PsimGraph) g = psim_graph_load_data("pingpong.json", PSIM_FORMAT_JSON, (const guint8 *)json,
-                                                  strlen(json), NULL, error);
-    if (!g)
-        return -1;
-    g_autoptr(PsimCostModel) cm = psim_cost_model_new(psim_mpi_cluster(m), NULL);
-    PsimPlaceOptions po;
-    psim_place_options_init(&po);
-    g_autoptr(PsimPlaceCtx) ctx = psim_place_ctx_new(g, cm, &po, error);
-    if (!ctx)
-        return -1;
-    g_autoptr(PsimPlacement) pl = psim_place(ctx, "heft", error);
-    if (!pl)
-        return -1;
-    g_autoptr(PsimPlan) plan = psim_plan_build(ctx, pl, error);
-    if (!plan)
-        return -1;
-    if (plan->n_transfers != 2) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "the plan has %d transfers, not 2", plan->n_transfers);
-        return -1;
-    }
-    const char *feeds[] = {"x"}, *fetches[] = {"z:0"};
-    PsimMpiExec *e = psim_mpi_exec_new(m, plan, feeds, 1, fetches, 1, error);
-    if (!e)
-        return -1;
-    int64_t dims[1] = {(int64_t)(bytes / 4)};
-    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, dims, error);
     double *t = g_new(double, n);
-    double result = -1;
-    for (int k = -3; k < n; k++) {
-        PsimTensor *out = NULL;
-        if (!psim_mpi_exec_run(e, &x, &out, error))
-            goto done;
-        psim_tensor_unref(out);
-        if (k >= 0)
-            t[k] = 0.5 * psim_mpi_exec_step_us(e);
-    }
-    result = median(t, n);
-done:
+    double r = psim_mpi_pingpong(m, 1, bytes, n, t, error) ? median(t, n) : -1;
     g_free(t);
-    psim_mpi_exec_free(e);
-    return result;
+    return r;
 }
 
 int main(int argc, char **argv)
@@ -135,11 +89,10 @@ int main(int argc, char **argv)
     }
     if (rank != 0) {
         /* Task 1 serves both plans, one after the other. */
-        for (int i = 0; i < 2; i++)
-            if (!psim_mpi_serve(m, &err)) {
-                fprintf(stderr, "bench-mpi-transfer: task 1: %s\n", err->message);
-                psim_mpi_abort(m);
-            }
+        if (!psim_mpi_serve(m, &err)) {
+            fprintf(stderr, "bench-mpi-transfer: task 1: %s\n", err->message);
+            psim_mpi_abort(m);
+        }
         psim_mpi_free(m);
         return 0;
     }

@@ -73,6 +73,19 @@ assert t["step_messages"] == 6 and t["setup_messages"] == 1, t
 assert t["step_bytes"] in (6 * 24, 6 * (24 + 40 + 3 * 64 * 64 * 4)), t
 PY
 
+# profile --mpi stores the link between the tasks, both ways, at 1 KiB .. 1 MiB (x4: 6 sizes);
+# run --mpi --db then simulates its plan with it and says so.
+"${MPIRUN[@]}" -np 2 "$PSIM" profile --mpi --db "$tmp/links.db" --link-max-bytes 1M >"$tmp/p.out" 2>"$tmp/p.err" \
+    || { echo "profile --mpi failed: $(cat "$tmp/p.err")"; fail=1; }
+grep -q "^links *12 timings between 2 MPI tasks" "$tmp/p.out" || { echo "profile --mpi: $(cat "$tmp/p.out")"; fail=1; }
+"${MPIRUN[@]}" -np 2 "$PSIM" run zoo:cnn --mpi --algo round-robin --db "$tmp/links.db" --json >"$tmp/s.json" 2>"$tmp/s.err" \
+    || { echo "run --mpi --db failed: $(cat "$tmp/s.err")"; fail=1; }
+python3 - "$tmp/s.json" <<'PY' || fail=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["mpi"]["simulated_us"] > 0, d["mpi"]
+PY
+
 # Failures. Killing task 1 (SIGKILL) as step 7 starts ends every rank within 2 s of the kill:
 # the job's time less that of the same job stopped after 7 steps (mpirun tears the job down; its
 # status is the killed rank's, 137). One line, the fault injector's, says what happened.

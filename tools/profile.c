@@ -108,9 +108,56 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
     json_builder_end_array(b);
 }
 
+/* profile --mpi: the links between MPI tasks, timed through the transport, into the DB. */
+static int profile_mpi(int *argc, char ***argv, const char *db_path, const char *link_max_text)
+{
+    const char *rank_env = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+    gboolean quiet = rank_env && strcmp(rank_env, "0"); /* only rank 0 says what is wrong */
+    GError *err = NULL;
+    uint64_t max_bytes = 256u << 20;
+    if (*argc > 1) {
+        if (quiet)
+            return 2;
+        return psim_cli_usage("profile", "--mpi times links only: profile GRAPH's kernels without --mpi");
+    }
+    if (!psim_cli_flag_size("--link-max-bytes", link_max_text, 1024, UINT64_C(1) << 34, &max_bytes, &err)) {
+        if (quiet) {
+            g_error_free(err);
+            return 2;
+        }
+        return psim_cli_fail(err);
+    }
+    PsimMpi *m = psim_mpi_new(argc, argv, &err);
+    if (!m)
+        return psim_cli_fail(err);
+    if (psim_mpi_rank(m) != 0) {
+        if (!psim_mpi_serve(m, &err)) {
+            psim_cli_fail(err);
+            psim_mpi_abort(m);
+        }
+        psim_mpi_free(m);
+        return 0;
+    }
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
+    if (!db) {
+        int code = psim_cli_fail(err);
+        psim_mpi_free(m);
+        return code;
+    }
+    int32_t rows = psim_mpi_profile_links(m, db, 1024, max_bytes, &err);
+    if (rows < 0) {
+        psim_cli_fail(err);
+        psim_mpi_abort(m);
+    }
+    printf("links        %d timings between %d MPI tasks (through the transport)\n", rows, psim_mpi_size(m));
+    psim_mpi_free(m);
+    return 0;
+}
+
 int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE, in_situ = FALSE;
+    gboolean mpi = FALSE;
     g_autofree char *insitu_steps_text = NULL;
     g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL, *weights = NULL;
     g_autofree char *reps_text = NULL, *rounds_text = NULL, *max_rel_text = NULL;
@@ -158,6 +205,10 @@ int psim_cmd_profile(int argc, char **argv)
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
+        {"mpi", 0, 0, G_OPTION_ARG_NONE, &mpi,
+         "under mpirun, without GRAPH: time the links between rank 0's task and every other through "
+         "run --mpi's transport (1 KiB .. --link-max-bytes, x4) into DB; kernels are profiled "
+         "without --mpi (their rows serve every device of the same fingerprint)", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("GRAPH... - measure kernel and transfer costs");
     g_option_context_set_summary(ctx,
@@ -171,13 +222,15 @@ int psim_cmd_profile(int argc, char **argv)
     psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
     if (!psim_cli_parse(ctx, &argc, &argv, "profile"))
         return 2;
-    if (argc < 2)
+    if (argc < 2 && !mpi)
         return psim_cli_usage("profile", "expected at least one GRAPH");
     if (!db_path)
         return psim_cli_usage("profile", "--db DB is required");
     PsimProfileOptions o;
     psim_profile_options_init(&o);
     GError *err = NULL;
+    if (mpi)
+        return profile_mpi(&argc, &argv, db_path, link_max_text);
     int64_t reps = o.reps, rounds = o.rounds, insitu_steps = 20;
     if (!psim_cli_flag_int("--reps", reps_text, 1, 1000000, &reps, &err) ||
         !psim_cli_flag_int("--rounds", rounds_text, 1, 1000, &rounds, &err) ||

@@ -8,6 +8,7 @@
 
 #include "placesim/exec.h"
 #include "placesim/placer.h"
+#include "placesim/sim.h"
 #include "tools/cli.h"
 #include "placesim/formats.h"
 
@@ -114,6 +115,7 @@ typedef struct {
     PsimMpi *m;
     PsimMpiExec *mx;
     PsimGraph *pruned; /* --mpi --algo: the graph pruned to the feeds and fetches, placed */
+    double sim_us;     /* --mpi: the plan's simulated step (the cost model, with --db's rows) */
     /* Inputs: the graph (the plan's with --plan), the cluster, feeds and fetches. */
     PsimGraph *g;
     PsimPlan *plan;
@@ -354,6 +356,14 @@ static gboolean run_prepare(Run *r, GError **error)
                 !(r->plan = psim_plan_build(r->pctx, r->placement, error)))
                 return FALSE;
         }
+        /* The prediction, made before anything runs. */
+        if (!r->cm)
+            r->cm = psim_cost_model_new(r->c, r->db);
+        PsimSimResult res = {0};
+        if (!psim_sim_run(r->plan, r->cm, NULL, &res, NULL, error))
+            return FALSE;
+        r->sim_us = res.step_time_us;
+        psim_sim_result_clear(&res);
         r->mx = psim_mpi_exec_new(r->m, r->plan, feeds, (int32_t)r->feeds->len, fetches, r->n_out, error);
         return r->mx != NULL;
     }
@@ -573,6 +583,7 @@ static void run_print_json(const Run *r)
     json_builder_set_member_name(b, "mpi");
     if (r->mx) {
         json_builder_begin_object(b);
+        psim_cli_json_double(b, "simulated_us", r->sim_us);
         json_builder_set_member_name(b, "tasks");
         json_builder_begin_array(b);
         for (int32_t t = 1; t < psim_mpi_size(r->m); t++) {
@@ -607,7 +618,11 @@ static void run_print_text(const Run *r)
     printf("nodes      %d per step, %d constant (evaluated once)\n", r->st.n_exec, r->st.n_const);
     printf("step time  median %.1f us, min %.1f, max %.1f (%d step%s after a warm-up)\n", r->median, r->times[0],
            r->times[steps - 1], steps, steps > 1 ? "s" : "");
-    printf("peak       %.3f MB\n", r->st.peak_bytes / 1e6);
+    if (r->mx)
+        printf("simulated  %.1f us (the plan's step in the cost model; measured %+.1f%%)\n", r->sim_us,
+               100.0 * (r->median - r->sim_us) / r->sim_us);
+    else
+        printf("peak       %.3f MB\n", r->st.peak_bytes / 1e6);
     if (r->have_cache)
         printf("cache      %" G_GUINT64_FORMAT " hits, %" G_GUINT64_FORMAT " misses, %" G_GUINT64_FORMAT
                " subgraph%s built\n", r->cache_hits, r->cache_runs - r->cache_hits, r->cache_built,

@@ -18,6 +18,7 @@
 #define PLACESIM_EXEC_H
 
 #include "placesim/cluster.h"
+#include "placesim/cost.h"
 #include "placesim/graph.h"
 #include "placesim/kernels.h"
 #include "placesim/placer.h"
@@ -428,8 +429,20 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
 double psim_mpi_exec_step_us(const PsimMpiExec *e);
 /* Rank 0: also tells every task to stop. */
 void psim_mpi_exec_free(PsimMpiExec *e);
-/* A task (rank > 0): builds its part from rank 0's setup message and runs steps until told to
- * stop. FALSE with an error when it could not (rank 0 silent, aborted, a malformed message). */
+/* Rank 0: `rounds` times half the round trip of `bytes` to task `task` and back through the
+ * transport (the plan x on task 0 -> Identity on `task` -> Identity on task 0, its step's span
+ * over both, after 3 warm-ups) into us[0..rounds). */
+gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
+                           GError **error);
+/* Rank 0: psim_mpi_pingpong with every task at sizes min_bytes, x4, .. max_bytes, each size's
+ * half round trips stored in db as link rows of the pair both ways (method "mpi"), which the
+ * cost model then reads for links between those tasks' devices. Returns the rows stored, or -1
+ * with an error. */
+int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, uint64_t max_bytes,
+                               GError **error);
+/* A task (rank > 0): for each plan rank 0 sends, builds its part from the setup message and runs
+ * steps until told to stop; returns when rank 0 has no more plans (psim_mpi_free). FALSE with
+ * an error when it could not (rank 0 silent, aborted, a malformed message). */
 gboolean psim_mpi_serve(PsimMpi *m, GError **error);
 
 G_END_DECLS

@@ -130,10 +130,9 @@ static uint64_t get_u64(Reader *r)
 }
 static double get_f64(Reader *r)
 {
-    const void *q = take(r, 8);
-    double v = 0;
-    if (q)
-        memcpy(&v, q, 8);
+    uint64_t u = get_u64(r);
+    double v;
+    memcpy(&v, &u, 8);
     return v;
 }
 static const char *get_str(Reader *r, size_t *n)

@@ -444,7 +444,6 @@ static gboolean world_cluster(PsimMpi *m, GError **error)
     if (m->rank != 0)
         return TRUE;
     PsimCluster *w = psim_cluster_new();
-    g_autofree int32_t *task_of = NULL;
     GArray *tasks = g_array_new(FALSE, FALSE, sizeof(int32_t));
     for (int r = 0; r < m->size; r++) {
         g_autofree char *where = g_strdup_printf("mpi task %d", r);

@@ -97,6 +97,9 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
  * progressed by another thread on the same cores). */
 void psim__executor_set_pause_spin(PsimExecutor *e, double us);
 void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us);
+/* TRUE if some device of this process's part runs a node of the plan (a part with none has no
+ * span of its own in the step). */
+gboolean psim__plan_exec_busy(const PsimPlanExec *x);
 /* The last step's start on the psim_exec_now_us clock (its length: psim_plan_exec_step_us). */
 double psim__plan_exec_origin_us(const PsimPlanExec *x);
 PsimTransport *psim__plan_exec_transport(const PsimPlanExec *x);

@@ -924,7 +924,7 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
     g_autofree PsimTensor **mine = g_new0(PsimTensor *, e->n_fetches + 1);
     gboolean ok = post_receives(e, step, error) && psim_plan_exec_run(e->px, feeds, mine, error);
     double first = INFINITY, last = -INFINITY;
-    if (ok) {
+    if (ok && psim__plan_exec_busy(e->px)) {
         first = psim__plan_exec_origin_us(e->px);
         last = first + psim_plan_exec_step_us(e->px);
     }
@@ -1104,8 +1104,10 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
         }
         msg_free(msg);
         sok = sok && post_receives(e, step, &err) && psim_plan_exec_run(e->px, in, out, &err);
+        /* A task whose devices run nothing has no span: its empty step, started when the step
+         * message arrived, is not part of the step. */
         double origin = NAN, end = NAN;
-        if (sok) {
+        if (sok && psim__plan_exec_busy(e->px)) {
             origin = psim__plan_exec_origin_us(e->px);
             end = origin + psim_plan_exec_step_us(e->px);
         }

@@ -278,6 +278,14 @@ void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us)
             psim__executor_set_pause_spin(x->execs[d], us);
 }
 
+gboolean psim__plan_exec_busy(const PsimPlanExec *x)
+{
+    for (int32_t d = 0; d < x->n_devices; d++)
+        if (x->execs[d] && !x->steps[d].empty)
+            return TRUE;
+    return FALSE;
+}
+
 double psim__plan_exec_origin_us(const PsimPlanExec *x) { return x->origin_us; }
 PsimTransport *psim__plan_exec_transport(const PsimPlanExec *x) { return x->tp; }
 PsimWorker *psim__plan_exec_worker(const PsimPlanExec *x, int32_t d) { return x->workers[d]; }

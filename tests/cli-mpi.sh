@@ -73,6 +73,16 @@ assert t["step_messages"] == 6 and t["setup_messages"] == 1, t
 assert t["step_bytes"] in (6 * 24, 6 * (24 + 40 + 3 * 64 * 64 * 4)), t
 PY
 
+# cluster --mpi lists every task's device and the links between tasks.
+"${MPIRUN[@]}" -np 3 "$PSIM" cluster --mpi --json >"$tmp/c.json" 2>"$tmp/c.err" || { echo "cluster --mpi failed: $(cat "$tmp/c.err")"; fail=1; }
+python3 - "$tmp/c.json" <<'PY' || fail=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+names = sorted(d["name"] for d in c["devices"])
+assert names == [f"/job:worker/replica:0/task:{t}/device:CPU:0" for t in range(3)], names
+assert len(c.get("links", [])) == 6, c.get("links")
+PY
+
 # profile --mpi stores the link between the tasks, both ways, at 1 KiB .. 1 MiB (x4: 6 sizes);
 # run --mpi --db then simulates its plan with it and says so.
 "${MPIRUN[@]}" -np 2 "$PSIM" profile --mpi --db "$tmp/links.db" --link-max-bytes 1M >"$tmp/p.out" 2>"$tmp/p.err" \

@@ -7,6 +7,7 @@
 
 #include "placesim/cluster.h"
 #include "placesim/cost.h"
+#include "placesim/exec.h"
 #include "tools/cli.h"
 
 static void print_link(const char *src, const char *dst, PsimLink l)
@@ -21,9 +22,37 @@ static void print_link(const char *src, const char *dst, PsimLink l)
                l.by_destination ? "  copied by destination" : "");
 }
 
+/* A device in the links' list: its short name, or its full one where tasks share short names. */
+static const char *link_end(const PsimCluster *c, int32_t i)
+{
+    const PsimDevice *d = psim_cluster_device(c, i);
+    return psim_cluster_short_name_count(c, d->short_name) > 1 ? d->name : d->short_name;
+}
+
+static int print_cluster(PsimCluster *c, const char *db_path, gboolean json);
+
+/* cluster --mpi: every task's devices and the links between tasks as rank 0 measured them. */
+static int cluster_mpi(int *argc, char ***argv, const char *db_path, gboolean json)
+{
+    GError *err = NULL;
+    PsimMpi *m = psim_mpi_new(argc, argv, &err);
+    if (!m)
+        return psim_cli_fail(err);
+    int code = 0;
+    if (psim_mpi_rank(m) != 0) {
+        if (!psim_mpi_serve(m, &err)) {
+            psim_cli_fail(err);
+            psim_mpi_abort(m);
+        }
+    } else
+        code = print_cluster(psim_mpi_cluster(m), db_path, json);
+    psim_mpi_free(m);
+    return code;
+}
+
 int psim_cmd_cluster(int argc, char **argv)
 {
-    gboolean json = FALSE;
+    gboolean json = FALSE, mpi = FALSE;
     g_autofree char *spec = NULL, *db_path = NULL;
     GOptionEntry entries[] = {
         {"cluster", 'c', 0, G_OPTION_ARG_STRING, &spec,
@@ -31,6 +60,9 @@ int psim_cmd_cluster(int argc, char **argv)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
          "Cost DB: devices take their calibrated peak, bandwidth and launch cost from it (read only)", "DB"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print the cluster as placesim.cluster/1 JSON", NULL},
+        {"mpi", 0, 0, G_OPTION_ARG_NONE, &mpi,
+         "under mpirun: every task's devices (/job:worker/task:RANK) and the links between tasks, "
+         "timed by rank 0 at start-up (what run --mpi places on)", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("- print a cluster's devices and links");
     g_option_context_add_main_entries(ctx, entries, NULL);
@@ -38,10 +70,20 @@ int psim_cmd_cluster(int argc, char **argv)
         return 2;
     if (argc != 1)
         return psim_cli_usage("cluster", "unexpected argument '%s'", argv[1]);
+    if (mpi && spec)
+        return psim_cli_usage("cluster", "--mpi: the cluster is the MPI tasks' devices; --cluster does not apply");
+    if (mpi)
+        return cluster_mpi(&argc, &argv, db_path, json);
     GError *err = NULL;
     g_autoptr(PsimCluster) c = psim_cluster_from_spec(spec ? spec : "local", &err);
     if (!c)
         return psim_cli_fail(err);
+    return print_cluster(c, db_path, json);
+}
+
+static int print_cluster(PsimCluster *c, const char *db_path, gboolean json)
+{
+    GError *err = NULL;
     g_autofree guint *calibrated = g_new0(guint, psim_cluster_n_devices(c) + 1);
     if (db_path) {
         g_autoptr(PsimCostDb) db = psim_cost_db_open_readonly(db_path, &err);
@@ -87,8 +129,7 @@ int psim_cmd_cluster(int argc, char **argv)
     g_autofree PsimLinkEnds *ends = psim_cluster_links_set(c, &n_links);
     for (int32_t i = 0; i < n_links; i++)
         if (ends[i].src != ends[i].dst)
-            print_link(psim_cluster_device(c, ends[i].src)->short_name,
-                       psim_cluster_device(c, ends[i].dst)->short_name,
+            print_link(link_end(c, ends[i].src), link_end(c, ends[i].dst),
                        psim_cluster_link(c, ends[i].src, ends[i].dst));
     return 0;
 }

@@ -164,8 +164,6 @@ int32_t psim_cluster_device_add(PsimCluster *c, const char *name, const char *ty
     d->peak_gflops = d->cls ? d->cls->peak_gflops : 50;
     d->mem_bw_GBps = d->cls ? d->cls->mem_bw_GBps : 20;
     d->launch_us = d->cls ? d->cls->launch_us : 0;
-    if (d->cls && d->cls->device_init)
-        d->cls->device_init(d);
     if (g_hash_table_contains(c->by_name, d->name)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "device '%s': listed twice", d->name);
         device_free(d);

@@ -85,7 +85,7 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
         return FALSE;
     }
     PsimDevice *d = psim_cluster_device(c, id);
-    int64_t mem = 0, ordinal = d->gpu_ordinal, streams = d->n_streams, sms = 0;
+    int64_t mem = 0, ordinal = -1, streams = d->n_streams, sms = 0;
     /* Rates divide costs: 0 would make them infinite, so the smallest is a tiny positive one. */
     if (!psim_json_get_int(&at, o, "memory_bytes", 0, PSIM_MAX_BYTES, &mem, error) ||
         !psim_json_get_number(&at, o, "peak_gflops", 1e-6, PSIM_MAX_RATE, &d->peak_gflops, error) ||
@@ -96,7 +96,7 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
         !psim_json_get_int(&at, o, "sm_count", 0, 1 << 20, &sms, error))
         return FALSE;
     d->memory_bytes = (uint64_t)mem;
-    d->gpu_ordinal = (int32_t)ordinal;
+    d->gpu_ordinal = ordinal < 0 && d->cls && d->cls->ordinal_is_index ? d->index : (int32_t)ordinal;
     d->n_streams = (int32_t)streams;
     d->sm_count = (int32_t)sms;
     if (desc)

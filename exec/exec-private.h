@@ -97,6 +97,9 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
  * progressed by another thread on the same cores). */
 void psim__executor_set_pause_spin(PsimExecutor *e, double us);
 void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us);
+/* The next step's id (psim_plan_exec_run counts on from it), and the part's rendezvous. */
+void psim__plan_exec_set_step(PsimPlanExec *x, uint64_t step);
+PsimRendezvous *psim__plan_exec_rendezvous(const PsimPlanExec *x);
 /* TRUE if some device of this process's part runs a node of the plan (a part with none has no
  * span of its own in the step). */
 gboolean psim__plan_exec_busy(const PsimPlanExec *x);

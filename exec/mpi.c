@@ -81,6 +81,10 @@ struct PsimMpi {
     uint64_t *setup_msgs, *setup_bytes, *step_msgs, *step_bytes;
     double deadline_us;
     int32_t n_task_cores, *task_cores; /* this task's cores (its devices') */
+    /* The current plan part's rendezvous: a failed task, or a silent peer, aborts it so that
+     * this process's devices stop waiting for Recvs that will not come. */
+    PsimRendezvous *_Atomic local_rdv;
+    atomic_int cancel_asked, cancel_done; /* receives of a plan that is going away */
     atomic_int n_leaving;    /* sends posted and not yet complete */
 };
 
@@ -141,11 +145,16 @@ static const char *get_str(Reader *r, size_t *n)
     return take(r, *n);
 }
 
+/* Feeds and fetches ride in control messages, one MPI message each: at most this many bytes. */
+#define MAX_CTRL_TENSOR_BYTES (1u << 30)
+
 static gboolean put_tensor(GByteArray *b, const PsimTensor *t, GError **error)
 {
-    if (t->dtype == PSIM_DTYPE_STRING || t->device >= 0) {
+    if (t->dtype == PSIM_DTYPE_STRING || t->device >= 0 || t->nbytes > MAX_CTRL_TENSOR_BYTES ||
+        b->len > MAX_CTRL_TENSOR_BYTES) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_UNSUPPORTED,
-                    "mpi: only host tensors of numbers cross between tasks");
+                    "mpi: a feed or fetch crosses between tasks only as a host tensor of numbers of "
+                    "at most 1 GiB (with the others of its message)");
         return FALSE;
     }
     put_u64(b, (uint64_t)t->dtype);
@@ -166,7 +175,7 @@ static PsimTensor *get_tensor(Reader *r, GError **error)
         dims[i] = (int64_t)get_u64(r);
     size_t n;
     const char *data = get_str(r, &n);
-    if (!data && n)
+    if (r->bad)
         goto bad;
     PsimTensor *t = psim_tensor_new((PsimDType)dtype, (int32_t)rank, dims, error);
     if (!t)
@@ -189,10 +198,13 @@ static void start(PsimMpi *m, Post *p)
     const guint8 *buf = p->half ? (const guint8 *)p->half : p->t ? p->t->data : p->bytes;
     size_t n = p->n;
     MPI_Comm comm = p->kind == POST_CTRL ? m->ctrl : m->data;
-    p->n_req = n <= CHUNK_BYTES ? 1 : (int)((n + CHUNK_BYTES - 1) / CHUNK_BYTES);
+    /* A tensor over CHUNK_BYTES goes as several messages of its tag (MPI keeps them in order);
+     * a control message is always one (the reader takes each as whole; they are capped). */
+    p->n_req = n <= CHUNK_BYTES || p->kind == POST_CTRL ? 1 : (int)((n + CHUNK_BYTES - 1) / CHUNK_BYTES);
     p->req = g_new(MPI_Request, p->n_req);
     for (int k = 0; k < p->n_req; k++) {
-        size_t off = (size_t)k * CHUNK_BYTES, len = MIN((size_t)CHUNK_BYTES, n - MIN(n, off));
+        size_t chunk = p->n_req == 1 ? n : CHUNK_BYTES;
+        size_t off = (size_t)k * chunk, len = MIN(chunk, n - MIN(n, off));
         if (p->kind == POST_RECV)
             MPI_Irecv((void *)(buf + off), (int)len, MPI_BYTE, p->peer, p->tag, comm, &p->req[k]);
         else
@@ -270,10 +282,18 @@ static gpointer comm_main(gpointer data)
             if (msg->tag == TAG_HEARTBEAT) {
                 g_free(msg->data);
                 g_free(msg);
-            } else {
-                g_async_queue_push(m->inbox, msg);
-                busy = TRUE;
+                continue;
             }
+            if (msg->tag == TAG_ABORT) /* rank 0 has said why: this task ends, quietly */
+                psim_mpi_abort(m);
+            uint64_t ok = 1;
+            if (msg->tag == TAG_REPLY && msg->n >= 16)
+                memcpy(&ok, msg->data + 8, 8);
+            PsimRendezvous *rdv = atomic_load(&m->local_rdv);
+            if (!ok && rdv) /* a task failed: this process's devices stop waiting on it */
+                psim_rendezvous_abort(rdv);
+            g_async_queue_push(m->inbox, msg);
+            busy = TRUE;
         }
         double t = now_us();
         if (t - last_beat >= PSIM_MPI_HEARTBEAT_US) {
@@ -286,12 +306,36 @@ static gpointer comm_main(gpointer data)
                 MPI_Request_free(&req);
                 if (t - m->last_heard[r] > m->deadline_us && !m->reported[r]) {
                     m->reported[r] = TRUE;
+                    PsimRendezvous *rdv = atomic_load(&m->local_rdv);
+                    if (rdv)
+                        psim_rendezvous_abort(rdv);
                     Msg *msg = g_new0(Msg, 1);
                     msg->src = r;
                     msg->tag = -1;
                     g_async_queue_push(m->inbox, msg);
                 }
             }
+        }
+        /* A plan going away: its receives still posted are cancelled (their buffers and keys
+         * go with it). */
+        int asked = atomic_load(&m->cancel_asked);
+        if (asked != atomic_load(&m->cancel_done)) {
+            while ((p = g_async_queue_try_pop(m->posts)))
+                start(m, p), g_ptr_array_add(active, p);
+            for (guint i = 0; i < active->len;) {
+                p = g_ptr_array_index(active, i);
+                if (p->kind != POST_RECV) {
+                    i++;
+                    continue;
+                }
+                for (int k = 0; k < p->n_req; k++) {
+                    MPI_Cancel(&p->req[k]);
+                    MPI_Wait(&p->req[k], MPI_STATUS_IGNORE);
+                }
+                post_free(p);
+                g_ptr_array_remove_index_fast(active, i);
+            }
+            atomic_store(&m->cancel_done, asked);
         }
         if (busy)
             last_busy = t;
@@ -747,6 +791,10 @@ static gboolean exec_init(PsimMpiExec *e, const char *const *feeds, int32_t n_fe
     /* The communication thread shares the task's cores: a device waiting on a Recv yields to
      * it at once rather than spinning first. */
     psim__plan_exec_set_pause_spin(e->px, 0);
+    /* A Recv from another task may wait on that task's long kernels: liveness across tasks is
+     * the heartbeats' watch, and a failed task aborts this rendezvous. */
+    psim_plan_exec_set_stall_timeout(e->px, -1);
+    atomic_store(&e->m->local_rdv, psim__plan_exec_rendezvous(e->px));
     e->remote = (PsimRemoteTransport){.send = remote_send, .user = e};
     psim__transport_set_remote(psim__plan_exec_transport(e->px), &e->remote);
     e->n_feeds = n_feeds;
@@ -772,6 +820,12 @@ void psim_mpi_exec_free(PsimMpiExec *e)
 {
     if (!e)
         return;
+    atomic_store(&e->m->local_rdv, NULL);
+    if (e->m->thread) {
+        int asked = atomic_fetch_add(&e->m->cancel_asked, 1) + 1;
+        while (atomic_load(&e->m->cancel_done) != asked)
+            g_usleep(50);
+    }
     if (e->m->rank == 0 && e->px)
         for (int r = 1; r < e->m->size; r++)
             post_ctrl(e->m, r, TAG_STOP, g_byte_array_new());
@@ -804,8 +858,6 @@ static Msg *expect(PsimMpi *m, int tag, uint64_t step, GError **error)
         msg_free(msg);
         return NULL;
     }
-    if (msg->tag == TAG_ABORT) /* rank 0 has said why: this task ends quietly */
-        psim_mpi_abort(m);
     if (msg->tag != tag) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                     "mpi: task %d: unexpected message (tag %d from rank %d)", m->rank, msg->tag, msg->src);
@@ -922,7 +974,10 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
         post_ctrl(m, r, TAG_STEP, b);
     }
     g_autofree PsimTensor **mine = g_new0(PsimTensor *, e->n_fetches + 1);
+    psim__plan_exec_set_step(e->px, step);
     gboolean ok = post_receives(e, step, error) && psim_plan_exec_run(e->px, feeds, mine, error);
+    /* The local step aborted because a task failed: the task's error says why, not this. */
+    gboolean local_aborted = !ok && error && *error && strstr((*error)->message, "abort");
     double first = INFINITY, last = -INFINITY;
     if (ok && psim__plan_exec_busy(e->px)) {
         first = psim__plan_exec_origin_us(e->px);
@@ -955,9 +1010,12 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
                             "mpi: task %d: a malformed reply to step %" G_GUINT64_FORMAT, msg->src, step);
             ok = FALSE;
         } else if (!tok) {
-            if (ok)
+            if (ok || local_aborted) {
+                g_clear_error(error);
                 g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: task %d: %.*s", msg->src,
                             (int)n, text);
+                local_aborted = FALSE;
+            }
             ok = FALSE;
         } else if (isfinite(origin)) {
             first = MIN(first, origin - m->clock_offset[msg->src]);
@@ -969,6 +1027,10 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
             if (!t || i >= (uint64_t)e->n_fetches) {
                 if (t)
                     psim_tensor_unref(t);
+                if (error && !*error)
+                    g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                                "mpi: task %d: a malformed fetch in its reply to step %" G_GUINT64_FORMAT,
+                                msg->src, step);
                 ok = FALSE;
                 break;
             }
@@ -1028,14 +1090,14 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
     for (uint64_t i = 0; !rd.bad && i < n_feeds && i < (1u << 20); i++) {
         size_t n;
         const char *s = get_str(&rd, &n);
-        g_ptr_array_add(feeds, g_strndup(s ? s : "", n));
+        g_ptr_array_add(feeds, s ? g_strndup(s, n) : g_strdup(""));
     }
     uint64_t n_fetches = get_u64(&rd);
     g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
     for (uint64_t i = 0; !rd.bad && i < n_fetches && i < (1u << 20); i++) {
         size_t n;
         const char *s = get_str(&rd, &n);
-        g_ptr_array_add(fetches, g_strndup(s ? s : "", n));
+        g_ptr_array_add(fetches, s ? g_strndup(s, n) : g_strdup(""));
     }
     PsimMpiExec *e = g_new0(PsimMpiExec, 1);
     e->m = m;
@@ -1103,7 +1165,10 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
                 psim_tensor_unref(t);
         }
         msg_free(msg);
-        sok = sok && post_receives(e, step, &err) && psim_plan_exec_run(e->px, in, out, &err);
+        psim__plan_exec_set_step(e->px, step);
+        sok = sok && !rd.bad && post_receives(e, step, &err) && psim_plan_exec_run(e->px, in, out, &err);
+        if (!sok && !err)
+            g_set_error(&err, PSIM_ERROR, PSIM_ERROR_RUNTIME, "a malformed step message");
         /* A task whose devices run nothing has no span: its empty step, started when the step
          * message arrived, is not part of the step. */
         double origin = NAN, end = NAN;

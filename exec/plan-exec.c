@@ -278,6 +278,9 @@ void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us)
             psim__executor_set_pause_spin(x->execs[d], us);
 }
 
+void psim__plan_exec_set_step(PsimPlanExec *x, uint64_t step) { x->step = step; }
+PsimRendezvous *psim__plan_exec_rendezvous(const PsimPlanExec *x) { return x->rdv; }
+
 gboolean psim__plan_exec_busy(const PsimPlanExec *x)
 {
     for (int32_t d = 0; d < x->n_devices; d++)

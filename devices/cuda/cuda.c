@@ -17,12 +17,6 @@
 #include "kernels/kernels-private.h"
 #endif
 
-/* A GPU is its own CUDA ordinal unless the cluster file names one. */
-static void cuda_device_init(PsimDevice *d)
-{
-    d->gpu_ordinal = d->index;
-}
-
 static void cuda_fingerprint(const PsimDevice *d, PsimFingerprint *f)
 {
     f->cpu_model = g_strdup(psim_fingerprint_host_cpu_model());
@@ -51,7 +45,7 @@ const PsimDeviceClass psim_cuda_device_class = {
     .peak_gflops = 10000,
     .mem_bw_GBps = 1000,
     .launch_us = 5,
-    .device_init = cuda_device_init,
+    .ordinal_is_index = TRUE,
     .streams = TRUE,
     .fingerprint = cuda_fingerprint,
 #ifdef PSIM_HAVE_CUDA

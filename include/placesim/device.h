@@ -40,8 +40,9 @@ typedef struct PsimDeviceClass {
     /* --- what the model assumes until the device is calibrated (cluster/) ------------------- */
     double peak_gflops, mem_bw_GBps;
     double launch_us; /* fixed cost of a kernel launch */
-    /* Sets the class's own fields of a device just added to a cluster (NULL: none). */
-    void (*device_init)(struct PsimDevice *d);
+    /* Devices are numbered by their driver: a cluster file's device of the class without a
+     * gpu_ordinal (or with -1) is the driver's device of its index (CUDA). */
+    gboolean ordinal_is_index;
     /* Appends this machine's devices of the class to a cluster (the `local` cluster) and returns
      * how many; NULL: the class has no devices of its own to find (CPU devices are carved out of
      * the host's cores by `local:N`). */

@@ -85,6 +85,8 @@ struct PsimMpi {
      * this process's devices stop waiting for Recvs that will not come. */
     PsimRendezvous *_Atomic local_rdv;
     atomic_int cancel_asked, cancel_done; /* receives of a plan that is going away */
+    _Atomic uint64_t cur_step;           /* rank 0: the step in flight (for the last word) */
+    atomic_bool failure_seen;            /* a failure went to the main thread, which reports it */
     atomic_int n_leaving;    /* sends posted and not yet complete */
 };
 
@@ -226,6 +228,42 @@ static void deliver(Post *p)
 
 static double now_us(void) { return psim_exec_now_us(); }
 
+/* mpirun ends a job whose rank died by sending the others SIGTERM: the handler only notes it,
+ * and the communication thread says what happened. */
+static volatile sig_atomic_t terminated;
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    terminated = 1;
+}
+
+/* The job is being ended from outside (a task died and mpirun noticed first): rank 0 names the
+ * task it has not heard from for longest, and every rank exits 1. */
+static G_GNUC_NORETURN void ended_by_launcher(PsimMpi *m)
+{
+    if (atomic_load(&m->failure_seen)) {
+        /* The main thread is saying why (a silent or failed task) and ends the process. */
+        g_usleep(500000);
+        _exit(1);
+    }
+    if (m->rank == 0) {
+        int worst = -1;
+        double now = now_us(), age = 0;
+        for (int r = 1; r < m->size; r++)
+            if (now - m->last_heard[r] > age)
+                age = now - m->last_heard[r], worst = r;
+        if (worst > 0 && age > 1.5 * PSIM_MPI_HEARTBEAT_US)
+            fprintf(stderr, "placesim: mpi: task %d (rank %d) died at step %" G_GUINT64_FORMAT
+                    " (nothing heard from it for %.0f ms): mpirun ends the job\n",
+                    worst, worst, atomic_load(&m->cur_step), age * 1e-3);
+        else
+            fprintf(stderr, "placesim: mpi: a task died at step %" G_GUINT64_FORMAT ": mpirun ends the job\n",
+                    atomic_load(&m->cur_step));
+        fflush(stderr);
+    }
+    _exit(1);
+}
+
 static gpointer comm_main(gpointer data)
 {
     PsimMpi *m = data;
@@ -290,11 +328,15 @@ static gpointer comm_main(gpointer data)
             if (msg->tag == TAG_REPLY && msg->n >= 16)
                 memcpy(&ok, msg->data + 8, 8);
             PsimRendezvous *rdv = atomic_load(&m->local_rdv);
+            if (!ok)
+                atomic_store(&m->failure_seen, TRUE);
             if (!ok && rdv) /* a task failed: this process's devices stop waiting on it */
                 psim_rendezvous_abort(rdv);
             g_async_queue_push(m->inbox, msg);
             busy = TRUE;
         }
+        if (terminated)
+            ended_by_launcher(m);
         double t = now_us();
         if (t - last_beat >= PSIM_MPI_HEARTBEAT_US) {
             last_beat = t;
@@ -306,6 +348,7 @@ static gpointer comm_main(gpointer data)
                 MPI_Request_free(&req);
                 if (t - m->last_heard[r] > m->deadline_us && !m->reported[r]) {
                     m->reported[r] = TRUE;
+                    atomic_store(&m->failure_seen, TRUE);
                     PsimRendezvous *rdv = atomic_load(&m->local_rdv);
                     if (rdv)
                         psim_rendezvous_abort(rdv);
@@ -591,6 +634,9 @@ PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error)
     }
     m->posts = g_async_queue_new();
     m->inbox = g_async_queue_new();
+    struct sigaction sa = {.sa_handler = on_sigterm};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
     m->thread = g_thread_new("psim-mpi", comm_main, m);
     return m;
 }
@@ -955,6 +1001,7 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
 {
     PsimMpi *m = e->m;
     uint64_t step = e->step++;
+    atomic_store(&m->cur_step, step);
     /* One message per task: the handle, the step, its devices' feeds. */
     for (int r = 1; r < m->size; r++) {
         GByteArray *b = g_byte_array_new();
@@ -1150,7 +1197,7 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
         /* The fault injector: PSIM_FAULT=rank:R,step:S kills task R (SIGKILL) as step S starts;
          * rank:R,hang:S stops it there (SIGSTOP: alive, silent). */
         if (psim_fault_due("rank", m->rank) && psim_fault_due("step", (int64_t)step))
-            psim_fault_kill("step", (int64_t)step);
+            kill(getpid(), SIGKILL); /* silently: a task that dies says nothing */
         if (psim_fault_due("rank", m->rank) && psim_fault_due("hang", (int64_t)step)) {
             fprintf(stderr, "placesim: PSIM_FAULT: stopped at step %" G_GUINT64_FORMAT "\n", step);
             fflush(stderr);

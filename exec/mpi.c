@@ -1276,7 +1276,11 @@ gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rou
     g_autoptr(PsimPlan) plan = pl ? psim_plan_build(ctx, pl, error) : NULL;
     if (!plan)
         return FALSE;
-    g_assert(plan->n_transfers == 2); /* the requests put y alone on the task */
+    if (plan->n_transfers != 2) { /* the requests put y alone on the task */
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "mpi: the ping-pong plan to task %d has %d transfers, not 2", task, plan->n_transfers);
+        return FALSE;
+    }
     const char *feeds[] = {"x"}, *fetches[] = {"z:0"};
     PsimMpiExec *e = psim_mpi_exec_new(m, plan, feeds, 1, fetches, 1, error);
     if (!e)

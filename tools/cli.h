@@ -27,6 +27,11 @@ int psim_cli_exit_code(const GError *err);
 /* Prints "placesim: MESSAGE" (one line) on stderr and returns psim_cli_exit_code(err); every
  * command returns its failures through it. Frees err. */
 int psim_cli_fail(GError *err);
+/* Under mpirun every rank checks the same flags before MPI starts: with mpi TRUE, failures on
+ * ranks other than 0 (the launcher's rank variable) keep their exit code but are not printed,
+ * so that rank 0 alone says what is wrong; call it again with FALSE once MPI runs (a task's own
+ * failures are then its to say). */
+void psim_cli_mpi_flags(gboolean mpi);
 /* A usage error "placesim: SUB: message (see 'placesim SUB --help')" through psim_cli_fail: 2. */
 int psim_cli_usage(const char *sub, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 /* Parses options with GOption; on error prints it and returns FALSE (the caller exits 2). */

@@ -38,6 +38,7 @@ static int cluster_mpi(int *argc, char ***argv, const char *db_path, gboolean js
     PsimMpi *m = psim_mpi_new(argc, argv, &err);
     if (!m)
         return psim_cli_fail(err);
+    psim_cli_mpi_flags(FALSE);
     int code = 0;
     if (psim_mpi_rank(m) != 0) {
         if (!psim_mpi_serve(m, &err)) {
@@ -70,6 +71,7 @@ int psim_cmd_cluster(int argc, char **argv)
         return 2;
     if (argc != 1)
         return psim_cli_usage("cluster", "unexpected argument '%s'", argv[1]);
+    psim_cli_mpi_flags(mpi);
     if (mpi && spec)
         return psim_cli_usage("cluster", "--mpi: the cluster is the MPI tasks' devices; --cluster does not apply");
     if (mpi)

@@ -120,10 +120,20 @@ int psim_cli_exit_code(const GError *err)
     return 1;
 }
 
+static gboolean quiet_rank;
+
+void psim_cli_mpi_flags(gboolean mpi)
+{
+    const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
+    quiet_rank = mpi && rank && strcmp(rank, "0");
+}
+
 int psim_cli_fail(GError *err)
 {
     int code = psim_cli_exit_code(err);
-    if (err) {
+    if (err && quiet_rank) {
+        g_error_free(err);
+    } else if (err) {
         /* One line whatever the message quotes (a library's text, a name from a file). */
         g_strdelimit(err->message, "\r\n", ' ');
         fprintf(stderr, "placesim: %s\n", err->message);

@@ -111,25 +111,17 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
 /* profile --mpi: the links between MPI tasks, timed through the transport, into the DB. */
 static int profile_mpi(int *argc, char ***argv, const char *db_path, const char *link_max_text)
 {
-    const char *rank_env = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
-    gboolean quiet = rank_env && strcmp(rank_env, "0"); /* only rank 0 says what is wrong */
     GError *err = NULL;
     uint64_t max_bytes = 256u << 20;
-    if (*argc > 1) {
-        if (quiet)
-            return 2;
+    psim_cli_mpi_flags(TRUE);
+    if (*argc > 1)
         return psim_cli_usage("profile", "--mpi times links only: profile GRAPH's kernels without --mpi");
-    }
-    if (!psim_cli_flag_size("--link-max-bytes", link_max_text, 1024, UINT64_C(1) << 34, &max_bytes, &err)) {
-        if (quiet) {
-            g_error_free(err);
-            return 2;
-        }
+    if (!psim_cli_flag_size("--link-max-bytes", link_max_text, 1024, UINT64_C(1) << 34, &max_bytes, &err))
         return psim_cli_fail(err);
-    }
     PsimMpi *m = psim_mpi_new(argc, argv, &err);
     if (!m)
         return psim_cli_fail(err);
+    psim_cli_mpi_flags(FALSE);
     if (psim_mpi_rank(m) != 0) {
         if (!psim_mpi_serve(m, &err)) {
             psim_cli_fail(err);

@@ -664,14 +664,8 @@ int psim_cmd_run(int argc, char **argv)
     GError *err = NULL;
     int code = 0;
     if (!run_parse(&r, &argc, &argv, &err)) {
-        /* Under mpirun every rank parses the same flags: rank 0 alone says what is wrong (the
-         * launcher's rank variable, as MPI is not started yet). */
-        const char *rank = g_getenv("OMPI_COMM_WORLD_RANK") ? g_getenv("OMPI_COMM_WORLD_RANK") : g_getenv("PMI_RANK");
-        if (r.mpi && rank && strcmp(rank, "0")) {
-            g_clear_error(&err);
-            code = 2;
-        } else
-            code = err ? psim_cli_fail(err) : 2;
+        psim_cli_mpi_flags(r.mpi);
+        code = err ? psim_cli_fail(err) : 2;
         goto out;
     }
     if (r.mpi) {
@@ -679,6 +673,7 @@ int psim_cmd_run(int argc, char **argv)
             code = psim_cli_fail(err);
             goto out;
         }
+        psim_cli_mpi_flags(FALSE);
         if (psim_mpi_rank(r.m) != 0) { /* a task: serves rank 0's steps, prints nothing else */
             if (!psim_mpi_serve(r.m, &err)) {
                 psim_cli_fail(err);

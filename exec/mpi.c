@@ -86,7 +86,7 @@ struct PsimMpi {
     PsimRendezvous *_Atomic local_rdv;
     atomic_int cancel_asked, cancel_done; /* receives of a plan that is going away */
     _Atomic uint64_t cur_step;           /* rank 0: the step in flight (for the last word) */
-    atomic_bool failure_seen;            /* a failure went to the main thread, which reports it */
+    atomic_bool said;                    /* rank 0 has written the job's last word */
     atomic_int n_leaving;    /* sends posted and not yet complete */
 };
 
@@ -241,12 +241,7 @@ static void on_sigterm(int sig)
  * task it has not heard from for longest, and every rank exits 1. */
 static G_GNUC_NORETURN void ended_by_launcher(PsimMpi *m)
 {
-    if (atomic_load(&m->failure_seen)) {
-        /* The main thread is saying why (a silent or failed task) and ends the process. */
-        g_usleep(500000);
-        _exit(1);
-    }
-    if (m->rank == 0) {
+    if (m->rank == 0 && !atomic_exchange(&m->said, TRUE)) {
         int worst = -1;
         double now = now_us(), age = 0;
         for (int r = 1; r < m->size; r++)
@@ -328,8 +323,6 @@ static gpointer comm_main(gpointer data)
             if (msg->tag == TAG_REPLY && msg->n >= 16)
                 memcpy(&ok, msg->data + 8, 8);
             PsimRendezvous *rdv = atomic_load(&m->local_rdv);
-            if (!ok)
-                atomic_store(&m->failure_seen, TRUE);
             if (!ok && rdv) /* a task failed: this process's devices stop waiting on it */
                 psim_rendezvous_abort(rdv);
             g_async_queue_push(m->inbox, msg);
@@ -348,7 +341,13 @@ static gpointer comm_main(gpointer data)
                 MPI_Request_free(&req);
                 if (t - m->last_heard[r] > m->deadline_us && !m->reported[r]) {
                     m->reported[r] = TRUE;
-                    atomic_store(&m->failure_seen, TRUE);
+                    /* Said at once, by this thread: mpirun may end the job any moment now. */
+                    if (m->rank == 0 && !atomic_exchange(&m->said, TRUE)) {
+                        fprintf(stderr, "placesim: mpi: task %d (rank %d) stopped responding at step %" G_GUINT64_FORMAT
+                                " (no message for %.1f s): the job ends\n",
+                                r, r, atomic_load(&m->cur_step), m->deadline_us * 1e-6);
+                        fflush(stderr);
+                    }
                     PsimRendezvous *rdv = atomic_load(&m->local_rdv);
                     if (rdv)
                         psim_rendezvous_abort(rdv);
@@ -699,6 +698,7 @@ void psim_mpi_abort(PsimMpi *m)
 }
 
 int32_t psim_mpi_rank(const PsimMpi *m) { return m->rank; }
+gboolean psim_mpi_said(const PsimMpi *m) { return atomic_load(&m->said); }
 int32_t psim_mpi_size(const PsimMpi *m) { return m->size; }
 PsimCluster *psim_mpi_cluster(PsimMpi *m) { return m->cluster; }
 
@@ -1361,6 +1361,7 @@ void psim_mpi_abort(PsimMpi *m)
     _exit(1);
 }
 int32_t psim_mpi_rank(const PsimMpi *m) { return m ? 0 : 0; }
+gboolean psim_mpi_said(const PsimMpi *m) { return m ? FALSE : FALSE; }
 int32_t psim_mpi_size(const PsimMpi *m) { return m ? 1 : 1; }
 PsimCluster *psim_mpi_cluster(PsimMpi *m) { return m ? NULL : NULL; }
 void psim_mpi_stats(const PsimMpi *m, int32_t task, PsimMpiStats *out)

@@ -684,8 +684,11 @@ int psim_cmd_run(int argc, char **argv)
     }
     if (!run_load(&r, argc > 1 ? argv[1] : NULL, &err) || !run_feeds(&r, &err) || !run_prepare(&r, &err) ||
         !run_execute(&r, &err) || !run_write(&r, &err) || !run_check(&r, &err)) {
-        code = psim_cli_fail(err);
-        /* Over MPI, once tasks hold the plan a failure ends every rank at once. */
+        /* Over MPI, once tasks hold the plan a failure ends every rank at once (said once). */
+        if (r.mx && psim_mpi_said(r.m))
+            g_error_free(err);
+        else
+            code = psim_cli_fail(err);
         if (r.mx)
             psim_mpi_abort(r.m);
         goto out;

@@ -402,6 +402,9 @@ void psim_mpi_free(PsimMpi *m);
  * a task failed, no rank waits for another. */
 void psim_mpi_abort(PsimMpi *m) G_GNUC_NORETURN;
 int32_t psim_mpi_rank(const PsimMpi *m);
+/* TRUE once rank 0 has written the job's last line itself (a silent task, found by the
+ * heartbeat watch): the caller then does not repeat it. */
+gboolean psim_mpi_said(const PsimMpi *m);
 int32_t psim_mpi_size(const PsimMpi *m);
 /* Rank 0: every task's devices and the links between them (owned by m). */
 PsimCluster *psim_mpi_cluster(PsimMpi *m);

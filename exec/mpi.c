@@ -10,8 +10,8 @@
  * process owns every MPI call after set-up: device threads and the main thread hand it sends
  * and receives through a queue; it posts them, tests them, reads control messages, sends
  * heartbeats and watches the peers' (rank 0 watches every task, a task watches rank 0). A peer
- * silent for PSIM_MPI_DEADLINE_US fails the step on the watcher with one line naming the task;
- * every rank then ends with exit 1. docs/exec.md, "Over MPI". */
+ * silent for PSIM_MPI_DEADLINE_US, or on this host a peer whose process has ended, fails the
+ * step on the watcher with one line naming the task; every rank then ends with exit 1. docs/exec.md, "Over MPI". */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -19,7 +19,9 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "exec-private.h"
@@ -77,6 +79,7 @@ struct PsimMpi {
     GAsyncQueue *inbox; /* Msg* from it (control messages, and tag -1: a peer went silent) */
     double *last_heard; /* per rank, the communication thread's */
     gboolean *watch, *reported;
+    int *pidfd; /* per watched peer on this host: its process (-1: none, or another host) */
     PsimMpiStats stats; /* rank 0's messages to each task */
     uint64_t *setup_msgs, *setup_bytes, *step_msgs, *step_bytes;
     double deadline_us;
@@ -87,6 +90,7 @@ struct PsimMpi {
     atomic_int cancel_asked, cancel_done; /* receives of a plan that is going away */
     _Atomic uint64_t cur_step;           /* rank 0: the step in flight (for the last word) */
     atomic_bool said;                    /* rank 0 has written the job's last word */
+    atomic_bool ending;                  /* QUIT sent (rank 0) or seen (a task): exits are due */
     atomic_int n_leaving;    /* sends posted and not yet complete */
 };
 
@@ -259,6 +263,58 @@ static G_GNUC_NORETURN void ended_by_launcher(PsimMpi *m)
     _exit(1);
 }
 
+/* A peer on this host is watched through its process as well as its heartbeats: a pidfd turns
+ * readable the moment the process ends. mpirun signals the survivors of a death about 1 s later
+ * (its odls_base_sigkill_timeout) and may then end them before their output has crossed, so a
+ * death noticed only by a 1 s heartbeat deadline raced it and the job's line was sometimes lost
+ * (3 runs in 12 on a loaded 2-core machine); noticed within a heartbeat, the line is out and the
+ * job over before mpirun acts. */
+static uint64_t process_start_ticks(int pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid), *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    const char *p = strrchr(text, ')'); /* the command name may hold spaces */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? g_ascii_strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* This host, by its kernel's boot: processes are watched only on the same one. */
+static uint64_t host_key(void)
+{
+    g_autofree char *id = NULL;
+    if (!g_file_get_contents("/proc/sys/kernel/random/boot_id", &id, NULL, NULL))
+        return 0;
+    return g_str_hash(g_strstrip(id)) | (uint64_t)1 << 40;
+}
+
+static int open_process(int pid, uint64_t start_ticks)
+{
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return -1;
+    /* The same process, not one of that number in another pid namespace. */
+    if (process_start_ticks(pid) != start_ticks) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+#else
+    (void)pid, (void)start_ticks;
+    return -1;
+#endif
+}
+
+static gboolean process_ended(int fd)
+{
+    if (fd < 0)
+        return FALSE;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP));
+}
+
 static gpointer comm_main(gpointer data)
 {
     PsimMpi *m = data;
@@ -319,6 +375,8 @@ static gpointer comm_main(gpointer data)
             }
             if (msg->tag == TAG_ABORT) /* rank 0 has said why: this task ends, quietly */
                 psim_mpi_abort(m);
+            if (msg->tag == TAG_QUIT)
+                atomic_store(&m->ending, TRUE);
             uint64_t ok = 1;
             if (msg->tag == TAG_REPLY && msg->n >= 16)
                 memcpy(&ok, msg->data + 8, 8);
@@ -339,13 +397,18 @@ static gpointer comm_main(gpointer data)
                 MPI_Request req;
                 MPI_Isend(&heartbeat_payload, 0, MPI_BYTE, r, TAG_HEARTBEAT, m->ctrl, &req);
                 MPI_Request_free(&req);
-                if (t - m->last_heard[r] > m->deadline_us && !m->reported[r]) {
+                gboolean ended = !atomic_load(&m->ending) && process_ended(m->pidfd[r]);
+                if ((ended || t - m->last_heard[r] > m->deadline_us) && !m->reported[r]) {
                     m->reported[r] = TRUE;
                     /* Said at once, by this thread: mpirun may end the job any moment now. */
                     if (m->rank == 0 && !atomic_exchange(&m->said, TRUE)) {
-                        fprintf(stderr, "placesim: mpi: task %d (rank %d) stopped responding at step %" G_GUINT64_FORMAT
-                                " (no message for %.1f s): the job ends\n",
-                                r, r, atomic_load(&m->cur_step), m->deadline_us * 1e-6);
+                        if (ended)
+                            fprintf(stderr, "placesim: mpi: task %d (rank %d) died at step %" G_GUINT64_FORMAT
+                                    " (its process ended): the job ends\n", r, r, atomic_load(&m->cur_step));
+                        else
+                            fprintf(stderr, "placesim: mpi: task %d (rank %d) stopped responding at step %" G_GUINT64_FORMAT
+                                    " (no message for %.1f s): the job ends\n",
+                                    r, r, atomic_load(&m->cur_step), m->deadline_us * 1e-6);
                         fflush(stderr);
                     }
                     PsimRendezvous *rdv = atomic_load(&m->local_rdv);
@@ -627,9 +690,15 @@ PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error)
         psim_mpi_free(m);
         return NULL;
     }
+    uint64_t me[3] = {(uint64_t)getpid(), process_start_ticks(getpid()), host_key()};
+    g_autofree uint64_t *who = g_new0(uint64_t, 3 * (size_t)m->size);
+    MPI_Allgather(me, 3, MPI_UINT64_T, who, 3, MPI_UINT64_T, m->ctrl);
+    m->pidfd = g_new(int, m->size);
     for (int r = 0; r < m->size; r++) {
         m->watch[r] = r != m->rank && (m->rank == 0 || r == 0);
         m->last_heard[r] = now_us();
+        gboolean here = m->watch[r] && me[2] && who[3 * r + 2] == me[2] && who[3 * r + 1];
+        m->pidfd[r] = here ? open_process((int)who[3 * r], who[3 * r + 1]) : -1;
     }
     m->posts = g_async_queue_new();
     m->inbox = g_async_queue_new();
@@ -647,6 +716,7 @@ void psim_mpi_free(PsimMpi *m)
     if (m->thread) {
         /* Tasks waiting for a plan are told there will be no more; what is leaving (the last
          * replies, QUIT) leaves before the thread stops, for at most a deadline. */
+        atomic_store(&m->ending, TRUE);
         if (m->rank == 0)
             for (int r = 1; r < m->size; r++)
                 post_ctrl(m, r, TAG_QUIT, g_byte_array_new());
@@ -676,6 +746,10 @@ void psim_mpi_free(PsimMpi *m)
     g_free(m->last_heard);
     g_free(m->watch);
     g_free(m->reported);
+    for (int r = 0; m->pidfd && r < m->size; r++)
+        if (m->pidfd[r] >= 0)
+            close(m->pidfd[r]);
+    g_free(m->pidfd);
     g_free(m->setup_msgs);
     g_free(m->setup_bytes);
     g_free(m->step_msgs);

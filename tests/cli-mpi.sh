@@ -98,9 +98,9 @@ PY
 
 # Failures. Killing task 1 (SIGKILL) as step 7 starts ends every rank within 2 s of the kill:
 # the job's time less that of the same job stopped after 7 steps. One line from rank 0 names the
-# task and the step: its heartbeat watch's, or, when mpirun ends the job first (SIGTERM), the
-# one it writes then; every placesim process exits 1 (mpirun's own status is the killed rank's,
-# 137).
+# task and the step: rank 0 watches the process of a task on its host, and so speaks before
+# mpirun starts ending the job (about 1 s after the kill); every placesim process exits 1
+# (mpirun's own status is the killed rank's, 137).
 ms() { date +%s%N | cut -b1-13; }
 t0=$(ms); "${MPIRUN[@]}" -np 3 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 6 >/dev/null 2>&1; t1=$(ms)
 PSIM_FAULT=rank:1,step:7 timeout 60 "${MPIRUN[@]}" -np 3 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 50 \
@@ -108,7 +108,7 @@ PSIM_FAULT=rank:1,step:7 timeout 60 "${MPIRUN[@]}" -np 3 "$PSIM" run zoo:cnn --m
 rc=$?; t2=$(ms)
 [ $rc -ne 0 ] || { echo "a killed task: the job exited 0"; fail=1; }
 [ $(( (t2 - t1) - (t1 - t0) )) -lt 2000 ] || { echo "a killed task: the job took $((t2 - t1)) ms against $((t1 - t0)) ms for 7 steps"; fail=1; }
-grep -q "^placesim: mpi: task 1 (rank 1) .* at step 7" "$tmp/k.err" && [ "$(grep -c . "$tmp/k.err")" -eq 1 ] \
+grep -q "^placesim: mpi: task 1 (rank 1) died at step 7 (its process ended)" "$tmp/k.err" && [ "$(grep -c . "$tmp/k.err")" -eq 1 ] \
     || { echo "a killed task: expected one line: $(cat "$tmp/k.err")"; fail=1; }
 # A task that stops answering (SIGSTOP at step 7) is found by rank 0's heartbeat watch within
 # PSIM_MPI_DEADLINE_US (1 s): one line naming the task and the step, exit 1.

@@ -76,6 +76,9 @@ void psim__graph_set_grow_outputs(PsimGraph *g, gboolean grow);
  * them); without, the copy has none (the partitioner adds them remapped). */
 PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
                                 gboolean edges, GError **error);
+/* The same, the copy named `name`. */
+PsimNode *psim__graph_node_copy_named(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
+                                      const char *name, gboolean edges, GError **error);
 
 /* psim_graph_training, also giving the parameters' node ids (kept in the result; g_free), in
  * the order of their gradient outputs (the last *n_params outputs), and the loss. */

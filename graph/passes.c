@@ -21,8 +21,14 @@
 PsimNode *psim__graph_node_copy(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
                                 gboolean edges, GError **error)
 {
+    return psim__graph_node_copy_named(to, from, src, src->name, edges, error);
+}
+
+PsimNode *psim__graph_node_copy_named(PsimGraph *to, const PsimGraph *from, const PsimNode *src,
+                                      const char *name, gboolean edges, GError **error)
+{
     (void)from;
-    PsimNode *n = psim_graph_node_add(to, src->name, src->op, error);
+    PsimNode *n = psim_graph_node_add(to, name, src->op, error);
     if (!n)
         return NULL;
     n->flags = src->flags;

@@ -16,6 +16,12 @@ typedef struct {
     GError **error;
 } Step;
 
+/* The PS device of the k-th variable (NULL without requests). */
+static const char *ps_device(const PsimTrainSpec *spec, int32_t k)
+{
+    return spec->ps_devices && spec->n_ps > 0 ? spec->ps_devices[k % spec->n_ps] : NULL;
+}
+
 static PsimNode *add(Step *s, const char *name, const char *op)
 {
     PsimNode *n = psim_graph_node_add_unique(s->g, name, op, s->error);
@@ -175,36 +181,63 @@ static PsimNode *input_queue_node(PsimGraph *g, const char *container, int32_t n
 }
 
 /* The step reads its inputs from a queue: input/dequeue takes one element (every graph input,
- * in order) and every consumer of an input reads the dequeued tensor instead. */
-static gboolean input_from_queue(Step *s, int64_t capacity, PsimTrainInfo *info)
+ * in order) and every consumer of an input reads the dequeued tensor instead. With nr replicas
+ * the graph's inputs are nr runs of one element's; replica r's dequeue ("replica_r/input/
+ * dequeue", beside the queue) takes the next element after replica r - 1's (a control edge), so
+ * that the replicas' batches are the queue's elements in order. */
+static gboolean input_from_queue(Step *s, int64_t capacity, int32_t nr, const PsimTrainSpec *spec,
+                                 PsimTrainInfo *info)
 {
     PsimGraph *g = s->g;
-    int32_t n = psim_graph_n_inputs(g);
+    int32_t n = psim_graph_n_inputs(g) / nr;
     g_autofree const PsimNode **comps = g_new(const PsimNode *, n + 1);
     for (int32_t k = 0; k < n; k++)
         comps[k] = psim_graph_node(g, psim_graph_input(g, k));
     PsimNode *q = input_queue_node(g, s->container, n, comps, capacity, s->error);
-    PsimNode *dq = q ? psim_graph_node_add(g, "input/dequeue", "QueueDequeueV2", s->error) : NULL;
-    if (!dq)
+    if (!q)
         return FALSE;
-    psim_graph_node_input_add(g, dq, (PsimPort){q->id, 0});
-    psim_graph_node_attr_set(g, dq, psim_node_attr(q, "component_types"));
-    psim_graph_node_outputs_set(g, dq, n);
+    psim_graph_node_device_set(g, q, ps_device(spec, 0));
     g_autofree int32_t *slot = g_new(int32_t, psim_graph_n_nodes(g) + 1);
+    g_autofree PsimPort *to = g_new(PsimPort, (size_t)n * nr + 1);
     for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
         slot[v] = -1;
-    for (int32_t k = 0; k < n; k++)
-        slot[comps[k]->id] = k;
+    PsimNode *prev = NULL;
+    for (int32_t r = 0; r < nr; r++) {
+        g_autofree char *name = nr > 1 ? g_strdup_printf("replica_%d/input/dequeue", r)
+                                       : g_strdup("input/dequeue");
+        PsimNode *dq = psim_graph_node_add(g, name, "QueueDequeueV2", s->error);
+        if (!dq)
+            return FALSE;
+        psim_graph_node_input_add(g, dq, (PsimPort){q->id, 0});
+        psim_graph_node_attr_set(g, dq, psim_node_attr(q, "component_types"));
+        psim_graph_node_outputs_set(g, dq, n);
+        if (prev)
+            psim_graph_node_control_add(g, dq, prev->id);
+        /* With the queue: a queue's handle does not cross devices, its elements do. */
+        psim_graph_node_device_set(g, dq, q->device);
+        if (r == 0)
+            info->dequeue = g_strdup(dq->name);
+        prev = dq;
+        for (int32_t k = 0; k < n; k++) {
+            slot[psim_graph_input(g, r * n + k)] = r * n + k;
+            to[r * n + k] = (PsimPort){dq->id, k};
+        }
+    }
     for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
         PsimNode *nv = psim_graph_node(g, v);
         for (int32_t i = 0; i < nv->n_inputs; i++)
             if (nv->inputs[i].node >= 0 && slot[nv->inputs[i].node] >= 0)
-                nv->inputs[i] = (PsimPort){dq->id, slot[nv->inputs[i].node]};
+                nv->inputs[i] = to[slot[nv->inputs[i].node]];
     }
+    /* The components by their names in one copy of the model. */
     info->n_components = n;
     info->components = g_new0(char *, n + 1);
-    for (int32_t k = 0; k < n; k++)
-        info->components[k] = g_strdup(comps[k]->name);
+    for (int32_t k = 0; k < n; k++) {
+        const char *name = comps[k]->name;
+        if (nr > 1 && g_str_has_prefix(name, "replica_0/"))
+            name += strlen("replica_0/");
+        info->components[k] = g_strdup(name);
+    }
     return TRUE;
 }
 
@@ -248,6 +281,123 @@ PsimGraph *psim_graph_train_feeder(const PsimGraph *step, GError **error)
     return g_steal_pointer(&g);
 }
 
+/* The mean of nr ports of one shape (Sum, then Mul by 1/nr), named base/replica_mean; on
+ * `device` when given. */
+static PsimPort mean_of(PsimGraph *g, const char *base, const PsimPort *in, int32_t nr,
+                        const char *device, GError **error)
+{
+    const PsimOutput *o = &psim_graph_node(g, in[0].node)->outputs[in[0].index];
+    g_autofree char *sn = g_strconcat(base, "/replica_sum", NULL);
+    g_autofree char *cn = g_strconcat(base, "/replica_scale", NULL);
+    g_autofree char *mn = g_strconcat(base, "/replica_mean", NULL);
+    PsimNode *sum = psim_graph_node_add_unique(g, sn, "Sum", error);
+    PsimNode *c = sum ? psim_graph_node_add_unique(g, cn, "Const", error) : NULL;
+    PsimNode *mean = c ? psim_graph_node_add_unique(g, mn, "Mul", error) : NULL;
+    PsimTensor *k = mean ? psim_tensor_new(o->dtype, 0, NULL, error) : NULL;
+    if (!k)
+        return (PsimPort){-1, 0};
+    psim_tensor_set_f64(k, 0, 1.0 / nr);
+    psim_graph_node_outputs_set(g, c, 1);
+    psim_graph_node_attr_set_tensor(g, c, "value", k);
+    psim_graph_output_value_set(g, c, 0, k);
+    psim_tensor_unref(k);
+    c->flags |= PSIM_NODE_CONSTANT;
+    psim_graph_node_outputs_set(g, sum, 1);
+    psim_graph_node_outputs_set(g, mean, 1);
+    for (int32_t r = 0; r < nr; r++)
+        psim_graph_node_input_add(g, sum, in[r]);
+    psim_graph_node_input_add(g, mean, (PsimPort){sum->id, 0});
+    psim_graph_node_input_add(g, mean, (PsimPort){c->id, 0});
+    psim_graph_output_set(g, sum, 0, o->dtype, o->rank, o->dims);
+    psim_graph_output_set(g, mean, 0, o->dtype, o->rank, o->dims);
+    psim_graph_node_device_set(g, sum, device);
+    psim_graph_node_device_set(g, c, device);
+    psim_graph_node_device_set(g, mean, device);
+    return (PsimPort){mean->id, 0};
+}
+
+/* Synchronous data parallelism (the whitepaper's Figure 7, top): nr copies of the forward and
+ * gradient graph t, replica r's nodes named "replica_r/NAME" (on worker_devices[r] when given),
+ * all reading the one copy of each of the np trained parameters params[]. Each parameter's
+ * gradient is the mean of the replicas' (on its PS device): for a loss that is a mean over the
+ * batch, the gradient of one copy fed all nr batches at once, up to float rounding. The result
+ * has t's outputs in t's order (replica 0's, the loss the replicas' mean, the gradients the
+ * means); params[] and *loss are updated to its ids; its inputs are every replica's, replica
+ * by replica. */
+static PsimGraph *replicate(const PsimGraph *t, int32_t nr, int32_t np, int32_t *params,
+                            PsimPort *loss, const PsimTrainSpec *spec, GError **error)
+{
+    int32_t n = psim_graph_n_nodes(t), n_out = psim_graph_n_outputs(t);
+    g_autoptr(PsimGraph) out = psim_graph_new(psim_graph_name(t));
+    psim__graph_copy_meta(out, t);
+    psim_graph_reserve(out, nr * n + 8 * np + 64);
+    g_autofree int32_t *shared = g_new(int32_t, n + 1);
+    g_autofree int32_t *map = g_new(int32_t, (size_t)nr * n + 1);
+    for (int32_t v = 0; v < n; v++)
+        shared[v] = -1;
+    for (int32_t k = 0; k < np; k++) {
+        PsimNode *c = psim__graph_node_copy(out, t, psim_graph_node(t, params[k]), FALSE, error);
+        if (!c)
+            return NULL;
+        shared[params[k]] = c->id;
+        params[k] = c->id;
+    }
+    for (int32_t r = 0; r < nr; r++)
+        for (int32_t v = 0; v < n; v++) {
+            if (shared[v] >= 0) {
+                map[(size_t)r * n + v] = shared[v];
+                continue;
+            }
+            const PsimNode *src = psim_graph_node(t, v);
+            g_autofree char *name = g_strdup_printf("replica_%d/%s", r, src->name);
+            PsimNode *c = psim__graph_node_copy_named(out, t, src, name, FALSE, error);
+            if (!c)
+                return NULL;
+            if (spec->worker_devices)
+                psim_graph_node_device_set(out, c, spec->worker_devices[r]);
+            map[(size_t)r * n + v] = c->id;
+        }
+    for (int32_t r = 0; r < nr; r++)
+        for (int32_t v = 0; v < n; v++) {
+            if (shared[v] >= 0)
+                continue;
+            const PsimNode *src = psim_graph_node(t, v);
+            PsimNode *c = psim_graph_node(out, map[(size_t)r * n + v]);
+            for (int32_t i = 0; i < src->n_inputs; i++) {
+                PsimPort in = src->inputs[i];
+                psim_graph_node_input_add(out, c, in.node >= 0 ? (PsimPort){map[(size_t)r * n + in.node], in.index} : in);
+            }
+            for (int32_t i = 0; i < src->n_controls; i++)
+                psim_graph_node_control_add(out, c, map[(size_t)r * n + src->controls[i]]);
+        }
+    for (int32_t r = 0; r < nr; r++)
+        for (int32_t i = 0; i < psim_graph_n_inputs(t); i++)
+            psim_graph_input_add(out, map[(size_t)r * n + psim_graph_input(t, i)]);
+    g_autofree PsimPort *each = g_new(PsimPort, nr);
+    for (int32_t r = 0; r < nr; r++)
+        each[r] = (PsimPort){map[(size_t)r * n + loss->node], loss->index};
+    PsimPort mean_loss = mean_of(out, "train/replica_loss", each, nr, ps_device(spec, 0), error);
+    if (mean_loss.node < 0)
+        return NULL;
+    for (int32_t i = 0; i < n_out; i++) {
+        PsimPort o = psim_graph_output(t, i);
+        if (i < n_out - np) {
+            gboolean is_loss = o.node == loss->node && o.index == loss->index;
+            psim_graph_output_add(out, is_loss ? mean_loss : (PsimPort){map[o.node], o.index});
+            continue;
+        }
+        int32_t k = i - (n_out - np);
+        for (int32_t r = 0; r < nr; r++)
+            each[r] = (PsimPort){map[(size_t)r * n + o.node], o.index};
+        PsimPort g = mean_of(out, psim_graph_node(out, params[k])->name, each, nr, ps_device(spec, k), error);
+        if (g.node < 0)
+            return NULL;
+        psim_graph_output_add(out, g);
+    }
+    *loss = mean_loss;
+    return g_steal_pointer(&out);
+}
+
 static char *ref_format(const PsimGraph *g, PsimPort p)
 {
     return g_strdup_printf("%s:%d", psim_graph_node(g, p.node)->name, p.index);
@@ -271,6 +421,14 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     g_autoptr(PsimGraph) t = psim__graph_training(g, spec->loss, &np, &params, &loss, error);
     if (!t)
         return NULL;
+    int32_t nr = MAX(spec->replicas, 1);
+    if (nr > 1) {
+        PsimGraph *rep = replicate(t, nr, np, params, &loss, spec, error);
+        if (!rep)
+            return NULL;
+        psim_graph_free(t);
+        t = rep;
+    }
     int32_t n_out = psim_graph_n_outputs(t);
     Step s = {.g = t, .container = spec->container ? spec->container : "", .error = error};
     PsimNode *train_op = psim_graph_node_add_unique(t, "train_op", "NoOp", error);
@@ -305,6 +463,8 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
             return NULL;
         }
         make_variable(&s, p, init);
+        const char *dev = ps_device(spec, k);
+        psim_graph_node_device_set(t, p, dev);
         g_autofree char *vn = g_strconcat(p->name, adam ? "/adam_m" : "/momentum", NULL);
         g_autofree char *hn = g_strconcat(p->name, "/adam_v", NULL);
         PsimNode *v = adam || spec->momentum > 0 ? state_variable(&s, vn, init) : NULL;
@@ -313,12 +473,17 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
             return NULL;
         if (adam && !h)
             return NULL;
+        if (v)
+            psim_graph_node_device_set(t, v, dev);
+        if (h)
+            psim_graph_node_device_set(t, h, dev);
         g_autofree char *on = g_strconcat(p->name, adam ? "/Adam" : "/Momentum", NULL);
         PsimNode *opt = add(&s, on, adam ? "Adam" : "Momentum");
         if (!opt)
             return NULL;
         opt->domain = psim_graph_intern(t, TRAINING_DOMAIN);
         psim_graph_node_outputs_set(t, opt, adam ? 3 : 2);
+        psim_graph_node_device_set(t, opt, dev);
         psim_graph_node_input_add(t, opt, (PsimPort){lr->id, 0});
         psim_graph_node_input_add(t, opt, count);
         psim_graph_node_input_add(t, opt, (PsimPort){p->id, 0});
@@ -350,7 +515,7 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     psim_graph_node_control_add(t, train_op, inc->id);
     if (spec->checkpoint_ops && !checkpoint_ops(&s))
         return NULL;
-    if (spec->input_queue > 0 && !input_from_queue(&s, spec->input_queue, info))
+    if (spec->input_queue > 0 && !input_from_queue(&s, spec->input_queue, nr, spec, info))
         return NULL;
     /* The outputs: the loss once the step's updates are done (TensorFlow's identity under
      * control_dependencies([train_op])), so that fetching the graph's outputs runs the whole
@@ -364,11 +529,23 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     gboolean has_scores = scores.node != loss.node;
     psim__graph_outputs_clear(t);
     psim_graph_output_add(t, (PsimPort){after->id, 0});
+    /* Requests: what is not a replica's, and has none yet, goes with the first PS (the
+     * Assigns with their variables). */
+    for (int32_t v = 0; spec->ps_devices && v < psim_graph_n_nodes(t); v++) {
+        PsimNode *nv = psim_graph_node(t, v);
+        if (nv->device || (nr > 1 && g_str_has_prefix(nv->name, "replica_")))
+            continue;
+        const char *dev = ps_device(spec, 0);
+        if (!strcmp(nv->op, "Assign") && nv->n_inputs > 0 && nv->inputs[0].node >= 0)
+            dev = psim_graph_node(t, nv->inputs[0].node)->device;
+        psim_graph_node_device_set(t, nv, dev);
+    }
     if (has_scores)
         psim_graph_output_add(t, scores);
     if (!psim_graph_finalize(t, error) || !psim_graph_infer_shapes(t, error))
         return NULL;
     info->n_variables = np;
+    info->replicas = nr;
     const PsimNode *save = psim_graph_node_find(t, "checkpoint/Save");
     info->n_saved = save ? psim_node_attr(save, "tensor_names")->n : 0;
     info->loss = ref_format(t, loss);
@@ -385,5 +562,6 @@ void psim_train_info_clear(PsimTrainInfo *info)
     g_clear_pointer(&info->train_op, g_free);
     g_clear_pointer(&info->global_step, g_free);
     g_clear_pointer(&info->components, g_strfreev);
+    g_clear_pointer(&info->dequeue, g_free);
     info->n_components = 0;
 }

@@ -59,6 +59,23 @@ grep -q "warning: skipping .*ckpt-00000010.psck: not a whole checkpoint: checksu
     || fail "no warning: $(cat "$tmp/d.err")"
 grep -q "resumed from .*ckpt-00000005.psck" "$tmp/d.err" || fail "not resumed from 5 after damage"
 
+# Synchronous data parallelism: two replicas of batch 32 on local:2 (one per device, variables
+# on the first) end 20 steps with the variables of one device trained on batch 64, to float
+# rounding: each gradient is the mean of two half-batch means where one device takes the mean
+# of all 64, so the two differ by a few float32 roundings a step (3e-7 of each variable's largest
+# value measured; the bound, 1e-5, is about 80 float32 ulps). One replica of batch 32 (another
+# trajectory) must differ by far more.
+rep="--steps 20 --seed 3"
+"$PSIM" train mlp $rep --batch 32 --replicas 2 --cluster local:2 --save-variables "$tmp/r2" --json \
+    > "$tmp/r2.json" 2> "$tmp/r2.err" || fail "replicas 2: $(cat "$tmp/r2.err")"
+grep -q '"replicas":2' "$tmp/r2.json" || fail "replicas in the JSON: $(cat "$tmp/r2.json")"
+"$PSIM" train mlp $rep --batch 64 --save-variables "$tmp/r1" >/dev/null 2>&1 || fail "batch 64"
+"$PSIM" train mlp $rep --batch 32 --save-variables "$tmp/h" >/dev/null 2>&1 || fail "batch 32"
+python3 "${PSIM_SRC:-.}/tests/compare-variables.py" "$tmp/r2" "$tmp/r1" 1e-5 > "$tmp/cmp.out" \
+    || fail "replicas against the doubled batch: $(tail -3 "$tmp/cmp.out")"
+python3 "${PSIM_SRC:-.}/tests/compare-variables.py" "$tmp/r2" "$tmp/h" 1e-3 --differ > "$tmp/cmp.out" \
+    || fail "replicas against one replica's batch: $(tail -3 "$tmp/cmp.out")"
+
 # Bad input: one line, exit 2.
 check2() {
     "$PSIM" train "$@" > /dev/null 2> "$tmp/err"; rc=$?
@@ -69,6 +86,8 @@ check2 mlp --data "$tmp/nowhere"
 check2 mlp --optimizer rmsprop
 check2 mlp --resume
 check2 mlp --lr -1
+check2 mlp --replicas 3 --cluster local:2
+check2 mlp --replicas 0
 check2 transformer --steps 1
 mkdir "$tmp/bad"; printf 'not idx' > "$tmp/bad/train-images-idx3-ubyte"
 check2 mlp --data "$tmp/bad"

@@ -32,8 +32,9 @@ typedef struct {
     /* Flags. */
     char *data, *optimizer, *cluster_spec, *algo, *ckpt_dir, *save_vars;
     char *epochs_s, *batch_s, *lr_s, *momentum_s, *wd_s, *steps_s, *seed_s, *every_s, *restarts_s;
+    char *replicas_s, *ps_s;
     gboolean resume, json;
-    int64_t epochs, batch, steps, seed, every, max_restarts;
+    int64_t epochs, batch, steps, seed, every, max_restarts, replicas, n_ps;
     double lr, momentum, weight_decay;
     const char *model;
     /* State. */
@@ -43,6 +44,8 @@ typedef struct {
     PsimTrainInfo info;
     PsimCluster *cluster;
     PsimPlanSession *session;
+    /* Data parallelism: the workers' and the parameter servers' device names (the cluster's). */
+    const char **workers, **ps;
     char *input_name;
     int64_t epoch, cursor, global_step; /* the input position and the steps done */
     JsonBuilder *epochs_json;
@@ -55,6 +58,13 @@ static void split_clear(Split *s)
 {
     g_clear_pointer(&s->images, psim_tensor_unref);
     g_clear_pointer(&s->labels, psim_tensor_unref);
+}
+
+/* Batches of an epoch the input pipeline makes: whole steps of the replicas only. */
+static int64_t epoch_batches(const Train *t)
+{
+    int64_t b = t->train.labels->n_elems / t->batch;
+    return b - b % t->replicas;
 }
 
 /* --- Data --------------------------------------------------------------------------------- */
@@ -200,7 +210,12 @@ static gboolean model_build(Train *t, GError **error)
         .optimizer = !strcmp(t->optimizer, "adam") ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
         .lr = t->lr, .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
         .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE,
-        .input_queue = QUEUE_BATCHES};
+        .input_queue = QUEUE_BATCHES * t->replicas, .replicas = (int32_t)t->replicas};
+    if (t->workers) {
+        spec.worker_devices = t->workers;
+        spec.ps_devices = t->ps;
+        spec.n_ps = (int32_t)t->n_ps;
+    }
     t->g = psim_graph_train_step(base, &spec, &t->info, error);
     return t->g != NULL;
 }
@@ -209,7 +224,9 @@ static gboolean model_build(Train *t, GError **error)
 
 static PsimTensor *input_tensor(const Train *t, GError **error)
 {
-    const PsimNode *in = psim_graph_node_find(t->g, t->input_name);
+    g_autofree char *name = t->replicas > 1 ? g_strconcat("replica_0/", t->input_name, NULL)
+                                            : g_strdup(t->input_name);
+    const PsimNode *in = psim_graph_node_find(t->g, name);
     return psim_tensor_new(PSIM_DTYPE_FLOAT32, in->outputs[0].rank, in->outputs[0].dims, error);
 }
 
@@ -227,7 +244,8 @@ static gboolean evaluate(Train *t, double *accuracy, GError **error)
     int64_t n = t->test.labels->n_elems, correct = 0;
     g_autofree int64_t *idx = g_new(int64_t, t->batch);
     /* The test batches are fed in place of the queue's element (what the step reads). */
-    const char *feed_names[1] = {"input/dequeue:0"};
+    g_autofree char *dq = g_strconcat(t->info.dequeue, ":0", NULL);
+    const char *feed_names[1] = {dq};
     const char *fetches[1] = {t->info.scores};
     for (int64_t at = 0; at < n; at += t->batch) {
         int64_t m = MIN(t->batch, n - at);
@@ -391,7 +409,7 @@ static gpointer feeder_main(gpointer p)
 {
     Feeder *f = p;
     Train *t = f->t;
-    int64_t n = t->train.labels->n_elems, per_epoch = n / t->batch, ld[1] = {t->batch};
+    int64_t n = t->train.labels->n_elems, per_epoch = epoch_batches(t), ld[1] = {t->batch};
     const PsimNode *in = psim_graph_node_find(f->g, "input/component_0");
     GError *err = NULL;
     for (int64_t e = f->epoch; e < t->epochs && f->remaining != 0; e++, f->cursor = 0) {
@@ -423,7 +441,7 @@ static Feeder *feeder_start(Train *t, GError **error)
     f->t = t;
     f->epoch = t->epoch;
     f->cursor = t->cursor;
-    f->remaining = t->steps > 0 ? MAX(t->steps - t->global_step, 0) : -1;
+    f->remaining = t->steps > 0 ? MAX(t->steps - t->global_step, 0) * t->replicas : -1;
     const char *names[2] = {"input/component_0", "input/component_1"};
     const char *enqueue[1] = {"^input/enqueue"}, *close[1] = {"^input/close"};
     f->g = psim_graph_train_feeder(t->g, error);
@@ -478,11 +496,12 @@ static void progress(const Train *t, int64_t done, int64_t per_epoch, double los
 
 static gboolean train_loop(Train *t, GError **error)
 {
-    int64_t n = t->train.labels->n_elems, per_epoch = n / t->batch;
+    /* per_epoch and the cursor count batches of --batch; a step takes one per replica. */
+    int64_t n = t->train.labels->n_elems, per_epoch = epoch_batches(t);
     if (per_epoch < 1) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "train: --batch %lld exceeds the %lld "
-                                                         "training examples",
-                    (long long)t->batch, (long long)n);
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "train: --batch %lld x %lld replicas "
+                                                         "exceeds the %lld training examples",
+                    (long long)t->batch, (long long)t->replicas, (long long)n);
         return FALSE;
     }
     if (t->info.n_components != 2 || strcmp(t->info.components[0], t->input_name) ||
@@ -521,7 +540,7 @@ static gboolean train_loop(Train *t, GError **error)
             }
             loss_sum += l;
             steps++;
-            t->cursor++;
+            t->cursor += t->replicas;
             t->global_step++;
             if (!t->warm) {
                 t->warm = TRUE;
@@ -529,7 +548,7 @@ static gboolean train_loop(Train *t, GError **error)
             } else {
                 timed++;
             }
-            double ex_s = (double)(timed * t->batch) / (((double)g_get_monotonic_time() - t0) / 1e6);
+            double ex_s = (double)(timed * t->batch * t->replicas) / (((double)g_get_monotonic_time() - t0) / 1e6);
             progress(t, t->cursor, per_epoch, loss_sum / (double)steps, ex_s);
             if (t->ckpt_dir && t->every > 0 && t->global_step % t->every == 0) {
                 /* The position saved is the next batch's (this epoch, or the next one's start). */
@@ -548,7 +567,7 @@ static gboolean train_loop(Train *t, GError **error)
         if (steps == 0)
             continue;
         double secs = ((double)g_get_monotonic_time() - t0) / 1e6, acc;
-        double ex_s = timed > 0 ? (double)(timed * t->batch) / secs : NAN;
+        double ex_s = timed > 0 ? (double)(timed * t->batch * t->replicas) / secs : NAN;
         if (!evaluate(t, &acc, error))
             return FALSE;
         t->last_accuracy = acc;
@@ -577,6 +596,8 @@ static gboolean options_check(Train *t, GError **error)
         !psim_cli_flag_int("--seed", t->seed_s, 0, G_MAXINT32, &t->seed, error) ||
         !psim_cli_flag_int("--checkpoint-every", t->every_s, 1, INT64_C(1) << 40, &t->every, error) ||
         !psim_cli_flag_int("--max-restarts", t->restarts_s, 0, 1000, &t->max_restarts, error) ||
+        !psim_cli_flag_int("--replicas", t->replicas_s, 1, 1024, &t->replicas, error) ||
+        !psim_cli_flag_int("--ps", t->ps_s, 1, 1024, &t->n_ps, error) ||
         !psim_cli_flag_double("--momentum", t->momentum_s, 0, 0.999999, &t->momentum, error) ||
         !psim_cli_flag_double("--weight-decay", t->wd_s, 0, 1, &t->weight_decay, error))
         return FALSE;
@@ -602,14 +623,38 @@ static gboolean options_check(Train *t, GError **error)
     return TRUE;
 }
 
+/* --replicas N: replica r on the cluster's device r; --ps K: the variables on the K devices
+ * after the workers, or on the first K when the cluster has no more (a PS then shares a
+ * worker's device). */
+static gboolean replica_devices(Train *t, GError **error)
+{
+    int32_t nd = psim_cluster_n_devices(t->cluster);
+    if (t->replicas <= 1 && !t->ps_s)
+        return TRUE;
+    if (t->replicas > nd || t->n_ps > nd) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --replicas %lld and --ps %lld need as many devices; the cluster has %d",
+                    (long long)t->replicas, (long long)t->n_ps, nd);
+        return FALSE;
+    }
+    t->workers = g_new0(const char *, t->replicas + 1);
+    t->ps = g_new0(const char *, t->n_ps + 1);
+    for (int64_t r = 0; r < t->replicas; r++)
+        t->workers[r] = psim_cluster_device(t->cluster, (int32_t)r)->name;
+    int64_t first = nd >= t->replicas + t->n_ps ? t->replicas : 0;
+    for (int64_t k = 0; k < t->n_ps; k++)
+        t->ps[k] = psim_cluster_device(t->cluster, (int32_t)(first + k))->name;
+    return TRUE;
+}
+
 /* One run of the job (the whole of it without --max-restarts; a child's part with it). */
 static int train_run(Train *t)
 {
     GError *err = NULL;
-    if (!data_load(t, &err) || !model_build(t, &err))
+    if (!data_load(t, &err))
         return psim_cli_fail(err);
-    t->cluster = psim_cli_cluster(t->cluster_spec ? t->cluster_spec : "local:1", t->g, &err);
-    if (!t->cluster)
+    t->cluster = psim_cli_cluster(t->cluster_spec ? t->cluster_spec : "local:1", NULL, &err);
+    if (!t->cluster || !replica_devices(t, &err) || !model_build(t, &err))
         return psim_cli_fail(err);
     t->session = psim_plan_session_new(t->g, t->cluster, NULL, t->algo ? t->algo : "single", NULL,
                                        FALSE, &err);
@@ -646,6 +691,7 @@ static int train_run(Train *t)
         psim_cli_json_double(b, "test_accuracy", t->last_accuracy);
         psim_cli_json_int(b, "steps", t->global_step);
         psim_cli_json_int(b, "variables", t->info.n_variables);
+        psim_cli_json_int(b, "replicas", t->replicas);
         psim_cli_json_int(b, "restarts", t->restarts);
         json_builder_end_object(b);
         psim_cli_print_json(g_steal_pointer(&b));
@@ -697,13 +743,20 @@ static int supervise(Train *t)
 
 int psim_cmd_train(int argc, char **argv)
 {
-    Train t = {.optimizer = NULL, .epochs = 1, .batch = 64, .seed = 42, .momentum = 0.9};
+    Train t = {.optimizer = NULL, .epochs = 1, .batch = 64, .seed = 42, .momentum = 0.9,
+               .replicas = 1, .n_ps = 1};
     GOptionEntry entries[] = {
         {"data", 0, 0, G_OPTION_ARG_STRING, &t.data,
          "fashion-mnist (" DEFAULT_DATA ", the default) or a folder of IDX files "
          "(train-images-idx3-ubyte[.gz], train-labels-, t10k-images-, t10k-labels-)", "DIR"},
         {"epochs", 0, 0, G_OPTION_ARG_STRING, &t.epochs_s, "passes over the training set (default 1)", "E"},
-        {"batch", 0, 0, G_OPTION_ARG_STRING, &t.batch_s, "examples per step (default 64)", "B"},
+        {"batch", 0, 0, G_OPTION_ARG_STRING, &t.batch_s, "examples per step and replica (default 64)", "B"},
+        {"replicas", 0, 0, G_OPTION_ARG_STRING, &t.replicas_s,
+         "synchronous data parallelism: N copies of the model, replica r on the cluster's device r, "
+         "each on its own batch; the gradients' mean updates the variables once a step (default 1)", "N"},
+        {"ps", 0, 0, G_OPTION_ARG_STRING, &t.ps_s,
+         "parameter servers: the variables round-robin on K devices, those after the replicas' or, "
+         "when the cluster has no more, its first K (default 1)", "K"},
         {"optimizer", 0, 0, G_OPTION_ARG_STRING, &t.optimizer, "sgd (with momentum, the default) or adam", "NAME"},
         {"lr", 0, 0, G_OPTION_ARG_STRING, &t.lr_s, "learning rate (default 0.01 for sgd, 0.001 for adam)", "X"},
         {"momentum", 0, 0, G_OPTION_ARG_STRING, &t.momentum_s, "sgd's momentum (default 0.9; 0: plain SGD)", "M"},
@@ -764,5 +817,9 @@ int psim_cmd_train(int argc, char **argv)
     g_free(t.seed_s);
     g_free(t.every_s);
     g_free(t.restarts_s);
+    g_free(t.replicas_s);
+    g_free(t.ps_s);
+    g_free(t.workers);
+    g_free(t.ps);
     return rc;
 }

@@ -450,6 +450,19 @@ typedef struct {
      * (node "input/dequeue" reads one element: every graph input, in order), filled by the
      * graph psim_graph_train_feeder makes; 0: the inputs are fed. */
     int64_t input_queue;
+    /* Synchronous data parallelism (docs/training.md, "Replicas"): > 1 makes `replicas` copies
+     * of the forward and gradient graph, replica r's nodes named "replica_r/NAME" and each with
+     * inputs of its own (with input_queue, each dequeues one element, replica r after r - 1),
+     * all reading the one copy of every variable; each gradient is the replicas' mean, applied
+     * by one optimizer node. 0 or 1: one copy, names unchanged. */
+    int32_t replicas;
+    /* Optional device requests: replica r's nodes on worker_devices[r] (replicas names); each
+     * variable, with its optimizer state, update and gradient mean, on ps_devices[k % n_ps] for
+     * the k-th variable (TensorFlow's round-robin device setter); every other shared node
+     * (global step, checkpoint ops, input queue and its dequeues) on ps_devices[0]. */
+    const char *const *worker_devices;
+    const char *const *ps_devices;
+    int32_t n_ps;
 } PsimTrainSpec;
 typedef struct {
     char *loss;        /* the scalar loss, "node:k" */
@@ -465,6 +478,8 @@ typedef struct {
     char **components;
     int32_t n_components;
     int32_t n_variables; /* trained parameters (optimizer state not counted) */
+    int32_t replicas;    /* copies of the model in the step (1 without data parallelism) */
+    char *dequeue;       /* with input_queue: the node whose output 0 evaluation feeds (replica 0's) */
 } PsimTrainInfo;
 /* The training step of g: psim_graph_training's forward and gradient graph, with every trained
  * parameter a VariableV2 of spec->container initialised from its weights (same name), one

@@ -76,6 +76,25 @@ python3 "${PSIM_SRC:-.}/tests/compare-variables.py" "$tmp/r2" "$tmp/r1" 1e-5 > "
 python3 "${PSIM_SRC:-.}/tests/compare-variables.py" "$tmp/r2" "$tmp/h" 1e-3 --differ > "$tmp/cmp.out" \
     || fail "replicas against one replica's batch: $(tail -3 "$tmp/cmp.out")"
 
+# The same step as a graph for the placers and the simulator: `export --train-step --replicas 2
+# --cluster local:2` requests replica r's nodes on CPU:r and the variables on CPU:0, so any
+# algorithm places it so; 6 variables cross to replica 1, and its 6 gradients and its loss come
+# back (its inputs are fed there): 13 Send/Recv pairs.
+"$PSIM" export mlp --batch 32 --train-step --replicas 2 --cluster local:2 -o "$tmp/r2g.json" 2>/dev/null \
+    || fail "export --replicas"
+"$PSIM" place "$tmp/r2g.json" --cluster local:2 --algo round-robin -o "$tmp/r2p.json" >/dev/null 2>&1 \
+    || fail "place the replicated step"
+python3 - "$tmp/r2p.json" <<'PY' || fail "the replicated step's placement"
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"]
+for n, dev in d.items():
+    want = "CPU:1" if n.startswith("replica_1/") else "CPU:0"
+    assert dev.endswith(want), (n, dev)
+assert sum(n.startswith("replica_1/") for n in d) == sum(n.startswith("replica_0/") for n in d) > 30, len(d)
+PY
+"$PSIM" place "$tmp/r2g.json" --cluster local:2 --algo heft --json 2>/dev/null | grep -q '"n_send":13,' \
+    || fail "the replicated step's transfers"
+
 # Bad input: one line, exit 2.
 check2() {
     "$PSIM" train "$@" > /dev/null 2> "$tmp/err"; rc=$?

@@ -55,6 +55,11 @@ char *psim_cli_graph_source(const char *spec);
  * [lo, hi] ("-5" for a size, "1e99" for a duration, "nan", "") is a USAGE error naming the flag.
  * Sizes are non-negative integers with an optional K, M or G suffix (powers of 1024). Lists are
  * comma-separated and may not be empty nor hold empty items (*out replaced; g_strfreev). */
+/* --replicas N and --ps K on cluster c (train, export --train-step): replica r on device r;
+ * the parameter servers on the K devices after the workers when c has them, else on its first
+ * K (a PS then shares a worker's device). *workers and *ps (g_free) borrow c's names. */
+gboolean psim_cli_replica_devices(const PsimCluster *c, int64_t replicas, int64_t n_ps,
+                                  const char ***workers, const char ***ps, GError **error);
 gboolean psim_cli_flag_int(const char *flag, const char *text, int64_t lo, int64_t hi,
                            int64_t *out, GError **error);
 gboolean psim_cli_flag_double(const char *flag, const char *text, double lo, double hi,

@@ -113,7 +113,7 @@ static void print_figures(const PsimGraph *g, PsimFormat f, const char *out)
 int psim_cmd_export(int argc, char **argv)
 {
     g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL, *loss = NULL;
-    g_autofree char *optimizer = NULL, *lr_s = NULL;
+    g_autofree char *optimizer = NULL, *lr_s = NULL, *replicas_s = NULL, *ps_s = NULL, *cluster_spec = NULL;
     gboolean training = FALSE, json = FALSE, gradients = FALSE, train_step = FALSE;
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
@@ -140,6 +140,11 @@ int psim_cmd_export(int argc, char **argv)
          NULL},
         {"optimizer", 0, 0, G_OPTION_ARG_STRING, &optimizer, "With --train-step: sgd (momentum 0.9, the default) or adam", "NAME"},
         {"lr", 0, 0, G_OPTION_ARG_STRING, &lr_s, "With --train-step: the learning rate (default 0.01 for sgd, 0.001 for adam)", "X"},
+        {"replicas", 0, 0, G_OPTION_ARG_STRING, &replicas_s,
+         "With --train-step: N synchronous replicas (as 'placesim train --replicas'; GRAPH's batch is each replica's)", "N"},
+        {"ps", 0, 0, G_OPTION_ARG_STRING, &ps_s, "With --replicas: K parameter servers (default 1)", "K"},
+        {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_spec,
+         "With --replicas: request replica r on this cluster's device r and the variables on its PS devices (as 'placesim train' does)", "SPEC"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print one JSON object with the figures (format, nodes, devices, out); needs --out", NULL},
         {NULL}};
@@ -158,14 +163,19 @@ int psim_cmd_export(int argc, char **argv)
     if (((gradients || train_step) && plan) || (loss && !gradients && !train_step) ||
         (gradients && train_step))
         return psim_cli_usage("export", "--gradients or --train-step (one of them) takes a GRAPH, not --plan; --loss needs one of them");
-    if ((optimizer || lr_s) && !train_step)
-        return psim_cli_usage("export", "--optimizer and --lr need --train-step");
+    if ((optimizer || lr_s || replicas_s) && !train_step)
+        return psim_cli_usage("export", "--optimizer, --lr and --replicas need --train-step");
+    if ((ps_s || cluster_spec) && !replicas_s)
+        return psim_cli_usage("export", "--ps and --cluster need --replicas");
+    int64_t replicas = 1, n_ps = 1;
     if (optimizer && strcmp(optimizer, "sgd") && strcmp(optimizer, "adam"))
         return psim_cli_usage("export", "--optimizer '%s' is neither sgd nor adam", optimizer);
     gboolean adam = optimizer && !strcmp(optimizer, "adam");
     double lr = adam ? 0.001 : 0.01;
     GError *lerr = NULL;
-    if (!psim_cli_flag_double("--lr", lr_s, 1e-12, 100, &lr, &lerr))
+    if (!psim_cli_flag_double("--lr", lr_s, 1e-12, 100, &lr, &lerr) ||
+        !psim_cli_flag_int("--replicas", replicas_s, 1, 1024, &replicas, &lerr) ||
+        !psim_cli_flag_int("--ps", ps_s, 1, 1024, &n_ps, &lerr))
         return psim_cli_fail(lerr);
     if (json && !out)
         return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
@@ -197,7 +207,14 @@ int psim_cmd_export(int argc, char **argv)
     if (train_step) {
         PsimTrainSpec spec = {.optimizer = adam ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
                               .lr = lr, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999,
-                              .epsilon = 1e-8, .loss = loss};
+                              .epsilon = 1e-8, .loss = loss, .replicas = (int32_t)replicas};
+        g_autoptr(PsimCluster) c = cluster_spec ? psim_cli_cluster(cluster_spec, g, &err) : NULL;
+        g_autofree const char **workers = NULL, **ps = NULL;
+        if (cluster_spec && (!c || !psim_cli_replica_devices(c, replicas, n_ps, &workers, &ps, &err)))
+            return psim_cli_fail(err);
+        spec.worker_devices = workers;
+        spec.ps_devices = ps;
+        spec.n_ps = (int32_t)n_ps;
         PsimTrainInfo info;
         PsimGraph *t = psim_graph_train_step(g, &spec, &info, &err);
         if (!t)

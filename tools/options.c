@@ -210,3 +210,23 @@ void psim_cli_print_cse(const PsimCliGraphOptions *o, FILE *f)
     if (o->cse)
         fprintf(f, "cse            removed %d node%s\n", o->n_cse_removed, o->n_cse_removed == 1 ? "" : "s");
 }
+
+gboolean psim_cli_replica_devices(const PsimCluster *c, int64_t replicas, int64_t n_ps,
+                                  const char ***workers, const char ***ps, GError **error)
+{
+    int32_t nd = psim_cluster_n_devices(c);
+    if (replicas > nd || n_ps > nd) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "--replicas %lld and --ps %lld need as many devices; the cluster has %d",
+                    (long long)replicas, (long long)n_ps, nd);
+        return FALSE;
+    }
+    *workers = g_new0(const char *, replicas + 1);
+    *ps = g_new0(const char *, n_ps + 1);
+    for (int64_t r = 0; r < replicas; r++)
+        (*workers)[r] = psim_cluster_device(c, (int32_t)r)->name;
+    int64_t first = nd >= replicas + n_ps ? replicas : 0;
+    for (int64_t k = 0; k < n_ps; k++)
+        (*ps)[k] = psim_cluster_device(c, (int32_t)(first + k))->name;
+    return TRUE;
+}

@@ -623,30 +623,6 @@ static gboolean options_check(Train *t, GError **error)
     return TRUE;
 }
 
-/* --replicas N: replica r on the cluster's device r; --ps K: the variables on the K devices
- * after the workers, or on the first K when the cluster has no more (a PS then shares a
- * worker's device). */
-static gboolean replica_devices(Train *t, GError **error)
-{
-    int32_t nd = psim_cluster_n_devices(t->cluster);
-    if (t->replicas <= 1 && !t->ps_s)
-        return TRUE;
-    if (t->replicas > nd || t->n_ps > nd) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "train: --replicas %lld and --ps %lld need as many devices; the cluster has %d",
-                    (long long)t->replicas, (long long)t->n_ps, nd);
-        return FALSE;
-    }
-    t->workers = g_new0(const char *, t->replicas + 1);
-    t->ps = g_new0(const char *, t->n_ps + 1);
-    for (int64_t r = 0; r < t->replicas; r++)
-        t->workers[r] = psim_cluster_device(t->cluster, (int32_t)r)->name;
-    int64_t first = nd >= t->replicas + t->n_ps ? t->replicas : 0;
-    for (int64_t k = 0; k < t->n_ps; k++)
-        t->ps[k] = psim_cluster_device(t->cluster, (int32_t)(first + k))->name;
-    return TRUE;
-}
-
 /* One run of the job (the whole of it without --max-restarts; a child's part with it). */
 static int train_run(Train *t)
 {
@@ -654,7 +630,10 @@ static int train_run(Train *t)
     if (!data_load(t, &err))
         return psim_cli_fail(err);
     t->cluster = psim_cli_cluster(t->cluster_spec ? t->cluster_spec : "local:1", NULL, &err);
-    if (!t->cluster || !replica_devices(t, &err) || !model_build(t, &err))
+    if (!t->cluster ||
+        ((t->replicas > 1 || t->ps_s) &&
+         !psim_cli_replica_devices(t->cluster, t->replicas, t->n_ps, &t->workers, &t->ps, &err)) ||
+        !model_build(t, &err))
         return psim_cli_fail(err);
     t->session = psim_plan_session_new(t->g, t->cluster, NULL, t->algo ? t->algo : "single", NULL,
                                        FALSE, &err);

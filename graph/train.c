@@ -13,6 +13,7 @@
 typedef struct {
     PsimGraph *g;
     const char *container;
+    gboolean deltas; /* updates as AssignAdd of a difference (async_updates) */
     GError **error;
 } Step;
 
@@ -72,10 +73,20 @@ static PsimNode *state_variable(Step *s, const char *name, const PsimTensor *lik
 
 static PsimNode *assign(Step *s, PsimNode *var, PsimPort value, PsimNode *train_op)
 {
-    g_autofree char *name = g_strconcat(var->name, "/Assign", NULL);
-    PsimNode *a = add(s, name, "Assign");
+    g_autofree char *name = g_strconcat(var->name, s->deltas ? "/AssignAdd" : "/Assign", NULL);
+    PsimNode *a = add(s, name, s->deltas ? "AssignAdd" : "Assign");
     if (!a)
         return NULL;
+    if (s->deltas) { /* value - the step's read, added to the value the variable has then */
+        g_autofree char *dn = g_strconcat(var->name, "/delta", NULL);
+        PsimNode *d = add(s, dn, "Sub");
+        if (!d)
+            return NULL;
+        psim_graph_node_input_add(s->g, d, value);
+        psim_graph_node_input_add(s->g, d, (PsimPort){var->id, 0});
+        psim_graph_node_device_set(s->g, d, var->device);
+        value = (PsimPort){d->id, 0};
+    }
     psim_graph_node_input_add(s->g, a, (PsimPort){var->id, 0});
     psim_graph_node_input_add(s->g, a, value);
     psim_graph_node_control_add(s->g, train_op, a->id);
@@ -430,7 +441,11 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
         t = rep;
     }
     int32_t n_out = psim_graph_n_outputs(t);
-    Step s = {.g = t, .container = spec->container ? spec->container : "", .error = error};
+    Step s = {.g = t, .container = spec->container ? spec->container : "",
+              .deltas = spec->async_updates, .error = error};
+    /* One replica of asynchronous training: the model's nodes on its worker. */
+    for (int32_t v = 0; nr == 1 && spec->worker_devices && v < psim_graph_n_nodes(t); v++)
+        psim_graph_node_device_set(t, psim_graph_node(t, v), spec->worker_devices[0]);
     PsimNode *train_op = psim_graph_node_add_unique(t, "train_op", "NoOp", error);
     PsimNode *step = add(&s, "global_step", "Const");
     PsimNode *one = scalar(&s, "train/one", PSIM_DTYPE_INT64, 1);

@@ -63,6 +63,20 @@ PsimTensor *psim_variable_read(PsimVariable *v)
     return t;
 }
 
+gboolean psim_variable_update(PsimVariable *v, PsimVariableUpdate fn, gpointer data, GError **error)
+{
+    g_return_val_if_fail(v != NULL && fn != NULL, FALSE);
+    g_mutex_lock(&v->lock);
+    PsimTensor *t = fn(v->value, data, error), *old = NULL;
+    if (t) {
+        old = v->value;
+        v->value = t;
+    }
+    g_mutex_unlock(&v->lock);
+    psim_tensor_unref(old);
+    return t != NULL;
+}
+
 void psim_variable_assign(PsimVariable *v, PsimTensor *t)
 {
     g_return_if_fail(v != NULL && t != NULL);

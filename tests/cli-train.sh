@@ -76,6 +76,21 @@ python3 "${PSIM_SRC:-.}/tests/compare-variables.py" "$tmp/r2" "$tmp/r1" 1e-5 > "
 python3 "${PSIM_SRC:-.}/tests/compare-variables.py" "$tmp/r2" "$tmp/h" 1e-3 --differ > "$tmp/cmp.out" \
     || fail "replicas against one replica's batch: $(tail -3 "$tmp/cmp.out")"
 
+# Asynchronous replicas: each runs its own steps on the shared variables; 400 steps in all, every
+# one counted by the shared global step (AssignAdd under the variable's lock: no update lost
+# between the two sessions), both replicas ran steps, and the model learns.
+"$PSIM" train mlp --batch 32 --replicas 2 --async --cluster local:2 --steps 400 --save-variables "$tmp/as" \
+    --json > "$tmp/as.json" 2> "$tmp/as.err" || fail "async: $(cat "$tmp/as.err")"
+[ "$(python3 "${PSIM_SRC:-.}/tests/compare-variables.py" --print "$tmp/as/global_step.pb")" = 400 ] \
+    || fail "async: global_step is not 400"
+python3 - "$tmp/as.json" <<'PY' || fail "async: $(cat "$tmp/as.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = d["epochs"][0]
+assert d["steps"] == 400 and sum(e["replica_steps"]) == 400 and min(e["replica_steps"]) > 0, e
+assert d["test_accuracy"] > 0.6, d
+PY
+
 # The same step as a graph for the placers and the simulator: `export --train-step --replicas 2
 # --cluster local:2` requests replica r's nodes on CPU:r and the variables on CPU:0, so any
 # algorithm places it so; 6 variables cross to replica 1, and its 6 gradients and its loss come
@@ -107,6 +122,8 @@ check2 mlp --resume
 check2 mlp --lr -1
 check2 mlp --replicas 3 --cluster local:2
 check2 mlp --replicas 0
+check2 mlp --async
+check2 mlp --async --replicas 2 --cluster local:2 --checkpoint-dir "$tmp/x"
 check2 transformer --steps 1
 mkdir "$tmp/bad"; printf 'not idx' > "$tmp/bad/train-images-idx3-ubyte"
 check2 mlp --data "$tmp/bad"

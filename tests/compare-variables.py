@@ -2,7 +2,7 @@
 # Compares two folders of variables written by `placesim train --save-variables` (ONNX
 # TensorProto files with raw_data): for each file of B, the largest |a - b| over the largest |b|.
 # Prints one line per variable and the worst; exit 1 when the worst exceeds BOUND (argv[3]),
-# or, with --differ, when it does not (a control that must differ).
+# or, with --differ, when it does not (a control that must differ). --print FILE.pb prints one.
 import sys, os, struct
 def varint(b, i):
     r = s = 0
@@ -22,6 +22,9 @@ def tensor(path):
         if f == 9: raw = v
     fmt = {1: 'f', 11: 'd', 7: 'q'}[dt]
     return struct.unpack('<%d%s' % (len(raw) // struct.calcsize(fmt), fmt), raw)
+if sys.argv[1] == '--print':  # compare-variables.py --print FILE.pb: its values, one a line
+    print("\n".join(str(v) for v in tensor(sys.argv[2])))
+    sys.exit(0)
 a, b, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
 differ = len(sys.argv) > 4 and sys.argv[4] == '--differ'
 worst = 0

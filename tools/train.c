@@ -33,7 +33,7 @@ typedef struct {
     char *data, *optimizer, *cluster_spec, *algo, *ckpt_dir, *save_vars;
     char *epochs_s, *batch_s, *lr_s, *momentum_s, *wd_s, *steps_s, *seed_s, *every_s, *restarts_s;
     char *replicas_s, *ps_s;
-    gboolean resume, json;
+    gboolean resume, json, async;
     int64_t epochs, batch, steps, seed, every, max_restarts, replicas, n_ps;
     double lr, momentum, weight_decay;
     const char *model;
@@ -46,6 +46,10 @@ typedef struct {
     PsimPlanSession *session;
     /* Data parallelism: the workers' and the parameter servers' device names (the cluster's). */
     const char **workers, **ps;
+    /* --async: replica r >= 1's own step graph, its train info and its session ([r - 1]). */
+    PsimGraph **more_g;
+    PsimTrainInfo *more_info;
+    PsimPlanSession **more_session;
     char *input_name;
     int64_t epoch, cursor, global_step; /* the input position and the steps done */
     JsonBuilder *epochs_json;
@@ -216,15 +220,34 @@ static gboolean model_build(Train *t, GError **error)
         spec.ps_devices = t->ps;
         spec.n_ps = (int32_t)t->n_ps;
     }
-    t->g = psim_graph_train_step(base, &spec, &t->info, error);
-    return t->g != NULL;
+    if (!t->async) {
+        t->g = psim_graph_train_step(base, &spec, &t->info, error);
+        return t->g != NULL;
+    }
+    /* Asynchronous: a step graph per replica (the model on its worker), all on the same
+     * variables and input queue (by name, in the container). */
+    spec.replicas = 1;
+    spec.async_updates = TRUE;
+    t->more_g = g_new0(PsimGraph *, t->replicas);
+    t->more_info = g_new0(PsimTrainInfo, t->replicas);
+    for (int64_t r = 0; r < t->replicas; r++) {
+        spec.worker_devices = t->workers + r;
+        PsimGraph *g = psim_graph_train_step(base, &spec, r ? &t->more_info[r - 1] : &t->info, error);
+        if (!g)
+            return FALSE;
+        if (r)
+            t->more_g[r - 1] = g;
+        else
+            t->g = g;
+    }
+    return TRUE;
 }
 
 /* --- Steps, evaluation, checkpoints ------------------------------------------------------- */
 
 static PsimTensor *input_tensor(const Train *t, GError **error)
 {
-    g_autofree char *name = t->replicas > 1 ? g_strconcat("replica_0/", t->input_name, NULL)
+    g_autofree char *name = t->info.replicas > 1 ? g_strconcat("replica_0/", t->input_name, NULL)
                                             : g_strdup(t->input_name);
     const PsimNode *in = psim_graph_node_find(t->g, name);
     return psim_tensor_new(PSIM_DTYPE_FLOAT32, in->outputs[0].rank, in->outputs[0].dims, error);
@@ -588,6 +611,116 @@ static gboolean train_loop(Train *t, GError **error)
     return TRUE;
 }
 
+/* --async: each replica's thread runs its own session's steps, claiming the epoch's batches
+ * one at a time, until the epoch (or --steps) is done; nobody waits for another replica. */
+typedef struct {
+    Train *t;
+    PsimPlanSession *session;
+    const char *loss, *train_op;
+    int64_t per_epoch, limit; /* batches this epoch; steps left in all (-1: no limit) */
+    gint *claimed;
+    GMutex *lock;
+    double *loss_sum;
+    int64_t *steps;
+    int64_t mine; /* steps this replica ran */
+    GError *error;
+} AsyncReplica;
+
+static gpointer async_replica_main(gpointer p)
+{
+    AsyncReplica *a = p;
+    g_autofree char *tgt = g_strconcat("^", a->train_op, NULL);
+    const char *fetches[2] = {a->loss, tgt};
+    for (;;) {
+        gint k = g_atomic_int_add(a->claimed, 1);
+        if (k >= a->per_epoch || (a->limit >= 0 && k >= a->limit))
+            break;
+        PsimTensor *out[2] = {NULL, NULL};
+        if (!psim_plan_session_run(a->session, 0, NULL, NULL, 2, fetches, out, &a->error))
+            break;
+        double l = psim_tensor_get_f64(out[0], 0);
+        psim_tensor_unref(out[0]);
+        g_mutex_lock(a->lock);
+        *a->loss_sum += l;
+        (*a->steps)++;
+        g_mutex_unlock(a->lock);
+        a->mine++;
+        if (!isfinite(l)) {
+            g_set_error(&a->error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "train: the loss is %g (lower --lr)", l);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static gboolean train_loop_async(Train *t, GError **error)
+{
+    int64_t per_epoch = epoch_batches(t);
+    if (per_epoch < 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "train: --batch %lld exceeds the %lld "
+                                                         "training examples",
+                    (long long)t->batch, (long long)t->train.labels->n_elems);
+        return FALSE;
+    }
+    for (; t->epoch < t->epochs; t->epoch++, t->cursor = 0) {
+        int64_t left = t->steps > 0 ? t->steps - t->global_step : -1;
+        if (left == 0)
+            break;
+        gint claimed = 0;
+        GMutex lock;
+        g_mutex_init(&lock);
+        double loss_sum = 0, t0 = (double)g_get_monotonic_time();
+        int64_t steps = 0;
+        g_autofree AsyncReplica *a = g_new0(AsyncReplica, t->replicas);
+        g_autofree GThread **th = g_new0(GThread *, t->replicas);
+        for (int64_t r = 0; r < t->replicas; r++) {
+            const PsimTrainInfo *info = r ? &t->more_info[r - 1] : &t->info;
+            a[r] = (AsyncReplica){t, r ? t->more_session[r - 1] : t->session, info->loss,
+                                  info->train_op, per_epoch, left, &claimed, &lock, &loss_sum,
+                                  &steps, 0, NULL};
+            th[r] = g_thread_new("replica", async_replica_main, &a[r]);
+        }
+        GError *first = NULL;
+        for (int64_t r = 0; r < t->replicas; r++) {
+            g_thread_join(th[r]);
+            if (a[r].error && !first)
+                first = a[r].error;
+            else if (a[r].error)
+                g_error_free(a[r].error);
+        }
+        g_mutex_clear(&lock);
+        if (first) {
+            g_propagate_error(error, first);
+            return FALSE;
+        }
+        double secs = ((double)g_get_monotonic_time() - t0) / 1e6, acc;
+        t->global_step += steps;
+        t->cursor = steps;
+        if (!evaluate(t, &acc, error))
+            return FALSE;
+        t->last_accuracy = acc;
+        double ex_s = (double)(steps * t->batch) / secs;
+        if (!t->json || psim_cli_stderr_tty())
+            fprintf(stderr, "train: epoch %lld: loss %.4f, test accuracy %.2f%%, %.0f examples/s "
+                            "(%lld asynchronous replicas)%s\n",
+                    (long long)t->epoch + 1, loss_sum / (double)MAX(steps, 1), 100 * acc, ex_s,
+                    (long long)t->replicas, steps < per_epoch ? " (stopped early: --steps)" : "");
+        json_builder_begin_object(t->epochs_json);
+        psim_cli_json_int(t->epochs_json, "epoch", t->epoch + 1);
+        psim_cli_json_double(t->epochs_json, "loss", loss_sum / (double)MAX(steps, 1));
+        psim_cli_json_double(t->epochs_json, "test_accuracy", acc);
+        psim_cli_json_double(t->epochs_json, "examples_per_s", ex_s);
+        psim_cli_json_int(t->epochs_json, "steps", steps);
+        json_builder_set_member_name(t->epochs_json, "replica_steps");
+        json_builder_begin_array(t->epochs_json);
+        for (int64_t r = 0; r < t->replicas; r++)
+            json_builder_add_int_value(t->epochs_json, a[r].mine);
+        json_builder_end_array(t->epochs_json);
+        json_builder_end_object(t->epochs_json);
+    }
+    return TRUE;
+}
+
 static gboolean options_check(Train *t, GError **error)
 {
     if (!psim_cli_flag_int("--epochs", t->epochs_s, 1, 100000, &t->epochs, error) ||
@@ -609,6 +742,11 @@ static gboolean options_check(Train *t, GError **error)
     t->lr = !strcmp(t->optimizer, "adam") ? 0.001 : 0.01;
     if (!psim_cli_flag_double("--lr", t->lr_s, 1e-12, 100, &t->lr, error))
         return FALSE;
+    if (t->async && (t->replicas < 2 || t->ckpt_dir)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --async needs --replicas N > 1 and takes no checkpoints (--checkpoint-dir)");
+        return FALSE;
+    }
     if ((t->resume || t->every_s || t->max_restarts > 0) && !t->ckpt_dir) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
                     "train: --resume, --checkpoint-every and --max-restarts need --checkpoint-dir");
@@ -639,6 +777,14 @@ static int train_run(Train *t)
                                        FALSE, &err);
     if (!t->session)
         return psim_cli_fail(err);
+    if (t->async) {
+        t->more_session = g_new0(PsimPlanSession *, t->replicas);
+        for (int64_t r = 1; r < t->replicas; r++)
+            if (!(t->more_session[r - 1] = psim_plan_session_new(t->more_g[r - 1], t->cluster, NULL,
+                                                                 t->algo ? t->algo : "single",
+                                                                 NULL, FALSE, &err)))
+                return psim_cli_fail(err);
+    }
     psim_container_reset(CONTAINER);
     if (t->resume) {
         gboolean found;
@@ -653,7 +799,7 @@ static int train_run(Train *t)
     Feeder *feeder = feeder_start(t, &err);
     if (!feeder)
         return psim_cli_fail(err);
-    gboolean ok = train_loop(t, &err);
+    gboolean ok = t->async ? train_loop_async(t, &err) : train_loop(t, &err);
     GError *ferr = NULL;
     if (!feeder_stop(feeder, ok ? &err : &ferr) || !ok) {
         g_clear_error(&ferr);
@@ -733,6 +879,9 @@ int psim_cmd_train(int argc, char **argv)
         {"replicas", 0, 0, G_OPTION_ARG_STRING, &t.replicas_s,
          "synchronous data parallelism: N copies of the model, replica r on the cluster's device r, "
          "each on its own batch; the gradients' mean updates the variables once a step (default 1)", "N"},
+        {"async", 0, 0, G_OPTION_ARG_NONE, &t.async,
+         "with --replicas: asynchronous replicas, each running its own steps on the shared "
+         "variables and applying its own updates (no checkpoints)", NULL},
         {"ps", 0, 0, G_OPTION_ARG_STRING, &t.ps_s,
          "parameter servers: the variables round-robin on K devices, those after the replicas' or, "
          "when the cluster has no more, its first K (default 1)", "K"},
@@ -775,6 +924,17 @@ int psim_cmd_train(int argc, char **argv)
     split_clear(&t.train);
     split_clear(&t.test);
     psim_plan_session_free(t.session);
+    for (int64_t r = 1; r < t.replicas; r++) {
+        if (t.more_session)
+            psim_plan_session_free(t.more_session[r - 1]);
+        if (t.more_g)
+            psim_graph_free(t.more_g[r - 1]);
+        if (t.more_info)
+            psim_train_info_clear(&t.more_info[r - 1]);
+    }
+    g_free(t.more_session);
+    g_free(t.more_g);
+    g_free(t.more_info);
     psim_cluster_free(t.cluster);
     psim_train_info_clear(&t.info);
     psim_graph_free(t.g);

@@ -463,6 +463,12 @@ typedef struct {
     const char *const *worker_devices;
     const char *const *ps_devices;
     int32_t n_ps;
+    /* Asynchronous replicas (one step graph per replica, each run by its own session on the
+     * shared variables; worker_devices[0] then takes the model's nodes): every update is
+     * applied as the difference between the optimizer's result and the step's read of the
+     * variable, added to the variable's value at that moment (AssignAdd, under its lock), so
+     * that replicas updating at once never lose one another's update. */
+    gboolean async_updates;
 } PsimTrainSpec;
 typedef struct {
     char *loss;        /* the scalar loss, "node:k" */

@@ -76,6 +76,12 @@ PsimVariable *psim_variable_get(const char *container, const char *name, gboolea
 PsimTensor *psim_variable_read(PsimVariable *v);
 /* Makes t (a reference is taken) the variable's value. */
 void psim_variable_assign(PsimVariable *v, PsimTensor *t);
+/* A read-modify-write under the variable's lock (AssignAdd's, as TensorFlow's use_locking):
+ * fn gets the current value (NULL before any assignment) and returns the new one (its
+ * reference is taken over; NULL leaves the value and fails). Two updates never lose one
+ * another, whichever sessions run them. */
+typedef PsimTensor *(*PsimVariableUpdate)(const PsimTensor *cur, gpointer data, GError **error);
+gboolean psim_variable_update(PsimVariable *v, PsimVariableUpdate fn, gpointer data, GError **error);
 /* The variable names of a container, sorted (g_strfreev); an empty vector for none. */
 char **psim_container_names(const char *container);
 /* Drops every variable of the container (their tensors go with the last reader). */

@@ -83,21 +83,30 @@ static gboolean run_assign(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
-/* AssignAdd / AssignSub: the sum or difference as a new tensor, then assigned. */
-static gboolean run_assign_update(PsimKernelCtx *ctx, GError **error)
+/* AssignAdd / AssignSub: the sum or difference with the variable's value at the time the kernel
+ * runs (not the step's read of it: another session may have updated it since), computed and
+ * assigned under the variable's lock, so that concurrent updates (asynchronous replicas) all
+ * land. The new value is the output. */
+typedef struct {
+    PsimKernelCtx *ctx;
+    const PsimTensor *d;
+    gboolean sub;
+} AssignUpdate;
+
+static PsimTensor *assign_update(const PsimTensor *cur, gpointer data, GError **error)
 {
-    PsimVariable *var = assign_target(ctx, error);
-    if (!var)
-        return FALSE;
-    PsimTensor *cur = ctx->inputs[0], *d = ctx->inputs[1];
-    if (!cur || !d || !psim__cpu_same_shape(cur, d)) {
+    AssignUpdate *u = data;
+    PsimKernelCtx *ctx = u->ctx;
+    const PsimTensor *d = u->d;
+    if (!cur)
+        cur = ctx->inputs[0];
+    if (!cur || !psim__cpu_same_shape(cur, d)) {
         KERR(ctx, error, "needs a value of the variable's dtype and shape");
-        return FALSE;
+        return NULL;
     }
-    gboolean sub = !strcmp(ctx->node->op, "AssignSub");
     PsimTensor *out = psim__cpu_out(ctx, 0, cur->dtype, cur->rank, cur->dims, error);
     if (!out)
-        return FALSE;
+        return NULL;
     int64_t n = cur->n_elems;
     switch (cur->dtype) {
 #define LOOP(T)                                                                                    \
@@ -105,7 +114,7 @@ static gboolean run_assign_update(PsimKernelCtx *ctx, GError **error)
         const T *a = cur->data, *b = d->data;                                                      \
         T *y = out->data;                                                                          \
         for (int64_t i = 0; i < n; i++)                                                            \
-            y[i] = sub ? (T)(a[i] - b[i]) : (T)(a[i] + b[i]);                                      \
+            y[i] = u->sub ? (T)(a[i] - b[i]) : (T)(a[i] + b[i]);                                   \
         break;                                                                                     \
     }
     case PSIM_DTYPE_FLOAT32: LOOP(float)
@@ -115,10 +124,22 @@ static gboolean run_assign_update(PsimKernelCtx *ctx, GError **error)
 #undef LOOP
     default:
         KERR(ctx, error, "has no CPU kernel for %s", psim_dtype_name(cur->dtype));
+        return NULL;
+    }
+    return psim_tensor_ref(out);
+}
+
+static gboolean run_assign_update(PsimKernelCtx *ctx, GError **error)
+{
+    PsimVariable *var = assign_target(ctx, error);
+    if (!var)
+        return FALSE;
+    if (!ctx->inputs[1]) {
+        KERR(ctx, error, "needs a value of the variable's dtype and shape");
         return FALSE;
     }
-    psim_variable_assign(var, out);
-    return TRUE;
+    AssignUpdate u = {ctx, ctx->inputs[1], !strcmp(ctx->node->op, "AssignSub")};
+    return psim_variable_update(var, assign_update, &u, error);
 }
 
 static const char *filename_input(PsimKernelCtx *ctx, GError **error)

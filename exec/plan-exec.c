@@ -330,3 +330,32 @@ void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)
     }
     t->step_time_us = x->step_us;
 }
+
+int32_t psim_plan_exec_link_counts(const PsimPlanExec *x, PsimLinkCount **out)
+{
+    const PsimPlan *p = x->plan;
+    int32_t nd = p->n_devices;
+    g_autofree PsimLinkCount *all = g_new0(PsimLinkCount, (size_t)nd * nd + 1);
+    for (int32_t i = 0; i < p->n_transfers; i++) {
+        const PsimTransfer *tr = &p->transfers[i];
+        double start, end;
+        uint64_t bytes;
+        if (!psim__transport_record(x->tp, i, &start, &end, &bytes))
+            continue;
+        PsimLinkCount *l = &all[(size_t)tr->src * nd + tr->dst];
+        l->messages++;
+        l->bytes += bytes;
+        const char *op = tr->port.node >= 0 ? psim_graph_node(p->graph, tr->port.node)->op : "";
+        l->variable_reads += !tr->control && (!strcmp(op, "VariableV2") || !strcmp(op, "Variable"));
+    }
+    int32_t n = 0;
+    for (int32_t a = 0; a < nd; a++)
+        for (int32_t b = 0; b < nd; b++)
+            if (all[(size_t)a * nd + b].messages) {
+                all[n] = all[(size_t)a * nd + b];
+                all[n].src = a, all[n].dst = b;
+                n++;
+            }
+    *out = g_steal_pointer(&all);
+    return n;
+}

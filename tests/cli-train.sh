@@ -110,6 +110,29 @@ PY
 "$PSIM" place "$tmp/r2g.json" --cluster local:2 --algo heft --json 2>/dev/null | grep -q '"n_send":13,' \
     || fail "the replicated step's transfers"
 
+# Counters: the last step's transfers per link (--json "links"). Two replicas on local:3, the
+# variables on CPU:2: each worker receives each of the 6 variables exactly once a step, though
+# the replicated graph reads fc2/W and fc3/W twice in each replica (forward and backward), plus
+# its batch (2 tensors); it sends back 6 gradients and its loss. The plan's count is the same:
+# one Recv per tensor per destination device.
+"$PSIM" train mlp --batch 32 --replicas 2 --cluster local:3 --steps 3 --json > "$tmp/l3.json" 2>/dev/null \
+    || fail "replicas on local:3"
+python3 - "$tmp/l3.json" "$tmp/r2g.json" <<'PY' || fail "link counters: $(cat "$tmp/l3.json")"
+import json, sys
+links = {(l["from"][-5:], l["to"][-5:]): l for l in json.load(open(sys.argv[1]))["links"]}
+assert sorted(links) == [("CPU:0", "CPU:2"), ("CPU:1", "CPU:2"), ("CPU:2", "CPU:0"), ("CPU:2", "CPU:1")], links
+for w in ("CPU:0", "CPU:1"):
+    assert links[("CPU:2", w)]["variable_reads"] == 6 and links[("CPU:2", w)]["messages"] == 8, links
+    assert links[(w, "CPU:2")]["variable_reads"] == 0 and links[(w, "CPU:2")]["messages"] == 7, links
+g = json.load(open(sys.argv[2]))
+readers = {}
+for n in g["nodes"]:
+    if n["name"].startswith("replica_1/"):
+        for i in n.get("inputs", []):
+            readers[i.split(":")[0]] = readers.get(i.split(":")[0], 0) + 1
+assert readers.get("fc2/W", 0) >= 2 and readers.get("fc3/W", 0) >= 2, readers
+PY
+
 # Bad input: one line, exit 2.
 check2() {
     "$PSIM" train "$@" > /dev/null 2> "$tmp/err"; rc=$?

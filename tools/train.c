@@ -50,6 +50,10 @@ typedef struct {
     PsimGraph **more_g;
     PsimTrainInfo *more_info;
     PsimPlanSession **more_session;
+    /* The last training step's transfers per pair of devices (--json "links"). */
+    PsimLinkCount *links;
+    int32_t n_links;
+    char **link_devices; /* the plan's device names (g_strfreev) */
     char *input_name;
     int64_t epoch, cursor, global_step; /* the input position and the steps done */
     JsonBuilder *epochs_json;
@@ -517,6 +521,22 @@ static void progress(const Train *t, int64_t done, int64_t per_epoch, double los
     }
 }
 
+/* Keeps the step just run's transfers per pair of devices. */
+static void links_note(Train *t)
+{
+    PsimPlanExec *px = psim_plan_session_last_exec(t->session);
+    const PsimPlan *p = psim_plan_session_last_plan(t->session);
+    if (!px || !p)
+        return;
+    g_free(t->links);
+    t->n_links = psim_plan_exec_link_counts(px, &t->links);
+    if (!t->link_devices) {
+        t->link_devices = g_new0(char *, p->n_devices + 1);
+        for (int32_t d = 0; d < p->n_devices; d++)
+            t->link_devices[d] = g_strdup(p->devices[d]);
+    }
+}
+
 static gboolean train_loop(Train *t, GError **error)
 {
     /* per_epoch and the cursor count batches of --batch; a step takes one per replica. */
@@ -555,6 +575,7 @@ static gboolean train_loop(Train *t, GError **error)
                 return FALSE;
             double l = psim_tensor_get_f64(out[0], 0);
             psim_tensor_unref(out[0]);
+            links_note(t);
             if (!isfinite(l)) {
                 g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                             "train: the loss is %g at step %lld (lower --lr)", l,
@@ -817,6 +838,22 @@ static int train_run(Train *t)
         psim_cli_json_int(b, "steps", t->global_step);
         psim_cli_json_int(b, "variables", t->info.n_variables);
         psim_cli_json_int(b, "replicas", t->replicas);
+        /* The last training step's transfers: messages, bytes and variable reads per link. */
+        json_builder_set_member_name(b, "links");
+        json_builder_begin_array(b);
+        for (int32_t i = 0; i < t->n_links; i++) {
+            const PsimLinkCount *l = &t->links[i];
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "from");
+            json_builder_add_string_value(b, t->link_devices[l->src]);
+            json_builder_set_member_name(b, "to");
+            json_builder_add_string_value(b, t->link_devices[l->dst]);
+            psim_cli_json_int(b, "messages", (int64_t)l->messages);
+            psim_cli_json_int(b, "bytes", (int64_t)l->bytes);
+            psim_cli_json_int(b, "variable_reads", (int64_t)l->variable_reads);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
         psim_cli_json_int(b, "restarts", t->restarts);
         json_builder_end_object(b);
         psim_cli_print_json(g_steal_pointer(&b));
@@ -933,6 +970,8 @@ int psim_cmd_train(int argc, char **argv)
             psim_train_info_clear(&t.more_info[r - 1]);
     }
     g_free(t.more_session);
+    g_free(t.links);
+    g_strfreev(t.link_devices);
     g_free(t.more_g);
     g_free(t.more_info);
     psim_cluster_free(t.cluster);

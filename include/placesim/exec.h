@@ -304,6 +304,15 @@ int32_t psim_plan_exec_n_devices(const PsimPlanExec *x);
 PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t device);
 /* Appends the last step of every device (device index = the plan's) on one time origin. */
 void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t);
+/* The last step's transfers between one ordered pair of the plan's devices. */
+typedef struct {
+    int32_t src, dst;         /* device indices (into the plan's devices) */
+    uint64_t messages, bytes; /* transfers done in the last step, and their bytes on the wire */
+    uint64_t variable_reads;  /* of those, the value of a variable (a Variable node's output) */
+} PsimLinkCount;
+/* Every pair that carried a transfer in the last step, by source then destination; *out gets
+ * them (g_free), the count is returned. */
+int32_t psim_plan_exec_link_counts(const PsimPlanExec *x, PsimLinkCount **out);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Sessions. */

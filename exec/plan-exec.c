@@ -295,6 +295,46 @@ PsimWorker *psim__plan_exec_worker(const PsimPlanExec *x, int32_t d) { return x-
 int32_t psim_plan_exec_n_devices(const PsimPlanExec *x) { return x->n_devices; }
 PsimExecutor *psim_plan_exec_executor(const PsimPlanExec *x, int32_t d) { return x->execs[d]; }
 
+/* Calls fn for every transfer the last step made, with its start and end (the transport's
+ * clock) and bytes on the wire. */
+typedef void (*XferVisit)(const PsimPlanExec *x, int32_t i, double start, double end,
+                          uint64_t bytes, void *user);
+static void last_transfers(const PsimPlanExec *x, XferVisit fn, void *user)
+{
+    for (int32_t i = 0; i < x->plan->n_transfers; i++) {
+        double start, end;
+        uint64_t bytes;
+        if (psim__transport_record(x->tp, i, &start, &end, &bytes))
+            fn(x, i, start, end, bytes, user);
+    }
+}
+
+static void xfer_to_timeline(const PsimPlanExec *x, int32_t i, double start, double end,
+                             uint64_t bytes, void *user)
+{
+    const PsimTransfer *tr = &x->plan->transfers[i];
+    psim_timeline_xfer_add(user, psim_graph_node(x->plan->graph, tr->recv)->name, tr->key, i,
+                           tr->src, tr->dst, start - x->origin_us, end - x->origin_us, bytes);
+}
+
+typedef struct {
+    PsimLinkCount *all;
+    int32_t nd;
+} LinkTally;
+
+static void xfer_to_links(const PsimPlanExec *x, int32_t i, double start, double end,
+                          uint64_t bytes, void *user)
+{
+    (void)start, (void)end;
+    LinkTally *lt = user;
+    const PsimTransfer *tr = &x->plan->transfers[i];
+    PsimLinkCount *l = &lt->all[(size_t)tr->src * lt->nd + tr->dst];
+    l->messages++;
+    l->bytes += bytes;
+    const char *op = tr->port.node >= 0 ? psim_graph_node(x->plan->graph, tr->port.node)->op : "";
+    l->variable_reads += !tr->control && (!strcmp(op, "VariableV2") || !strcmp(op, "Variable"));
+}
+
 void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)
 {
     const PsimPlan *p = x->plan;
@@ -319,35 +359,16 @@ void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)
         if (d < t->n_devices && st.peak_bytes > t->peak_memory[d])
             t->peak_memory[d] = st.peak_bytes;
     }
-    for (int32_t i = 0; i < p->n_transfers; i++) {
-        const PsimTransfer *tr = &p->transfers[i];
-        double start, end;
-        uint64_t bytes;
-        if (!psim__transport_record(x->tp, i, &start, &end, &bytes))
-            continue;
-        psim_timeline_xfer_add(t, psim_graph_node(g, tr->recv)->name, tr->key, i, tr->src, tr->dst,
-                               start - x->origin_us, end - x->origin_us, bytes);
-    }
+    last_transfers(x, xfer_to_timeline, t);
     t->step_time_us = x->step_us;
 }
 
 int32_t psim_plan_exec_link_counts(const PsimPlanExec *x, PsimLinkCount **out)
 {
-    const PsimPlan *p = x->plan;
-    int32_t nd = p->n_devices;
+    int32_t nd = x->plan->n_devices;
     g_autofree PsimLinkCount *all = g_new0(PsimLinkCount, (size_t)nd * nd + 1);
-    for (int32_t i = 0; i < p->n_transfers; i++) {
-        const PsimTransfer *tr = &p->transfers[i];
-        double start, end;
-        uint64_t bytes;
-        if (!psim__transport_record(x->tp, i, &start, &end, &bytes))
-            continue;
-        PsimLinkCount *l = &all[(size_t)tr->src * nd + tr->dst];
-        l->messages++;
-        l->bytes += bytes;
-        const char *op = tr->port.node >= 0 ? psim_graph_node(p->graph, tr->port.node)->op : "";
-        l->variable_reads += !tr->control && (!strcmp(op, "VariableV2") || !strcmp(op, "Variable"));
-    }
+    LinkTally lt = {all, nd};
+    last_transfers(x, xfer_to_links, &lt);
     int32_t n = 0;
     for (int32_t a = 0; a < nd; a++)
         for (int32_t b = 0; b < nd; b++)

@@ -409,6 +409,43 @@ static PsimGraph *replicate(const PsimGraph *t, int32_t nr, int32_t np, int32_t 
     return g_steal_pointer(&out);
 }
 
+/* As TensorFlow's group(): the step's target waits on one NoOp per other device, each waiting
+ * on that device's updates, so that a step sends one control message per parameter server
+ * instead of one per update (28 a step from the second PS of a 2-replica cnn before). */
+static gboolean group_controls(Step *s, int32_t target)
+{
+    PsimGraph *g = s->g;
+    g_autoptr(GHashTable) by_dev = g_hash_table_new(g_str_hash, g_str_equal);
+    PsimNode *t = psim_graph_node(g, target);
+    int32_t n = t->n_controls, kept = 0;
+    g_autofree int32_t *old = g_memdup2(t->controls, sizeof(int32_t) * (size_t)MAX(n, 1));
+    g_autofree int32_t *keep = g_new(int32_t, n + 1);
+    for (int32_t i = 0; i < n; i++) {
+        const char *dev = psim_graph_node(g, old[i])->device;
+        t = psim_graph_node(g, target);
+        if (!dev || (t->device && !strcmp(dev, t->device))) {
+            keep[kept++] = old[i];
+            continue;
+        }
+        gpointer grp = g_hash_table_lookup(by_dev, dev);
+        if (!grp) {
+            g_autofree char *name = g_strconcat(t->name, "/group", NULL);
+            PsimNode *nn = psim_graph_node_add_unique(g, name, "NoOp", s->error);
+            if (!nn)
+                return FALSE;
+            psim_graph_node_device_set(g, nn, dev);
+            grp = GINT_TO_POINTER(nn->id + 1);
+            g_hash_table_insert(by_dev, (gpointer)psim_graph_node(g, nn->id)->device, grp);
+            keep[kept++] = nn->id;
+        }
+        psim_graph_node_control_add(g, psim_graph_node(g, GPOINTER_TO_INT(grp) - 1), old[i]);
+    }
+    t = psim_graph_node(g, target);
+    memcpy(t->controls, keep, sizeof(int32_t) * (size_t)kept);
+    t->n_controls = kept;
+    return TRUE;
+}
+
 static char *ref_format(const PsimGraph *g, PsimPort p)
 {
     return g_strdup_printf("%s:%d", psim_graph_node(g, p.node)->name, p.index);
@@ -557,6 +594,8 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     }
     if (has_scores)
         psim_graph_output_add(t, scores);
+    if (spec->ps_devices && !group_controls(&s, train_op->id))
+        return NULL;
     if (!psim_graph_finalize(t, error) || !psim_graph_infer_shapes(t, error))
         return NULL;
     info->n_variables = np;

@@ -13,7 +13,8 @@ RUNS=${2:-1}
 PSIM=${PSIM:-build/placesim}
 mkdir -p "$OUT"
 for m in mlp cnn; do
-    "$PSIM" export $m --batch 32 --train-step --replicas 2 --cluster local:2 -o "$OUT/$m-dp2.json" 2>/dev/null
+    "$PSIM" export $m --batch 32 --train-step --replicas 2 --cluster local:2 --caching-device worker \
+        -o "$OUT/$m-dp2.json" 2>/dev/null
     "$PSIM" export $m --batch 64 --train-step -o "$OUT/$m-b64.json" 2>/dev/null
     for i in $(seq "$RUNS"); do
         "$PSIM" study "$OUT/$m-dp2.json" "$OUT/$m-b64.json" --cluster local:2 \

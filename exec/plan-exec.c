@@ -317,6 +317,20 @@ static void xfer_to_timeline(const PsimPlanExec *x, int32_t i, double start, dou
                            tr->src, tr->dst, start - x->origin_us, end - x->origin_us, bytes);
 }
 
+static gboolean is_variable(const PsimNode *n)
+{
+    return !strcmp(n->op, "VariableV2") || !strcmp(n->op, "Variable");
+}
+
+/* A variable's value: its node's output, or a read of it (an Identity of it). */
+static gboolean reads_variable(const PsimGraph *g, int32_t v)
+{
+    const PsimNode *n = psim_graph_node(g, v);
+    return is_variable(n) || (!strcmp(n->op, "Identity") && n->n_inputs == 1 &&
+                              n->inputs[0].node >= 0 &&
+                              is_variable(psim_graph_node(g, n->inputs[0].node)));
+}
+
 typedef struct {
     PsimLinkCount *all;
     int32_t nd;
@@ -331,8 +345,8 @@ static void xfer_to_links(const PsimPlanExec *x, int32_t i, double start, double
     PsimLinkCount *l = &lt->all[(size_t)tr->src * lt->nd + tr->dst];
     l->messages++;
     l->bytes += bytes;
-    const char *op = tr->port.node >= 0 ? psim_graph_node(x->plan->graph, tr->port.node)->op : "";
-    l->variable_reads += !tr->control && (!strcmp(op, "VariableV2") || !strcmp(op, "Variable"));
+    l->variable_reads += !tr->control && tr->port.node >= 0 &&
+                         reads_variable(x->plan->graph, tr->port.node);
 }
 
 void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t)

@@ -327,6 +327,34 @@ static PsimPort mean_of(PsimGraph *g, const char *base, const PsimPort *in, int3
     return (PsimPort){mean->id, 0};
 }
 
+/* A read of variable `var` (the k-th) by a node of replica r, as spec->variable_reads says:
+ * PSIM_READ_PER_OP, a read of its own beside the variable (TensorFlow's ReadVariableOp without
+ * a caching_device: every read crosses on its own); PSIM_READ_CACHED, the replica's one read
+ * on its worker (*cached keeps it), which every reader there shares (caching_device on the
+ * worker: the value crosses once a step). The read's node id, or -1 with an error. */
+static int32_t variable_read(PsimGraph *g, int32_t var, int32_t r, const PsimTrainSpec *spec,
+                             int32_t k, int32_t *cached, GError **error)
+{
+    gboolean per_op = spec->variable_reads == PSIM_READ_PER_OP;
+    if (!per_op && *cached >= 0)
+        return *cached;
+    const PsimNode *v = psim_graph_node(g, var);
+    g_autofree char *name = per_op ? g_strconcat(v->name, "/read", NULL)
+                                   : g_strdup_printf("replica_%d/%s/cached", r, v->name);
+    PsimNode *rd = psim_graph_node_add_unique(g, name, "Identity", error);
+    if (!rd)
+        return -1;
+    v = psim_graph_node(g, var);
+    psim_graph_node_outputs_set(g, rd, 1);
+    psim_graph_output_set(g, rd, 0, v->outputs[0].dtype, v->outputs[0].rank, v->outputs[0].dims);
+    psim_graph_node_input_add(g, rd, (PsimPort){var, 0});
+    psim_graph_node_device_set(g, rd, per_op ? ps_device(spec, k)
+                                      : spec->worker_devices ? spec->worker_devices[r] : NULL);
+    if (!per_op)
+        *cached = rd->id;
+    return rd->id;
+}
+
 /* Synchronous data parallelism (the whitepaper's Figure 7, top): nr copies of the forward and
  * gradient graph t, replica r's nodes named "replica_r/NAME" (on worker_devices[r] when given),
  * all reading the one copy of each of the np trained parameters params[]. Each parameter's
@@ -368,16 +396,32 @@ static PsimGraph *replicate(const PsimGraph *t, int32_t nr, int32_t np, int32_t 
                 psim_graph_node_device_set(out, c, spec->worker_devices[r]);
             map[(size_t)r * n + v] = c->id;
         }
+    g_autofree int32_t *param_k = g_new(int32_t, n + 1);
+    g_autofree int32_t *cached = g_new(int32_t, (size_t)nr * np + 1);
+    for (int32_t v = 0; v < n; v++)
+        param_k[v] = -1;
+    for (int32_t k = 0; k < np; k++)
+        param_k[psim_graph_node_find(t, psim_graph_node(out, params[k])->name)->id] = k;
+    for (size_t i = 0; i < (size_t)nr * np; i++)
+        cached[i] = -1;
     for (int32_t r = 0; r < nr; r++)
         for (int32_t v = 0; v < n; v++) {
             if (shared[v] >= 0)
                 continue;
             const PsimNode *src = psim_graph_node(t, v);
-            PsimNode *c = psim_graph_node(out, map[(size_t)r * n + v]);
+            int32_t cid = map[(size_t)r * n + v];
             for (int32_t i = 0; i < src->n_inputs; i++) {
                 PsimPort in = src->inputs[i];
-                psim_graph_node_input_add(out, c, in.node >= 0 ? (PsimPort){map[(size_t)r * n + in.node], in.index} : in);
+                PsimPort to = in.node >= 0 ? (PsimPort){map[(size_t)r * n + in.node], in.index} : in;
+                int32_t k = in.node >= 0 ? param_k[in.node] : -1;
+                if (k >= 0 && spec->variable_reads != PSIM_READ_DIRECT) {
+                    to.node = variable_read(out, params[k], r, spec, k, &cached[(size_t)r * np + k], error);
+                    if (to.node < 0)
+                        return NULL;
+                }
+                psim_graph_node_input_add(out, psim_graph_node(out, cid), to);
             }
+            PsimNode *c = psim_graph_node(out, cid);
             for (int32_t i = 0; i < src->n_controls; i++)
                 psim_graph_node_control_add(out, c, map[(size_t)r * n + src->controls[i]]);
         }

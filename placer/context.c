@@ -406,7 +406,11 @@ static gboolean build_constraints(PsimPlaceCtx *c, GError **error)
         else if (a && a->type == PSIM_ATTR_STRINGS)
             for (int32_t k = 0; k < a->n; k++)
                 colocate_class(c, par, v, a->v.strs[k]);
-        if (uses_variable(node->op))
+        /* A read (Identity) requested on a device of its own is not held to its variable's:
+         * TensorFlow's caching_device read, a snapshot where its readers are (its
+         * Identity takes the variable's value, not a reference). */
+        gboolean own_read = !strcmp(node->op, "Identity") && node->device;
+        if (uses_variable(node->op) && !own_read)
             for (int32_t k = 0; k < node->n_inputs; k++)
                 if (node->inputs[k].node >= 0 && is_variable(psim_graph_node(g, node->inputs[k].node)->op))
                     uf_union(par, v, node->inputs[k].node);

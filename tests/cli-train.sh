@@ -92,11 +92,13 @@ assert d["test_accuracy"] > 0.6, d
 PY
 
 # The same step as a graph for the placers and the simulator: `export --train-step --replicas 2
-# --cluster local:2` requests replica r's nodes on CPU:r and the variables on CPU:0, so any
-# algorithm places it so; 6 variables cross to replica 1, and its 6 gradients and its loss come
-# back (its inputs are fed there): 13 Send/Recv pairs.
-"$PSIM" export mlp --batch 32 --train-step --replicas 2 --cluster local:2 -o "$tmp/r2g.json" 2>/dev/null \
-    || fail "export --replicas"
+# --cluster local:2 --caching-device worker` requests replica r's nodes on CPU:r and the
+# variables on CPU:0, so any algorithm places it so; 6 variables cross to replica 1 (one read
+# each, on the worker), and its 6 gradients and its loss come back (its inputs are fed there):
+# 13 Send/Recv pairs. Without a caching device each of replica 1's 8 reads (fc2/W and fc3/W
+# have two readers) crosses on its own: 15.
+"$PSIM" export mlp --batch 32 --train-step --replicas 2 --cluster local:2 --caching-device worker \
+    -o "$tmp/r2g.json" 2>/dev/null || fail "export --replicas"
 "$PSIM" place "$tmp/r2g.json" --cluster local:2 --algo round-robin -o "$tmp/r2p.json" >/dev/null 2>&1 \
     || fail "place the replicated step"
 python3 - "$tmp/r2p.json" <<'PY' || fail "the replicated step's placement"
@@ -109,31 +111,41 @@ assert sum(n.startswith("replica_1/") for n in d) == sum(n.startswith("replica_0
 PY
 "$PSIM" place "$tmp/r2g.json" --cluster local:2 --algo heft --json 2>/dev/null | grep -q '"n_send":13,' \
     || fail "the replicated step's transfers"
+"$PSIM" export mlp --batch 32 --train-step --replicas 2 --cluster local:2 -o "$tmp/r2n.json" 2>/dev/null \
+    || fail "export --replicas, no caching device"
+"$PSIM" place "$tmp/r2n.json" --cluster local:2 --algo heft --json 2>/dev/null | grep -q '"n_send":15,' \
+    || fail "the replicated step's transfers without a caching device"
 
 # Counters: the last step's transfers per link (--json "links"). Two replicas on local:3, the
-# variables on CPU:2: each worker receives each of the 6 variables exactly once a step, though
-# the replicated graph reads fc2/W and fc3/W twice in each replica (forward and backward), plus
-# its batch (2 tensors); it sends back 6 gradients and its loss. The plan's count is the same:
-# one Recv per tensor per destination device.
-"$PSIM" train mlp --batch 32 --replicas 2 --cluster local:3 --steps 3 --json > "$tmp/l3.json" 2>/dev/null \
-    || fail "replicas on local:3"
-python3 - "$tmp/l3.json" "$tmp/r2g.json" <<'PY' || fail "link counters: $(cat "$tmp/l3.json")"
+# variables on CPU:2. With --caching-device worker each worker receives each of the 6 variables
+# exactly once a step, though the replicated graph reads fc2/W and fc3/W twice in each replica
+# (forward and backward), plus its batch (2 tensors); it sends back 6 gradients and its loss.
+# Without it, as the plan says: each of the 8 reads crosses on its own.
+for c in worker none; do
+    "$PSIM" train mlp --batch 32 --replicas 2 --cluster local:3 --caching-device $c --steps 3 --json \
+        > "$tmp/l3-$c.json" 2>/dev/null || fail "replicas on local:3, caching device $c"
+done
+python3 - "$tmp/l3-worker.json" "$tmp/r2g.json" "$tmp/l3-none.json" <<'PY' || fail "link counters: $(cat "$tmp/l3-worker.json" "$tmp/l3-none.json")"
 import json, sys
-links = {(l["from"][-5:], l["to"][-5:]): l for l in json.load(open(sys.argv[1]))["links"]}
-assert sorted(links) == [("CPU:0", "CPU:2"), ("CPU:1", "CPU:2"), ("CPU:2", "CPU:0"), ("CPU:2", "CPU:1")], links
+def links(f):
+    return {(l["from"][-5:], l["to"][-5:]): l for l in json.load(open(f))["links"]}
+cached, none = links(sys.argv[1]), links(sys.argv[3])
+assert sorted(cached) == [("CPU:0", "CPU:2"), ("CPU:1", "CPU:2"), ("CPU:2", "CPU:0"), ("CPU:2", "CPU:1")], cached
 for w in ("CPU:0", "CPU:1"):
-    assert links[("CPU:2", w)]["variable_reads"] == 6 and links[("CPU:2", w)]["messages"] == 8, links
-    assert links[(w, "CPU:2")]["variable_reads"] == 0 and links[(w, "CPU:2")]["messages"] == 7, links
+    assert cached[("CPU:2", w)]["variable_reads"] == 6 and cached[("CPU:2", w)]["messages"] == 8, cached
+    assert cached[(w, "CPU:2")]["variable_reads"] == 0 and cached[(w, "CPU:2")]["messages"] == 7, cached
+    assert none[("CPU:2", w)]["variable_reads"] == 8 and none[("CPU:2", w)]["messages"] == 10, none
 g = json.load(open(sys.argv[2]))
 readers = {}
 for n in g["nodes"]:
     if n["name"].startswith("replica_1/"):
         for i in n.get("inputs", []):
             readers[i.split(":")[0]] = readers.get(i.split(":")[0], 0) + 1
-assert readers.get("fc2/W", 0) >= 2 and readers.get("fc3/W", 0) >= 2, readers
+assert readers.get("replica_1/fc2/W/cached", 0) >= 2 and readers.get("replica_1/fc3/W/cached", 0) >= 2, readers
 PY
 
-# Two parameter servers (local:4: CPU:2 and CPU:3): the variables round-robin, 3 on each; the
+# Two parameter servers (local:4: CPU:2 and CPU:3): the variables round-robin, 3 on each (the
+# weights, read 5 times by each worker without a caching device, on CPU:2; the biases on CPU:3); the
 # first PS's train_op waits on the second's 6 updates through one control message (a NoOp per
 # device, as TensorFlow's group()), and the second reads the learning rate and the global step
 # from the first.
@@ -145,7 +157,7 @@ links = {(l["from"][-5:], l["to"][-5:]): l for l in json.load(open(sys.argv[1]))
 assert links[("CPU:3", "CPU:2")]["messages"] == 1 and links[("CPU:3", "CPU:2")]["bytes"] == 0, links
 assert links[("CPU:2", "CPU:3")]["messages"] == 2, links
 for w in ("CPU:0", "CPU:1"):
-    assert links[("CPU:2", w)]["variable_reads"] == 3 and links[("CPU:3", w)]["variable_reads"] == 3, links
+    assert links[("CPU:2", w)]["variable_reads"] == 5 and links[("CPU:3", w)]["variable_reads"] == 3, links
 PY
 
 # Bad input: one line, exit 2.
@@ -161,6 +173,7 @@ check2 mlp --lr -1
 check2 mlp --replicas 3 --cluster local:2
 check2 mlp --replicas 0
 check2 mlp --async
+check2 mlp --replicas 2 --cluster local:2 --caching-device gpu
 check2 mlp --async --replicas 2 --cluster local:2 --checkpoint-dir "$tmp/x"
 check2 transformer --steps 1
 mkdir "$tmp/bad"; printf 'not idx' > "$tmp/bad/train-images-idx3-ubyte"

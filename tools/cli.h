@@ -60,6 +60,9 @@ char *psim_cli_graph_source(const char *spec);
  * K (a PS then shares a worker's device). *workers and *ps (g_free) borrow c's names. */
 gboolean psim_cli_replica_devices(const PsimCluster *c, int64_t replicas, int64_t n_ps,
                                   const char ***workers, const char ***ps, GError **error);
+/* --caching-device none (the default: each reader reads through on its own, TensorFlow's
+ * ReadVariableOp beside the variable) or worker (one read per worker, on the worker). */
+gboolean psim_cli_caching_device(const char *text, PsimVariableReads *out, GError **error);
 gboolean psim_cli_flag_int(const char *flag, const char *text, int64_t lo, int64_t hi,
                            int64_t *out, GError **error);
 gboolean psim_cli_flag_double(const char *flag, const char *text, double lo, double hi,

@@ -114,6 +114,7 @@ int psim_cmd_export(int argc, char **argv)
 {
     g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL, *loss = NULL;
     g_autofree char *optimizer = NULL, *lr_s = NULL, *replicas_s = NULL, *ps_s = NULL, *cluster_spec = NULL;
+    g_autofree char *caching = NULL;
     gboolean training = FALSE, json = FALSE, gradients = FALSE, train_step = FALSE;
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
@@ -143,6 +144,8 @@ int psim_cmd_export(int argc, char **argv)
         {"replicas", 0, 0, G_OPTION_ARG_STRING, &replicas_s,
          "With --train-step: N synchronous replicas (as 'placesim train --replicas'; GRAPH's batch is each replica's)", "N"},
         {"ps", 0, 0, G_OPTION_ARG_STRING, &ps_s, "With --replicas: K parameter servers (default 1)", "K"},
+        {"caching-device", 0, 0, G_OPTION_ARG_STRING, &caching,
+         "With --replicas: none (each read of a variable crosses on its own, the default) or worker (one read per worker)", "WHERE"},
         {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_spec,
          "With --replicas: request replica r on this cluster's device r and the variables on its PS devices (as 'placesim train' does)", "SPEC"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
@@ -165,8 +168,9 @@ int psim_cmd_export(int argc, char **argv)
         return psim_cli_usage("export", "--gradients or --train-step (one of them) takes a GRAPH, not --plan; --loss needs one of them");
     if ((optimizer || lr_s || replicas_s) && !train_step)
         return psim_cli_usage("export", "--optimizer, --lr and --replicas need --train-step");
-    if ((ps_s || cluster_spec) && !replicas_s)
-        return psim_cli_usage("export", "--ps and --cluster need --replicas");
+    if ((ps_s || cluster_spec || caching) && !replicas_s)
+        return psim_cli_usage("export", "--ps, --cluster and --caching-device need --replicas");
+    PsimVariableReads reads = PSIM_READ_PER_OP;
     int64_t replicas = 1, n_ps = 1;
     if (optimizer && strcmp(optimizer, "sgd") && strcmp(optimizer, "adam"))
         return psim_cli_usage("export", "--optimizer '%s' is neither sgd nor adam", optimizer);
@@ -175,7 +179,8 @@ int psim_cmd_export(int argc, char **argv)
     GError *lerr = NULL;
     if (!psim_cli_flag_double("--lr", lr_s, 1e-12, 100, &lr, &lerr) ||
         !psim_cli_flag_int("--replicas", replicas_s, 1, 1024, &replicas, &lerr) ||
-        !psim_cli_flag_int("--ps", ps_s, 1, 1024, &n_ps, &lerr))
+        !psim_cli_flag_int("--ps", ps_s, 1, 1024, &n_ps, &lerr) ||
+        !psim_cli_caching_device(caching, &reads, &lerr))
         return psim_cli_fail(lerr);
     if (json && !out)
         return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
@@ -207,7 +212,8 @@ int psim_cmd_export(int argc, char **argv)
     if (train_step) {
         PsimTrainSpec spec = {.optimizer = adam ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
                               .lr = lr, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.999,
-                              .epsilon = 1e-8, .loss = loss, .replicas = (int32_t)replicas};
+                              .epsilon = 1e-8, .loss = loss, .replicas = (int32_t)replicas,
+                              .variable_reads = reads};
         g_autoptr(PsimCluster) c = cluster_spec ? psim_cli_cluster(cluster_spec, g, &err) : NULL;
         g_autofree const char **workers = NULL, **ps = NULL;
         if (cluster_spec && (!c || !psim_cli_replica_devices(c, replicas, n_ps, &workers, &ps, &err)))

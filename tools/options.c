@@ -230,3 +230,14 @@ gboolean psim_cli_replica_devices(const PsimCluster *c, int64_t replicas, int64_
         (*ps)[k] = psim_cluster_device(c, (int32_t)(first + k))->name;
     return TRUE;
 }
+
+gboolean psim_cli_caching_device(const char *text, PsimVariableReads *out, GError **error)
+{
+    if (!text || !strcmp(text, "none"))
+        *out = PSIM_READ_PER_OP;
+    else if (!strcmp(text, "worker"))
+        *out = PSIM_READ_CACHED;
+    else
+        return flag_error(error, "--caching-device", text, "none or worker");
+    return TRUE;
+}

@@ -32,7 +32,8 @@ typedef struct {
     /* Flags. */
     char *data, *optimizer, *cluster_spec, *algo, *ckpt_dir, *save_vars;
     char *epochs_s, *batch_s, *lr_s, *momentum_s, *wd_s, *steps_s, *seed_s, *every_s, *restarts_s;
-    char *replicas_s, *ps_s;
+    char *replicas_s, *ps_s, *caching;
+    PsimVariableReads reads;
     gboolean resume, json, async;
     int64_t epochs, batch, steps, seed, every, max_restarts, replicas, n_ps;
     double lr, momentum, weight_decay;
@@ -218,7 +219,8 @@ static gboolean model_build(Train *t, GError **error)
         .optimizer = !strcmp(t->optimizer, "adam") ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
         .lr = t->lr, .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
         .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE,
-        .input_queue = QUEUE_BATCHES * t->replicas, .replicas = (int32_t)t->replicas};
+        .input_queue = QUEUE_BATCHES * t->replicas, .replicas = (int32_t)t->replicas,
+        .variable_reads = t->reads};
     if (t->workers) {
         spec.worker_devices = t->workers;
         spec.ps_devices = t->ps;
@@ -752,6 +754,7 @@ static gboolean options_check(Train *t, GError **error)
         !psim_cli_flag_int("--max-restarts", t->restarts_s, 0, 1000, &t->max_restarts, error) ||
         !psim_cli_flag_int("--replicas", t->replicas_s, 1, 1024, &t->replicas, error) ||
         !psim_cli_flag_int("--ps", t->ps_s, 1, 1024, &t->n_ps, error) ||
+        !psim_cli_caching_device(t->caching, &t->reads, error) ||
         !psim_cli_flag_double("--momentum", t->momentum_s, 0, 0.999999, &t->momentum, error) ||
         !psim_cli_flag_double("--weight-decay", t->wd_s, 0, 1, &t->weight_decay, error))
         return FALSE;
@@ -919,6 +922,10 @@ int psim_cmd_train(int argc, char **argv)
         {"async", 0, 0, G_OPTION_ARG_NONE, &t.async,
          "with --replicas: asynchronous replicas, each running its own steps on the shared "
          "variables and applying its own updates (no checkpoints)", NULL},
+        {"caching-device", 0, 0, G_OPTION_ARG_STRING, &t.caching,
+         "with --replicas: none (the default: each op reading a variable reads it through on its own, "
+         "as TensorFlow's reads without a caching_device) or worker (one read per variable and worker, "
+         "on the worker, shared by its readers)", "WHERE"},
         {"ps", 0, 0, G_OPTION_ARG_STRING, &t.ps_s,
          "parameter servers: the variables round-robin on K devices, those after the replicas' or, "
          "when the cluster has no more, its first K (default 1)", "K"},
@@ -997,6 +1004,7 @@ int psim_cmd_train(int argc, char **argv)
     g_free(t.restarts_s);
     g_free(t.replicas_s);
     g_free(t.ps_s);
+    g_free(t.caching);
     g_free(t.workers);
     g_free(t.ps);
     return rc;

@@ -308,7 +308,7 @@ void psim_plan_exec_timeline_add(const PsimPlanExec *x, PsimTimeline *t);
 typedef struct {
     int32_t src, dst;         /* device indices (into the plan's devices) */
     uint64_t messages, bytes; /* transfers done in the last step, and their bytes on the wire */
-    uint64_t variable_reads;  /* of those, the value of a variable (a Variable node's output) */
+    uint64_t variable_reads;  /* of those, a variable's value (its node's output or a read of it) */
 } PsimLinkCount;
 /* Every pair that carried a transfer in the last step, by source then destination; *out gets
  * them (g_free), the count is returned. */

@@ -436,6 +436,14 @@ PsimGraph *psim_graph_training(const PsimGraph *g, const char *loss_ref, int32_t
 
 /* The training step as a graph (graph/train.c). */
 typedef enum { PSIM_OPTIMIZER_SGD, PSIM_OPTIMIZER_ADAM } PsimOptimizer;
+/* How a replica's ops read a variable (PsimTrainSpec.variable_reads, with replicas > 1). */
+typedef enum {
+    PSIM_READ_DIRECT, /* every reader takes the Variable's output: one crossing per worker */
+    PSIM_READ_PER_OP, /* each reader through a read op of its own beside the variable (TensorFlow
+                       * without caching_device): one crossing per reader */
+    PSIM_READ_CACHED, /* one read per worker, on the worker, that its readers share (TensorFlow's
+                       * caching_device on the worker): one crossing per worker */
+} PsimVariableReads;
 typedef struct {
     PsimOptimizer optimizer;
     double lr;
@@ -463,6 +471,7 @@ typedef struct {
     const char *const *worker_devices;
     const char *const *ps_devices;
     int32_t n_ps;
+    PsimVariableReads variable_reads; /* replicas > 1: how their ops read the variables */
     /* Asynchronous replicas (one step graph per replica, each run by its own session on the
      * shared variables; worker_devices[0] then takes the model's nodes): every update is
      * applied as the difference between the optimizer's result and the step's read of the

@@ -383,6 +383,8 @@ static gpointer comm_main(gpointer data)
             PsimRendezvous *rdv = atomic_load(&m->local_rdv);
             if (!ok && rdv) /* a task failed: this process's devices stop waiting on it */
                 psim_rendezvous_abort(rdv);
+            if (!ok) /* its error is the job's line; its exit, which follows, is not news */
+                atomic_store(&m->ending, TRUE);
             g_async_queue_push(m->inbox, msg);
             busy = TRUE;
         }
@@ -761,7 +763,13 @@ void psim_mpi_free(PsimMpi *m)
 void psim_mpi_abort(PsimMpi *m)
 {
     /* Tell every task (best effort: a dead one never reads it), give the messages a moment to
-     * leave, and go: no rank waits on another that is gone. */
+     * leave, and go: no rank waits on another that is gone. What is said is said: the watch
+     * does not name a task that ends now as dead (it ends because of this). */
+    if (m) {
+        atomic_store(&m->ending, TRUE);
+        if (m->rank == 0)
+            atomic_store(&m->said, TRUE);
+    }
     if (m && m->rank == 0 && m->thread)
         for (int r = 1; r < m->size; r++)
             post_ctrl(m, r, TAG_ABORT, g_byte_array_new());

@@ -339,7 +339,7 @@ static int32_t variable_read(PsimGraph *g, int32_t var, int32_t r, const PsimTra
     if (!per_op && *cached >= 0)
         return *cached;
     const PsimNode *v = psim_graph_node(g, var);
-    g_autofree char *name = per_op ? g_strconcat(v->name, "/read", NULL)
+    g_autofree char *name = per_op ? g_strdup_printf("%s/read/replica_%d", v->name, r)
                                    : g_strdup_printf("replica_%d/%s/cached", r, v->name);
     PsimNode *rd = psim_graph_node_add_unique(g, name, "Identity", error);
     if (!rd)
@@ -367,6 +367,11 @@ static PsimGraph *replicate(const PsimGraph *t, int32_t nr, int32_t np, int32_t 
                             PsimPort *loss, const PsimTrainSpec *spec, GError **error)
 {
     int32_t n = psim_graph_n_nodes(t), n_out = psim_graph_n_outputs(t);
+    if ((int64_t)nr * n > (INT64_C(1) << 28)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "training: %d replicas of a %d-node step graph exceed 2^28 nodes", nr, n);
+        return NULL;
+    }
     g_autoptr(PsimGraph) out = psim_graph_new(psim_graph_name(t));
     psim__graph_copy_meta(out, t);
     psim_graph_reserve(out, nr * n + 8 * np + 64);
@@ -560,7 +565,8 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
         }
         make_variable(&s, p, init);
         const char *dev = ps_device(spec, k);
-        psim_graph_node_device_set(t, p, dev);
+        if (dev) /* without requests, the model's own (if any) stays */
+            psim_graph_node_device_set(t, p, dev);
         g_autofree char *vn = g_strconcat(p->name, adam ? "/adam_m" : "/momentum", NULL);
         g_autofree char *hn = g_strconcat(p->name, "/adam_v", NULL);
         PsimNode *v = adam || spec->momentum > 0 ? state_variable(&s, vn, init) : NULL;
@@ -626,13 +632,14 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     psim__graph_outputs_clear(t);
     psim_graph_output_add(t, (PsimPort){after->id, 0});
     /* Requests: what is not a replica's, and has none yet, goes with the first PS (the
-     * Assigns with their variables). */
+     * Assigns and AssignAdds with their variables). */
     for (int32_t v = 0; spec->ps_devices && v < psim_graph_n_nodes(t); v++) {
         PsimNode *nv = psim_graph_node(t, v);
         if (nv->device || (nr > 1 && g_str_has_prefix(nv->name, "replica_")))
             continue;
         const char *dev = ps_device(spec, 0);
-        if (!strcmp(nv->op, "Assign") && nv->n_inputs > 0 && nv->inputs[0].node >= 0)
+        if ((!strcmp(nv->op, "Assign") || !strcmp(nv->op, "AssignAdd") || !strcmp(nv->op, "AssignSub")) &&
+            nv->n_inputs > 0 && nv->inputs[0].node >= 0)
             dev = psim_graph_node(t, nv->inputs[0].node)->device;
         psim_graph_node_device_set(t, nv, dev);
     }

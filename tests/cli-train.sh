@@ -91,6 +91,12 @@ assert d["steps"] == 400 and sum(e["replica_steps"]) == 400 and min(e["replica_s
 assert d["test_accuracy"] > 0.6, d
 PY
 
+# Asynchronous replicas with two parameter servers: each update (AssignAdd) beside its variable.
+"$PSIM" train mlp --batch 32 --replicas 2 --async --ps 2 --cluster local:4 --steps 40 \
+    --save-variables "$tmp/as2" >/dev/null 2> "$tmp/as2.err" || fail "async, 2 PS: $(cat "$tmp/as2.err")"
+[ "$(python3 "${PSIM_SRC:-.}/tests/compare-variables.py" --print "$tmp/as2/global_step.pb")" = 40 ] \
+    || fail "async, 2 PS: global_step is not 40"
+
 # The same step as a graph for the placers and the simulator: `export --train-step --replicas 2
 # --cluster local:2 --caching-device worker` requests replica r's nodes on CPU:r and the
 # variables on CPU:0, so any algorithm places it so; 6 variables cross to replica 1 (one read
@@ -174,7 +180,12 @@ check2 mlp --replicas 3 --cluster local:2
 check2 mlp --replicas 0
 check2 mlp --async
 check2 mlp --replicas 2 --cluster local:2 --caching-device gpu
+check2 mlp --caching-device worker
+check2 mlp --replicas 2 --async --cluster local:2 --caching-device worker
 check2 mlp --async --replicas 2 --cluster local:2 --checkpoint-dir "$tmp/x"
+"$PSIM" train mlp --steps 5 --checkpoint-every 5 --checkpoint-dir "$tmp/odd" >/dev/null 2>&1 || fail "5 steps"
+check2 mlp --steps 8 --replicas 2 --cluster local:2 --checkpoint-dir "$tmp/odd" --resume
+grep -q "resume with the --replicas it was written with" "$tmp/err" || fail "resume, other replicas: $(cat "$tmp/err")"
 check2 transformer --steps 1
 mkdir "$tmp/bad"; printf 'not idx' > "$tmp/bad/train-images-idx3-ubyte"
 check2 mlp --data "$tmp/bad"

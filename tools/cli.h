@@ -55,6 +55,13 @@ char *psim_cli_graph_source(const char *spec);
  * [lo, hi] ("-5" for a size, "1e99" for a duration, "nan", "") is a USAGE error naming the flag.
  * Sizes are non-negative integers with an optional K, M or G suffix (powers of 1024). Lists are
  * comma-separated and may not be empty nor hold empty items (*out replaced; g_strfreev). */
+gboolean psim_cli_flag_int(const char *flag, const char *text, int64_t lo, int64_t hi,
+                           int64_t *out, GError **error);
+gboolean psim_cli_flag_double(const char *flag, const char *text, double lo, double hi,
+                              double *out, GError **error);
+gboolean psim_cli_flag_size(const char *flag, const char *text, uint64_t lo, uint64_t hi,
+                            uint64_t *out, GError **error);
+gboolean psim_cli_flag_list(const char *flag, const char *text, char ***out, GError **error);
 /* --replicas N and --ps K on cluster c (train, export --train-step): replica r on device r;
  * the parameter servers on the K devices after the workers when c has them, else on its first
  * K (a PS then shares a worker's device). *workers and *ps (g_free) borrow c's names. */
@@ -63,13 +70,6 @@ gboolean psim_cli_replica_devices(const PsimCluster *c, int64_t replicas, int64_
 /* --caching-device none (the default: each reader reads through on its own, TensorFlow's
  * ReadVariableOp beside the variable) or worker (one read per worker, on the worker). */
 gboolean psim_cli_caching_device(const char *text, PsimVariableReads *out, GError **error);
-gboolean psim_cli_flag_int(const char *flag, const char *text, int64_t lo, int64_t hi,
-                           int64_t *out, GError **error);
-gboolean psim_cli_flag_double(const char *flag, const char *text, double lo, double hi,
-                              double *out, GError **error);
-gboolean psim_cli_flag_size(const char *flag, const char *text, uint64_t lo, uint64_t hi,
-                            uint64_t *out, GError **error);
-gboolean psim_cli_flag_list(const char *flag, const char *text, char ***out, GError **error);
 /* The longest duration a time-budget flag accepts: one day, in milliseconds. */
 #define PSIM_CLI_MAX_MS 86400000.0
 

@@ -393,6 +393,13 @@ static gboolean checkpoint_restore(Train *t, gboolean *found, GError **error)
             return FALSE;
         t->global_step = psim_tensor_get_i64(so[0], 0);
         psim_tensor_unref(so[0]);
+        if (t->cursor % t->replicas != 0 || t->cursor > epoch_batches(t)) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                        "train: %s: its input position (batch %lld of the epoch) is not a step of "
+                        "%lld replicas: resume with the --replicas it was written with",
+                        path, (long long)t->cursor, (long long)t->replicas);
+            return FALSE;
+        }
         fprintf(stderr, "placesim: train: resumed from %s (step %lld, epoch %lld)\n", path,
                 (long long)t->global_step, (long long)t->epoch + 1);
         *found = TRUE;
@@ -470,7 +477,8 @@ static Feeder *feeder_start(Train *t, GError **error)
     f->t = t;
     f->epoch = t->epoch;
     f->cursor = t->cursor;
-    f->remaining = t->steps > 0 ? MAX(t->steps - t->global_step, 0) * t->replicas : -1;
+    /* A synchronous step takes a batch per replica, an asynchronous one a batch. */
+    f->remaining = t->steps > 0 ? MAX(t->steps - t->global_step, 0) * (t->async ? 1 : t->replicas) : -1;
     const char *names[2] = {"input/component_0", "input/component_1"};
     const char *enqueue[1] = {"^input/enqueue"}, *close[1] = {"^input/close"};
     f->g = psim_graph_train_feeder(t->g, error);
@@ -577,7 +585,6 @@ static gboolean train_loop(Train *t, GError **error)
                 return FALSE;
             double l = psim_tensor_get_f64(out[0], 0);
             psim_tensor_unref(out[0]);
-            links_note(t);
             if (!isfinite(l)) {
                 g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                             "train: the loss is %g at step %lld (lower --lr)", l,
@@ -612,6 +619,7 @@ static gboolean train_loop(Train *t, GError **error)
         }
         if (steps == 0)
             continue;
+        links_note(t); /* the last training step's (the evaluation below runs other steps) */
         double secs = ((double)g_get_monotonic_time() - t0) / 1e6, acc;
         double ex_s = timed > 0 ? (double)(timed * t->batch * t->replicas) / secs : NAN;
         if (!evaluate(t, &acc, error))
@@ -766,6 +774,11 @@ static gboolean options_check(Train *t, GError **error)
     t->lr = !strcmp(t->optimizer, "adam") ? 0.001 : 0.01;
     if (!psim_cli_flag_double("--lr", t->lr_s, 1e-12, 100, &t->lr, error))
         return FALSE;
+    if (t->caching && (t->replicas < 2 || t->async)) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --caching-device needs synchronous --replicas N > 1");
+        return FALSE;
+    }
     if (t->async && (t->replicas < 2 || t->ckpt_dir)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
                     "train: --async needs --replicas N > 1 and takes no checkpoints (--checkpoint-dir)");

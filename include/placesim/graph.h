@@ -465,9 +465,10 @@ typedef struct {
      * by one optimizer node. 0 or 1: one copy, names unchanged. */
     int32_t replicas;
     /* Optional device requests: replica r's nodes on worker_devices[r] (replicas names); each
-     * variable, with its optimizer state, update and gradient mean, on ps_devices[k % n_ps] for
-     * the k-th variable (TensorFlow's round-robin device setter); every other shared node
-     * (global step, checkpoint ops, input queue and its dequeues) on ps_devices[0]. */
+     * variable, with its optimizer state, optimizer node, assignments (and, with replicas,
+     * gradient mean) on ps_devices[k % n_ps] for the k-th variable (TensorFlow's round-robin
+     * device setter); every other shared node (global step, checkpoint ops, input queue and
+     * its dequeues) on ps_devices[0]. */
     const char *const *worker_devices;
     const char *const *ps_devices;
     int32_t n_ps;

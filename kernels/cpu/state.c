@@ -17,6 +17,12 @@ static PsimVariable *node_variable(const PsimNode *v)
                              TRUE);
 }
 
+static PsimTensor *init_if_unset(const PsimTensor *cur, gpointer init, GError **error)
+{
+    (void)error;
+    return psim_tensor_ref(cur ? (PsimTensor *)cur : init);
+}
+
 static gboolean run_variable(PsimKernelCtx *ctx, GError **error)
 {
     const PsimNode *n = ctx->node;
@@ -32,7 +38,10 @@ static gboolean run_variable(PsimKernelCtx *ctx, GError **error)
             KERR(ctx, error, "initial value must be a numeric host tensor");
             return FALSE;
         }
-        psim_variable_assign(var, a->v.t);
+        /* Under the variable's lock, and only if still unset: another session (asynchronous
+         * replicas) may have initialised it, and updated it, since the read above. */
+        if (!psim_variable_update(var, init_if_unset, a->v.t, error))
+            return FALSE;
         t = psim_variable_read(var);
     }
     PsimDType dt = n->n_outputs > 0 ? n->outputs[0].dtype : PSIM_DTYPE_UNDEFINED;

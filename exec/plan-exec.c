@@ -317,18 +317,13 @@ static void xfer_to_timeline(const PsimPlanExec *x, int32_t i, double start, dou
                            tr->src, tr->dst, start - x->origin_us, end - x->origin_us, bytes);
 }
 
-static gboolean is_variable(const PsimNode *n)
-{
-    return !strcmp(n->op, "VariableV2") || !strcmp(n->op, "Variable");
-}
-
 /* A variable's value: its node's output, or a read of it (an Identity of it). */
 static gboolean reads_variable(const PsimGraph *g, int32_t v)
 {
     const PsimNode *n = psim_graph_node(g, v);
-    return is_variable(n) || (!strcmp(n->op, "Identity") && n->n_inputs == 1 &&
-                              n->inputs[0].node >= 0 &&
-                              is_variable(psim_graph_node(g, n->inputs[0].node)));
+    return psim_op_is_variable(n->op) ||
+           (!strcmp(n->op, "Identity") && n->n_inputs == 1 && n->inputs[0].node >= 0 &&
+            psim_op_is_variable(psim_graph_node(g, n->inputs[0].node)->op));
 }
 
 typedef struct {

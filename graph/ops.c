@@ -25,6 +25,11 @@ const PsimOpDef *psim_op_lookup(const char *name)
     return d;
 }
 
+gboolean psim_op_is_variable(const char *op)
+{
+    return op && (!strcmp(op, "VariableV2") || !strcmp(op, "Variable"));
+}
+
 static int cmp_def(const void *a, const void *b)
 {
     return strcmp((*(const PsimOpDef *const *)a)->name, (*(const PsimOpDef *const *)b)->name);

@@ -250,7 +250,7 @@ double psim__xfer_mean_curves(const PsimPlaceCtx *c, uint64_t bytes)
 /* Ops that must live with the variable they read or write (TF's reference edges). */
 static gboolean is_variable(const char *op)
 {
-    return !strcmp(op, "Variable") || !strcmp(op, "VariableV2") || !strcmp(op, "VarHandleOp");
+    return psim_op_is_variable(op) || !strcmp(op, "VarHandleOp");
 }
 
 static gboolean uses_variable(const char *op)

@@ -409,6 +409,9 @@ typedef struct PsimOpDef {
 /* Registers an op (plug-ins do this too). The definition must outlive the process. */
 void psim_op_register(const PsimOpDef *def);
 const PsimOpDef *psim_op_lookup(const char *name);
+/* TRUE for TensorFlow's variable ops that hold their value (Variable, VariableV2): what Assigns
+ * name, a checkpoint saves and a replica reads. */
+gboolean psim_op_is_variable(const char *op);
 /* All registered ops, sorted by name; g_free the array, not the entries. */
 const PsimOpDef **psim_op_list(int32_t *n);
 

@@ -4,11 +4,6 @@
  * is a reference, an assignment swaps in the tensor computed by the step (kernels/state.c). */
 #include "cpu-private.h"
 
-static gboolean is_variable_op(const char *op)
-{
-    return !strcmp(op, "VariableV2") || !strcmp(op, "Variable");
-}
-
 /* The variable a Variable node names: attrs container and shared_name (default: its name). */
 static PsimVariable *node_variable(const PsimNode *v)
 {
@@ -65,7 +60,7 @@ static PsimVariable *assign_target(PsimKernelCtx *ctx, GError **error)
         return NULL;
     }
     const PsimNode *src = psim_graph_node(ctx->graph, n->inputs[0].node);
-    if (!is_variable_op(src->op)) {
+    if (!psim_op_is_variable(src->op)) {
         KERR(ctx, error, "input 0 comes from '%s' (%s), not from a Variable on this device",
              src->name, src->op);
         return NULL;

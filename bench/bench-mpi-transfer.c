@@ -3,9 +3,11 @@
  *   mpirun -np 2 build/bench-mpi-transfer [ROUNDS]
  * First, before placesim starts, rank 0 and 1 ping-pong with MPI_Send/MPI_Recv (1 KiB and 16 MiB);
  * then placesim runs the plan x (task 0) -> y = Identity(x) (task 1) -> z = Identity(y) (task 0),
- * whose step is one transfer each way (Identity shares its input: no copy). Each figure is the
- * median over ROUNDS (default 200 for 1 KiB, 20 for 16 MiB) of half a round trip; bandwidth is
- * bytes over that. Prints one line per size and method, and the ratios. */
+ * whose step is one transfer each way (Identity shares its input: no copy), and for 1 KiB the
+ * same with HOPS round trips in one step (x -> y0 -> w1 -> y1 -> ..., default 32): a transfer
+ * within a step, without the step's start. Each figure is the median over ROUNDS (default 200
+ * for 1 KiB, 20 for 16 MiB) of half a round trip; bandwidth is bytes over that. Prints one line
+ * per size and method, and the ratios. Run as mpirun -np 2 build/bench-mpi-transfer [ROUNDS [HOPS]]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,11 +55,12 @@ static double plain_us(int rank, size_t bytes, int n)
     return m;
 }
 
-/* Rank 0: placesim's half round trips through task 1 (psim_mpi_pingpong), median of n. */
-static double placesim_us(PsimMpi *m, size_t bytes, int n, GError **error)
+/* Rank 0: placesim's half round trips through task 1, `hops` round trips a step
+ * (psim_mpi_pingpong_hops), median of n. */
+static double placesim_us(PsimMpi *m, size_t bytes, int hops, int n, GError **error)
 {
     double *t = g_new(double, n);
-    double r = psim_mpi_pingpong(m, 1, bytes, n, t, error) ? median(t, n) : -1;
+    double r = psim_mpi_pingpong_hops(m, 1, bytes, hops, n, t, error) ? median(t, n) : -1;
     g_free(t);
     return r;
 }
@@ -65,7 +68,7 @@ static double placesim_us(PsimMpi *m, size_t bytes, int n, GError **error)
 int main(int argc, char **argv)
 {
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -96,9 +99,12 @@ int main(int argc, char **argv)
         psim_mpi_free(m);
         return 0;
     }
-    double ours[2];
-    for (int i = 0; i < 2; i++) {
-        ours[i] = placesim_us(m, sizes[i], n[i], &err);
+    int hops = argc > 2 ? atoi(argv[2]) : 32;
+    if (hops < 1 || hops > 4096)
+        hops = 32;
+    double ours[3];
+    for (int i = 0; i < 3; i++) {
+        ours[i] = i < 2 ? placesim_us(m, sizes[i], 1, n[i], &err) : placesim_us(m, sizes[0], hops, n[0], &err);
         if (ours[i] < 0) {
             fprintf(stderr, "bench-mpi-transfer: %s\n", err->message);
             psim_mpi_abort(m);
@@ -109,7 +115,9 @@ int main(int argc, char **argv)
         printf("%-9s plain-mpi %12.2f us %8.3f GB/s\n", i ? "16MiB" : "1KiB", plain[i], sizes[i] / plain[i] / 1e3);
         printf("%-9s placesim  %12.2f us %8.3f GB/s\n", i ? "16MiB" : "1KiB", ours[i], sizes[i] / ours[i] / 1e3);
     }
-    printf("1 KiB latency: placesim / plain = %.2f (target <= 2)\n", ours[0] / plain[0]);
+    printf("1KiB      placesim, %d round trips a step %6.2f us %8.3f GB/s\n", hops, ours[2], sizes[0] / ours[2] / 1e3);
+    printf("1 KiB latency: placesim / plain = %.2f (target <= 2); within a step %.2f\n", ours[0] / plain[0],
+           ours[2] / plain[0]);
     printf("16 MiB bandwidth: placesim / plain = %.3f (target >= 0.90)\n", plain[1] / ours[1]);
     psim_mpi_free(m);
     return 0;

@@ -57,6 +57,9 @@ typedef struct PsimTransport PsimTransport;
  * thread and returns at once. */
 typedef struct {
     void (*send)(void *user, int32_t x, uint64_t step, PsimTensor *t);
+    /* Optional: the destination device `dst`'s thread takes in what has arrived for its Recvs
+     * from other processes (delivering them to their rendezvous keys); whether any was. */
+    gboolean (*poll)(void *user, int32_t dst);
     void *user;
 } PsimRemoteTransport;
 
@@ -78,6 +81,8 @@ double psim__transport_origin_get(PsimTransport *tp);
 void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t);
 /* PsimRecvCopier.after and .copy for the Recv `node`: user is the transport. */
 int32_t psim__transport_after(void *user, int32_t node, double *priority);
+/* PsimRecvCopier.poll: the remote transport's poll for the Recv's device (FALSE without one). */
+gboolean psim__transport_poll(void *user, int32_t node);
 PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GError **error);
 /* The last step's transfer x: FALSE if it did not happen; else start and end on the
  * psim_exec_now_us clock and the bytes carried. */

@@ -121,6 +121,7 @@ struct PsimExecutor {
     int32_t n_const, n_fed;
     uint64_t n_steps, n_kernel_runs, peak_bytes;
     double pause_spin_us; /* inbox_wait's spin with the pause hint before it yields */
+    int32_t poll_node;    /* with recv_copier->poll: one of this device's Recvs (-1: none) */
 };
 
 /* --- Built-in kernels the executor can always run (structural ops) ------------------------ */
@@ -479,6 +480,8 @@ static gboolean build(PsimExecutor *e, GError **error)
                 return FALSE;
             }
             e->kdef[i] = is_send ? &builtin_send : &builtin_recv;
+            if (is_recv && e->poll_node < 0)
+                e->poll_node = v;
             e->key[i] = key;
             e->rkey[i] = psim_rendezvous_key(e->rdv, key);
         } else {
@@ -689,6 +692,7 @@ PsimExecutor *psim_executor_new(const PsimGraph *g, PsimWorker *w, const char *c
     e->g = g;
     e->w = w;
     e->pause_spin_us = PSIM_EXEC_PAUSE_SPIN_US;
+    e->poll_node = -1;
     if (opts)
         e->opts = *opts;
     e->opts.static_order = NULL;
@@ -978,13 +982,25 @@ static struct timespec abs_time(double us)
 /* Returns once a Recv has arrived or the limit (psim_exec_now_us clock; 0: none; the deadlock
  * detector's next look) is past. It spins with the pause hint first (PSIM_EXEC_PAUSE_SPIN_US),
  * then polls yielding its core, then sleeps. */
+/* What arrived from other processes for this device's Recvs, taken in on this thread. */
+static gboolean remote_poll(PsimExecutor *e)
+{
+    const PsimRecvCopier *rc = e->opts.recv_copier;
+    return rc && rc->poll && e->poll_node >= 0 && rc->poll(e->opts.recv_user, e->poll_node);
+}
+
+/* With a poll hook, a device waits for a Recv of another process by polling (its own thread is
+ * the one that takes it in): it sleeps at most this long between looks once the spin is over. */
+#define RECV_POLL_SLEEP_US 200.0
+
 static void inbox_wait(PsimExecutor *e, double limit)
 {
+    gboolean polls = e->opts.recv_copier && e->opts.recv_copier->poll && e->poll_node >= 0;
     double start = psim_exec_now_us();
     double pause = e->pause_spin_us;
     double pause_end = start + pause, spin_end = start + RECV_SPIN_US;
     for (;;) {
-        if (atomic_load(&e->inbox_n) > 0)
+        if (atomic_load(&e->inbox_n) > 0 || (polls && remote_poll(e)))
             return;
         double now = psim_exec_now_us();
         if (limit > 0 && now >= limit)
@@ -999,6 +1015,19 @@ static void inbox_wait(PsimExecutor *e, double limit)
             continue;
         }
         gboolean timed_out = FALSE;
+        if (polls) {
+            /* Nothing can wake this thread for what it has to take in itself: look again
+             * after a short sleep. */
+            double until = now + RECV_POLL_SLEEP_US;
+            if (limit > 0 && limit < until)
+                until = limit;
+            struct timespec ts = abs_time(until);
+            pthread_mutex_lock(&e->inbox_lock);
+            if (atomic_load(&e->inbox_n) == 0)
+                pthread_cond_timedwait(&e->inbox_cond, &e->inbox_lock, &ts);
+            pthread_mutex_unlock(&e->inbox_lock);
+            continue;
+        }
         pthread_mutex_lock(&e->inbox_lock);
         while (atomic_load(&e->inbox_n) == 0) {
             if (limit <= 0) {
@@ -1368,6 +1397,8 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
     }
     while (done < e->n_exec) {
         if (e->opts.recv_copier) {
+            if (outstanding > 0)
+                remote_poll(e);
             if (outstanding > 0 && (atomic_load(&e->inbox_n) > 0 || e->n_held > 0) &&
                 !recvs_copy(e, &q, &outstanding, &done, t0, error))
                 goto fail;

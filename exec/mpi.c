@@ -6,10 +6,12 @@
  * its step's span. Tensors between tasks travel as non-blocking point-to-point messages tagged
  * with the transfer's index, received straight into a buffer of the destination device.
  *
+ * MPI runs with MPI_THREAD_MULTIPLE, and a tensor's way involves no other thread: the Send's
+ * device thread posts its MPI_Isend itself, and the destination device's thread, while it has
+ * Recvs outstanding, tests the receives posted for it (MPI_Testsome) and delivers what arrived.
  * Debian's OpenMPI 4.1 has no ULFM and no background progress, so one communication thread per
- * process owns every MPI call after set-up: device threads and the main thread hand it sends
- * and receives through a queue; it posts them, tests them, reads control messages, sends
- * heartbeats and watches the peers' (rank 0 watches every task, a task watches rank 0). A peer
+ * process completes what is still leaving, reads control messages, sends heartbeats and watches
+ * the peers (rank 0 watches every task, a task watches rank 0). A peer
  * silent for PSIM_MPI_DEADLINE_US, or on this host a peer whose process has ended, fails the
  * step on the watcher with one line naming the task; every rank then ends with exit 1. docs/exec.md, "Over MPI". */
 #define _GNU_SOURCE
@@ -58,8 +60,9 @@ typedef struct {
     size_t n;           /* bytes on the wire */
     PsimRendezvousKey *key; /* RECV: delivered here at `step` */
     uint64_t step;
-    int n_req;
+    int n_req, n_open; /* requests; RECV: those not yet complete */
     MPI_Request *req;
+    gboolean started;  /* posted by the thread that made it (the communication thread tests it) */
 } Post;
 
 typedef struct {
@@ -77,7 +80,10 @@ struct PsimMpi {
     atomic_bool stop;
     GAsyncQueue *posts; /* Post* to the communication thread */
     GAsyncQueue *inbox; /* Msg* from it (control messages, and tag -1: a peer went silent) */
-    double *last_heard; /* per rank, the communication thread's */
+    /* Control messages are taken by the communication thread and by a thread waiting for one
+     * (next_msg), one at a time under ctrl_lock so that the inbox keeps each sender's order. */
+    pthread_mutex_t ctrl_lock;
+    double *last_heard; /* per rank (under ctrl_lock) */
     gboolean *watch, *reported;
     int *pidfd; /* per watched peer on this host: its process (-1: none, or another host) */
     PsimMpiStats stats; /* rank 0's messages to each task */
@@ -87,7 +93,6 @@ struct PsimMpi {
     /* The current plan part's rendezvous: a failed task, or a silent peer, aborts it so that
      * this process's devices stop waiting for Recvs that will not come. */
     PsimRendezvous *_Atomic local_rdv;
-    atomic_int cancel_asked, cancel_done; /* receives of a plan that is going away */
     _Atomic uint64_t cur_step;           /* rank 0: the step in flight (for the last word) */
     atomic_bool said;                    /* rank 0 has written the job's last word */
     atomic_bool ending;                  /* QUIT sent (rank 0) or seen (a task): exits are due */
@@ -315,6 +320,52 @@ static gboolean process_ended(int fd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP));
 }
 
+/* Takes one control message if one has come: a heartbeat only counts; the others take
+ * effect here (an abort ends this task; a failed reply stops this process's devices waiting)
+ * and go to the inbox. Whether one was taken. Any thread. */
+static gboolean take_ctrl(PsimMpi *m)
+{
+    pthread_mutex_lock(&m->ctrl_lock);
+    int flag = 0;
+    MPI_Message handle;
+    MPI_Status st;
+    MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->ctrl, &flag, &handle, &st);
+    if (!flag) {
+        pthread_mutex_unlock(&m->ctrl_lock);
+        return FALSE;
+    }
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    Msg *msg = g_new0(Msg, 1);
+    msg->src = st.MPI_SOURCE;
+    msg->tag = st.MPI_TAG;
+    msg->n = (size_t)count;
+    msg->data = g_malloc(msg->n + 1);
+    MPI_Mrecv(msg->data, count, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
+    m->last_heard[msg->src] = now_us();
+    if (msg->tag == TAG_HEARTBEAT) {
+        pthread_mutex_unlock(&m->ctrl_lock);
+        g_free(msg->data);
+        g_free(msg);
+        return TRUE;
+    }
+    if (msg->tag == TAG_ABORT) /* rank 0 has said why: this task ends, quietly */
+        psim_mpi_abort(m);
+    if (msg->tag == TAG_QUIT)
+        atomic_store(&m->ending, TRUE);
+    uint64_t ok = 1;
+    if (msg->tag == TAG_REPLY && msg->n >= 16)
+        memcpy(&ok, msg->data + 8, 8);
+    PsimRendezvous *rdv = atomic_load(&m->local_rdv);
+    if (!ok && rdv) /* a task failed: this process's devices stop waiting on it */
+        psim_rendezvous_abort(rdv);
+    if (!ok) /* its error is the job's line; its exit, which follows, is not news */
+        atomic_store(&m->ending, TRUE);
+    g_async_queue_push(m->inbox, msg);
+    pthread_mutex_unlock(&m->ctrl_lock);
+    return TRUE;
+}
+
 static gpointer comm_main(gpointer data)
 {
     PsimMpi *m = data;
@@ -332,7 +383,8 @@ static gpointer comm_main(gpointer data)
         gboolean busy = FALSE, data_pending = FALSE;
         Post *p;
         while ((p = g_async_queue_try_pop(m->posts))) {
-            start(m, p);
+            if (!p->started)
+                start(m, p);
             g_ptr_array_add(active, p);
             busy = TRUE;
         }
@@ -345,49 +397,13 @@ static gpointer comm_main(gpointer data)
                 i++;
                 continue;
             }
-            if (p->kind == POST_RECV)
-                deliver(p);
-            else
-                atomic_fetch_sub(&m->n_leaving, 1);
+            atomic_fetch_sub(&m->n_leaving, 1);
             post_free(p);
             g_ptr_array_remove_index_fast(active, i);
             busy = TRUE;
         }
-        for (;;) {
-            int flag = 0;
-            MPI_Status st;
-            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, m->ctrl, &flag, &st);
-            if (!flag)
-                break;
-            int count = 0;
-            MPI_Get_count(&st, MPI_BYTE, &count);
-            Msg *msg = g_new0(Msg, 1);
-            msg->src = st.MPI_SOURCE;
-            msg->tag = st.MPI_TAG;
-            msg->n = (size_t)count;
-            msg->data = g_malloc(msg->n + 1);
-            MPI_Recv(msg->data, count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, m->ctrl, MPI_STATUS_IGNORE);
-            m->last_heard[msg->src] = now_us();
-            if (msg->tag == TAG_HEARTBEAT) {
-                g_free(msg->data);
-                g_free(msg);
-                continue;
-            }
-            if (msg->tag == TAG_ABORT) /* rank 0 has said why: this task ends, quietly */
-                psim_mpi_abort(m);
-            if (msg->tag == TAG_QUIT)
-                atomic_store(&m->ending, TRUE);
-            uint64_t ok = 1;
-            if (msg->tag == TAG_REPLY && msg->n >= 16)
-                memcpy(&ok, msg->data + 8, 8);
-            PsimRendezvous *rdv = atomic_load(&m->local_rdv);
-            if (!ok && rdv) /* a task failed: this process's devices stop waiting on it */
-                psim_rendezvous_abort(rdv);
-            if (!ok) /* its error is the job's line; its exit, which follows, is not news */
-                atomic_store(&m->ending, TRUE);
-            g_async_queue_push(m->inbox, msg);
+        while (take_ctrl(m))
             busy = TRUE;
-        }
         if (terminated)
             ended_by_launcher(m);
         double t = now_us();
@@ -400,7 +416,10 @@ static gpointer comm_main(gpointer data)
                 MPI_Isend(&heartbeat_payload, 0, MPI_BYTE, r, TAG_HEARTBEAT, m->ctrl, &req);
                 MPI_Request_free(&req);
                 gboolean ended = !atomic_load(&m->ending) && process_ended(m->pidfd[r]);
-                if ((ended || t - m->last_heard[r] > m->deadline_us) && !m->reported[r]) {
+                pthread_mutex_lock(&m->ctrl_lock);
+                double heard = m->last_heard[r];
+                pthread_mutex_unlock(&m->ctrl_lock);
+                if ((ended || t - heard > m->deadline_us) && !m->reported[r]) {
                     m->reported[r] = TRUE;
                     /* Said at once, by this thread: mpirun may end the job any moment now. */
                     if (m->rank == 0 && !atomic_exchange(&m->said, TRUE)) {
@@ -423,58 +442,46 @@ static gpointer comm_main(gpointer data)
                 }
             }
         }
-        /* A plan going away: its receives still posted are cancelled (their buffers and keys
-         * go with it). */
-        int asked = atomic_load(&m->cancel_asked);
-        if (asked != atomic_load(&m->cancel_done)) {
-            while ((p = g_async_queue_try_pop(m->posts)))
-                start(m, p), g_ptr_array_add(active, p);
-            for (guint i = 0; i < active->len;) {
-                p = g_ptr_array_index(active, i);
-                if (p->kind != POST_RECV) {
-                    i++;
-                    continue;
-                }
-                for (int k = 0; k < p->n_req; k++) {
-                    MPI_Cancel(&p->req[k]);
-                    MPI_Wait(&p->req[k], MPI_STATUS_IGNORE);
-                }
-                post_free(p);
-                g_ptr_array_remove_index_fast(active, i);
-            }
-            atomic_store(&m->cancel_done, asked);
-        }
         if (busy)
             last_busy = t;
-        /* While work is in flight the thread polls, yielding its core at every turn: it shares
-         * the task's cores with the device threads, which run kernels or wait for this very
-         * transfer. Once idle for long it sleeps until something is posted, or for
-         * PSIM_MPI_IDLE_SLEEP_US to look for messages: a thread woken every 100 us instead
-         * preempted the kernels of its core so often that a model on one task ran 35% slower
-         * (zfnet512 on task 0 alone: 79 ms against 57.6 ms in a plain process; 59-61 ms with
-         * 1 ms). */
+        /* While sends are in flight, and for IDLE_SPIN_US after any activity, the thread polls,
+         * yielding its core at every turn (it shares the task's cores with the device threads):
+         * with it asleep between the steps of a loop, a 16 MiB tensor took 1.3x as long to
+         * cross (bench-mpi-transfer) and a step's start waited on wake-ups. Once idle for long
+         * it sleeps until something is posted, or for PSIM_MPI_IDLE_SLEEP_US to look for
+         * messages (a thread waiting for one takes it in itself, next_msg): a thread woken
+         * every 100 us instead preempted the kernels of its core so often that a model on one
+         * task ran 35% slower (zfnet512 on task 0 alone: 79 ms against 57.6 ms in a plain
+         * process; 59-61 ms with 1 ms). */
         if (data_pending || t - last_busy < IDLE_SPIN_US)
             sched_yield();
         else if ((p = g_async_queue_timeout_pop(m->posts, PSIM_MPI_IDLE_SLEEP_US)))
             g_async_queue_push_front(m->posts, p);
     }
-    /* Whatever is still posted (receives of a step that failed) is cancelled. */
+    /* Whatever has not left by now (the job is ending) is let go. */
     for (guint i = 0; i < active->len; i++) {
         Post *p = g_ptr_array_index(active, i);
-        for (int k = 0; k < p->n_req; k++) {
-            if (p->kind == POST_RECV)
-                MPI_Cancel(&p->req[k]);
+        for (int k = 0; k < p->n_req; k++)
             MPI_Request_free(&p->req[k]);
-        }
         post_free(p);
     }
     return NULL;
 }
 
+/* A send or control message leaves now, from the calling thread; what MPI has not completed
+ * at once the communication thread completes. */
 static void post(PsimMpi *m, Post *p)
 {
-    if (p->kind != POST_RECV)
-        atomic_fetch_add(&m->n_leaving, 1);
+    g_return_if_fail(p->kind != POST_RECV);
+    start(m, p);
+    p->started = TRUE;
+    int done = 0;
+    MPI_Testall(p->n_req, p->req, &done, MPI_STATUSES_IGNORE);
+    if (done) {
+        post_free(p);
+        return;
+    }
+    atomic_fetch_add(&m->n_leaving, 1);
     g_async_queue_push(m->posts, p);
 }
 
@@ -489,11 +496,33 @@ static void post_ctrl(PsimMpi *m, int peer, int tag, GByteArray *b)
     post(m, p);
 }
 
-/* The next control message, from anyone; NULL after `timeout_us` (< 0: wait for ever). */
+/* How long a thread waiting for a control message takes it in itself before it leaves that
+ * to the communication thread (which looks at least every PSIM_MPI_IDLE_SLEEP_US). */
+#define CTRL_SPIN_US 2000.0
+
+/* The next control message, from anyone (taking it in itself for a while: the step's message
+ * or reply is due within microseconds in a loop of steps); NULL after `timeout_us` (< 0: wait
+ * for ever). */
 static Msg *next_msg(PsimMpi *m, double timeout_us)
 {
-    return timeout_us < 0 ? g_async_queue_pop(m->inbox)
-                          : g_async_queue_timeout_pop(m->inbox, (guint64)timeout_us);
+    double start = now_us(), spin_end = start + CTRL_SPIN_US;
+    for (;;) {
+        Msg *msg = g_async_queue_try_pop(m->inbox);
+        if (msg)
+            return msg;
+        if (take_ctrl(m))
+            continue;
+        double t = now_us();
+        if (timeout_us >= 0 && t - start >= timeout_us)
+            return NULL;
+        if (t < spin_end) {
+            sched_yield();
+            continue;
+        }
+        if (timeout_us < 0)
+            return g_async_queue_pop(m->inbox);
+        return g_async_queue_timeout_pop(m->inbox, (guint64)MAX(timeout_us - (t - start), 1));
+    }
 }
 
 static void msg_free(Msg *msg)
@@ -658,14 +687,17 @@ PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error)
 {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: MPI_Init_thread failed");
         return NULL;
     }
-    if (!inited && provided < MPI_THREAD_SERIALIZED) {
+    if (inited)
+        MPI_Query_thread(&provided);
+    /* Device threads send and test their own receives beside the communication thread. */
+    if (provided < MPI_THREAD_MULTIPLE) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                    "mpi: the MPI library gives thread level %d; placesim needs MPI_THREAD_SERIALIZED",
-                    provided);
+                    "mpi: the MPI library gives thread level %d; placesim needs MPI_THREAD_MULTIPLE (%d)",
+                    provided, MPI_THREAD_MULTIPLE);
         return NULL;
     }
     PsimMpi *m = g_new0(PsimMpi, 1);
@@ -680,6 +712,7 @@ PsimMpi *psim_mpi_new(int *argc, char ***argv, GError **error)
     MPI_Comm_free(&shm);
     m->clock_offset = g_new0(double, m->size);
     m->last_heard = g_new0(double, m->size);
+    pthread_mutex_init(&m->ctrl_lock, NULL);
     m->watch = g_new0(gboolean, m->size);
     m->reported = g_new0(gboolean, m->size);
     m->setup_msgs = g_new0(uint64_t, m->size);
@@ -746,6 +779,7 @@ void psim_mpi_free(PsimMpi *m)
     g_free(m->task_cores);
     g_free(m->clock_offset);
     g_free(m->last_heard);
+    pthread_mutex_destroy(&m->ctrl_lock);
     g_free(m->watch);
     g_free(m->reported);
     for (int r = 0; m->pidfd && r < m->size; r++)
@@ -797,6 +831,14 @@ void psim_mpi_stats(const PsimMpi *m, int32_t task, PsimMpiStats *out)
 
 /* --- The plan's part in each process ------------------------------------------------------ */
 
+typedef struct {
+    MPI_Request *req;
+    Post **post;       /* per request: its Post */
+    int *done_idx;     /* MPI_Testsome's scratch */
+    int n, cap;
+    int open;          /* Posts not yet delivered */
+} RecvSet;
+
 struct PsimMpiExec {
     PsimMpi *m;
     PsimPlan *plan; /* a task's: parsed from the setup message (owned); rank 0's: borrowed */
@@ -807,6 +849,9 @@ struct PsimMpiExec {
     int32_t n_feeds, n_fetches;
     int32_t *feed_task, *fetch_task;
     PsimRemoteTransport remote;
+    /* Per plan device of this task: the receives posted for its Recvs from other tasks this
+     * step, tested by the device's own thread (chunks of one Post share it). */
+    RecvSet *recv;
     uint64_t step;
     double step_us;
 };
@@ -841,9 +886,50 @@ static void remote_send(void *user, int32_t x, uint64_t step, PsimTensor *t)
         }
     }
     post(e->m, p);
-    /* The communication thread, on this task's cores, posts it now rather than when this
-     * device's next kernels are done. */
-    sched_yield();
+}
+
+/* The device `dst`'s thread: takes in the receives of its set that have completed. */
+static gboolean remote_poll(void *user, int32_t dst)
+{
+    PsimMpiExec *e = user;
+    RecvSet *rs = &e->recv[dst];
+    if (rs->open == 0)
+        return FALSE;
+    int n_done = 0;
+    MPI_Testsome(rs->n, rs->req, &n_done, rs->done_idx, MPI_STATUSES_IGNORE);
+    gboolean any = FALSE;
+    for (int k = 0; k < n_done && n_done != MPI_UNDEFINED; k++) {
+        Post *p = rs->post[rs->done_idx[k]];
+        rs->post[rs->done_idx[k]] = NULL;
+        if (--p->n_open > 0)
+            continue;
+        deliver(p);
+        post_free(p);
+        rs->open--;
+        any = TRUE;
+    }
+    return any;
+}
+
+/* Receives still posted (a step that failed, a plan going away) are cancelled, on the thread
+ * that runs the steps, while no device runs. */
+static void recvs_cancel(PsimMpiExec *e)
+{
+    for (int32_t d = 0; e->recv && d < e->plan->n_devices; d++) {
+        RecvSet *rs = &e->recv[d];
+        for (int k = 0; k < rs->n; k++) {
+            Post *p = rs->post[k];
+            if (!p)
+                continue;
+            MPI_Cancel(&rs->req[k]);
+            MPI_Wait(&rs->req[k], MPI_STATUS_IGNORE);
+            rs->post[k] = NULL;
+            if (--p->n_open == 0)
+                post_free(p);
+        }
+        rs->n = 0;
+        rs->open = 0;
+    }
 }
 
 /* Before a step: a receive posted for every transfer into this task from another, into a buffer
@@ -852,6 +938,7 @@ static gboolean post_receives(PsimMpiExec *e, uint64_t step, GError **error)
 {
     const PsimPlan *p = e->plan;
     PsimTransport *tp = psim__plan_exec_transport(e->px);
+    recvs_cancel(e);
     for (int32_t x = 0; x < p->n_transfers; x++) {
         const PsimTransfer *tr = &p->transfers[x];
         if (!e->local[tr->dst] || e->local[tr->src])
@@ -877,7 +964,20 @@ static gboolean post_receives(PsimMpiExec *e, uint64_t step, GError **error)
                 q->n = (size_t)q->t->n_elems * 2;
             }
         }
-        post(e->m, q);
+        start(e->m, q);
+        q->n_open = q->n_req;
+        RecvSet *rs = &e->recv[tr->dst];
+        if (rs->n + q->n_req > rs->cap) {
+            rs->cap = MAX(2 * rs->cap, rs->n + q->n_req);
+            rs->req = g_renew(MPI_Request, rs->req, rs->cap);
+            rs->post = g_renew(Post *, rs->post, rs->cap);
+            rs->done_idx = g_renew(int, rs->done_idx, rs->cap);
+        }
+        for (int k = 0; k < q->n_req; k++) {
+            rs->req[rs->n] = q->req[k];
+            rs->post[rs->n++] = q;
+        }
+        rs->open++;
     }
     return TRUE;
 }
@@ -919,14 +1019,12 @@ static gboolean exec_init(PsimMpiExec *e, const char *const *feeds, int32_t n_fe
                                      n_fetches, FALSE, error);
     if (!e->px)
         return FALSE;
-    /* The communication thread shares the task's cores: a device waiting on a Recv yields to
-     * it at once rather than spinning first. */
-    psim__plan_exec_set_pause_spin(e->px, 0);
     /* A Recv from another task may wait on that task's long kernels: liveness across tasks is
      * the heartbeats' watch, and a failed task aborts this rendezvous. */
     psim_plan_exec_set_stall_timeout(e->px, -1);
     atomic_store(&e->m->local_rdv, psim__plan_exec_rendezvous(e->px));
-    e->remote = (PsimRemoteTransport){.send = remote_send, .user = e};
+    e->recv = g_new0(RecvSet, p->n_devices + 1);
+    e->remote = (PsimRemoteTransport){.send = remote_send, .poll = remote_poll, .user = e};
     psim__transport_set_remote(psim__plan_exec_transport(e->px), &e->remote);
     e->n_feeds = n_feeds;
     e->n_fetches = n_fetches;
@@ -952,11 +1050,13 @@ void psim_mpi_exec_free(PsimMpiExec *e)
     if (!e)
         return;
     atomic_store(&e->m->local_rdv, NULL);
-    if (e->m->thread) {
-        int asked = atomic_fetch_add(&e->m->cancel_asked, 1) + 1;
-        while (atomic_load(&e->m->cancel_done) != asked)
-            g_usleep(50);
+    recvs_cancel(e);
+    for (int32_t d = 0; e->recv && d < e->plan->n_devices; d++) {
+        g_free(e->recv[d].req);
+        g_free(e->recv[d].post);
+        g_free(e->recv[d].done_idx);
     }
+    g_free(e->recv);
     if (e->m->rank == 0 && e->px)
         for (int r = 1; r < e->m->size; r++)
             post_ctrl(e->m, r, TAG_STOP, g_byte_array_new());
@@ -1328,7 +1428,14 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
 gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
                            GError **error)
 {
+    return psim_mpi_pingpong_hops(m, task, bytes, 1, rounds, us, error);
+}
+
+gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
+                                int32_t rounds, double *us, GError **error)
+{
     g_return_val_if_fail(m->rank == 0 && task > 0 && task < m->size && rounds > 0, FALSE);
+    g_return_val_if_fail(hops > 0 && hops <= 4096, FALSE);
     const PsimDevice *d0 = NULL, *dt = NULL;
     for (int32_t i = 0; i < psim_cluster_n_devices(m->cluster); i++) {
         const PsimDevice *d = psim_cluster_device(m->cluster, i);
@@ -1339,13 +1446,20 @@ gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rou
     }
     g_return_val_if_fail(d0 && dt, FALSE);
     uint64_t n = MAX(bytes / 4, 1);
-    g_autofree char *json = g_strdup_printf(
-        "{\"format\": \"placesim.graph/1\", \"name\": \"pingpong\", \"nodes\": ["
-        "{\"name\": \"x\", \"op\": \"Placeholder\", \"device\": \"%s\", "
-        "\"outputs\": [{\"dtype\": \"float32\", \"shape\": [%" G_GUINT64_FORMAT "]}]},"
-        "{\"name\": \"y\", \"op\": \"Identity\", \"inputs\": [\"x:0\"], \"device\": \"%s\"},"
-        "{\"name\": \"z\", \"op\": \"Identity\", \"inputs\": [\"y:0\"], \"device\": \"%s\"}]}",
-        d0->name, n, dt->name, d0->name);
+    /* w0 on task 0 -> y0 on `task` -> w1 on task 0 -> ... -> w<hops> on task 0. */
+    GString *js = g_string_new(NULL);
+    g_string_append_printf(js, "{\"format\": \"placesim.graph/1\", \"name\": \"pingpong\", \"nodes\": ["
+        "{\"name\": \"w0\", \"op\": \"Placeholder\", \"device\": \"%s\", "
+        "\"outputs\": [{\"dtype\": \"float32\", \"shape\": [%" G_GUINT64_FORMAT "]}]}", d0->name, n);
+    for (int h = 0; h < hops; h++) {
+        g_string_append_printf(js, ",{\"name\": \"y%d\", \"op\": \"Identity\", \"inputs\": [\"w%d:0\"], "
+                               "\"device\": \"%s\"}", h, h, dt->name);
+        g_string_append_printf(js, ",{\"name\": \"w%d\", \"op\": \"Identity\", \"inputs\": [\"y%d:0\"], "
+                               "\"device\": \"%s\"}", h + 1, h, d0->name);
+    }
+    g_string_append(js, "]}");
+    g_autofree char *json = g_string_free(js, FALSE);
+    g_autofree char *fetch = g_strdup_printf("w%d:0", hops);
     g_autoptr(PsimGraph) g = psim_graph_load_data("pingpong.json", PSIM_FORMAT_JSON,
                                                   (const guint8 *)json, strlen(json), NULL, error);
     if (!g)
@@ -1358,12 +1472,13 @@ gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rou
     g_autoptr(PsimPlan) plan = pl ? psim_plan_build(ctx, pl, error) : NULL;
     if (!plan)
         return FALSE;
-    if (plan->n_transfers != 2) { /* the requests put y alone on the task */
+    if (plan->n_transfers != 2 * hops) { /* the requests put each y alone on the task */
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                    "mpi: the ping-pong plan to task %d has %d transfers, not 2", task, plan->n_transfers);
+                    "mpi: the ping-pong plan to task %d has %d transfers, not %d", task,
+                    plan->n_transfers, 2 * hops);
         return FALSE;
     }
-    const char *feeds[] = {"x"}, *fetches[] = {"z:0"};
+    const char *feeds[] = {"w0"}, *fetches[] = {fetch};
     PsimMpiExec *e = psim_mpi_exec_new(m, plan, feeds, 1, fetches, 1, error);
     if (!e)
         return FALSE;
@@ -1376,7 +1491,7 @@ gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rou
         if (out)
             psim_tensor_unref(out);
         if (ok && k >= 0)
-            us[k] = 0.5 * psim_mpi_exec_step_us(e);
+            us[k] = 0.5 * psim_mpi_exec_step_us(e) / hops;
     }
     psim_mpi_exec_free(e);
     return ok;
@@ -1479,7 +1594,12 @@ gboolean psim_mpi_serve(PsimMpi *m, GError **error)
 gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
                            GError **error)
 {
-    (void)m, (void)task, (void)bytes, (void)rounds, (void)us;
+    return psim_mpi_pingpong_hops(m, task, bytes, 1, rounds, us, error);
+}
+gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
+                                int32_t rounds, double *us, GError **error)
+{
+    (void)m, (void)task, (void)bytes, (void)hops, (void)rounds, (void)us;
     no_mpi(error);
     return FALSE;
 }

@@ -30,7 +30,8 @@ struct PsimPlanExec {
 };
 
 static const PsimRecvCopier copier = {.copy = psim__transport_copy,
-                                       .after = psim__transport_after};
+                                       .after = psim__transport_after,
+                                       .poll = psim__transport_poll};
 
 static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
 {

@@ -174,6 +174,15 @@ int32_t psim__transport_after(void *user, int32_t node, double *priority)
     return tp->p->transfers[x].after;
 }
 
+gboolean psim__transport_poll(void *user, int32_t node)
+{
+    PsimTransport *tp = user;
+    if (!tp->remote || !tp->remote->poll)
+        return FALSE;
+    int32_t x = recv_xfer(tp, node);
+    return x >= 0 && tp->remote->poll(tp->remote->user, tp->p->transfers[x].dst);
+}
+
 PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GError **error)
 {
     PsimTransport *tp = user;

@@ -167,6 +167,11 @@ typedef void (*PsimSendHook)(void *user, int32_t node, uint64_t step, PsimTensor
 typedef struct {
     PsimTensor *(*copy)(void *user, int32_t node, PsimTensor *src, GError **error);
     int32_t (*after)(void *user, int32_t node, double *priority);
+    /* Optional: brings in what has arrived for this device's Recvs from elsewhere (another
+     * process) by the device's own thread; node is one of the device's Recvs. Returns whether it
+     * delivered anything. Called between kernels while Recvs are outstanding and while the
+     * device waits; with it set, a waiting device never sleeps for long. */
+    gboolean (*poll)(void *user, int32_t node);
 } PsimRecvCopier;
 
 typedef enum {
@@ -446,6 +451,11 @@ void psim_mpi_exec_free(PsimMpiExec *e);
  * over both, after 3 warm-ups) into us[0..rounds). */
 gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
                            GError **error);
+/* The same with `hops` round trips in one step (w0 on task 0 -> Identity on `task` -> Identity
+ * on task 0 -> ... `hops` times): us[] is the step's span over 2 * hops, one transfer's time
+ * within a step, without the step's start and end. */
+gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
+                                int32_t rounds, double *us, GError **error);
 /* Rank 0: psim_mpi_pingpong with every task at sizes min_bytes, x4, .. max_bytes, each size's
  * half round trips stored in db as link rows of the pair both ways (method "mpi"), which the
  * cost model then reads for links between those tasks' devices. Returns the rows stored, or -1

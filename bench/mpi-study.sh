@@ -18,7 +18,7 @@ models=(zoo:mlp zoo:cnn zoo:transformer)
 for f in bvlc_alexnet inception_v1 resnet50 squeezenet vgg19 zfnet512; do
     models+=("$DATA/onnx-light/$f.onnx")
 done
-"$PSIM" profile "${models[@]}" --cluster local:2 --db "$DB" --no-links >/dev/null
+"$PSIM" profile "${models[@]}" --cluster local:2 --db "$DB" --no-links ${PROFILE_FLAGS:-} >/dev/null
 "${MPIRUN[@]}" "$PSIM" profile --mpi --db "$DB" --link-max-bytes 64M >/dev/null
 echo "model,algo,simulated_us,measured_us,error_pct" >"$OUT/results.csv"
 for g in "${models[@]}"; do

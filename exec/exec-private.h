@@ -100,8 +100,12 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
 /* How long a device waiting on its Recvs spins with the pause hint before it yields its core
  * (PSIM_EXEC_PAUSE_SPIN_US by default; 0: it yields at once, for a process whose transfers are
  * progressed by another thread on the same cores). */
-void psim__executor_set_pause_spin(PsimExecutor *e, double us);
-void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us);
+/* The device's core is shared with another process's threads (more MPI tasks than cores): a
+ * device waiting for a Recv yields at once instead of spinning with the pause hint, and yields
+ * its core after each kernel, so that a thread of the other task that has become ready (its
+ * Recv arrived) runs within a kernel's time instead of at the scheduler's next tick. */
+void psim__executor_share_core(PsimExecutor *e);
+void psim__plan_exec_share_cores(PsimPlanExec *x);
 /* The next step's id (psim_plan_exec_run counts on from it), and the part's rendezvous. */
 void psim__plan_exec_set_step(PsimPlanExec *x, uint64_t step);
 PsimRendezvous *psim__plan_exec_rendezvous(const PsimPlanExec *x);

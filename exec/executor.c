@@ -122,6 +122,7 @@ struct PsimExecutor {
     uint64_t n_steps, n_kernel_runs, peak_bytes;
     double pause_spin_us; /* inbox_wait's spin with the pause hint before it yields */
     int32_t poll_node;    /* with recv_copier->poll: one of this device's Recvs (-1: none) */
+    gboolean shared_core; /* yield the core after each kernel (psim__executor_share_core) */
 };
 
 /* --- Built-in kernels the executor can always run (structural ops) ------------------------ */
@@ -1454,6 +1455,8 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         if (!run_node(e, &q, i, t0, error))
             goto fail;
         done++;
+        if (e->shared_core)
+            sched_yield();
         if (!sends_run(e, &q, t0, &done, error))
             goto fail;
     }
@@ -1564,4 +1567,8 @@ int32_t psim_executor_n_feeds(const PsimExecutor *e) { return e->n_feeds; }
 PsimPort psim_executor_feed_port(const PsimExecutor *e, int32_t i) { return e->feed_port[i]; }
 PsimPort psim_executor_fetch_port(const PsimExecutor *e, int32_t i) { return e->fetch_port[i]; }
 
-void psim__executor_set_pause_spin(PsimExecutor *e, double us) { e->pause_spin_us = MAX(us, 0); }
+void psim__executor_share_core(PsimExecutor *e)
+{
+    e->pause_spin_us = 0;
+    e->shared_core = TRUE;
+}

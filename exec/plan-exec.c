@@ -272,11 +272,11 @@ void psim_plan_exec_set_stall_timeout(PsimPlanExec *x, double seconds)
 }
 
 double psim_plan_exec_step_us(const PsimPlanExec *x) { return x->step_us; }
-void psim__plan_exec_set_pause_spin(PsimPlanExec *x, double us)
+void psim__plan_exec_share_cores(PsimPlanExec *x)
 {
     for (int32_t d = 0; d < x->n_devices; d++)
         if (x->execs[d])
-            psim__executor_set_pause_spin(x->execs[d], us);
+            psim__executor_share_core(x->execs[d]);
 }
 
 void psim__plan_exec_set_step(PsimPlanExec *x, uint64_t step) { x->step = step; }

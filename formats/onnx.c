@@ -68,6 +68,61 @@ typedef struct {
     ProtobufCMessage *msg;
 } Decoded;
 
+/* How deep a model's subgraphs nest, read from the wire format without decoding it: only the
+ * path that can recurse is followed (ModelProto.graph 7 -> GraphProto.node 1 -> NodeProto.
+ * attribute 5 -> AttributeProto.g 6 / graphs 11 -> GraphProto ...). Returns FALSE when a graph
+ * nests deeper than MAX_SUBGRAPH_DEPTH (or the encoding is malformed: the decoder then says so). */
+#define MAX_SUBGRAPH_DEPTH 16
+enum { WIRE_MODEL, WIRE_GRAPH, WIRE_NODE, WIRE_ATTR };
+
+static gboolean wire_varint(const guint8 **p, const guint8 *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        guint8 b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean subgraph_depth_ok(const guint8 *p, const guint8 *end, int kind, int depth)
+{
+    if (kind == WIRE_GRAPH && ++depth > MAX_SUBGRAPH_DEPTH)
+        return FALSE;
+    while (p < end) {
+        uint64_t key, v;
+        if (!wire_varint(&p, end, &key))
+            return TRUE;
+        int field = (int)(key >> 3), wt = (int)(key & 7);
+        switch (wt) {
+        case 0:
+            if (!wire_varint(&p, end, &v))
+                return TRUE;
+            break;
+        case 1: if (end - p < 8) return TRUE; p += 8; break;
+        case 5: if (end - p < 4) return TRUE; p += 4; break;
+        case 2: {
+            if (!wire_varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return TRUE;
+            int sub = kind == WIRE_MODEL && field == 7   ? WIRE_GRAPH
+                      : kind == WIRE_GRAPH && field == 1 ? WIRE_NODE
+                      : kind == WIRE_NODE && field == 5  ? WIRE_ATTR
+                      : kind == WIRE_ATTR && (field == 6 || field == 11) ? WIRE_GRAPH
+                                                                          : -1;
+            if (sub >= 0 && !subgraph_depth_ok(p, p + v, sub, depth))
+                return FALSE;
+            p += v;
+            break;
+        }
+        default:
+            return TRUE; /* groups and bad wire types: the decoder reports them */
+        }
+    }
+    return TRUE;
+}
+
 static gboolean decode(Decoded *d, const ProtobufCMessageDescriptor *desc, const char *path,
                        const guint8 *data, gsize len, const char *what, GError **error)
 {
@@ -484,10 +539,17 @@ typedef struct {
     const char *path;
     char *dir;            /* the model's folder: external data is relative to it */
     PsimGraph *g;
-    GHashTable *tensors;  /* tensor name (owned by the decoded message) -> index + 1 in ports */
+    GHashTable *tensors;  /* tensor name (owned by the decoded message) -> index + 1 in ports:
+                             the innermost scope (a Loop body's iteration, or the graph) */
+    GPtrArray *outer;     /* the scopes around it, innermost last (GHashTable *) */
     GArray *ports;        /* PsimPort */
     GHashTable *suffixes; /* base name -> next suffix to try (unique names in amortized O(1)) */
+    const char *prefix;   /* prepended to node names: "LOOP/ITER/" inside an unrolled body */
+    int64_t unrolled;     /* nodes made by unrolling Loops so far (capped) */
 } Importer;
+
+/* Loops are unrolled at import: at most this many nodes in all their iterations. */
+#define MAX_UNROLLED_NODES ((int64_t)1 << 22)
 
 static void fail(Importer *im, GError **error, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static void fail(Importer *im, GError **error, const char *fmt, ...)
@@ -503,7 +565,12 @@ static void fail(Importer *im, GError **error, const char *fmt, ...)
  * '^' (which would read as a control input in refs). Tensor names stay as the file has them. */
 static const char *unique_name(Importer *im, const char *raw)
 {
-    g_autofree char *base = text_valid(raw, -1);
+    g_autofree char *base = *im->prefix ? g_strconcat(im->prefix, raw, NULL) : text_valid(raw, -1);
+    if (*im->prefix) {
+        char *valid = text_valid(base, -1);
+        g_free(base);
+        base = valid;
+    }
     if (base[0] == '^')
         base[0] = '_';
     if (!psim_graph_node_find(im->g, base))
@@ -532,14 +599,34 @@ static gboolean tensor_define(Importer *im, const char *name, PsimNode *n, int32
     PsimPort p = {n->id, k};
     g_array_append_val(im->ports, p);
     g_hash_table_insert(im->tensors, (gpointer)name, GUINT_TO_POINTER(im->ports->len));
-    g_autofree char *valid = text_valid(name, -1);
+    /* In an unrolled body each iteration's tensor is named after its iteration. */
+    g_autofree char *full = g_strconcat(im->prefix, name, NULL);
+    g_autofree char *valid = text_valid(full, -1);
     n->outputs[k].name = psim_graph_intern(im->g, valid);
     return TRUE;
 }
 
+/* Tensor `name` of the innermost scope is the value at port p (a Loop body's input, a Loop's
+ * output). */
+static gboolean tensor_alias(Importer *im, const char *name, PsimPort p, const char *what,
+                             GError **error)
+{
+    if (g_hash_table_lookup(im->tensors, name)) {
+        fail(im, error, "%s: tensor '%s' has two producers", what, name);
+        return FALSE;
+    }
+    g_array_append_val(im->ports, p);
+    g_hash_table_insert(im->tensors, (gpointer)name, GUINT_TO_POINTER(im->ports->len));
+    return TRUE;
+}
+
+/* The innermost scope that defines `name`, then the ones around it (a body may read the values
+ * of the graphs around it). */
 static gboolean tensor_lookup(Importer *im, const char *name, PsimPort *out)
 {
     gpointer v = g_hash_table_lookup(im->tensors, name);
+    for (guint k = im->outer ? im->outer->len : 0; !v && k > 0; k--)
+        v = g_hash_table_lookup(g_ptr_array_index(im->outer, k - 1), name);
     if (!v)
         return FALSE;
     *out = g_array_index(im->ports, PsimPort, GPOINTER_TO_UINT(v) - 1);
@@ -698,6 +785,8 @@ static int attr_type_of(const PsimOnnx__AttributeProto *a)
     if (a->n_ints) return PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
     if (a->n_strings) return PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
     if (a->n_tensors) return PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS;
+    if (a->g) return PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    if (a->n_graphs) return PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS;
     return PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED;
 }
 
@@ -840,6 +929,272 @@ static PsimNode *import_node(Importer *im, const PsimOnnx__NodeProto *np, size_t
     return n;
 }
 
+static gboolean is_loop(const PsimOnnx__NodeProto *np)
+{
+    const char *d = str_or_empty(np->domain);
+    return !strcmp(str_or_empty(np->op_type), "Loop") && (!*d || !strcmp(d, "ai.onnx"));
+}
+
+static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t i,
+                            GError **error);
+
+/* The nodes of a graph or of one iteration of a Loop's body, in the innermost scope: each is
+ * created with its outputs and attributes, then each Loop is unrolled (in file order: ONNX
+ * sorts nodes, so a Loop's inputs are defined by then), then the other nodes' inputs are wired
+ * (their producers may follow them in the file). */
+static gboolean import_nodes(Importer *im, PsimOnnx__NodeProto *const *nodes, size_t n_nodes,
+                             GError **error)
+{
+    PsimGraph *g = im->g;
+    if (n_nodes > (size_t)(G_MAXINT32 / 2)) {
+        fail(im, error, "%zu nodes is too many", n_nodes);
+        return FALSE;
+    }
+    g_autofree int32_t *id = g_new(int32_t, n_nodes + 1);
+    for (size_t i = 0; i < n_nodes; i++) {
+        id[i] = -1;
+        if (is_loop(nodes[i]))
+            continue;
+        PsimNode *n = import_node(im, nodes[i], i, error);
+        if (!n)
+            return FALSE;
+        id[i] = n->id;
+    }
+    for (size_t i = 0; i < n_nodes; i++)
+        if (id[i] < 0 && !unroll_loop(im, nodes[i], i, error))
+            return FALSE;
+    for (size_t i = 0; i < n_nodes; i++) {
+        if (id[i] < 0)
+            continue;
+        const PsimOnnx__NodeProto *np = nodes[i];
+        PsimNode *n = psim_graph_node(g, id[i]);
+        for (size_t k = 0; k < np->n_input; k++) {
+            const char *tname = str_or_empty(np->input[k]);
+            PsimPort p = {-1, 0};
+            if (*tname && !tensor_lookup(im, tname, &p)) {
+                fail(im, error, "node '%s': input %zu '%s' names a missing tensor", n->name, k,
+                     tname);
+                return FALSE;
+            }
+            psim_graph_node_input_add(g, n, p);
+        }
+    }
+    return TRUE;
+}
+
+/* The value of tensor `name` when a Const (an initializer) or a Constant node makes it, through
+ * Identity nodes; NULL otherwise (borrowed). */
+static const PsimTensor *const_value(Importer *im, PsimPort p)
+{
+    for (int hops = 0; p.node >= 0 && hops < 64; hops++) {
+        const PsimNode *n = psim_graph_node(im->g, p.node);
+        if (!strcmp(n->op, "Identity") && n->n_inputs == 1) {
+            p = n->inputs[0];
+            continue;
+        }
+        if (strcmp(n->op, "Const") && strcmp(n->op, "Constant"))
+            return NULL;
+        const PsimAttr *a = psim_node_attr(n, "value");
+        return a && a->type == PSIM_ATTR_TENSOR ? a->v.t : NULL;
+    }
+    return NULL;
+}
+
+/* A one-element integer or boolean constant's value. */
+static gboolean const_int(const PsimTensor *t, int64_t *v)
+{
+    if (!t || t->n_elems != 1 || !t->data)
+        return FALSE;
+    switch (t->dtype) {
+    case PSIM_DTYPE_INT64: *v = *(const int64_t *)t->data; return TRUE;
+    case PSIM_DTYPE_INT32: *v = *(const int32_t *)t->data; return TRUE;
+    case PSIM_DTYPE_BOOL: *v = *(const uint8_t *)t->data != 0; return TRUE;
+    default: return FALSE;
+    }
+}
+
+/* A new Const node (named prefix + base) holding t (taken). */
+static PsimPort const_node(Importer *im, const char *base, PsimTensor *t)
+{
+    PsimNode *n = psim_graph_node_add(im->g, unique_name(im, base), "Const", NULL);
+    g_assert(n != NULL);
+    psim_graph_node_attr_set_tensor(im->g, n, "value", t);
+    psim_graph_node_outputs_set(im->g, n, 1);
+    psim_graph_output_value_set(im->g, n, 0, t);
+    psim_tensor_unref(t);
+    return (PsimPort){n->id, 0};
+}
+
+static PsimTensor *scalar_tensor(PsimDType dtype, int64_t v)
+{
+    PsimTensor *t = psim_tensor_new(dtype, 0, NULL, NULL);
+    if (dtype == PSIM_DTYPE_INT64)
+        *(int64_t *)t->data = v;
+    else
+        *(uint8_t *)t->data = (uint8_t)(v != 0);
+    return t;
+}
+
+/* A Loop with a trip count known at import and a condition that stays true is unrolled: its
+ * body is imported once per iteration (nodes named LOOP/ITER/NAME), iteration i's iter_num a
+ * constant i, its cond a constant true, its loop-carried inputs the previous iteration's
+ * outputs (the Loop's inputs first), values of the graphs around it read where they are; the
+ * Loop's outputs are the last iteration's loop-carried values and, for each scan output, the
+ * iterations' values stacked on a new first axis (Unsqueeze, Concat). A trip count computed
+ * when the graph runs, or a condition the body computes, is refused (no control flow in the
+ * IR: docs/onnx.md). */
+static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t idx,
+                            GError **error)
+{
+    const char *oname = str_or_empty(np->name);
+    const char *lname = *oname ? oname : np->n_output ? str_or_empty(np->output[0]) : "Loop";
+    if (!*lname)
+        lname = "Loop";
+    const PsimOnnx__GraphProto *body = NULL;
+    for (size_t k = 0; k < np->n_attribute; k++) {
+        const PsimOnnx__AttributeProto *a = np->attribute[k];
+        if (!strcmp(str_or_empty(a->name), "body") && a->g && !body)
+            body = a->g;
+        else {
+            fail(im, error, "node #%zu ('%s', Loop): attribute '%s' is not a Loop's", idx, lname,
+                 str_or_empty(a->name));
+            return FALSE;
+        }
+    }
+    if (!body) {
+        fail(im, error, "node #%zu ('%s', Loop): it has no body graph", idx, lname);
+        return FALSE;
+    }
+    if (np->n_input < 2 || body->n_input != np->n_input || body->n_output < body->n_input - 1 ||
+        np->n_output != body->n_output - 1) {
+        fail(im, error, "node #%zu ('%s', Loop): %zu inputs and %zu outputs do not match its body's "
+             "%zu inputs (iter_num, cond, %zu loop-carried) and %zu outputs (cond, loop-carried, "
+             "scan)", idx, lname, np->n_input, np->n_output, body->n_input,
+             body->n_input >= 2 ? body->n_input - 2 : 0, body->n_output);
+        return FALSE;
+    }
+    size_t n_carried = np->n_input - 2, n_scan = body->n_output - 1 - n_carried;
+    /* The trip count: a constant. */
+    const char *mname = str_or_empty(np->input[0]);
+    PsimPort mp;
+    int64_t trips = -1;
+    if (!*mname || !tensor_lookup(im, mname, &mp) || !const_int(const_value(im, mp), &trips) ||
+        trips < 0) {
+        fail(im, error, "node '%s' (Loop): its trip count%s%s%s is not a constant (a loop whose "
+             "length is known only when the graph runs is not supported: Loops are unrolled at "
+             "import)", lname, *mname ? " '" : "", mname, *mname ? "'" : "");
+        return FALSE;
+    }
+    const char *cname = str_or_empty(np->input[1]);
+    PsimPort cp;
+    int64_t cond = 1;
+    if (*cname && (!tensor_lookup(im, cname, &cp) || !const_int(const_value(im, cp), &cond))) {
+        fail(im, error, "node '%s' (Loop): its condition '%s' is not a constant", lname, cname);
+        return FALSE;
+    }
+    if (!cond)
+        trips = 0;
+    if (trips > 0 && (int64_t)body->n_node > (MAX_UNROLLED_NODES - im->unrolled) / trips) {
+        fail(im, error, "node '%s' (Loop): %" G_GINT64_FORMAT " iterations of %zu nodes is more "
+             "than the %" G_GINT64_FORMAT " nodes Loops may unroll to", lname, trips,
+             body->n_node, MAX_UNROLLED_NODES);
+        return FALSE;
+    }
+    if (trips == 0 && n_scan > 0) {
+        fail(im, error, "node '%s' (Loop): no iteration and %zu scan outputs (of unknown shape)",
+             lname, n_scan);
+        return FALSE;
+    }
+    im->unrolled += trips * (int64_t)body->n_node;
+    g_autofree PsimPort *carried = g_new(PsimPort, n_carried + 1);
+    for (size_t j = 0; j < n_carried; j++) {
+        const char *vname = str_or_empty(np->input[2 + j]);
+        if (!*vname || !tensor_lookup(im, vname, &carried[j])) {
+            fail(im, error, "node '%s' (Loop): input %zu '%s' names a missing tensor", lname,
+                 2 + j, vname);
+            return FALSE;
+        }
+    }
+    g_autofree PsimPort *scans = g_new(PsimPort, (size_t)trips * n_scan + 1);
+    const char *outer_prefix = im->prefix;
+    g_autofree char *loop_prefix = g_strconcat(outer_prefix, lname, "/", NULL);
+    im->prefix = loop_prefix;
+    PsimPort truth = const_node(im, "cond", scalar_tensor(PSIM_DTYPE_BOOL, 1));
+    gboolean ok = TRUE;
+    for (int64_t it = 0; ok && it < trips; it++) {
+        g_autofree char *iter_prefix = g_strdup_printf("%s%" G_GINT64_FORMAT "/", loop_prefix, it);
+        g_ptr_array_add(im->outer, im->tensors);
+        im->tensors = g_hash_table_new(g_str_hash, g_str_equal);
+        im->prefix = iter_prefix;
+        g_autofree char *what = g_strdup_printf("Loop '%s', iteration %" G_GINT64_FORMAT, lname, it);
+        PsimPort iter = const_node(im, "iter_num", scalar_tensor(PSIM_DTYPE_INT64, it));
+        ok = tensor_alias(im, str_or_empty(body->input[0]->name), iter, what, error) &&
+             tensor_alias(im, str_or_empty(body->input[1]->name), truth, what, error);
+        for (size_t j = 0; ok && j < n_carried; j++)
+            ok = tensor_alias(im, str_or_empty(body->input[2 + j]->name), carried[j], what, error);
+        for (size_t k = 0; ok && k < body->n_initializer; k++)
+            ok = import_initializer(im, body->initializer[k], k, error);
+        ok = ok && import_nodes(im, body->node, body->n_node, error);
+        PsimPort out;
+        int64_t stays = 0;
+        const char *coname = ok ? str_or_empty(body->output[0]->name) : "";
+        if (ok && (!tensor_lookup(im, coname, &out) || !const_int(const_value(im, out), &stays) ||
+                   !stays)) {
+            fail(im, error, "node '%s' (Loop): its body computes its condition '%s' (a loop that "
+                 "may end early is not supported: Loops are unrolled at import)", lname, coname);
+            ok = FALSE;
+        }
+        for (size_t j = 0; ok && j < n_carried + n_scan; j++) {
+            const char *vname = str_or_empty(body->output[1 + j]->name);
+            if (!tensor_lookup(im, vname, &out)) {
+                fail(im, error, "%s: body output '%s' names a missing tensor", what, vname);
+                ok = FALSE;
+            } else if (j < n_carried) {
+                carried[j] = out;
+            } else {
+                scans[(j - n_carried) * (size_t)trips + (size_t)it] = out;
+            }
+        }
+        g_hash_table_destroy(im->tensors);
+        im->tensors = g_ptr_array_steal_index(im->outer, im->outer->len - 1);
+        im->prefix = loop_prefix;
+    }
+    /* Scan outputs: each iteration's value with a new first axis, concatenated. */
+    PsimPort axes = {-1, 0};
+    for (size_t k = 0; ok && k < n_scan; k++) {
+        if (axes.node < 0) {
+            int64_t one = 1;
+            PsimTensor *t = psim_tensor_new(PSIM_DTYPE_INT64, 1, &one, NULL);
+            *(int64_t *)t->data = 0;
+            axes = const_node(im, "axes", t);
+        }
+        g_autofree char *cbase = g_strdup_printf("scan_%zu", k);
+        PsimNode *cat = psim_graph_node_add(im->g, unique_name(im, cbase), "Concat", NULL);
+        psim_graph_node_attr_set_int(im->g, cat, "axis", 0);
+        psim_graph_node_outputs_set(im->g, cat, 1);
+        for (int64_t it = 0; it < trips; it++) {
+            g_autofree char *ubase = g_strdup_printf("%" G_GINT64_FORMAT "/scan_%zu", it, k);
+            PsimNode *u = psim_graph_node_add(im->g, unique_name(im, ubase), "Unsqueeze", NULL);
+            psim_graph_node_outputs_set(im->g, u, 1);
+            psim_graph_node_input_add(im->g, u, scans[k * (size_t)trips + (size_t)it]);
+            psim_graph_node_input_add(im->g, u, axes);
+            psim_graph_node_input_add(im->g, cat, (PsimPort){u->id, 0});
+        }
+        const char *sname = str_or_empty(np->output[n_carried + k]);
+        im->prefix = outer_prefix;
+        if (*sname)
+            ok = tensor_define(im, sname, cat, 0, error);
+        im->prefix = loop_prefix;
+    }
+    im->prefix = outer_prefix;
+    for (size_t j = 0; ok && j < n_carried; j++) {
+        const char *vname = str_or_empty(np->output[j]);
+        if (*vname)
+            ok = tensor_alias(im, vname, carried[j], lname, error);
+    }
+    return ok;
+}
+
 static gboolean import_graph(Importer *im, const PsimOnnx__GraphProto *gp, GError **error)
 {
     PsimGraph *g = im->g;
@@ -861,28 +1216,8 @@ static gboolean import_graph(Importer *im, const PsimOnnx__GraphProto *gp, GErro
         if (!import_input(im, gp->input[i], error))
             return FALSE;
     }
-    int32_t first = psim_graph_n_nodes(g);
-    if (gp->n_node > (size_t)(G_MAXINT32 / 2)) {
-        fail(im, error, "%zu nodes is too many", gp->n_node);
+    if (!import_nodes(im, gp->node, gp->n_node, error))
         return FALSE;
-    }
-    for (size_t i = 0; i < gp->n_node; i++)
-        if (!import_node(im, gp->node[i], i, error))
-            return FALSE;
-    for (size_t i = 0; i < gp->n_node; i++) {
-        const PsimOnnx__NodeProto *np = gp->node[i];
-        PsimNode *n = psim_graph_node(g, first + (int32_t)i);
-        for (size_t k = 0; k < np->n_input; k++) {
-            const char *tname = str_or_empty(np->input[k]);
-            PsimPort p = {-1, 0};
-            if (*tname && !tensor_lookup(im, tname, &p)) {
-                fail(im, error, "node '%s': input %zu '%s' names a missing tensor", n->name, k,
-                     tname);
-                return FALSE;
-            }
-            psim_graph_node_input_add(g, n, p);
-        }
-    }
     for (size_t i = 0; i < gp->n_output; i++) {
         const char *tname = str_or_empty(gp->output[i]->name);
         PsimPort p;
@@ -927,9 +1262,12 @@ static PsimGraph *graph_from_model(const char *path, const PsimOnnx__ModelProto 
         .tensors = g_hash_table_new(g_str_hash, g_str_equal),
         .ports = g_array_new(FALSE, FALSE, sizeof(PsimPort)),
         .suffixes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+        .outer = g_ptr_array_new(),
+        .prefix = "",
     };
     gboolean ok = import_graph(&im, mp->graph, error) && psim_graph_finalize(g, error);
     g_hash_table_destroy(im.tensors);
+    g_ptr_array_free(im.outer, TRUE);
     g_array_free(im.ports, TRUE);
     g_hash_table_destroy(im.suffixes);
     g_free(im.dir);
@@ -945,6 +1283,11 @@ PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GEr
     if (!path)
         path = "model.onnx";
     Decoded d;
+    if (!subgraph_depth_ok(data, data + len, WIRE_MODEL, -1)) {
+        psim__error_file(error, path, "its subgraphs (Loop, If or Scan bodies) nest more than %d "
+                         "deep", MAX_SUBGRAPH_DEPTH);
+        return NULL;
+    }
     if (!decode(&d, &psim_onnx__model_proto__descriptor, path, data, len, "ONNX model", error))
         return NULL;
     PsimGraph *g = graph_from_model(path, (const PsimOnnx__ModelProto *)d.msg, error);

@@ -11,6 +11,7 @@
 
 #include "onnx.pb-c.h"
 #include "placesim/graph.h"
+#include "placesim/exec.h"
 #include "placesim/formats.h"
 
 static const char *data_dir(void)
@@ -1020,9 +1021,221 @@ static void test_external_data(void)
     g_assert_cmpint(g_rmdir(dir), ==, 0);
 }
 
+/* ---- Loops, unrolled at import ---- */
+
+static GByteArray *attr_graph(const char *name, GByteArray *graph)
+{
+    GByteArray *a = g_byte_array_new();
+    put_str(a, 1, name);
+    put_msg(a, 6, graph);
+    put_int(a, 20, 5);
+    return a;
+}
+
+static GByteArray *attr_int(const char *name, int64_t v)
+{
+    GByteArray *a = g_byte_array_new();
+    put_str(a, 1, name);
+    put_int(a, 3, v);
+    put_int(a, 20, 2);
+    return a;
+}
+
+static GByteArray *scalar_pb(const char *name, int dtype, int64_t v)
+{
+    uint8_t b = (uint8_t)(v != 0);
+    return dtype == 9 ? tensor_pb(name, 9, 0, NULL, &b, 1) : tensor_pb(name, 7, 0, NULL, &v, 8);
+}
+
+/* The body (i, c, v) -> (c_out, v_out, s): v_out = v * 2 + float(i), s = v_out + y, where y is
+ * the outer graph's. c_out = Identity(c), or Less(i, 5) when the body computes its condition. */
+static GByteArray *body_pb(gboolean computed_cond)
+{
+    static const int64_t d2[] = {2};
+    GByteArray *b = g_byte_array_new();
+    if (computed_cond)
+        put_msg(b, 1, node_pb("less", "Less", "i,lim", "c_out"));
+    else
+        put_msg(b, 1, node_pb(NULL, "Identity", "c", "c_out"));
+    GByteArray *cast = node_pb("cast", "Cast", "i", "fi");
+    put_msg(cast, 5, attr_int("to", 1));
+    put_msg(b, 1, cast);
+    put_msg(b, 1, node_pb("mul", "Mul", "v,two", "v2"));
+    put_msg(b, 1, node_pb("add", "Add", "v2,fi", "v_out"));
+    put_msg(b, 1, node_pb("scan", "Add", "v_out,y", "s"));
+    put_str(b, 2, "body");
+    float two = 2;
+    put_msg(b, 5, tensor_pb("two", 1, 0, NULL, &two, 4));
+    if (computed_cond)
+        put_msg(b, 5, scalar_pb("lim", 7, 5));
+    put_msg(b, 11, value_info("i", 7, 0, NULL));
+    put_msg(b, 11, value_info("c", 9, 0, NULL));
+    put_msg(b, 11, value_info("v", 1, 1, d2));
+    put_msg(b, 12, value_info("c_out", 9, 0, NULL));
+    put_msg(b, 12, value_info("v_out", 1, 1, d2));
+    put_msg(b, 12, value_info("s", 1, 1, d2));
+    return b;
+}
+
+/* x [2] -> Loop(M = 3, cond = true, x) -> (vf, scans [3, 2]); M a graph input instead of an
+ * initializer when m_is_input. */
+static GByteArray *loop_model(gboolean computed_cond, gboolean m_is_input)
+{
+    static const int64_t d2[] = {2}, d32[] = {3, 2};
+    GByteArray *g = g_byte_array_new();
+    GByteArray *loop = node_pb("loop", "Loop", "M,cond,x", "vf,scans");
+    put_msg(loop, 5, attr_graph("body", body_pb(computed_cond)));
+    put_msg(g, 1, loop);
+    put_str(g, 2, "loopy");
+    if (!m_is_input)
+        put_msg(g, 5, scalar_pb("M", 7, 3));
+    put_msg(g, 5, scalar_pb("cond", 9, 1));
+    static const float y[2] = {10, 100};
+    put_msg(g, 5, tensor_pb("y", 1, 1, d2, y, sizeof y));
+    put_msg(g, 11, value_info("x", 1, 1, d2));
+    if (m_is_input)
+        put_msg(g, 11, value_info("M", 7, 0, NULL));
+    put_msg(g, 12, value_info("vf", 1, 1, d2));
+    put_msg(g, 12, value_info("scans", 1, 2, d32));
+    return model_pb(g, 13);
+}
+
+/* Loops nested `depth` deep, each of M = 2 iterations; the innermost body adds 1 to v, each
+ * body around it doubles what its inner Loop gives. */
+static GByteArray *nested_body(int depth)
+{
+    static const int64_t d2[] = {2};
+    GByteArray *b = g_byte_array_new();
+    put_msg(b, 1, node_pb(NULL, "Identity", "c", "c_out"));
+    if (depth > 1) {
+        g_autofree char *outs = g_strdup_printf("w%d", depth);
+        GByteArray *loop = node_pb(NULL, "Loop", "M,c,v", outs);
+        put_msg(loop, 5, attr_graph("body", nested_body(depth - 1)));
+        put_msg(b, 1, loop);
+        g_autofree char *ins = g_strdup_printf("w%d,w%d", depth, depth);
+        put_msg(b, 1, node_pb(NULL, "Add", ins, "v_out"));
+    } else {
+        put_msg(b, 1, node_pb(NULL, "Add", "v,one", "v_out"));
+    }
+    put_str(b, 2, "body");
+    put_msg(b, 11, value_info("i", 7, 0, NULL));
+    put_msg(b, 11, value_info("c", 9, 0, NULL));
+    put_msg(b, 11, value_info("v", 1, 1, d2));
+    put_msg(b, 12, value_info("c_out", 9, 0, NULL));
+    put_msg(b, 12, value_info("v_out", 1, 1, d2));
+    return b;
+}
+
+static GByteArray *nested_model(int depth)
+{
+    static const int64_t d2[] = {2};
+    GByteArray *g = g_byte_array_new();
+    GByteArray *loop = node_pb("outer", "Loop", "M,cond,x", "vf");
+    put_msg(loop, 5, attr_graph("body", nested_body(depth)));
+    put_msg(g, 1, loop);
+    put_str(g, 2, "nested");
+    put_msg(g, 5, scalar_pb("M", 7, 2));
+    put_msg(g, 5, scalar_pb("cond", 9, 1));
+    static const float one[2] = {1, 1};
+    put_msg(g, 5, tensor_pb("one", 1, 1, d2, one, sizeof one));
+    put_msg(g, 11, value_info("x", 1, 1, d2));
+    put_msg(g, 12, value_info("vf", 1, 1, d2));
+    return model_pb(g, 13);
+}
+
+/* Runs g on the host with x = {1, 2}; its outputs into out[] (n of them). */
+static void run_loop_graph(PsimGraph *g, PsimTensor **out, int32_t n)
+{
+    GError *err = NULL;
+    g_autoptr(PsimWorker) w = psim_worker_new(NULL, &err);
+    g_assert_no_error(err);
+    int64_t d2 = 2;
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, &d2, &err);
+    ((float *)x->data)[0] = 1;
+    ((float *)x->data)[1] = 2;
+    g_assert_cmpint(psim_graph_n_outputs(g), ==, n);
+    g_autoptr(GPtrArray) fetches = g_ptr_array_new_with_free_func(g_free);
+    for (int32_t i = 0; i < n; i++)
+        g_ptr_array_add(fetches, psim_port_to_string(g, psim_graph_output(g, i)));
+    const char *feeds[] = {"x"};
+    PsimExecutor *e = psim_executor_new(g, w, feeds, 1, (const char *const *)fetches->pdata, n,
+                                        NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(psim_executor_run(e, &x, out, &err));
+    g_assert_no_error(err);
+    psim_executor_free(e);
+}
+
+static void test_loop(void)
+{
+    GError *err = NULL;
+    /* v: [1,2] -> 2v+0 = [2,4] -> 2v+1 = [5,9] -> 2v+2 = [12,20]; scans = each + [10,100]. */
+    g_autoptr(PsimGraph) g = import_bytes(loop_model(FALSE, FALSE), &err);
+    g_assert_no_error(err);
+    PsimTensor *out[2] = {NULL, NULL};
+    run_loop_graph(g, out, 2);
+    static const float vf[] = {12, 20}, scans[] = {12, 104, 15, 109, 22, 120};
+    g_assert_cmpint(out[0]->n_elems, ==, 2);
+    g_assert_cmpint(out[1]->rank, ==, 2);
+    g_assert_cmpint(out[1]->dims[0], ==, 3);
+    g_assert_cmpint(out[1]->dims[1], ==, 2);
+    for (int i = 0; i < 2; i++)
+        g_assert_cmpfloat(((float *)out[0]->data)[i], ==, vf[i]);
+    for (int i = 0; i < 6; i++)
+        g_assert_cmpfloat(((float *)out[1]->data)[i], ==, scans[i]);
+    psim_tensor_unref(out[0]);
+    psim_tensor_unref(out[1]);
+    /* Each iteration's nodes are named after it. */
+    g_assert_nonnull(psim_graph_node_find(g, "loop/0/mul"));
+    g_assert_nonnull(psim_graph_node_find(g, "loop/2/scan"));
+    g_assert_null(psim_graph_node_find(g, "loop/3/mul"));
+
+    /* Nested three deep, M = 2 each: innermost v+1 twice, then each level doubles twice:
+     * f1(v) = v + 2, f2(v) = 2 f1(2 f1(v)) ... computed below. */
+    g_autoptr(PsimGraph) n3 = import_bytes(nested_model(3), &err);
+    g_assert_no_error(err);
+    PsimTensor *o3 = NULL;
+    run_loop_graph(n3, &o3, 1);
+    for (int i = 0; i < 2; i++) {
+        /* level 1: one iteration adds 1; level k: one iteration is twice level k-1's loop. */
+        double v = i + 1;
+        for (int a = 0; a < 2; a++) {     /* outer (depth 3) */
+            double w = v;
+            for (int b = 0; b < 2; b++) { /* depth 2 */
+                double u = w;
+                for (int c = 0; c < 2; c++) /* depth 1 */
+                    u = u + 1;
+                w = 2 * u;
+            }
+            v = 2 * w;
+        }
+        g_assert_cmpfloat(((float *)o3->data)[i], ==, v);
+    }
+    psim_tensor_unref(o3);
+
+    /* Refused, with one line naming the Loop. */
+    struct {
+        GByteArray *model;
+        const char *expect;
+    } bad[] = {
+        {loop_model(TRUE, FALSE), "node 'loop' (Loop): its body computes its condition 'c_out'"},
+        {loop_model(FALSE, TRUE), "node 'loop' (Loop): its trip count 'M' is not a constant"},
+        {nested_model(17), "nest more than 16 deep"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        PsimGraph *b = import_bytes(bad[i].model, &err);
+        g_assert_null(b);
+        g_assert_nonnull(err);
+        if (!strstr(err->message, bad[i].expect) || strchr(err->message, '\n'))
+            g_error("case %zu: '%s' does not say '%s'", i, err->message, bad[i].expect);
+        g_clear_error(&err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/graph/onnx/loop", test_loop);
     g_test_add_func("/graph/onnx/light-models", test_light_models);
     g_test_add_func("/graph/onnx/names-inputs", test_names_and_inputs);
     g_test_add_func("/graph/onnx/errors", test_errors);

@@ -1189,8 +1189,17 @@ static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t 
     im->prefix = outer_prefix;
     for (size_t j = 0; ok && j < n_carried; j++) {
         const char *vname = str_or_empty(np->output[j]);
-        if (*vname)
-            ok = tensor_alias(im, vname, carried[j], lname, error);
+        if (!*vname)
+            continue;
+        ok = tensor_alias(im, vname, carried[j], lname, error);
+        /* The last iteration's value goes by the Loop's output name (as a graph output, in
+         * --check's and the exports' names); a value from outside the Loop keeps its own. */
+        PsimNode *src = carried[j].node >= 0 ? psim_graph_node(im->g, carried[j].node) : NULL;
+        if (ok && trips > 0 && src && g_str_has_prefix(src->name, loop_prefix)) {
+            g_autofree char *full = g_strconcat(outer_prefix, vname, NULL);
+            g_autofree char *valid = text_valid(full, -1);
+            src->outputs[carried[j].index].name = psim_graph_intern(im->g, valid);
+        }
     }
     return ok;
 }

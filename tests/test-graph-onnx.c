@@ -1189,6 +1189,11 @@ static void test_loop(void)
     g_assert_nonnull(psim_graph_node_find(g, "loop/0/mul"));
     g_assert_nonnull(psim_graph_node_find(g, "loop/2/scan"));
     g_assert_null(psim_graph_node_find(g, "loop/3/mul"));
+    /* The Loop's outputs keep their names: the last iteration's value is "vf". */
+    PsimPort o0 = psim_graph_output(g, 0), o1 = psim_graph_output(g, 1);
+    g_assert_cmpstr(psim_graph_node(g, o0.node)->name, ==, "loop/2/add");
+    g_assert_cmpstr(psim_graph_node(g, o0.node)->outputs[o0.index].name, ==, "vf");
+    g_assert_cmpstr(psim_graph_node(g, o1.node)->outputs[o1.index].name, ==, "scans");
 
     /* Nested three deep, M = 2 each: innermost v+1 twice, then each level doubles twice:
      * f1(v) = v + 2, f2(v) = 2 f1(2 f1(v)) ... computed below. */

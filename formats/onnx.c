@@ -545,11 +545,17 @@ typedef struct {
     GArray *ports;        /* PsimPort */
     GHashTable *suffixes; /* base name -> next suffix to try (unique names in amortized O(1)) */
     const char *prefix;   /* prepended to node names: "LOOP/ITER/" inside an unrolled body */
-    int64_t unrolled;     /* nodes made by unrolling Loops so far (capped) */
+    int64_t unrolled;     /* nodes made by unrolling Loops so far */
+    int64_t unroll_cap;   /* the most Loops may unroll to (UNROLL_BASE, UNROLL_PER_BYTE) */
 } Importer;
 
-/* Loops are unrolled at import: at most this many nodes in all their iterations. */
+/* Loops are unrolled at import: at most this many nodes in all their iterations, and at most
+ * UNROLL_PER_BYTE per byte of the file beyond the first UNROLL_BASE, so that a small file
+ * cannot ask for a graph that takes long to build (as the decoder's byte budget bounds its
+ * memory). */
 #define MAX_UNROLLED_NODES ((int64_t)1 << 22)
+#define UNROLL_BASE ((int64_t)1 << 16)
+#define UNROLL_PER_BYTE 16
 
 static void fail(Importer *im, GError **error, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static void fail(Importer *im, GError **error, const char *fmt, ...)
@@ -1094,10 +1100,10 @@ static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t 
     }
     if (!cond)
         trips = 0;
-    if (trips > 0 && (int64_t)body->n_node > (MAX_UNROLLED_NODES - im->unrolled) / trips) {
+    if (trips > 0 && (int64_t)body->n_node > (im->unroll_cap - im->unrolled) / trips) {
         fail(im, error, "node '%s' (Loop): %" G_GINT64_FORMAT " iterations of %zu nodes is more "
-             "than the %" G_GINT64_FORMAT " nodes Loops may unroll to", lname, trips,
-             body->n_node, MAX_UNROLLED_NODES);
+             "than the %" G_GINT64_FORMAT " nodes Loops may unroll to in a file of this size",
+             lname, trips, body->n_node, im->unroll_cap);
         return FALSE;
     }
     if (trips == 0 && n_scan > 0) {
@@ -1245,7 +1251,7 @@ static gboolean import_graph(Importer *im, const PsimOnnx__GraphProto *gp, GErro
 }
 
 static PsimGraph *graph_from_model(const char *path, const PsimOnnx__ModelProto *mp,
-                                   GError **error)
+                                   gsize file_len, GError **error)
 {
     if (!mp->graph) {
         psim__error_file(error, path, "not a valid ONNX model: it has no graph (field 7)");
@@ -1272,6 +1278,8 @@ static PsimGraph *graph_from_model(const char *path, const PsimOnnx__ModelProto 
         .ports = g_array_new(FALSE, FALSE, sizeof(PsimPort)),
         .suffixes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
         .outer = g_ptr_array_new(),
+        .unroll_cap = MIN(MAX_UNROLLED_NODES,
+                          UNROLL_BASE + (int64_t)MIN(file_len, (gsize)MAX_UNROLLED_NODES) * UNROLL_PER_BYTE),
         .prefix = "",
     };
     gboolean ok = import_graph(&im, mp->graph, error) && psim_graph_finalize(g, error);
@@ -1299,7 +1307,7 @@ PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GEr
     }
     if (!decode(&d, &psim_onnx__model_proto__descriptor, path, data, len, "ONNX model", error))
         return NULL;
-    PsimGraph *g = graph_from_model(path, (const PsimOnnx__ModelProto *)d.msg, error);
+    PsimGraph *g = graph_from_model(path, (const PsimOnnx__ModelProto *)d.msg, len, error);
     error_one_line(error);
     decoded_clear(&d);
     return g;

@@ -1077,9 +1077,9 @@ static GByteArray *body_pb(gboolean computed_cond)
     return b;
 }
 
-/* x [2] -> Loop(M = 3, cond = true, x) -> (vf, scans [3, 2]); M a graph input instead of an
+/* x [2] -> Loop(M = trips, cond = true, x) -> (vf, scans [trips, 2]); M a graph input instead of an
  * initializer when m_is_input. */
-static GByteArray *loop_model(gboolean computed_cond, gboolean m_is_input)
+static GByteArray *loop_model(gboolean computed_cond, gboolean m_is_input, int64_t trips)
 {
     static const int64_t d2[] = {2}, d32[] = {3, 2};
     GByteArray *g = g_byte_array_new();
@@ -1088,7 +1088,7 @@ static GByteArray *loop_model(gboolean computed_cond, gboolean m_is_input)
     put_msg(g, 1, loop);
     put_str(g, 2, "loopy");
     if (!m_is_input)
-        put_msg(g, 5, scalar_pb("M", 7, 3));
+        put_msg(g, 5, scalar_pb("M", 7, trips));
     put_msg(g, 5, scalar_pb("cond", 9, 1));
     static const float y[2] = {10, 100};
     put_msg(g, 5, tensor_pb("y", 1, 1, d2, y, sizeof y));
@@ -1170,7 +1170,7 @@ static void test_loop(void)
 {
     GError *err = NULL;
     /* v: [1,2] -> 2v+0 = [2,4] -> 2v+1 = [5,9] -> 2v+2 = [12,20]; scans = each + [10,100]. */
-    g_autoptr(PsimGraph) g = import_bytes(loop_model(FALSE, FALSE), &err);
+    g_autoptr(PsimGraph) g = import_bytes(loop_model(FALSE, FALSE, 3), &err);
     g_assert_no_error(err);
     PsimTensor *out[2] = {NULL, NULL};
     run_loop_graph(g, out, 2);
@@ -1223,8 +1223,10 @@ static void test_loop(void)
         GByteArray *model;
         const char *expect;
     } bad[] = {
-        {loop_model(TRUE, FALSE), "node 'loop' (Loop): its body computes its condition 'c_out'"},
-        {loop_model(FALSE, TRUE), "node 'loop' (Loop): its trip count 'M' is not a constant"},
+        {loop_model(TRUE, FALSE, 3), "node 'loop' (Loop): its body computes its condition 'c_out'"},
+        {loop_model(FALSE, TRUE, 3), "node 'loop' (Loop): its trip count 'M' is not a constant"},
+        /* 100,000 iterations of 5 nodes from a file of a few hundred bytes. */
+        {loop_model(FALSE, FALSE, 100000), "100000 iterations of 5 nodes is more than the"},
         {nested_model(17), "nest more than 16 deep"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {

@@ -4,16 +4,9 @@
 # numpy's outputs, and simulate; a loop whose trip count is known only when the graph runs is
 # refused with one line and exit 2. Skipped (77) without Debian's python3-torch and python3-onnx.
 set -euo pipefail
-PSIM="${PSIM:-./build/placesim}"
-SRC="${PSIM_SRC:-$(cd "$(dirname "$0")/.." && pwd)}"
-PY=/usr/bin/python3
-if ! "$PY" -c "import torch, onnx, numpy" 2> /dev/null; then
-    echo "SKIP: $PY has no torch or onnx (Debian's python3-torch, python3-onnx)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh"
+need_python "torch, onnx, numpy" "Debian's python3-torch, python3-onnx"
 "$PY" "$SRC/bench/export-loop.py" "$tmp" 2> "$tmp/log" || { cat "$tmp/log"; fail "export"; }
 grep -q 'Loop' "$tmp/rnn_loop.onnx" || fail "PyTorch exported no Loop node"
 

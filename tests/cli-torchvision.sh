@@ -4,16 +4,9 @@
 # output; a fixed seed gives the same files twice; graphs are named by their file's stem; an
 # unknown architecture is refused. Skipped (77) without Debian's python3-torch/torchvision.
 set -euo pipefail
-PSIM="${PSIM:-./build/placesim}"
-SRC="${PSIM_SRC:-$(cd "$(dirname "$0")/.." && pwd)}"
-PY=/usr/bin/python3
-if ! "$PY" -c "import torch, torchvision" 2> /dev/null; then
-    echo "SKIP: $PY has no torch or torchvision (bench/tv-setup.sh)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/lib.sh
+source "$(dirname "$0")/lib.sh"
+need_python "torch, torchvision" "bench/tv-setup.sh"
 EXPORT=("$PY" "$SRC/bench/export-torchvision.py")
 
 n=$("${EXPORT[@]}" --list | wc -l)

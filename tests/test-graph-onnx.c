@@ -1047,6 +1047,17 @@ static GByteArray *scalar_pb(const char *name, int dtype, int64_t v)
     return dtype == 9 ? tensor_pb(name, 9, 0, NULL, &b, 1) : tensor_pb(name, 7, 0, NULL, &v, 8);
 }
 
+/* A Loop body's inputs (i, c, v [2]) and first outputs (c_out, v_out [2]). */
+static void body_signature(GByteArray *b)
+{
+    static const int64_t d2[] = {2};
+    put_msg(b, 11, value_info("i", 7, 0, NULL));
+    put_msg(b, 11, value_info("c", 9, 0, NULL));
+    put_msg(b, 11, value_info("v", 1, 1, d2));
+    put_msg(b, 12, value_info("c_out", 9, 0, NULL));
+    put_msg(b, 12, value_info("v_out", 1, 1, d2));
+}
+
 /* The body (i, c, v) -> (c_out, v_out, s): v_out = v * 2 + float(i), s = v_out + y, where y is
  * the outer graph's. c_out = Identity(c), or Less(i, 5) when the body computes its condition. */
 static GByteArray *body_pb(gboolean computed_cond)
@@ -1068,11 +1079,7 @@ static GByteArray *body_pb(gboolean computed_cond)
     put_msg(b, 5, tensor_pb("two", 1, 0, NULL, &two, 4));
     if (computed_cond)
         put_msg(b, 5, scalar_pb("lim", 7, 5));
-    put_msg(b, 11, value_info("i", 7, 0, NULL));
-    put_msg(b, 11, value_info("c", 9, 0, NULL));
-    put_msg(b, 11, value_info("v", 1, 1, d2));
-    put_msg(b, 12, value_info("c_out", 9, 0, NULL));
-    put_msg(b, 12, value_info("v_out", 1, 1, d2));
+    body_signature(b);
     put_msg(b, 12, value_info("s", 1, 1, d2));
     return b;
 }
@@ -1104,7 +1111,6 @@ static GByteArray *loop_model(gboolean computed_cond, gboolean m_is_input, int64
  * body around it doubles what its inner Loop gives. */
 static GByteArray *nested_body(int depth)
 {
-    static const int64_t d2[] = {2};
     GByteArray *b = g_byte_array_new();
     put_msg(b, 1, node_pb(NULL, "Identity", "c", "c_out"));
     if (depth > 1) {
@@ -1118,11 +1124,7 @@ static GByteArray *nested_body(int depth)
         put_msg(b, 1, node_pb(NULL, "Add", "v,one", "v_out"));
     }
     put_str(b, 2, "body");
-    put_msg(b, 11, value_info("i", 7, 0, NULL));
-    put_msg(b, 11, value_info("c", 9, 0, NULL));
-    put_msg(b, 11, value_info("v", 1, 1, d2));
-    put_msg(b, 12, value_info("c_out", 9, 0, NULL));
-    put_msg(b, 12, value_info("v_out", 1, 1, d2));
+    body_signature(b);
     return b;
 }
 

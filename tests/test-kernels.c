@@ -832,6 +832,11 @@ static void test_conv(void)
         {1, 7, 19, 37, 7, 5, 5, 7, 1, 1, 1, 1, 2, 2, 2, 2, NULL, FALSE, FALSE},
         {1, 4, 15, 15, 4, 3, 3, 4, 1, 1, 2, 3, 2, 3, 1, 0, NULL, TRUE, FALSE},
         {1, 3, 14, 21, 3, 5, 5, 3, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", TRUE, FALSE},
+        /* stride 2 across through the even/odd column planes: even and odd widths, a left pad
+         * of 1 (odd offsets, negative) and of 2, stride 1 down and 2 across, no bias */
+        {1, 6, 11, 16, 6, 3, 3, 6, 2, 2, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},
+        {2, 5, 9, 19, 5, 5, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, NULL, FALSE, FALSE},
+        {1, 4, 10, 27, 4, 3, 3, 4, 1, 2, 1, 1, 1, 1, 0, 0, NULL, TRUE, FALSE},
         {2, 4, 1, 33, 4, 1, 3, 4, 1, 3, 1, 1, 0, 1, 0, 1, NULL, TRUE, TRUE},
         {1, 3, 7, 8, 2, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", TRUE, FALSE},
         {2, 4, 1, 20, 3, 1, 5, 1, 1, 2, 1, 1, 0, 2, 0, 1, NULL, TRUE, TRUE},   /* 1-D */

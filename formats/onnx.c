@@ -944,10 +944,34 @@ static gboolean is_loop(const PsimOnnx__NodeProto *np)
 static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t i,
                             GError **error);
 
+/* Wires node n's inputs as np names them when every one is defined (or when `must`, failing on
+ * the first that is not); whether it did. */
+static gboolean wire_inputs(Importer *im, PsimNode *n, const PsimOnnx__NodeProto *np, gboolean must,
+                            GError **error)
+{
+    PsimPort few[16];
+    g_autofree PsimPort *many = np->n_input > G_N_ELEMENTS(few) ? g_new(PsimPort, np->n_input) : NULL;
+    PsimPort *ports = many ? many : few;
+    for (size_t k = 0; k < np->n_input; k++) {
+        const char *tname = str_or_empty(np->input[k]);
+        ports[k] = (PsimPort){-1, 0};
+        if (*tname && !tensor_lookup(im, tname, &ports[k])) {
+            if (must)
+                fail(im, error, "node '%s': input %zu '%s' names a missing tensor", n->name, k,
+                     tname);
+            return FALSE;
+        }
+    }
+    for (size_t k = 0; k < np->n_input; k++)
+        psim_graph_node_input_add(im->g, n, ports[k]);
+    return TRUE;
+}
+
 /* The nodes of a graph or of one iteration of a Loop's body, in the innermost scope: each is
- * created with its outputs and attributes, then each Loop is unrolled (in file order: ONNX
- * sorts nodes, so a Loop's inputs are defined by then), then the other nodes' inputs are wired
- * (their producers may follow them in the file). */
+ * created with its outputs and attributes; the nodes whose inputs are all defined are wired;
+ * then each Loop is unrolled (in file order: ONNX sorts nodes, so a Loop's inputs are defined
+ * by then, and what makes its trip count is wired); then the nodes left are wired (they read a
+ * Loop's outputs, or producers that follow them in the file). */
 static gboolean import_nodes(Importer *im, PsimOnnx__NodeProto *const *nodes, size_t n_nodes,
                              GError **error)
 {
@@ -966,49 +990,39 @@ static gboolean import_nodes(Importer *im, PsimOnnx__NodeProto *const *nodes, si
             return FALSE;
         id[i] = n->id;
     }
+    g_autofree gboolean *wired = g_new0(gboolean, n_nodes + 1);
+    for (size_t i = 0; i < n_nodes; i++)
+        if (id[i] >= 0)
+            wired[i] = wire_inputs(im, psim_graph_node(g, id[i]), nodes[i], FALSE, error);
     for (size_t i = 0; i < n_nodes; i++)
         if (id[i] < 0 && !unroll_loop(im, nodes[i], i, error))
             return FALSE;
-    for (size_t i = 0; i < n_nodes; i++) {
-        if (id[i] < 0)
-            continue;
-        const PsimOnnx__NodeProto *np = nodes[i];
-        PsimNode *n = psim_graph_node(g, id[i]);
-        for (size_t k = 0; k < np->n_input; k++) {
-            const char *tname = str_or_empty(np->input[k]);
-            PsimPort p = {-1, 0};
-            if (*tname && !tensor_lookup(im, tname, &p)) {
-                fail(im, error, "node '%s': input %zu '%s' names a missing tensor", n->name, k,
-                     tname);
-                return FALSE;
-            }
-            psim_graph_node_input_add(g, n, p);
-        }
-    }
+    for (size_t i = 0; i < n_nodes; i++)
+        if (id[i] >= 0 && !wired[i] && !wire_inputs(im, psim_graph_node(g, id[i]), nodes[i], TRUE, error))
+            return FALSE;
     return TRUE;
 }
 
-/* The value of tensor `name` when a Const (an initializer) or a Constant node makes it, through
- * Identity nodes; NULL otherwise (borrowed). */
-static const PsimTensor *const_value(Importer *im, PsimPort p)
+/* The value at port p when a Const (an initializer) or a Constant node makes it, through Identity
+ * nodes, as a one-element integer or boolean (a Constant's value_int too). */
+static gboolean const_int(Importer *im, PsimPort p, int64_t *v)
 {
+    const PsimNode *n = NULL;
     for (int hops = 0; p.node >= 0 && hops < 64; hops++) {
-        const PsimNode *n = psim_graph_node(im->g, p.node);
-        if (!strcmp(n->op, "Identity") && n->n_inputs == 1) {
-            p = n->inputs[0];
-            continue;
-        }
-        if (strcmp(n->op, "Const") && strcmp(n->op, "Constant"))
-            return NULL;
-        const PsimAttr *a = psim_node_attr(n, "value");
-        return a && a->type == PSIM_ATTR_TENSOR ? a->v.t : NULL;
+        n = psim_graph_node(im->g, p.node);
+        if (strcmp(n->op, "Identity") || n->n_inputs != 1)
+            break;
+        p = n->inputs[0];
     }
-    return NULL;
-}
-
-/* A one-element integer or boolean constant's value. */
-static gboolean const_int(const PsimTensor *t, int64_t *v)
-{
+    if (!n || p.node < 0 || (strcmp(n->op, "Const") && strcmp(n->op, "Constant")))
+        return FALSE;
+    const PsimAttr *a = psim_node_attr(n, "value");
+    const PsimAttr *ai = psim_node_attr(n, "value_int");
+    if (!a && ai && ai->type == PSIM_ATTR_INT) {
+        *v = ai->v.i;
+        return TRUE;
+    }
+    const PsimTensor *t = a && a->type == PSIM_ATTR_TENSOR ? a->v.t : NULL;
     if (!t || t->n_elems != 1 || !t->data)
         return FALSE;
     switch (t->dtype) {
@@ -1084,7 +1098,7 @@ static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t 
     const char *mname = str_or_empty(np->input[0]);
     PsimPort mp;
     int64_t trips = -1;
-    if (!*mname || !tensor_lookup(im, mname, &mp) || !const_int(const_value(im, mp), &trips) ||
+    if (!*mname || !tensor_lookup(im, mname, &mp) || !const_int(im, mp, &trips) ||
         trips < 0) {
         fail(im, error, "node '%s' (Loop): its trip count%s%s%s is not a constant (a loop whose "
              "length is known only when the graph runs is not supported: Loops are unrolled at "
@@ -1094,7 +1108,7 @@ static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t 
     const char *cname = str_or_empty(np->input[1]);
     PsimPort cp;
     int64_t cond = 1;
-    if (*cname && (!tensor_lookup(im, cname, &cp) || !const_int(const_value(im, cp), &cond))) {
+    if (*cname && (!tensor_lookup(im, cname, &cp) || !const_int(im, cp, &cond))) {
         fail(im, error, "node '%s' (Loop): its condition '%s' is not a constant", lname, cname);
         return FALSE;
     }
@@ -1144,7 +1158,7 @@ static gboolean unroll_loop(Importer *im, const PsimOnnx__NodeProto *np, size_t 
         PsimPort out;
         int64_t stays = 0;
         const char *coname = ok ? str_or_empty(body->output[0]->name) : "";
-        if (ok && (!tensor_lookup(im, coname, &out) || !const_int(const_value(im, out), &stays) ||
+        if (ok && (!tensor_lookup(im, coname, &out) || !const_int(im, out, &stays) ||
                    !stays)) {
             fail(im, error, "node '%s' (Loop): its body computes its condition '%s' (a loop that "
                  "may end early is not supported: Loops are unrolled at import)", lname, coname);

@@ -1084,23 +1084,32 @@ static GByteArray *body_pb(gboolean computed_cond)
     return b;
 }
 
-/* x [2] -> Loop(M = trips, cond = true, x) -> (vf, scans [trips, 2]); M a graph input instead of an
- * initializer when m_is_input. */
-static GByteArray *loop_model(gboolean computed_cond, gboolean m_is_input, int64_t trips)
+/* Where a Loop's trip count comes from. */
+enum { M_INITIALIZER, M_INPUT, M_CONSTANT_INT };
+
+/* x [2] -> Loop(M = trips, cond = true, x) -> (vf, scans [trips, 2]); M an initializer, a graph
+ * input, or Identity(Constant(value_int = trips)). */
+static GByteArray *loop_model(gboolean computed_cond, int m_from, int64_t trips)
 {
     static const int64_t d2[] = {2}, d32[] = {3, 2};
     GByteArray *g = g_byte_array_new();
+    if (m_from == M_CONSTANT_INT) {
+        GByteArray *k = node_pb("k", "Constant", "", "Mk");
+        put_msg(k, 5, attr_int("value_int", trips));
+        put_msg(g, 1, k);
+        put_msg(g, 1, node_pb("mid", "Identity", "Mk", "M"));
+    }
     GByteArray *loop = node_pb("loop", "Loop", "M,cond,x", "vf,scans");
     put_msg(loop, 5, attr_graph("body", body_pb(computed_cond)));
     put_msg(g, 1, loop);
     put_str(g, 2, "loopy");
-    if (!m_is_input)
+    if (m_from == M_INITIALIZER)
         put_msg(g, 5, scalar_pb("M", 7, trips));
     put_msg(g, 5, scalar_pb("cond", 9, 1));
     static const float y[2] = {10, 100};
     put_msg(g, 5, tensor_pb("y", 1, 1, d2, y, sizeof y));
     put_msg(g, 11, value_info("x", 1, 1, d2));
-    if (m_is_input)
+    if (m_from == M_INPUT)
         put_msg(g, 11, value_info("M", 7, 0, NULL));
     put_msg(g, 12, value_info("vf", 1, 1, d2));
     put_msg(g, 12, value_info("scans", 1, 2, d32));
@@ -1172,21 +1181,26 @@ static void test_loop(void)
 {
     GError *err = NULL;
     /* v: [1,2] -> 2v+0 = [2,4] -> 2v+1 = [5,9] -> 2v+2 = [12,20]; scans = each + [10,100]. */
-    g_autoptr(PsimGraph) g = import_bytes(loop_model(FALSE, FALSE, 3), &err);
+    g_autoptr(PsimGraph) g = import_bytes(loop_model(FALSE, M_INITIALIZER, 3), &err);
     g_assert_no_error(err);
-    PsimTensor *out[2] = {NULL, NULL};
-    run_loop_graph(g, out, 2);
-    static const float vf[] = {12, 20}, scans[] = {12, 104, 15, 109, 22, 120};
-    g_assert_cmpint(out[0]->n_elems, ==, 2);
-    g_assert_cmpint(out[1]->rank, ==, 2);
-    g_assert_cmpint(out[1]->dims[0], ==, 3);
-    g_assert_cmpint(out[1]->dims[1], ==, 2);
-    for (int i = 0; i < 2; i++)
-        g_assert_cmpfloat(((float *)out[0]->data)[i], ==, vf[i]);
-    for (int i = 0; i < 6; i++)
-        g_assert_cmpfloat(((float *)out[1]->data)[i], ==, scans[i]);
-    psim_tensor_unref(out[0]);
-    psim_tensor_unref(out[1]);
+    /* The trip count from an initializer, or from a Constant's value_int through an Identity. */
+    g_autoptr(PsimGraph) gk = import_bytes(loop_model(FALSE, M_CONSTANT_INT, 3), &err);
+    g_assert_no_error(err);
+    for (int v = 0; v < 2; v++) {
+        PsimTensor *out[2] = {NULL, NULL};
+        run_loop_graph(v ? gk : g, out, 2);
+        static const float vf[] = {12, 20}, scans[] = {12, 104, 15, 109, 22, 120};
+        g_assert_cmpint(out[0]->n_elems, ==, 2);
+        g_assert_cmpint(out[1]->rank, ==, 2);
+        g_assert_cmpint(out[1]->dims[0], ==, 3);
+        g_assert_cmpint(out[1]->dims[1], ==, 2);
+        for (int i = 0; i < 2; i++)
+            g_assert_cmpfloat(((float *)out[0]->data)[i], ==, vf[i]);
+        for (int i = 0; i < 6; i++)
+            g_assert_cmpfloat(((float *)out[1]->data)[i], ==, scans[i]);
+        psim_tensor_unref(out[0]);
+        psim_tensor_unref(out[1]);
+    }
     /* Each iteration's nodes are named after it. */
     g_assert_nonnull(psim_graph_node_find(g, "loop/0/mul"));
     g_assert_nonnull(psim_graph_node_find(g, "loop/2/scan"));
@@ -1225,10 +1239,10 @@ static void test_loop(void)
         GByteArray *model;
         const char *expect;
     } bad[] = {
-        {loop_model(TRUE, FALSE, 3), "node 'loop' (Loop): its body computes its condition 'c_out'"},
-        {loop_model(FALSE, TRUE, 3), "node 'loop' (Loop): its trip count 'M' is not a constant"},
+        {loop_model(TRUE, M_INITIALIZER, 3), "node 'loop' (Loop): its body computes its condition 'c_out'"},
+        {loop_model(FALSE, M_INPUT, 3), "node 'loop' (Loop): its trip count 'M' is not a constant"},
         /* 100,000 iterations of 5 nodes from a file of a few hundred bytes. */
-        {loop_model(FALSE, FALSE, 100000), "100000 iterations of 5 nodes is more than the"},
+        {loop_model(FALSE, M_INITIALIZER, 100000), "100000 iterations of 5 nodes is more than the"},
         {nested_model(17), "nest more than 16 deep"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {

@@ -81,7 +81,7 @@ double psim__transport_origin_get(PsimTransport *tp);
 void psim__transport_send(void *user, int32_t node, uint64_t step, PsimTensor *t);
 /* PsimRecvCopier.after and .copy for the Recv `node`: user is the transport. */
 int32_t psim__transport_after(void *user, int32_t node, double *priority);
-/* PsimRecvCopier.poll: the remote transport's poll for the Recv's device (FALSE without one). */
+/* The remote transport's poll for the device of the Recv `node` (user: the transport). */
 gboolean psim__transport_poll(void *user, int32_t node);
 PsimTensor *psim__transport_copy(void *user, int32_t node, PsimTensor *src, GError **error);
 /* The last step's transfer x: FALSE if it did not happen; else start and end on the
@@ -106,6 +106,14 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
  * Recv arrived) runs within a kernel's time instead of at the scheduler's next tick. */
 void psim__executor_share_core(PsimExecutor *e);
 void psim__plan_exec_share_cores(PsimPlanExec *x);
+/* What arrives for a device from another process is taken in by the device's own thread:
+ * poll(user, node) (node: one of its Recvs) delivers what has arrived and says whether anything
+ * did. The executor calls it between kernels while Recvs are outstanding and while it waits,
+ * and a waiting device then never sleeps for long (nothing else would wake it). */
+void psim__executor_set_poll(PsimExecutor *e, gboolean (*poll)(void *user, int32_t node), void *user);
+/* The plan part's transfers to and from devices of other processes go through `remote`
+ * (psim__transport_set_remote); with remote->poll, the devices take in their arrivals themselves. */
+void psim__plan_exec_set_remote(PsimPlanExec *x, const PsimRemoteTransport *remote);
 /* The next step's id (psim_plan_exec_run counts on from it), and the part's rendezvous. */
 void psim__plan_exec_set_step(PsimPlanExec *x, uint64_t step);
 PsimRendezvous *psim__plan_exec_rendezvous(const PsimPlanExec *x);

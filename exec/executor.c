@@ -121,7 +121,9 @@ struct PsimExecutor {
     int32_t n_const, n_fed;
     uint64_t n_steps, n_kernel_runs, peak_bytes;
     double pause_spin_us; /* inbox_wait's spin with the pause hint before it yields */
-    int32_t poll_node;    /* with recv_copier->poll: one of this device's Recvs (-1: none) */
+    int32_t poll_node;    /* one of this device's Recvs (-1: none), for poll */
+    gboolean (*poll)(void *user, int32_t node); /* psim__executor_set_poll; NULL: none */
+    void *poll_user;
     gboolean shared_core; /* yield the core after each kernel (psim__executor_share_core) */
 };
 
@@ -986,8 +988,7 @@ static struct timespec abs_time(double us)
 /* What arrived from other processes for this device's Recvs, taken in on this thread. */
 static gboolean remote_poll(PsimExecutor *e)
 {
-    const PsimRecvCopier *rc = e->opts.recv_copier;
-    return rc && rc->poll && e->poll_node >= 0 && rc->poll(e->opts.recv_user, e->poll_node);
+    return e->poll && e->poll_node >= 0 && e->poll(e->poll_user, e->poll_node);
 }
 
 /* With a poll hook, a device waits for a Recv of another process by polling (its own thread is
@@ -996,7 +997,7 @@ static gboolean remote_poll(PsimExecutor *e)
 
 static void inbox_wait(PsimExecutor *e, double limit)
 {
-    gboolean polls = e->opts.recv_copier && e->opts.recv_copier->poll && e->poll_node >= 0;
+    gboolean polls = e->poll && e->poll_node >= 0;
     double start = psim_exec_now_us();
     double pause = e->pause_spin_us;
     double pause_end = start + pause, spin_end = start + RECV_SPIN_US;
@@ -1398,7 +1399,7 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
     }
     while (done < e->n_exec) {
         if (e->opts.recv_copier) {
-            if (outstanding > 0)
+            if (outstanding > 0 && e->poll)
                 remote_poll(e);
             if (outstanding > 0 && (atomic_load(&e->inbox_n) > 0 || e->n_held > 0) &&
                 !recvs_copy(e, &q, &outstanding, &done, t0, error))
@@ -1566,6 +1567,12 @@ const PsimGraph *psim_executor_graph(const PsimExecutor *e) { return e->g; }
 int32_t psim_executor_n_feeds(const PsimExecutor *e) { return e->n_feeds; }
 PsimPort psim_executor_feed_port(const PsimExecutor *e, int32_t i) { return e->feed_port[i]; }
 PsimPort psim_executor_fetch_port(const PsimExecutor *e, int32_t i) { return e->fetch_port[i]; }
+
+void psim__executor_set_poll(PsimExecutor *e, gboolean (*poll)(void *user, int32_t node), void *user)
+{
+    e->poll = poll;
+    e->poll_user = user;
+}
 
 void psim__executor_share_core(PsimExecutor *e)
 {

@@ -62,7 +62,6 @@ typedef struct {
     uint64_t step;
     int n_req, n_open; /* requests; RECV: those not yet complete */
     MPI_Request *req;
-    gboolean started;  /* posted by the thread that made it (the communication thread tests it) */
 } Post;
 
 typedef struct {
@@ -384,8 +383,6 @@ static gpointer comm_main(gpointer data)
         gboolean busy = FALSE, data_pending = FALSE;
         Post *p;
         while ((p = g_async_queue_try_pop(m->posts))) {
-            if (!p->started)
-                start(m, p);
             g_ptr_array_add(active, p);
             busy = TRUE;
         }
@@ -475,7 +472,6 @@ static void post(PsimMpi *m, Post *p)
 {
     g_return_if_fail(p->kind != POST_RECV);
     start(m, p);
-    p->started = TRUE;
     int done = 0;
     MPI_Testall(p->n_req, p->req, &done, MPI_STATUSES_IGNORE);
     if (done) {
@@ -765,8 +761,11 @@ void psim_mpi_free(PsimMpi *m)
     }
     if (m->posts) {
         Post *p;
-        while ((p = g_async_queue_try_pop(m->posts)))
+        while ((p = g_async_queue_try_pop(m->posts))) {
+            for (int k = 0; k < p->n_req; k++) /* posted, not complete: let go */
+                MPI_Request_free(&p->req[k]);
             post_free(p);
+        }
         g_async_queue_unref(m->posts);
     }
     if (m->inbox) {
@@ -1030,7 +1029,7 @@ static gboolean exec_init(PsimMpiExec *e, const char *const *feeds, int32_t n_fe
     atomic_store(&e->m->local_rdv, psim__plan_exec_rendezvous(e->px));
     e->recv = g_new0(RecvSet, p->n_devices + 1);
     e->remote = (PsimRemoteTransport){.send = remote_send, .poll = remote_poll, .user = e};
-    psim__transport_set_remote(psim__plan_exec_transport(e->px), &e->remote);
+    psim__plan_exec_set_remote(e->px, &e->remote);
     e->n_feeds = n_feeds;
     e->n_fetches = n_fetches;
     e->feed_task = g_new0(int32_t, n_feeds + 1);

@@ -30,8 +30,7 @@ struct PsimPlanExec {
 };
 
 static const PsimRecvCopier copier = {.copy = psim__transport_copy,
-                                       .after = psim__transport_after,
-                                       .poll = psim__transport_poll};
+                                       .after = psim__transport_after};
 
 static gboolean dev_step(PsimWorker *w, void *arg, GError **error)
 {
@@ -272,6 +271,14 @@ void psim_plan_exec_set_stall_timeout(PsimPlanExec *x, double seconds)
 }
 
 double psim_plan_exec_step_us(const PsimPlanExec *x) { return x->step_us; }
+void psim__plan_exec_set_remote(PsimPlanExec *x, const PsimRemoteTransport *remote)
+{
+    psim__transport_set_remote(x->tp, remote);
+    for (int32_t d = 0; remote->poll && d < x->n_devices; d++)
+        if (x->execs[d])
+            psim__executor_set_poll(x->execs[d], psim__transport_poll, x->tp);
+}
+
 void psim__plan_exec_share_cores(PsimPlanExec *x)
 {
     for (int32_t d = 0; d < x->n_devices; d++)

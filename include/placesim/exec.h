@@ -167,11 +167,6 @@ typedef void (*PsimSendHook)(void *user, int32_t node, uint64_t step, PsimTensor
 typedef struct {
     PsimTensor *(*copy)(void *user, int32_t node, PsimTensor *src, GError **error);
     int32_t (*after)(void *user, int32_t node, double *priority);
-    /* Optional: brings in what has arrived for this device's Recvs from elsewhere (another
-     * process) by the device's own thread; node is one of the device's Recvs. Returns whether it
-     * delivered anything. Called between kernels while Recvs are outstanding and while the
-     * device waits; with it set, a waiting device never sleeps for long. */
-    gboolean (*poll)(void *user, int32_t node);
 } PsimRecvCopier;
 
 typedef enum {

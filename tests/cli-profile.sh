@@ -78,7 +78,8 @@ if command -v sqlite3 > /dev/null; then
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'busy_factor' AND value > 0")" = 2 ]
 fi
 # The simulator reaches those rows through the cost model: the single plan of mlp is all
-# measured, and its step is the rows' sum plus the gaps that profile --in-situ reported.
+# measured, and its step is the rows plus one dispatch gap per op, the figure profile --in-situ
+# reported (ops_us).
 "$PSIM" sim zoo:mlp --cluster local:2 --algo single --db "$tmp/i.db" --json > "$tmp/sim.json" 2>/dev/null
 python3 - "$tmp/insitu.json" "$tmp/sim.json" <<'PY'
 import json, sys

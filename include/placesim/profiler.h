@@ -216,7 +216,7 @@ typedef struct {
     int32_t rows;         /* (signature, device) in-situ rows stored */
     int32_t calibrations; /* calibration rows stored */
     double step_us;       /* the first device's median step, alone */
-    double ops_us;        /* the step its rows predict: their sum over the nodes, plus the gaps */
+    double ops_us;        /* the step its rows predict: each node's row plus one dispatch gap */
     double dispatch_us;   /* its op-to-op gap (dispatch_us) */
     double busy_factor;   /* its factor with every device busy (1: not measured) */
     double idle_extra_us; /* us per op after the executor's wait spin (idle_extra_us, 0: none) */

@@ -840,6 +840,16 @@ static void test_conv(void)
         {2, 4, 1, 33, 4, 1, 3, 4, 1, 3, 1, 1, 0, 1, 0, 1, NULL, TRUE, TRUE},
         {1, 3, 7, 8, 2, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, "SAME_UPPER", TRUE, FALSE},
         {2, 4, 1, 20, 3, 1, 5, 1, 1, 2, 1, 1, 0, 2, 0, 1, NULL, TRUE, TRUE},   /* 1-D */
+        /* depthwise through the polyphase planes: many channels of 7x7 (outputs narrower than
+         * a vector), 7x7 kernels with and without stride, stride 2 down only, asymmetric pads,
+         * an image smaller than the kernel, 5x5 stride 2 with odd pads */
+        {1, 20, 7, 7, 20, 3, 3, 20, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},
+        {2, 6, 13, 12, 6, 7, 7, 6, 1, 1, 1, 1, 3, 3, 3, 3, NULL, TRUE, FALSE},
+        {1, 3, 9, 10, 3, 7, 7, 3, 2, 2, 1, 1, 3, 3, 3, 3, NULL, TRUE, FALSE},
+        {1, 5, 12, 9, 5, 3, 3, 5, 2, 1, 1, 1, 0, 1, 1, 0, NULL, FALSE, FALSE},
+        {1, 3, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},
+        {1, 4, 16, 16, 4, 5, 5, 4, 2, 2, 1, 1, 1, 2, 2, 1, NULL, TRUE, FALSE},
+        {1, 4, 9, 40, 4, 3, 3, 4, 1, 2, 1, 1, 0, 0, 0, 0, NULL, TRUE, FALSE},
         {1, 2, 300, 40, 3, 7, 7, 1, 1, 1, 1, 1, 3, 3, 3, 3, NULL, TRUE, FALSE}, /* several bands */
         /* 3x3 stride 1, about 56x56 outputs, 64-256 channels: Winograd F(2x2, 3x3); odd sizes,
          * uneven pads, several tile blocks, batch of 2 */

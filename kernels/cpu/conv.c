@@ -267,6 +267,170 @@ static void dw_conv(const Geo *g, int64_t channels, const float *x, const float 
         dw_channel(g, x + c * HWi, w + c * K, y + c * HWo);
 }
 
+/* Depthwise K x K with K of 3, 5 or 7, dilation 1, strides of 1 or 2 (the shapes of MobileNet,
+ * EfficientNet, MnasNet and ConvNeXt). Each channel's input is copied into zero-padded polyphase
+ * planes, one per (row parity, column parity) of the stride, Ws floats a row. In those planes tap
+ * (ki, kj) of output (oh, ow) is plane (ki % sh, kj % sw) at (oh + ki / sh) Ws + ow + kj / sw,
+ * so over the flat index q = oh Ws + ow every tap reads a contiguous run: the whole channel is one
+ * loop over q that sums the K x K taps in a register (the Ws - Wo columns past each row's end are
+ * computed and dropped). The pads lie at the same places in every channel, so the planes are
+ * zeroed once per call and each channel only copies its pixels in. The row loops below made one
+ * pass over an output row per tap and found each tap's columns with two divisions, and on 7 x 7
+ * and 14 x 14 images that bookkeeping was most of the time (mobilenet_v2's 960-channel 7 x 7
+ * layer: 2.3 GFLOP/s). */
+typedef float DwVec __attribute__((vector_size(32)));
+typedef float DwVecU __attribute__((vector_size(32), aligned(4)));
+#define DW_BLOCK 32 /* outputs per pass of the tap loop: four vectors */
+
+typedef struct {
+    int64_t Hp, Wp; /* padded input rows and columns the outputs read */
+    int64_t Ws;     /* floats per row of a plane */
+    int64_t sub;    /* floats per plane, with room for the dropped columns' reads past the end */
+    int64_t n_sub;  /* planes: sh * sw */
+} DwPlanes;
+
+static gboolean dw_fast_fits(const Geo *g)
+{
+    return g->kh == g->kw && (g->kw == 3 || g->kw == 5 || g->kw == 7) && g->dh == 1 &&
+           g->dw == 1 && (g->sw == 1 || g->sw == 2) && (g->sh == 1 || g->sh == 2) && g->Ho > 0 &&
+           g->Wo > 0;
+}
+
+static DwPlanes dw_planes(const Geo *g)
+{
+    DwPlanes p;
+    p.Hp = (g->Ho - 1) * g->sh + g->kh;
+    p.Wp = (g->Wo - 1) * g->sw + g->kw;
+    p.Ws = (p.Wp + g->sw - 1) / g->sw;
+    int64_t Hs = (p.Hp + g->sh - 1) / g->sh;
+    p.sub = (Hs * p.Ws + p.Ws + g->kw + DW_BLOCK) & ~(int64_t)7;
+    p.n_sub = g->sh * g->sw;
+    return p;
+}
+
+/* The planes, then the flat outputs (Ho Ws floats). */
+static size_t dw_planes_bytes(const Geo *g)
+{
+    DwPlanes p = dw_planes(g);
+    return sizeof(float) * (size_t)(p.n_sub * p.sub + g->Ho * p.Ws + DW_BLOCK);
+}
+
+/* Input pixel (ih, iw) is padded pixel (r, c) = (ih + ph, iw + pw), in plane (r % sh, c % sw) at
+ * row r / sh, column c / sw. */
+static inline __attribute__((always_inline)) void dw_fill(const Geo *g, const DwPlanes *p,
+                                                          const float *restrict x,
+                                                          float *restrict planes)
+{
+    int64_t n = CLAMP(p->Wp - g->pw, 0, g->W); /* input columns that land inside */
+    for (int64_t ih = 0; ih < g->H && ih + g->ph < p->Hp; ih++) {
+        int64_t r = ih + g->ph;
+        const float *restrict src = x + ih * g->W;
+        float *restrict row = planes + (r % g->sh) * g->sw * p->sub + (r / g->sh) * p->Ws;
+        if (g->sw == 1) {
+            float *restrict dst = row + g->pw;
+            for (int64_t j = 0; j < n; j++)
+                dst[j] = src[j];
+            continue;
+        }
+        /* Even input columns go to plane pw % 2 from pw / 2, odd ones to the other plane from
+         * (pw + 1) / 2. */
+        float *restrict a = row + (g->pw & 1) * p->sub + (g->pw >> 1);
+        float *restrict b = row + ((g->pw + 1) & 1) * p->sub + ((g->pw + 1) >> 1);
+        int64_t ne = (n + 1) / 2, no = n / 2;
+        for (int64_t j = 0; j < ne; j++)
+            a[j] = src[2 * j];
+        for (int64_t j = 0; j < no; j++)
+            b[j] = src[2 * j + 1];
+    }
+}
+
+/* t[q] = sum over the taps of w[ki][kj] planes(ki % SH, kj % SW)[q + (ki / SH) Ws + kj / SW]
+ * for q in [0, nq) rounded up to DW_BLOCK (the planes and t have room). Four vectors of
+ * outputs at a time, so that four sums are in flight (a multiply and an add per tap). */
+
+static inline __attribute__((always_inline)) void dw_taps(int K, int SH, int SW,
+                                                          const float *planes,
+                                                          const DwPlanes *p,
+                                                          const float *restrict w, int64_t nq,
+                                                          float *restrict t)
+{
+    const float *base[49];
+    for (int ki = 0; ki < K; ki++)
+        for (int kj = 0; kj < K; kj++)
+            base[ki * K + kj] = planes + ((ki % SH) * SW + kj % SW) * p->sub + (ki / SH) * p->Ws + kj / SW;
+    for (int64_t q = 0; q < nq; q += DW_BLOCK) {
+        DwVec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int k = 0; k < K * K; k++) {
+            const float *s = base[k] + q;
+            float wv = w[k];
+            a0 += wv * *(const DwVecU *)s;
+            a1 += wv * *(const DwVecU *)(s + 8);
+            a2 += wv * *(const DwVecU *)(s + 16);
+            a3 += wv * *(const DwVecU *)(s + 24);
+        }
+        *(DwVecU *)(t + q) = a0;
+        *(DwVecU *)(t + q + 8) = a1;
+        *(DwVecU *)(t + q + 16) = a2;
+        *(DwVecU *)(t + q + 24) = a3;
+    }
+}
+
+static inline __attribute__((always_inline)) void dw_fast_channel(int K, int SH, int SW,
+                                                                  const Geo *g,
+                                                                  const DwPlanes *p,
+                                                                  const float *restrict x,
+                                                                  const float *restrict w,
+                                                                  float bias, float *restrict planes,
+                                                                  float *restrict y)
+{
+    float *restrict t = planes + p->n_sub * p->sub;
+    dw_fill(g, p, x, planes);
+    dw_taps(K, SH, SW, planes, p, w, g->Ho * p->Ws, t);
+    for (int64_t oh = 0; oh < g->Ho; oh++) {
+        float *restrict yr = y + oh * g->Wo;
+        const float *restrict tr = t + oh * p->Ws;
+        for (int64_t ow = 0; ow < g->Wo; ow++)
+            yr[ow] = bias + tr[ow];
+    }
+}
+
+#define DW_CASE(K, SH, SW)                                                                      \
+    if (g->kw == K && g->sh == SH && g->sw == SW) {                                              \
+        for (int64_t c = 0; c < channels; c++)                                                   \
+            dw_fast_channel(K, SH, SW, g, &p, x + c * HWi, w + c * K * K, b ? b[c] : 0.0f, planes, \
+                            y + c * HWo);                                                \
+        return;                                                                                  \
+    }
+
+/* The copies are loops, not memcpy calls: a 7 x 7 channel's rows are 7 floats, and a libc call
+ * per row cost more than its taps. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx2", "default"), optimize("no-tree-loop-distribute-patterns")))
+#elif defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void dw_conv_fast(const Geo *g, int64_t channels, const float *x, const float *w,
+                         const float *b, float *planes, float *y)
+{
+    DwPlanes p = dw_planes(g);
+    int64_t HWi = g->H * g->W, HWo = g->Ho * g->Wo;
+    memset(planes, 0, sizeof(float) * (size_t)(p.n_sub * p.sub));
+    DW_CASE(3, 1, 1)
+    DW_CASE(3, 2, 2)
+    DW_CASE(5, 1, 1)
+    DW_CASE(5, 2, 2)
+    DW_CASE(7, 1, 1)
+    DW_CASE(3, 1, 2)
+    DW_CASE(3, 2, 1)
+    DW_CASE(5, 1, 2)
+    DW_CASE(5, 2, 1)
+    DW_CASE(7, 2, 2)
+    DW_CASE(7, 1, 2)
+    DW_CASE(7, 2, 1)
+}
+#undef DW_CASE
+
 static int64_t wino_block(const Geo *g, int64_t M)
 {
     int64_t per_row = 16 * (g->C + M) * ((g->Wo + 1) / 2) * (int64_t)sizeof(float);
@@ -454,6 +618,15 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     const float *xd = x->data, *wd = w->data;
     if (y->n_elems == 0)
         return TRUE;
+    /* Depthwise convolutions of the common shapes write each output once, bias included. */
+    if (g.C == 1 && Mg == 1 && dw_fast_fits(&g)) {
+        float *planes = psim__cpu_scratch(dw_planes_bytes(&g), error);
+        if (!planes)
+            return FALSE;
+        for (int64_t n = 0; n < N; n++)
+            dw_conv_fast(&g, M, xd + n * Cin * HWi, wd, b ? b->data : NULL, planes, yd + n * M * HWo);
+        return TRUE;
+    }
     /* The bias is written first so that GEMM accumulates onto it (beta = 1). */
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++) {

@@ -532,7 +532,7 @@ static void test_vmath(void)
     };
     const int64_t n = 200003;
     float *x = g_new(float, n), *y = g_new(float, n), *y1 = g_new(float, 8);
-    for (PsimVmathIsa isa = PSIM_VMATH_ISA_SCALAR; isa <= PSIM_VMATH_ISA_AVX; isa++) {
+    for (PsimVmathIsa isa = PSIM_VMATH_ISA_SCALAR; isa <= PSIM_VMATH_ISA_AVX2; isa++) {
         if (!psim__vmath_has(isa) || isa == PSIM_VMATH_ISA_SCALAR)
             continue; /* (the scalar path is libm itself) */
         for (size_t k = 0; k < G_N_ELEMENTS(fns); k++) {

@@ -169,6 +169,7 @@ typedef enum {
     PSIM_VMATH_ISA_SCALAR, /* libm, one element at a time (architectures other than x86-64) */
     PSIM_VMATH_ISA_SSE2,   /* 4 lanes, baseline on x86-64 */
     PSIM_VMATH_ISA_AVX,    /* 8 lanes; SLEEF uses AVX2 and FMA where present */
+    PSIM_VMATH_ISA_AVX2,   /* 8 lanes, exp and sigmoid inline with AVX2 and FMA, the rest as AVX */
 } PsimVmathIsa;
 void psim__vmath_f32(PsimVmathFn f, const float *x, float *y, int64_t n);
 /* The same with a given instruction set (tests compare them); isa must be available. */
@@ -178,6 +179,8 @@ gboolean psim__vmath_has(PsimVmathIsa isa);
 PsimVmathIsa psim__vmath_isa(void);
 /* The AVX loops (kernels/cpu/vmath-avx.c, built with -mavx). */
 void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n);
+/* The AVX2 + FMA loops (kernels/cpu/vmath-avx2.c, built with -mavx2 -mfma). */
+void psim__vmath_avx2(PsimVmathFn f, const float *x, float *y, int64_t n);
 
 /* Element i of float32 (f64 false) or float64 data, as a double; kernels that take both types
  * write one loop and call it with f64 a constant, so that each type gets its own code. */

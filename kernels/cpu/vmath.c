@@ -1,7 +1,8 @@
 /* Vectorised float32 exp, log, tanh, erf and sigmoid with SLEEF: branch-free, so a kernel's time
  * does not depend on its data (glibc's scalar expf takes slow paths on underflow and overflow,
- * and efficientnet_b0's Sigmoid took 2.4x as long on N(0,1) inputs as on a ramp). AVX where the
- * CPU has it (vmath-avx.c), SSE2 (baseline on x86-64) otherwise, scalar libm elsewhere. */
+ * and efficientnet_b0's Sigmoid took 2.4x as long on N(0,1) inputs as on a ramp). AVX2 + FMA where
+ * the CPU has them (vmath-avx2.c: exp and sigmoid inline), else AVX (vmath-avx.c), SSE2 (baseline
+ * on x86-64) otherwise, scalar libm elsewhere. */
 #include "cpu-private.h"
 #include "vmath-loop.h"
 
@@ -67,6 +68,8 @@ gboolean psim__vmath_has(PsimVmathIsa isa)
     case PSIM_VMATH_ISA_SSE2: return TRUE;
     /* (__builtin_cpu_supports checks that the OS saves the AVX registers, too.) */
     case PSIM_VMATH_ISA_AVX: return __builtin_cpu_supports("avx") != 0;
+    case PSIM_VMATH_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
 #endif
     default: return FALSE;
     }
@@ -76,7 +79,8 @@ static PsimVmathIsa best_isa(void)
 {
     static gsize chosen = 0; /* PsimVmathIsa + 1 once chosen */
     if (g_once_init_enter(&chosen)) {
-        PsimVmathIsa isa = psim__vmath_has(PSIM_VMATH_ISA_AVX)    ? PSIM_VMATH_ISA_AVX
+        PsimVmathIsa isa = psim__vmath_has(PSIM_VMATH_ISA_AVX2)   ? PSIM_VMATH_ISA_AVX2
+                           : psim__vmath_has(PSIM_VMATH_ISA_AVX)  ? PSIM_VMATH_ISA_AVX
                            : psim__vmath_has(PSIM_VMATH_ISA_SSE2) ? PSIM_VMATH_ISA_SSE2
                                                                   : PSIM_VMATH_ISA_SCALAR;
         g_once_init_leave(&chosen, (gsize)isa + 1);
@@ -91,6 +95,7 @@ void psim__vmath_f32_isa(PsimVmathIsa isa, PsimVmathFn f, const float *x, float 
     g_assert(psim__vmath_has(isa));
     switch (isa) {
 #ifdef PSIM_VMATH_SSE2
+    case PSIM_VMATH_ISA_AVX2: psim__vmath_avx2(f, x, y, n); return;
     case PSIM_VMATH_ISA_AVX: psim__vmath_avx(f, x, y, n); return;
     case PSIM_VMATH_ISA_SSE2: vmath_sse2(f, x, y, n); return;
 #endif

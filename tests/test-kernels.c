@@ -935,7 +935,13 @@ static void test_pool(void)
         check_pool("MaxPool", 7, 7, 3, 2, 0, TRUE, FALSE, wi);
         check_pool("MaxPool", 6, 6, 2, 2, 0, FALSE, FALSE, wi);
         check_pool("MaxPool", 9, 9, 3, 1, 1, FALSE, FALSE, wi);
+        /* several blocks of outputs, stride 3 (nine planes), a 5x5 window with pads of 2 */
+        check_pool("MaxPool", 40, 40, 3, 2, 1, TRUE, FALSE, wi);
+        check_pool("MaxPool", 35, 35, 5, 3, 2, FALSE, FALSE, wi);
     }
+    check_pool("AveragePool", 40, 40, 3, 2, 1, TRUE, TRUE, FALSE);
+    check_pool("AveragePool", 35, 35, 5, 3, 2, FALSE, FALSE, FALSE);
+    check_pool("AveragePool", 14, 14, 2, 2, 0, FALSE, FALSE, FALSE);
     check_pool("AveragePool", 8, 8, 3, 2, 1, FALSE, FALSE, FALSE);
     check_pool("AveragePool", 8, 8, 3, 2, 1, FALSE, TRUE, FALSE);
     check_pool("AveragePool", 7, 7, 3, 1, 0, FALSE, FALSE, FALSE);

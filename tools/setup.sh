@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential cmake pkg-config libglib2.0-dev libjson-glib-dev libyajl-dev libigraph-dev
-libopenblas-dev libsleef-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler gnuplot-nox
+libopenblas-dev libsleef-dev libdnnl-dev libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler gnuplot-nox
 libopenmpi-dev openmpi-bin dataset-fashion-mnist ${PSIM_EXTRA_PKGS:-}"
 bash tools/apt-install.sh setup $PKGS
 

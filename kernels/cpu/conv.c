@@ -220,216 +220,37 @@ static void wino_conv(const Geo *g, int64_t M, const float *x, const float *U, c
     }
 }
 
-/* Tile rows per block: transformed input and products, 16 (C + M) floats per tile, ~4 MB. */
 /* ---------------------------------------------------------------------------------------- */
-/* Depthwise (one input and one output channel per group, as in MobileNet and EfficientNet):
- * each tap is a scaled add of one input row segment onto an output row, which stays in L1. Per
- * channel, im2col + sgemm built a K x pixels buffer for a 1 x K by K x pixels product, twice the
- * memory traffic of the convolution itself, and its time swung by half between runs. */
-static inline __attribute__((always_inline)) void dw_channel(const Geo *g, const float *restrict x, const float *restrict w,
-                       float *restrict y)
+/* Depthwise (one input and one output channel per group, as in MobileNet, EfficientNet and
+ * ConvNeXt): each channel through the window planes (kernels/cpu/window.c), one weighted sum of
+ * its taps per output, written once with the bias. (Per channel, im2col + sgemm built a
+ * K x pixels buffer for a 1 x K by K x pixels product, twice the memory traffic of the
+ * convolution itself.) */
+static gboolean dw_conv(const Geo *g, int64_t N, int64_t channels, const float *x, const float *w,
+                        const float *b, float *y, GError **error)
 {
-    for (int64_t oh = 0; oh < g->Ho; oh++) {
-        float *restrict dst = y + oh * g->Wo;
-        for (int64_t ki = 0; ki < g->kh; ki++) {
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;
-            if (ih < 0 || ih >= g->H)
-                continue;
-            const float *restrict src = x + ih * g->W;
-            for (int64_t kj = 0; kj < g->kw; kj++) {
-                float wv = w[ki * g->kw + kj];
-                /* Output columns whose input column is inside [0, W), as in im2col. */
-                int64_t off = kj * g->dw - g->pw;
-                int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-                int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
-                ow1 = MIN(ow1, g->Wo);
-                if (g->sw == 1)
-                    for (int64_t ow = ow0; ow < ow1; ow++)
-                        dst[ow] += wv * src[ow + off];
-                else
-                    for (int64_t ow = ow0; ow < ow1; ow++)
-                        dst[ow] += wv * src[ow * g->sw + off];
-            }
+    PsimPlanes p;
+    psim__planes_init(&p, g->H, g->W, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->ph, g->pw,
+                      g->Ho, g->Wo);
+    float *planes = psim__cpu_scratch(sizeof(float) * psim__planes_floats(&p), error);
+    if (!planes)
+        return FALSE;
+    psim__planes_pad(&p, planes, 0.0f);
+    const float *base[PSIM_PLANES_MAX_TAPS];
+    psim__planes_taps(&p, planes, base);
+    float *t = psim__planes_out(&p, planes);
+    int64_t KK = g->kh * g->kw, HWi = g->H * g->W, HWo = g->Ho * g->Wo;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < channels; c++) {
+            psim__planes_fill(&p, x + (n * channels + c) * HWi, planes);
+            psim__planes_wsum(base, KK, w + c * KK, g->Ho * p.Ws, t);
+            float bias = b ? b[c] : 0.0f, *yc = y + (n * channels + c) * HWo;
+            for (int64_t oh = 0; oh < g->Ho; oh++)
+                for (int64_t ow = 0; ow < g->Wo; ow++)
+                    yc[oh * g->Wo + ow] = bias + t[oh * p.Ws + ow];
         }
-    }
+    return TRUE;
 }
-
-/* AVX2 where the CPU has it, baseline SSE2 otherwise: GCC builds both and picks at load time
- * (an ifunc); sanitizer and clang (fuzz) builds keep the baseline one. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-static void dw_conv(const Geo *g, int64_t channels, const float *x, const float *w, float *y)
-{
-    int64_t HWi = g->H * g->W, HWo = g->Ho * g->Wo, K = g->kh * g->kw;
-    for (int64_t c = 0; c < channels; c++)
-        dw_channel(g, x + c * HWi, w + c * K, y + c * HWo);
-}
-
-/* Depthwise K x K with K of 3, 5 or 7, dilation 1, strides of 1 or 2 (the shapes of MobileNet,
- * EfficientNet, MnasNet and ConvNeXt). Each channel's input is copied into zero-padded polyphase
- * planes, one per (row parity, column parity) of the stride, Ws floats a row. In those planes tap
- * (ki, kj) of output (oh, ow) is plane (ki % sh, kj % sw) at (oh + ki / sh) Ws + ow + kj / sw,
- * so over the flat index q = oh Ws + ow every tap reads a contiguous run: the whole channel is one
- * loop over q that sums the K x K taps in a register (the Ws - Wo columns past each row's end are
- * computed and dropped). The pads lie at the same places in every channel, so the planes are
- * zeroed once per call and each channel only copies its pixels in. The row loops below made one
- * pass over an output row per tap and found each tap's columns with two divisions, and on 7 x 7
- * and 14 x 14 images that bookkeeping was most of the time (mobilenet_v2's 960-channel 7 x 7
- * layer: 2.3 GFLOP/s). */
-typedef float DwVec __attribute__((vector_size(32)));
-typedef float DwVecU __attribute__((vector_size(32), aligned(4)));
-#define DW_BLOCK 32 /* outputs per pass of the tap loop: four vectors */
-
-typedef struct {
-    int64_t Hp, Wp; /* padded input rows and columns the outputs read */
-    int64_t Ws;     /* floats per row of a plane */
-    int64_t sub;    /* floats per plane, with room for the dropped columns' reads past the end */
-    int64_t n_sub;  /* planes: sh * sw */
-} DwPlanes;
-
-static gboolean dw_fast_fits(const Geo *g)
-{
-    return g->kh == g->kw && (g->kw == 3 || g->kw == 5 || g->kw == 7) && g->dh == 1 &&
-           g->dw == 1 && (g->sw == 1 || g->sw == 2) && (g->sh == 1 || g->sh == 2) && g->Ho > 0 &&
-           g->Wo > 0;
-}
-
-static DwPlanes dw_planes(const Geo *g)
-{
-    DwPlanes p;
-    p.Hp = (g->Ho - 1) * g->sh + g->kh;
-    p.Wp = (g->Wo - 1) * g->sw + g->kw;
-    p.Ws = (p.Wp + g->sw - 1) / g->sw;
-    int64_t Hs = (p.Hp + g->sh - 1) / g->sh;
-    p.sub = (Hs * p.Ws + p.Ws + g->kw + DW_BLOCK) & ~(int64_t)7;
-    p.n_sub = g->sh * g->sw;
-    return p;
-}
-
-/* The planes, then the flat outputs (Ho Ws floats). */
-static size_t dw_planes_bytes(const Geo *g)
-{
-    DwPlanes p = dw_planes(g);
-    return sizeof(float) * (size_t)(p.n_sub * p.sub + g->Ho * p.Ws + DW_BLOCK);
-}
-
-/* Input pixel (ih, iw) is padded pixel (r, c) = (ih + ph, iw + pw), in plane (r % sh, c % sw) at
- * row r / sh, column c / sw. */
-static inline __attribute__((always_inline)) void dw_fill(const Geo *g, const DwPlanes *p,
-                                                          const float *restrict x,
-                                                          float *restrict planes)
-{
-    int64_t n = CLAMP(p->Wp - g->pw, 0, g->W); /* input columns that land inside */
-    for (int64_t ih = 0; ih < g->H && ih + g->ph < p->Hp; ih++) {
-        int64_t r = ih + g->ph;
-        const float *restrict src = x + ih * g->W;
-        float *restrict row = planes + (r % g->sh) * g->sw * p->sub + (r / g->sh) * p->Ws;
-        if (g->sw == 1) {
-            float *restrict dst = row + g->pw;
-            for (int64_t j = 0; j < n; j++)
-                dst[j] = src[j];
-            continue;
-        }
-        /* Even input columns go to plane pw % 2 from pw / 2, odd ones to the other plane from
-         * (pw + 1) / 2. */
-        float *restrict a = row + (g->pw & 1) * p->sub + (g->pw >> 1);
-        float *restrict b = row + ((g->pw + 1) & 1) * p->sub + ((g->pw + 1) >> 1);
-        int64_t ne = (n + 1) / 2, no = n / 2;
-        for (int64_t j = 0; j < ne; j++)
-            a[j] = src[2 * j];
-        for (int64_t j = 0; j < no; j++)
-            b[j] = src[2 * j + 1];
-    }
-}
-
-/* t[q] = sum over the taps of w[ki][kj] planes(ki % SH, kj % SW)[q + (ki / SH) Ws + kj / SW]
- * for q in [0, nq) rounded up to DW_BLOCK (the planes and t have room). Four vectors of
- * outputs at a time, so that four sums are in flight (a multiply and an add per tap). */
-
-static inline __attribute__((always_inline)) void dw_taps(int K, int SH, int SW,
-                                                          const float *planes,
-                                                          const DwPlanes *p,
-                                                          const float *restrict w, int64_t nq,
-                                                          float *restrict t)
-{
-    const float *base[49];
-    for (int ki = 0; ki < K; ki++)
-        for (int kj = 0; kj < K; kj++)
-            base[ki * K + kj] = planes + ((ki % SH) * SW + kj % SW) * p->sub + (ki / SH) * p->Ws + kj / SW;
-    for (int64_t q = 0; q < nq; q += DW_BLOCK) {
-        DwVec a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int k = 0; k < K * K; k++) {
-            const float *s = base[k] + q;
-            float wv = w[k];
-            a0 += wv * *(const DwVecU *)s;
-            a1 += wv * *(const DwVecU *)(s + 8);
-            a2 += wv * *(const DwVecU *)(s + 16);
-            a3 += wv * *(const DwVecU *)(s + 24);
-        }
-        *(DwVecU *)(t + q) = a0;
-        *(DwVecU *)(t + q + 8) = a1;
-        *(DwVecU *)(t + q + 16) = a2;
-        *(DwVecU *)(t + q + 24) = a3;
-    }
-}
-
-static inline __attribute__((always_inline)) void dw_fast_channel(int K, int SH, int SW,
-                                                                  const Geo *g,
-                                                                  const DwPlanes *p,
-                                                                  const float *restrict x,
-                                                                  const float *restrict w,
-                                                                  float bias, float *restrict planes,
-                                                                  float *restrict y)
-{
-    float *restrict t = planes + p->n_sub * p->sub;
-    dw_fill(g, p, x, planes);
-    dw_taps(K, SH, SW, planes, p, w, g->Ho * p->Ws, t);
-    for (int64_t oh = 0; oh < g->Ho; oh++) {
-        float *restrict yr = y + oh * g->Wo;
-        const float *restrict tr = t + oh * p->Ws;
-        for (int64_t ow = 0; ow < g->Wo; ow++)
-            yr[ow] = bias + tr[ow];
-    }
-}
-
-#define DW_CASE(K, SH, SW)                                                                      \
-    if (g->kw == K && g->sh == SH && g->sw == SW) {                                              \
-        for (int64_t c = 0; c < channels; c++)                                                   \
-            dw_fast_channel(K, SH, SW, g, &p, x + c * HWi, w + c * K * K, b ? b[c] : 0.0f, planes, \
-                            y + c * HWo);                                                \
-        return;                                                                                  \
-    }
-
-/* The copies are loops, not memcpy calls: a 7 x 7 channel's rows are 7 floats, and a libc call
- * per row cost more than its taps. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx2", "default"), optimize("no-tree-loop-distribute-patterns")))
-#elif defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-#endif
-static void dw_conv_fast(const Geo *g, int64_t channels, const float *x, const float *w,
-                         const float *b, float *planes, float *y)
-{
-    DwPlanes p = dw_planes(g);
-    int64_t HWi = g->H * g->W, HWo = g->Ho * g->Wo;
-    memset(planes, 0, sizeof(float) * (size_t)(p.n_sub * p.sub));
-    DW_CASE(3, 1, 1)
-    DW_CASE(3, 2, 2)
-    DW_CASE(5, 1, 1)
-    DW_CASE(5, 2, 2)
-    DW_CASE(7, 1, 1)
-    DW_CASE(3, 1, 2)
-    DW_CASE(3, 2, 1)
-    DW_CASE(5, 1, 2)
-    DW_CASE(5, 2, 1)
-    DW_CASE(7, 2, 2)
-    DW_CASE(7, 1, 2)
-    DW_CASE(7, 2, 1)
-}
-#undef DW_CASE
 
 static int64_t wino_block(const Geo *g, int64_t M)
 {
@@ -610,6 +431,13 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     if (!y)
         return FALSE;
     int64_t Mg = M / group, K = g.C * g.kh * g.kw, HWo = g.Ho * g.Wo, HWi = g.H * g.W;
+    if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && g.kh * g.kw > 1 && g.C > 1 && y->n_elems > 0) {
+        PsimConvDnnlArgs a = {N, Cin, g.H, g.W, M, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph, g.pw,
+                              g.Ho, g.Wo, group, x->data, w->data, b ? b->data : NULL, y->data};
+        int r = psim__conv_dnnl_run(ctx->state, &a, error);
+        if (r != 0)
+            return r > 0;
+    }
     if (dt == PSIM_DTYPE_FLOAT64) {
         conv_f64(&g, N, group, M, x->data, w->data, b ? b->data : NULL, y->data);
         return TRUE;
@@ -618,15 +446,9 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     const float *xd = x->data, *wd = w->data;
     if (y->n_elems == 0)
         return TRUE;
-    /* Depthwise convolutions of the common shapes write each output once, bias included. */
-    if (g.C == 1 && Mg == 1 && dw_fast_fits(&g)) {
-        float *planes = psim__cpu_scratch(dw_planes_bytes(&g), error);
-        if (!planes)
-            return FALSE;
-        for (int64_t n = 0; n < N; n++)
-            dw_conv_fast(&g, M, xd + n * Cin * HWi, wd, b ? b->data : NULL, planes, yd + n * M * HWo);
-        return TRUE;
-    }
+    /* Depthwise convolutions write each output once, bias included. */
+    if (g.C == 1 && Mg == 1 && psim__planes_fits(g.kh, g.kw, g.sh, g.sw, g.Ho, g.Wo))
+        return dw_conv(&g, N, M, xd, wd, b ? b->data : NULL, yd, error);
     /* The bias is written first so that GEMM accumulates onto it (beta = 1). */
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++) {
@@ -647,11 +469,6 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
         wino_weights(wd, M, g.C, U);
         for (int64_t n = 0; n < N; n++)
             wino_conv(&g, M, xd + n * Cin * HWi, U, b ? b->data : NULL, yd + n * M * HWo, ws, rows);
-        return TRUE;
-    }
-    if (g.C == 1 && Mg == 1) {
-        for (int64_t n = 0; n < N; n++)
-            dw_conv(&g, M, xd + n * Cin * HWi, wd, yd + n * M * HWo);
         return TRUE;
     }
     gboolean direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
@@ -689,12 +506,32 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+static gboolean conv_prepare(const PsimGraph *g, const PsimNode *n, void *device, void **state,
+                             GError **error)
+{
+    (void)device, (void)error;
+    *state = psim__conv_dnnl_new(g, n);
+    return TRUE;
+}
+
+static void conv_release(void *state)
+{
+    psim__conv_dnnl_free(state);
+}
+
 void psim__cpu_register_conv(void)
 {
-    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
-    psim__cpu_add("Conv", "cpu-conv-im2col-sgemm",
-                  "1-D/2-D convolution: direct GEMM for 1x1, direct loops for depthwise, else banded im2col + sgemm (float64: direct loops)", run_conv,
-                  types, conv_workspace);
+    static const PsimKernelDef defs[] = {
+        {.op = "Conv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32, .name = "cpu-conv",
+         .description = "1-D/2-D convolution: oneDNN's direct convolution for kernels larger than 1x1 "
+                        "(input reordered to its blocked layout and back), direct GEMM for 1x1, "
+                        "polyphase loops for depthwise, else banded im2col + sgemm",
+         .workspace = conv_workspace, .prepare = conv_prepare, .release = conv_release, .run = run_conv},
+        {.op = "Conv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",
+         .description = "convolution in float64 by direct loops", .workspace = conv_workspace,
+         .run = run_conv},
+    };
+    psim__kernels_add(defs, (int)G_N_ELEMENTS(defs));
 }
 
 gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const float *w,

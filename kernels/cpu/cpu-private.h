@@ -182,6 +182,48 @@ void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n);
 /* The AVX2 + FMA loops (kernels/cpu/vmath-avx2.c, built with -mavx2 -mfma). */
 void psim__vmath_avx2(PsimVmathFn f, const float *x, float *y, int64_t n);
 
+/* Sliding windows over one channel through polyphase planes (kernels/cpu/window.c): depthwise
+ * convolution and pooling. Per call: init, a scratch of psim__planes_floats, pad once with the
+ * pad value; per channel: fill, taps, then a reduction into psim__planes_out, whose output
+ * (oh, ow) is at oh Ws + ow. */
+#define PSIM_PLANES_BLOCK 32     /* outputs per pass of a reduction: four vectors */
+#define PSIM_PLANES_MAX_TAPS 121 /* windows up to 11 x 11 */
+typedef struct {
+    int64_t H, W, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo;
+    int64_t Hp, Wp; /* padded rows and columns the outputs read */
+    int64_t Ws;     /* floats per plane row */
+    int64_t sub;    /* floats per plane */
+    int64_t n_sub;  /* planes: sh sw */
+} PsimPlanes;
+gboolean psim__planes_fits(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t Ho, int64_t Wo);
+void psim__planes_init(PsimPlanes *p, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh,
+                       int64_t sw, int64_t dh, int64_t dw, int64_t ph, int64_t pw, int64_t Ho,
+                       int64_t Wo);
+size_t psim__planes_floats(const PsimPlanes *p);
+float *psim__planes_out(const PsimPlanes *p, float *planes);
+void psim__planes_pad(const PsimPlanes *p, float *planes, float v);
+void psim__planes_fill(const PsimPlanes *p, const float *x, float *planes);
+/* base[ki kw + kj]: where tap (ki, kj) of output 0 lies. */
+void psim__planes_taps(const PsimPlanes *p, const float *planes, const float **base);
+/* t[q] = sum over taps of w[k] base[k][q], or their max (NaN taps never taken), for q < nq
+ * rounded up to PSIM_PLANES_BLOCK. */
+void psim__planes_wsum(const float *const *base, int64_t n_taps, const float *w, int64_t nq, float *t);
+void psim__planes_max(const float *const *base, int64_t n_taps, int64_t nq, float *t);
+
+/* Conv on oneDNN (kernels/cpu/conv-dnnl.c): a node's primitives and its reordered constant
+ * weights, made by prepare and kept while the shapes stay the same. */
+typedef struct PsimConvDnnl PsimConvDnnl;
+typedef struct {
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group;
+    const float *x, *w, *b; /* b NULL: no bias */
+    float *y;
+} PsimConvDnnlArgs;
+PsimConvDnnl *psim__conv_dnnl_new(const PsimGraph *g, const PsimNode *n);
+void psim__conv_dnnl_free(PsimConvDnnl *st);
+/* 1: done; 0: not taken (oneDNN has no fast kernel for it), nothing written; -1: error. st may
+ * be NULL (no prepare: nothing is kept). */
+int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **error);
+
 /* Element i of float32 (f64 false) or float64 data, as a double; kernels that take both types
  * write one loop and call it with f64 a constant, so that each type gets its own code. */
 #define PSIM_CPU_LOAD(f64, p, i)                                                                   \

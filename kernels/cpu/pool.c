@@ -1,6 +1,8 @@
 /* Pooling over 1 to 3 spatial dims: MaxPool (with optional Indices, dilations, ceil_mode),
- * AveragePool (count_include_pad), and the global forms. Padding is never materialized: window
- * positions outside the input are skipped (max) or counted as the attribute says (average). */
+ * AveragePool (count_include_pad), and the global forms. 1-D and 2-D float32 pooling without
+ * indices goes through the window planes (pads of -inf or 0); elsewhere padding is never
+ * materialized: window positions outside the input are skipped (max) or counted as the
+ * attribute says (average). */
 #include "cpu-private.h"
 
 #include <math.h>
@@ -45,43 +47,59 @@ static gboolean pool_setup(PsimKernelCtx *ctx, gboolean is_max, PsimWindow *w, G
     return psim__cpu_window(ctx, nk, x->dims + 2, ks, ceil_mode, is_max, w, error);
 }
 
-/* 2-D max pooling without indices or dilation. For each window row and column offset, the
- * outputs whose input column is inside the image form one range: a branch-free loop that the
- * compiler vectorizes (padding is never read, as -inf would be). */
-static void maxpool2d_fast(const Geo3 *g, int64_t NC, const float *xd, float *yd)
+/* 2-D float32 max and average pooling (no indices) through the window planes
+ * (kernels/cpu/window.c): pads of -inf (max, so that they are never taken) or 0 (average, whose
+ * divisor per output is the window's rows times its columns that count). FALSE (nothing written)
+ * for windows the planes do not take. */
+static gboolean pool2d_planes(const Geo3 *g, int64_t NC, gboolean is_max, gboolean incl,
+                              const float *xd, float *yd, GError **error, gboolean *done)
 {
-    int64_t H = g->in[1], W = g->in[2], Ho = g->out[1], Wo = g->out[2], sw = g->s[2];
-    int64_t kw = g->k[2], pw = g->p0[2];
-    int64_t *lo = g_new(int64_t, 2 * kw + 1), *hi = lo + kw;
-    for (int64_t j = 0; j < kw; j++) {
-        int64_t off = j - pw; /* iw = ow * sw + off */
-        lo[j] = off >= 0 ? 0 : (-off + sw - 1) / sw;
-        hi[j] = W - off <= 0 ? 0 : MIN(Wo, (W - off + sw - 1) / sw);
-        lo[j] = MIN(lo[j], hi[j]);
-    }
+    *done = FALSE;
+    if (g->in[0] != 1 || !psim__planes_fits(g->k[1], g->k[2], g->s[1], g->s[2], g->out[1], g->out[2]))
+        return TRUE;
+    PsimPlanes p;
+    psim__planes_init(&p, g->in[1], g->in[2], g->k[1], g->k[2], g->s[1], g->s[2], g->d[1], g->d[2],
+                      g->p0[1], g->p0[2], g->out[1], g->out[2]);
+    int64_t Ho = g->out[1], Wo = g->out[2], HWi = g->in[1] * g->in[2], KK = g->k[1] * g->k[2];
+    float *planes = psim__cpu_scratch(sizeof(float) * (psim__planes_floats(&p) + (size_t)(Ho + Wo + KK)), error);
+    if (!planes)
+        return FALSE;
+    float *t = psim__planes_out(&p, planes), *div = planes + psim__planes_floats(&p), *ones = div + Ho + Wo;
+    /* Average: per output row and column, the window positions that count (inside the input,
+     * or, with count_include_pad, inside the padded input). */
+    for (int32_t dim = 1; !is_max && dim <= 2; dim++)
+        for (int64_t o = 0; o < g->out[dim]; o++) {
+            int64_t s = o * g->s[dim] - g->p0[dim], cnt = 0;
+            for (int64_t k = 0; k < g->k[dim]; k++) {
+                int64_t i = s + k * g->d[dim];
+                cnt += incl ? (i >= -g->p0[dim] && i < g->in[dim] + g->p1[dim]) : (i >= 0 && i < g->in[dim]);
+            }
+            div[(dim == 1 ? 0 : Ho) + o] = (float)cnt;
+        }
+    for (int64_t k = 0; k < KK; k++)
+        ones[k] = 1.0f;
+    psim__planes_pad(&p, planes, is_max ? -INFINITY : 0.0f);
+    const float *base[PSIM_PLANES_MAX_TAPS];
+    psim__planes_taps(&p, planes, base);
     for (int64_t nc = 0; nc < NC; nc++) {
-        const float *xp = xd + nc * H * W;
-        float *yp = yd + nc * Ho * Wo;
-        for (int64_t oh = 0; oh < Ho; oh++) {
-            int64_t s = oh * g->s[1] - g->p0[1];
-            int64_t h0 = MAX(s, 0), h1 = MIN(s + g->k[1], H);
-            float *restrict yr = yp + oh * Wo;
-            for (int64_t ow = 0; ow < Wo; ow++)
-                yr[ow] = -INFINITY;
-            for (int64_t h = h0; h < h1; h++)
-                for (int64_t j = 0; j < kw; j++) {
-                    const float *restrict xr = xp + h * W;
-                    int64_t off = j - pw;
-                    if (sw == 1)
-                        for (int64_t ow = lo[j]; ow < hi[j]; ow++)
-                            yr[ow] = xr[ow + off] > yr[ow] ? xr[ow + off] : yr[ow];
-                    else
-                        for (int64_t ow = lo[j]; ow < hi[j]; ow++)
-                            yr[ow] = xr[ow * sw + off] > yr[ow] ? xr[ow * sw + off] : yr[ow];
+        psim__planes_fill(&p, xd + nc * HWi, planes);
+        float *y = yd + nc * Ho * Wo;
+        if (is_max) {
+            psim__planes_max(base, KK, Ho * p.Ws, t);
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++)
+                    y[oh * Wo + ow] = t[oh * p.Ws + ow];
+        } else {
+            psim__planes_wsum(base, KK, ones, Ho * p.Ws, t);
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    float d = div[oh] * div[Ho + ow];
+                    y[oh * Wo + ow] = d > 0 ? t[oh * p.Ws + ow] / d : 0.0f;
                 }
         }
     }
-    g_free(lo);
+    *done = TRUE;
+    return TRUE;
 }
 
 /* 2-D float32 max pooling with ONNX's row-major Indices (what the training graph's MaxPool
@@ -219,10 +237,14 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
     Geo3 g;
     geo3(&w, &g);
     int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
+    gboolean done = FALSE;
+    if (x->dtype == PSIM_DTYPE_FLOAT32 && !ind &&
+        !pool2d_planes(&g, NC, TRUE, FALSE, x->data, y->data, error, &done))
+        return FALSE;
+    if (done)
+        return TRUE;
     if (x->dtype == PSIM_DTYPE_FLOAT64) /* gradient checks */
         maxpool_any(&g, NC, in_sz, x->data, y->data, ind ? ind->data : NULL, col_major, TRUE);
-    else if (!ind && g.in[0] == 1 && g.d[1] == 1 && g.d[2] == 1)
-        maxpool2d_fast(&g, NC, x->data, y->data);
     else if (ind && !col_major && g.in[0] == 1)
         maxpool2d_idx(&g, NC, x->data, y->data, ind->data);
     else
@@ -282,6 +304,11 @@ static gboolean run_avgpool(PsimKernelCtx *ctx, GError **error)
     Geo3 g;
     geo3(&w, &g);
     int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
+    gboolean done = FALSE;
+    if (x->dtype == PSIM_DTYPE_FLOAT32 && !pool2d_planes(&g, NC, FALSE, incl, x->data, y->data, error, &done))
+        return FALSE;
+    if (done)
+        return TRUE;
     if (x->dtype == PSIM_DTYPE_FLOAT64) /* gradient checks */
         avgpool_any(&g, NC, in_sz, incl, x->data, y->data, TRUE);
     else

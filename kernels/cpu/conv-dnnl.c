@@ -1,0 +1,279 @@
+/* Conv on oneDNN (Debian's libdnnl): 2-D float32 convolutions with a kernel larger than 1x1 and
+ * more than one input channel per group (3x3, 5x5, 7x7 layers; pointwise and depthwise ones stay
+ * on kernels/cpu/conv.c, where they measured as fast or faster). oneDNN's direct convolution
+ * works on channel-blocked tensors, so the input is reordered into its layout, and the output
+ * back to NCHW, at every call; the weights are reordered once per node while they are a
+ * constant, and at every call otherwise (training). On this project's AVX2 host, reorders
+ * included, it ran 1.5-2x faster than banded im2col + sgemm on GoogLeNet's and DenseNet's 3x3
+ * layers (docs/perf.md).
+ *
+ * Each call runs on the calling thread only: oneDNN's OpenMP team is set to one thread there
+ * (each executor device is one thread, as the cost model assumes), its scratchpad is our thread
+ * scratch (user mode), and each thread has its own stream. A shape oneDNN cannot do, or can do only
+ * with its reference code, falls back to the im2col path (run_conv answers "not taken"). */
+#include "cpu-private.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+/* libgomp's (oneDNN's OpenMP runtime); declared here so that clang builds need no omp.h. */
+extern void omp_set_num_threads(int n);
+
+#define DNNL_OK(x) ((x) == dnnl_success)
+
+typedef struct {
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group;
+    gboolean bias;
+} ConvKey;
+
+struct PsimConvDnnl {
+    gboolean const_weights; /* the weights come from a constant: reorder them once */
+    gboolean have;          /* primitives made for key */
+    gboolean refused;       /* oneDNN cannot do key well: use the fallback */
+    ConvKey key;
+    dnnl_primitive_t conv, src_reorder, dst_reorder, w_reorder; /* reorders NULL when plain */
+    dnnl_memory_desc_t src_plain, dst_plain, w_plain, b_md, src_md, dst_md, w_md, pad_md;
+    size_t src_bytes, dst_bytes, w_bytes, pad_bytes;
+    void *w_blocked;      /* reordered weights (NULL when the plain layout is used) */
+    const void *w_source; /* the constant weights they were made from */
+};
+
+static dnnl_engine_t engine(void)
+{
+    static gsize once = 0;
+    static dnnl_engine_t e = NULL;
+    if (g_once_init_enter(&once)) {
+        if (!DNNL_OK(dnnl_engine_create(&e, dnnl_cpu, 0)))
+            e = NULL;
+        g_once_init_leave(&once, 1);
+    }
+    return e;
+}
+
+static void stream_free(gpointer s)
+{
+    dnnl_stream_destroy(s);
+}
+
+static GPrivate stream_key = G_PRIVATE_INIT(stream_free);
+
+/* This thread's stream; the first call also makes oneDNN's OpenMP team here one thread. */
+static dnnl_stream_t stream(void)
+{
+    dnnl_stream_t s = g_private_get(&stream_key);
+    if (!s && engine()) {
+        omp_set_num_threads(1);
+        if (!DNNL_OK(dnnl_stream_create(&s, engine(), dnnl_stream_default_flags)))
+            return NULL;
+        g_private_set(&stream_key, s);
+    }
+    return s;
+}
+
+static void drop_primitives(PsimConvDnnl *st)
+{
+    dnnl_primitive_t *p[] = {&st->conv, &st->src_reorder, &st->dst_reorder, &st->w_reorder};
+    for (size_t i = 0; i < G_N_ELEMENTS(p); i++)
+        if (*p[i]) {
+            dnnl_primitive_destroy(*p[i]);
+            *p[i] = NULL;
+        }
+    g_free(st->w_blocked);
+    st->w_blocked = NULL;
+    st->w_source = NULL;
+    st->have = st->refused = FALSE;
+}
+
+void psim__conv_dnnl_free(PsimConvDnnl *st)
+{
+    if (!st)
+        return;
+    drop_primitives(st);
+    g_free(st);
+}
+
+PsimConvDnnl *psim__conv_dnnl_new(const PsimGraph *g, const PsimNode *n)
+{
+    PsimConvDnnl *st = g_new0(PsimConvDnnl, 1);
+    if (n->n_inputs >= 2 && n->inputs[1].node >= 0) {
+        const PsimNode *w = psim_graph_node(g, n->inputs[1].node);
+        st->const_weights = (w->flags & PSIM_NODE_CONSTANT) != 0;
+    }
+    return st;
+}
+
+/* A reorder from `from` to `to`, or NULL (and TRUE) when the two are the same layout. */
+static gboolean reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                        dnnl_primitive_t *r)
+{
+    *r = NULL;
+    if (dnnl_memory_desc_equal(from, to))
+        return TRUE;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = DNNL_OK(dnnl_reorder_primitive_desc_create(&pd, from, engine(), to, engine(), NULL)) &&
+                  DNNL_OK(dnnl_primitive_create(r, pd));
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The convolution and its reorders for st->key; FALSE when oneDNN offers only its reference
+ * code (or nothing) for it. */
+static gboolean make_primitives(PsimConvDnnl *st)
+{
+    const ConvKey *k = &st->key;
+    dnnl_dims_t sd = {k->N, k->C, k->H, k->W}, dd = {k->N, k->M, k->Ho, k->Wo}, bd = {k->M};
+    dnnl_dims_t wd = {k->M, k->C / k->group, k->kh, k->kw};
+    dnnl_dims_t gwd = {k->group, k->M / k->group, k->C / k->group, k->kh, k->kw};
+    dnnl_dims_t strides = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1}, pl = {k->ph, k->pw};
+    /* The end pads that give exactly Ho x Wo (ONNX's may be larger; the excess is unused). */
+    dnnl_dims_t pr = {(k->Ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->H - k->ph,
+                      (k->Wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->W - k->pw};
+    gboolean grouped = k->group > 1;
+    dnnl_memory_desc_t src_any, w_any, dst_any;
+    if (!DNNL_OK(dnnl_memory_desc_init_by_tag(&st->src_plain, 4, sd, dnnl_f32, dnnl_nchw)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->dst_plain, 4, dd, dnnl_f32, dnnl_nchw)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->w_plain, grouped ? 5 : 4, grouped ? gwd : wd,
+                                              dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->b_md, 1, bd, dnnl_f32, dnnl_x)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
+                                              dnnl_format_tag_any)))
+        return FALSE;
+    dnnl_convolution_desc_t cd;
+    if (!DNNL_OK(dnnl_dilated_convolution_forward_desc_init(
+            &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
+            k->bias ? &st->b_md : NULL, &dst_any, strides, dil, pl, pr)))
+        return FALSE;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = DNNL_OK(dnnl_primitive_attr_create(&attr)) &&
+                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
+                  DNNL_OK(dnnl_primitive_desc_create(&pd, &cd, attr, engine(), NULL));
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    const char *impl = NULL;
+    ok = ok && DNNL_OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) && impl &&
+         !g_str_has_prefix(impl, "ref");
+    if (ok) {
+        st->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        st->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        st->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        st->pad_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        st->src_bytes = dnnl_memory_desc_get_size(&st->src_md);
+        st->dst_bytes = dnnl_memory_desc_get_size(&st->dst_md);
+        st->w_bytes = dnnl_memory_desc_get_size(&st->w_md);
+        st->pad_bytes = dnnl_memory_desc_get_size(&st->pad_md);
+        ok = DNNL_OK(dnnl_primitive_create(&st->conv, pd)) &&
+             reorder(&st->src_plain, &st->src_md, &st->src_reorder) &&
+             reorder(&st->dst_md, &st->dst_plain, &st->dst_reorder) &&
+             reorder(&st->w_plain, &st->w_md, &st->w_reorder);
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* Runs primitive p with up to 5 (argument, descriptor, data) triples. */
+static gboolean execute(dnnl_primitive_t p, dnnl_stream_t s, int n, const int *args,
+                        const dnnl_memory_desc_t *const *mds, void *const *data)
+{
+    dnnl_memory_t mem[5] = {NULL};
+    dnnl_exec_arg_t ea[5];
+    gboolean ok = TRUE;
+    for (int i = 0; i < n && ok; i++) {
+        ok = DNNL_OK(dnnl_memory_create(&mem[i], mds[i], engine(), data[i]));
+        ea[i] = (dnnl_exec_arg_t){args[i], mem[i]};
+    }
+    ok = ok && DNNL_OK(dnnl_primitive_execute(p, s, n, ea)) && DNNL_OK(dnnl_stream_wait(s));
+    for (int i = 0; i < n; i++)
+        if (mem[i])
+            dnnl_memory_destroy(mem[i]);
+    return ok;
+}
+
+static gboolean run_reorder(dnnl_primitive_t r, dnnl_stream_t s, const dnnl_memory_desc_t *from,
+                            const void *src, const dnnl_memory_desc_t *to, void *dst)
+{
+    const int args[] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+    const dnnl_memory_desc_t *mds[] = {from, to};
+    void *data[] = {(void *)src, dst};
+    return execute(r, s, 2, args, mds, data);
+}
+
+#define ALIGN64(b) (((b) + 63) & ~(size_t)63)
+
+int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **error)
+{
+    PsimConvDnnl local = {0};
+    if (!st) { /* a kernel run without prepare (bench-kernels): primitives for this call only */
+        st = &local;
+        st->const_weights = FALSE;
+    }
+    ConvKey key = {a->N, a->C, a->H, a->W, a->M, a->kh, a->kw, a->sh, a->sw, a->dh, a->dw, a->ph,
+                   a->pw, a->Ho, a->Wo, a->group, a->b != NULL};
+    if (!st->have || memcmp(&key, &st->key, sizeof key)) {
+        drop_primitives(st);
+        st->key = key;
+        st->have = TRUE;
+        st->refused = !engine() || !make_primitives(st);
+    }
+    dnnl_stream_t s = stream();
+    int taken = 0;
+    if (st->refused || !s)
+        goto out;
+    /* Thread scratch: the blocked input, the blocked output, the weights when they are not
+     * kept, oneDNN's scratchpad. */
+    gboolean keep_w = st->const_weights && st->w_reorder;
+    size_t need = ALIGN64(st->src_reorder ? st->src_bytes : 0) + ALIGN64(st->dst_reorder ? st->dst_bytes : 0) +
+                  ALIGN64(st->w_reorder && !keep_w ? st->w_bytes : 0) + ALIGN64(st->pad_bytes);
+    char *ws = need ? psim__cpu_scratch(need, error) : NULL;
+    if (need && !ws) {
+        taken = -1;
+        goto out;
+    }
+    void *xb = (void *)a->x, *yb = a->y, *wb = (void *)a->w, *pad = NULL;
+    if (st->src_reorder)
+        xb = ws, ws += ALIGN64(st->src_bytes);
+    if (st->dst_reorder)
+        yb = ws, ws += ALIGN64(st->dst_bytes);
+    if (st->w_reorder && !keep_w)
+        wb = ws, ws += ALIGN64(st->w_bytes);
+    if (st->pad_bytes)
+        pad = ws;
+    gboolean ok = TRUE;
+    if (st->w_reorder) {
+        if (keep_w) {
+            if (!st->w_blocked || st->w_source != a->w) {
+                g_free(st->w_blocked);
+                st->w_blocked = g_malloc(st->w_bytes);
+                st->w_source = NULL;
+                ok = run_reorder(st->w_reorder, s, &st->w_plain, a->w, &st->w_md, st->w_blocked);
+                if (ok)
+                    st->w_source = a->w;
+            }
+            wb = st->w_blocked;
+        } else
+            ok = run_reorder(st->w_reorder, s, &st->w_plain, a->w, &st->w_md, wb);
+    }
+    if (ok && st->src_reorder)
+        ok = run_reorder(st->src_reorder, s, &st->src_plain, a->x, &st->src_md, xb);
+    if (ok) {
+        int args[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD, DNNL_ARG_BIAS};
+        const dnnl_memory_desc_t *mds[5] = {&st->src_md, &st->w_md, &st->dst_md, &st->pad_md, &st->b_md};
+        void *data[5] = {xb, wb, yb, pad, (void *)a->b};
+        ok = execute(st->conv, s, a->b ? 5 : 4, args, mds, data);
+    }
+    if (ok && st->dst_reorder)
+        ok = run_reorder(st->dst_reorder, s, &st->dst_md, yb, &st->dst_plain, a->y);
+    if (!ok) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "oneDNN failed to run the convolution");
+        taken = -1;
+        goto out;
+    }
+    taken = 1;
+out:
+    if (st == &local)
+        drop_primitives(st);
+    return taken;
+}

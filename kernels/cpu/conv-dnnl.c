@@ -20,9 +20,8 @@ extern void omp_set_num_threads(int n);
 
 #define DNNL_OK(x) ((x) == dnnl_success)
 
-typedef struct {
-    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group;
-    gboolean bias;
+typedef struct { /* all int64_t: no padding bytes for memcmp to read */
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group, bias;
 } ConvKey;
 
 struct PsimConvDnnl {
@@ -212,13 +211,15 @@ int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **er
     }
     ConvKey key = {a->N, a->C, a->H, a->W, a->M, a->kh, a->kw, a->sh, a->sw, a->dh, a->dw, a->ph,
                    a->pw, a->Ho, a->Wo, a->group, a->b != NULL};
+    /* The stream first: it sets this thread's OpenMP team to one thread, which oneDNN reads
+     * when it sizes a primitive's work split and scratchpad. */
+    dnnl_stream_t s = stream();
     if (!st->have || memcmp(&key, &st->key, sizeof key)) {
         drop_primitives(st);
         st->key = key;
         st->have = TRUE;
-        st->refused = !engine() || !make_primitives(st);
+        st->refused = !s || !make_primitives(st);
     }
-    dnnl_stream_t s = stream();
     int taken = 0;
     if (st->refused || !s)
         goto out;

@@ -47,6 +47,10 @@ typedef struct PsimKernelDef {
     void (*release)(void *state);
     /* Runs the node: reads ctx->inputs, sets ctx->outputs. Errors name the node. */
     gboolean (*run)(PsimKernelCtx *ctx, GError **error);
+    /* Optional: memory the state keeps and every run reads (weights in a kernel's own layout),
+     * *p NULL when none; the profiler evicts it from the caches with the constant inputs when
+     * it times a node with cold weights. */
+    void (*state_memory)(void *state, const void **p, size_t *bytes);
 } PsimKernelDef;
 
 /* Registers a kernel (built-ins at first use; plug-ins from their init). The definition must

@@ -90,6 +90,12 @@ void psim__conv_dnnl_free(PsimConvDnnl *st)
     g_free(st);
 }
 
+void psim__conv_dnnl_memory(const PsimConvDnnl *st, const void **p, size_t *bytes)
+{
+    *p = st && st->w_source ? st->w_blocked : NULL;
+    *bytes = *p ? st->w_bytes : 0;
+}
+
 PsimConvDnnl *psim__conv_dnnl_new(const PsimGraph *g, const PsimNode *n)
 {
     PsimConvDnnl *st = g_new0(PsimConvDnnl, 1);

@@ -519,6 +519,11 @@ static void conv_release(void *state)
     psim__conv_dnnl_free(state);
 }
 
+static void conv_state_memory(void *state, const void **p, size_t *bytes)
+{
+    psim__conv_dnnl_memory(state, p, bytes);
+}
+
 void psim__cpu_register_conv(void)
 {
     static const PsimKernelDef defs[] = {
@@ -526,7 +531,8 @@ void psim__cpu_register_conv(void)
          .description = "1-D/2-D convolution: oneDNN's direct convolution for kernels larger than 1x1 "
                         "(input reordered to its blocked layout and back), direct GEMM for 1x1, "
                         "polyphase loops for depthwise, else banded im2col + sgemm",
-         .workspace = conv_workspace, .prepare = conv_prepare, .release = conv_release, .run = run_conv},
+         .workspace = conv_workspace, .prepare = conv_prepare, .release = conv_release, .run = run_conv,
+         .state_memory = conv_state_memory},
         {.op = "Conv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",
          .description = "convolution in float64 by direct loops", .workspace = conv_workspace,
          .run = run_conv},

@@ -220,6 +220,8 @@ typedef struct {
 } PsimConvDnnlArgs;
 PsimConvDnnl *psim__conv_dnnl_new(const PsimGraph *g, const PsimNode *n);
 void psim__conv_dnnl_free(PsimConvDnnl *st);
+/* The weights st keeps in oneDNN's layout (*p NULL when none). */
+void psim__conv_dnnl_memory(const PsimConvDnnl *st, const void **p, size_t *bytes);
 /* 1: done; 0: not taken (oneDNN has no fast kernel for it), nothing written; -1: error. st may
  * be NULL (no prepare: nothing is kept). */
 int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **error);

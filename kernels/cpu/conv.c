@@ -431,7 +431,11 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     if (!y)
         return FALSE;
     int64_t Mg = M / group, K = g.C * g.kh * g.kw, HWo = g.Ho * g.Wo, HWi = g.H * g.W;
-    if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && g.kh * g.kw > 1 && g.C > 1 && y->n_elems > 0) {
+    /* oneDNN for kernels larger than 1x1, ungrouped or with at least 32 input channels per
+     * group: ResNeXt's groups of 4 to 16 channels ran 1.3-1.8x slower there than through im2col
+     * (bench-kernels nodes), its groups of 32 1.6x faster. */
+    if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && g.kh * g.kw > 1 && g.C > 1 && (group == 1 || g.C >= 32) &&
+        y->n_elems > 0) {
         PsimConvDnnlArgs a = {N, Cin, g.H, g.W, M, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph, g.pw,
                               g.Ho, g.Wo, group, x->data, w->data, b ? b->data : NULL, y->data};
         int r = psim__conv_dnnl_run(ctx->state, &a, error);

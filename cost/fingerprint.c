@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include "placesim/cost.h"
 
@@ -27,14 +28,18 @@ const char *psim_fingerprint_host_cpu_model(void)
 }
 
 /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64" -> "0.3.21-Zen"-like: the whole
- * configuration string without spaces, since the core type it picked changes the timings. */
+ * configuration string without spaces, since the core type it picked changes the timings; then
+ * oneDNN's version. */
 const char *psim_fingerprint_host_libraries(void)
 {
     static char *libs;
     if (g_once_init_enter(&libs)) {
         g_autofree char *cfg = g_strdup(openblas_get_config());
         g_strdelimit(g_strstrip(cfg), " ", '_');
-        g_once_init_leave(&libs, g_strdup_printf("placesim=%s openblas=%s", PSIM_VERSION_STRING, cfg));
+        /* oneDNN runs the CPU convolutions: its version (and so its kernels) changes their time. */
+        const dnnl_version_t *dv = dnnl_version();
+        g_once_init_leave(&libs, g_strdup_printf("placesim=%s openblas=%s onednn=%d.%d.%d", PSIM_VERSION_STRING,
+                                                 cfg, dv->major, dv->minor, dv->patch));
     }
     return libs;
 }

@@ -143,6 +143,7 @@ static void test_fingerprint(void)
     g_assert_cmpint(strlen(f1->digest), ==, 16);
     g_assert_cmpstr(f1->cpu_model, ==, "cpu A");
     g_assert_nonnull(strstr(f1->library_versions, "openblas="));
+    g_assert_nonnull(strstr(f1->library_versions, " onednn="));
     d->n_cores = 4; /* more cores: other timings */
     g_autoptr(PsimFingerprint) f3 = psim_fingerprint_new(d);
     g_assert_cmpstr(f1->digest, !=, f3->digest);

@@ -528,6 +528,11 @@ static gboolean build(PsimExecutor *e, GError **error)
                 e->uses_init[s]++;
         }
         PsimKernelCtx *c = &e->ctx[i];
+        c->constant_inputs = 0;
+        for (int32_t k = 0; k < n->n_inputs && k < 64; k++)
+            if (n->inputs[k].node >= 0 &&
+                (e->kind[n->inputs[k].node] == KIND_CONST || e->kind[n->inputs[k].node] == KIND_KNOWN))
+                c->constant_inputs |= UINT64_C(1) << k;
         c->graph = g;
         c->node = n;
         c->n_inputs = n->n_inputs;

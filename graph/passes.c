@@ -244,6 +244,38 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
         psim_graph_free(out);
         return NULL;
     }
+    /* A fed constant (an initializer given a value at run time): what was computed from its old
+     * value, and flagged constant for it, is neither any more. The executor would otherwise
+     * evaluate those nodes once, with the first run's feed. */
+    gboolean fed_constant = FALSE;
+    for (int32_t v = 0; v < nn; v++) {
+        const PsimNode *src = psim_graph_node(g, v);
+        gboolean valued = src->n_outputs > 0 && src->outputs[0].value;
+        fed_constant |= fed[v] && keep[v] && ((src->flags & (PSIM_NODE_CONSTANT | PSIM_NODE_PARAMETER)) || valued);
+    }
+    if (fed_constant) {
+        g_autofree int32_t *order = psim_graph_topo_order(out, error);
+        if (!order) {
+            psim_graph_free(out);
+            return NULL;
+        }
+        int32_t on = psim_graph_n_nodes(out);
+        g_autofree guint8 *tainted = g_new0(guint8, on ? on : 1);
+        for (int32_t i = 0; i < on; i++) {
+            PsimNode *n = psim_graph_node(out, order[i]);
+            if (n->flags & PSIM_NODE_FED) {
+                tainted[n->id] = 1;
+                continue;
+            }
+            for (int32_t k = 0; k < n->n_inputs && !tainted[n->id]; k++)
+                tainted[n->id] = n->inputs[k].node >= 0 && tainted[n->inputs[k].node];
+            if (!tainted[n->id])
+                continue;
+            n->flags &= ~(uint32_t)PSIM_NODE_CONSTANT;
+            for (int32_t k = 0; k < n->n_outputs; k++)
+                n->outputs[k].value = NULL;
+        }
+    }
     return out;
 }
 

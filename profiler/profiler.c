@@ -343,6 +343,8 @@ static gboolean node_setup(PsimWorker *w, void *arg, GError **error)
         b->in[i] = make_input(w, o, b->g, n, i, b->seed, b->constant_nodes, &made, &b->constant[i], error);
         if (!made)
             return FALSE;
+        if (b->constant[i] && i < 64)
+            b->ctx.constant_inputs |= UINT64_C(1) << i;
     }
     if (b->k->prepare && !b->k->prepare(b->g, n, w, &b->ctx.state, error))
         return FALSE;

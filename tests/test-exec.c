@@ -421,6 +421,76 @@ static void test_denormals(void)
     psim_tensor_unref(out[1]);
 }
 
+/* A convolution whose weights are an initializer fed at run time: the kernel keeps weights in its
+ * own layout only while the executor holds them constant (PsimKernelCtx.constant_inputs), so a
+ * second run with other values in the same fed tensor, at the same address, gives the
+ * convolution of the new values (a kernel keyed by the address alone would reuse the first). */
+static PsimGraph *conv_graph(PsimTensor *w)
+{
+    g_autoptr(GError) err = NULL;
+    PsimGraph *g = psim_graph_new("conv");
+    int64_t xd[4] = {1, 4, 6, 6}, yd[4] = {1, 8, 6, 6};
+    PsimNode *x = psim_graph_node_add(g, "x", "Placeholder", &err);
+    psim_graph_node_outputs_set(g, x, 1);
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 4, xd);
+    PsimNode *c = psim_graph_node_add(g, "w", "Const", &err);
+    psim_graph_node_attr_set_tensor(g, c, "value", w);
+    psim_graph_node_outputs_set(g, c, 1);
+    psim_graph_output_value_set(g, c, 0, w);
+    PsimNode *y = psim_graph_node_add(g, "y", "Conv", &err);
+    psim_graph_node_input_add(g, y, (PsimPort){x->id, 0});
+    psim_graph_node_input_add(g, y, (PsimPort){c->id, 0});
+    psim_graph_node_attr_set_ints(g, y, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    psim_graph_node_outputs_set(g, y, 1);
+    psim_graph_output_set(g, y, 0, PSIM_DTYPE_FLOAT32, 4, yd);
+    psim_graph_input_add(g, x->id);
+    psim_graph_output_add(g, (PsimPort){y->id, 0});
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_cmpint(psim_graph_fold_constants(g, &err), >=, 0); /* as a loaded model */
+    g_assert_no_error(err);
+    return g;
+}
+
+static PsimTensor *fill_seq(int32_t rank, const int64_t *dims, float scale)
+{
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, rank, dims, NULL);
+    for (int64_t i = 0; i < t->n_elems; i++)
+        ((float *)t->data)[i] = scale * (float)((i * 37) % 11 - 5);
+    return t;
+}
+
+static void test_conv_fed_weights(void)
+{
+    int64_t xd[4] = {1, 4, 6, 6}, wd[4] = {8, 4, 3, 3};
+    g_autoptr(PsimTensor) x = fill_seq(4, xd, 0.1f);
+    g_autoptr(PsimTensor) w0 = fill_seq(4, wd, 1.0f), w1 = fill_seq(4, wd, 1.0f);
+    g_autoptr(PsimGraph) g = conv_graph(w0);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimSession) s = psim_session_new(g, c, NULL, NULL, &err);
+    g_assert_no_error(err);
+    const char *feeds[] = {"x", "w"}, *fetch[] = {"y"};
+    PsimTensor *in[2] = {x, w1}, *out = NULL;
+    g_assert_true(psim_session_run(s, 2, feeds, in, 1, fetch, &out, &err));
+    g_assert_no_error(err);
+    g_clear_pointer(&out, psim_tensor_unref);
+    /* New values in the same fed tensor (the same address). */
+    for (int64_t i = 0; i < w1->n_elems; i++)
+        ((float *)w1->data)[i] = -0.5f * ((float *)w1->data)[i] + 0.25f;
+    g_assert_true(psim_session_run(s, 2, feeds, in, 1, fetch, &out, &err));
+    g_assert_no_error(err);
+    /* The same convolution with those values as the graph's own constant. */
+    g_autoptr(PsimGraph) g2 = conv_graph(w1);
+    g_autoptr(PsimSession) s2 = psim_session_new(g2, c, NULL, NULL, &err);
+    PsimTensor *want = NULL;
+    g_assert_true(psim_session_run(s2, 1, feeds, &x, 1, fetch, &want, &err));
+    g_assert_no_error(err);
+    for (int64_t i = 0; i < want->n_elems; i++)
+        g_assert_cmpfloat_with_epsilon(((float *)out->data)[i], ((float *)want->data)[i], 1e-4);
+    psim_tensor_unref(out);
+    psim_tensor_unref(want);
+}
+
 /* Sessions cache one executor per signature; a cached run prepares nothing; extending the graph
  * invalidates the cache. */
 static void test_session(void)
@@ -797,5 +867,6 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/plan/two-devices", test_plan_two_devices);
     g_test_add_func("/exec/plan/deadlock", test_plan_deadlock);
     g_test_add_func("/exec/rendezvous", test_rendezvous);
+    g_test_add_func("/exec/conv-fed-weights", test_conv_fed_weights);
     return g_test_run();
 }

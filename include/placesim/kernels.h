@@ -25,6 +25,9 @@ struct PsimKernelCtx {
                                   for host devices */
     const char *device_type;   /* "CPU", "GPU" */
     void *state;               /* what prepare() returned */
+    uint64_t constant_inputs;  /* bit k (k < 64): input k is the same tensor, unchanged, on every
+                                  run (a constant the executor evaluated once, or a value in the
+                                  graph); a kernel may keep what it derives from it */
     /* Allocates a tensor on the kernel's device; NULL with error when out of memory. */
     PsimTensor *(*alloc)(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank, const int64_t *dims,
                          GError **error);

@@ -2,8 +2,8 @@
  * more than one input channel per group (3x3, 5x5, 7x7 layers; pointwise and depthwise ones stay
  * on kernels/cpu/conv.c, where they measured as fast or faster). oneDNN's direct convolution
  * works on channel-blocked tensors, so the input is reordered into its layout, and the output
- * back to NCHW, at every call; the weights are reordered once per node while they are a
- * constant, and at every call otherwise (training). On this project's AVX2 host, reorders
+ * back to NCHW, at every call; the weights are reordered once per node while the executor holds
+ * them constant (PsimKernelCtx.constant_inputs), and at every call otherwise (fed, trained). On this project's AVX2 host, reorders
  * included, it ran 1.5-2x faster than banded im2col + sgemm on GoogLeNet's and DenseNet's 3x3
  * layers (docs/perf.md).
  *
@@ -25,7 +25,6 @@ typedef struct { /* all int64_t: no padding bytes for memcmp to read */
 } ConvKey;
 
 struct PsimConvDnnl {
-    gboolean const_weights; /* the weights come from a constant: reorder them once */
     gboolean have;          /* primitives made for key */
     gboolean refused;       /* oneDNN cannot do key well: use the fallback */
     ConvKey key;
@@ -76,7 +75,7 @@ static void drop_primitives(PsimConvDnnl *st)
             dnnl_primitive_destroy(*p[i]);
             *p[i] = NULL;
         }
-    g_free(st->w_blocked);
+    free(st->w_blocked);
     st->w_blocked = NULL;
     st->w_source = NULL;
     st->have = st->refused = FALSE;
@@ -96,14 +95,9 @@ void psim__conv_dnnl_memory(const PsimConvDnnl *st, const void **p, size_t *byte
     *bytes = *p ? st->w_bytes : 0;
 }
 
-PsimConvDnnl *psim__conv_dnnl_new(const PsimGraph *g, const PsimNode *n)
+PsimConvDnnl *psim__conv_dnnl_new(void)
 {
-    PsimConvDnnl *st = g_new0(PsimConvDnnl, 1);
-    if (n->n_inputs >= 2 && n->inputs[1].node >= 0) {
-        const PsimNode *w = psim_graph_node(g, n->inputs[1].node);
-        st->const_weights = (w->flags & PSIM_NODE_CONSTANT) != 0;
-    }
-    return st;
+    return g_new0(PsimConvDnnl, 1);
 }
 
 /* A reorder from `from` to `to`, or NULL (and TRUE) when the two are the same layout. */
@@ -211,10 +205,8 @@ static gboolean run_reorder(dnnl_primitive_t r, dnnl_stream_t s, const dnnl_memo
 int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **error)
 {
     PsimConvDnnl local = {0};
-    if (!st) { /* a kernel run without prepare (bench-kernels): primitives for this call only */
+    if (!st) /* a kernel run without prepare (bench-kernels): primitives for this call only */
         st = &local;
-        st->const_weights = FALSE;
-    }
     ConvKey key = {a->N, a->C, a->H, a->W, a->M, a->kh, a->kw, a->sh, a->sw, a->dh, a->dw, a->ph,
                    a->pw, a->Ho, a->Wo, a->group, a->b != NULL};
     /* The stream first: it sets this thread's OpenMP team to one thread, which oneDNN reads
@@ -231,7 +223,9 @@ int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **er
         goto out;
     /* Thread scratch: the blocked input, the blocked output, the weights when they are not
      * kept, oneDNN's scratchpad. */
-    gboolean keep_w = st->const_weights && st->w_reorder;
+    /* Weights the executor holds constant are reordered once and kept (keyed by their address
+     * too); others (fed, trained) at every call. */
+    gboolean keep_w = a->w_constant && st != &local && st->w_reorder;
     size_t need = ALIGN64(st->src_reorder ? st->src_bytes : 0) + ALIGN64(st->dst_reorder ? st->dst_bytes : 0) +
                   ALIGN64(st->w_reorder && !keep_w ? st->w_bytes : 0) + ALIGN64(st->pad_bytes);
     char *ws = need ? psim__cpu_scratch(need, error) : NULL;
@@ -252,8 +246,15 @@ int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **er
     if (st->w_reorder) {
         if (keep_w) {
             if (!st->w_blocked || st->w_source != a->w) {
-                g_free(st->w_blocked);
-                st->w_blocked = g_malloc(st->w_bytes);
+                free(st->w_blocked);
+                /* 64-byte aligned, as oneDNN recommends for its vector loads */
+                st->w_blocked = aligned_alloc(64, ALIGN64(st->w_bytes));
+                if (!st->w_blocked) {
+                    g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "out of memory for %zu bytes of convolution weights",
+                                st->w_bytes);
+                    taken = -1;
+                    goto out;
+                }
                 st->w_source = NULL;
                 ok = run_reorder(st->w_reorder, s, &st->w_plain, a->w, &st->w_md, st->w_blocked);
                 if (ok)

@@ -437,7 +437,8 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && g.kh * g.kw > 1 && g.C > 1 && (group == 1 || g.C >= 32) &&
         y->n_elems > 0) {
         PsimConvDnnlArgs a = {N, Cin, g.H, g.W, M, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph, g.pw,
-                              g.Ho, g.Wo, group, x->data, w->data, b ? b->data : NULL, y->data};
+                              g.Ho, g.Wo, group, x->data, w->data, b ? b->data : NULL, y->data,
+                              (ctx->constant_inputs >> 1) & 1};
         int r = psim__conv_dnnl_run(ctx->state, &a, error);
         if (r != 0)
             return r > 0;
@@ -513,8 +514,8 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
 static gboolean conv_prepare(const PsimGraph *g, const PsimNode *n, void *device, void **state,
                              GError **error)
 {
-    (void)device, (void)error;
-    *state = psim__conv_dnnl_new(g, n);
+    (void)g, (void)n, (void)device, (void)error;
+    *state = psim__conv_dnnl_new();
     return TRUE;
 }
 

@@ -217,8 +217,9 @@ typedef struct {
     int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group;
     const float *x, *w, *b; /* b NULL: no bias */
     float *y;
+    gboolean w_constant; /* the weights are the same, unchanged, on every run */
 } PsimConvDnnlArgs;
-PsimConvDnnl *psim__conv_dnnl_new(const PsimGraph *g, const PsimNode *n);
+PsimConvDnnl *psim__conv_dnnl_new(void);
 void psim__conv_dnnl_free(PsimConvDnnl *st);
 /* The weights st keeps in oneDNN's layout (*p NULL when none). */
 void psim__conv_dnnl_memory(const PsimConvDnnl *st, const void **p, size_t *bytes);

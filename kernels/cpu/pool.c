@@ -55,7 +55,9 @@ static gboolean pool2d_planes(const Geo3 *g, int64_t NC, gboolean is_max, gboole
                               const float *xd, float *yd, GError **error, gboolean *done)
 {
     *done = FALSE;
-    if (g->in[0] != 1 || !psim__planes_fits(g->k[1], g->k[2], g->s[1], g->s[2], g->out[1], g->out[2]))
+    /* Windows over at most two dims: a 3-D input of depth 1 may still pad or window its depth. */
+    if (g->in[0] != 1 || g->out[0] != 1 || g->k[0] != 1 || g->p0[0] != 0 || g->p1[0] != 0 ||
+        !psim__planes_fits(g->k[1], g->k[2], g->s[1], g->s[2], g->out[1], g->out[2]))
         return TRUE;
     PsimPlanes p;
     psim__planes_init(&p, g->in[1], g->in[2], g->k[1], g->k[2], g->s[1], g->s[2], g->d[1], g->d[2],

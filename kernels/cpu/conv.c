@@ -265,6 +265,14 @@ static int64_t band_rows(const Geo *g)
     return CLAMP(rows, 1, MAX(g->Ho, 1));
 }
 
+/* Float32 2-D convolutions that go to oneDNN first: kernels larger than 1x1, ungrouped or with at
+ * least 32 input channels per group (c: per group). ResNeXt's groups of 4 to 16 channels ran
+ * 1.3-1.8x slower there than through im2col (bench-kernels nodes), its groups of 32 1.6x faster. */
+static gboolean dnnl_takes(int64_t c, int64_t group, int64_t kh, int64_t kw)
+{
+    return kh * kw > 1 && c > 1 && (group == 1 || c >= 32);
+}
+
 /* Static shapes (when known) give the executor the workspace size up front. */
 static size_t conv_workspace(const PsimGraph *graph, const PsimNode *n)
 {
@@ -282,8 +290,11 @@ static size_t conv_workspace(const PsimGraph *graph, const PsimNode *n)
         return 0;
     if (kh == 1 && kw == 1)
         return 0; /* may be a direct GEMM; im2col then uses thread scratch */
-    if (C == 1 && psim_node_attr_int(n, "group", 1) == w->dims[0])
+    int64_t group = psim_node_attr_int(n, "group", 1);
+    if (C == 1 && group == w->dims[0])
         return 0; /* depthwise: no column buffer */
+    if (x->dtype == PSIM_DTYPE_FLOAT32 && dnnl_takes(C, group, kh, kw))
+        return 0; /* oneDNN (should it refuse the shape, im2col uses thread scratch) */
     size_t per_row = sizeof(float) * (size_t)(C * kh * kw * Wo);
     return per_row > BAND_BYTES ? per_row : (BAND_BYTES / per_row) * per_row;
 }
@@ -431,11 +442,7 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     if (!y)
         return FALSE;
     int64_t Mg = M / group, K = g.C * g.kh * g.kw, HWo = g.Ho * g.Wo, HWi = g.H * g.W;
-    /* oneDNN for kernels larger than 1x1, ungrouped or with at least 32 input channels per
-     * group: ResNeXt's groups of 4 to 16 channels ran 1.3-1.8x slower there than through im2col
-     * (bench-kernels nodes), its groups of 32 1.6x faster. */
-    if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && g.kh * g.kw > 1 && g.C > 1 && (group == 1 || g.C >= 32) &&
-        y->n_elems > 0) {
+    if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && dnnl_takes(g.C, group, g.kh, g.kw) && y->n_elems > 0) {
         PsimConvDnnlArgs a = {N, Cin, g.H, g.W, M, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph, g.pw,
                               g.Ho, g.Wo, group, x->data, w->data, b ? b->data : NULL, y->data,
                               (ctx->constant_inputs >> 1) & 1};

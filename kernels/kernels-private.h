@@ -19,5 +19,8 @@ void psim__kernels_add(const PsimKernelDef *defs, size_t n);
  * OpenBLAS to one thread: a CPU device is one pinned core, and BLAS threads would fight the
  * other devices' threads for cores. */
 void psim__kernels_init(void);
+/* Has OpenBLAS pick its kernels again when it chose a set older than the CPU offers (a CPU model
+ * newer than the release; kernels/cpu/blas-core.c). Once; also run when the library loads. */
+void psim__blas_core_check(void);
 
 #endif

@@ -36,6 +36,7 @@ void psim__kernels_init(void)
     if (g_once_init_enter(&once)) {
         /* BLAS runs single-threaded inside a device: devices are pinned to disjoint cores and an
          * OpenBLAS thread pool would oversubscribe them. */
+        psim__blas_core_check();
         openblas_set_num_threads(1);
         by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         by_op = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);

@@ -190,6 +190,12 @@ static gboolean model_feeds(const PsimGraph *g, PsimTensorFill fill, GPtrArray *
     return TRUE;
 }
 
+static gboolean cpu_runs(const char *op, PsimDType dt, void *user)
+{
+    (void)user;
+    return psim_kernel_lookup(op, "CPU", dt) != NULL;
+}
+
 /* The model at path and the fill FEED names (dflt when NULL); NULL after one line on stderr. */
 static PsimGraph *load_with_feed(const char *path, const char *feed, PsimTensorFill dflt, PsimTensorFill *fill)
 {
@@ -199,7 +205,14 @@ static PsimGraph *load_with_feed(const char *path, const char *feed, PsimTensorF
         return NULL;
     }
     GError *err = NULL;
-    PsimGraph *g = psim_graph_load(path, NULL, &err);
+    PsimGraph *g = psim_graph_load(path, NULL, &err), *f = NULL;
+    /* Fused as `placesim run` fuses it on a CPU (graph/fuse.c). */
+    if (g && !psim_graph_fuse(g, cpu_runs, NULL, &f, NULL, &err))
+        g_clear_pointer(&g, psim_graph_free);
+    if (f) {
+        psim_graph_free(g);
+        g = f;
+    }
     if (!g) {
         fprintf(stderr, "%s\n", err->message);
         g_error_free(err);

@@ -211,6 +211,14 @@ static void count_conv(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
         out->flops = 2.0 * (double)psim__out_elems(n, 0) * (double)per;
 }
 
+/* FusedConv (ONNX Runtime's com.microsoft op): the convolution, then its activation on every
+ * output. */
+static void count_fused_conv(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    count_conv(g, n, out);
+    out->flops += (double)MAX(psim__out_elems(n, 0), 0);
+}
+
 /* ---- pooling ---- */
 
 static gboolean infer_pool(PsimGraph *g, PsimNode *n, GError **error)
@@ -284,6 +292,8 @@ static void count_per_input_elem(const PsimGraph *g, const PsimNode *n, PsimOpCo
     double per = !strcmp(n->op, "BatchNormalization")      ? 2
                  : !strcmp(n->op, "LayerNormalization")    ? 8
                  : !strcmp(n->op, "InstanceNormalization") ? 8
+                 : !strcmp(n->op, "Gelu")                  ? 8
+                 : !strcmp(n->op, "QuickGelu")             ? 6
                                                            : 1;
     if (!strcmp(n->op, "LRN"))
         per = 2.0 * (double)psim_node_attr_int(n, "size", 1) + 3;
@@ -404,6 +414,13 @@ static const PsimOpDef nn_ops[] = {
     {"LayerNormalization", "normalization over the trailing axes", 0, infer_layernorm,
      count_per_input_elem},
     {"Dropout", "identity at inference; optional mask", 0, infer_dropout, psim__count_move},
+    /* ONNX Runtime's contrib ops that placesim's fusion pass makes (graph/fuse.c), so that a fused
+     * graph exported to ONNX runs in ONNX Runtime as it runs here. */
+    {"FusedConv", "Conv then an activation (Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid) in one node",
+     0, infer_conv, count_fused_conv, NULL, 0, "com.microsoft"},
+    {"Gelu", "x (1 + erf(x / sqrt 2)) / 2", 0, infer_same, count_per_input_elem, NULL, 0, "com.microsoft"},
+    {"QuickGelu", "x sigmoid(alpha x) (Swish, SiLU for alpha = 1)", 0, infer_same, count_per_input_elem,
+     NULL, 0, "com.microsoft"},
 };
 
 void psim__ops_register_nn(void)

@@ -107,6 +107,13 @@ if [ -f "$DATA/onnx-light/inception_v1.onnx" ]; then
     expect 0 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" \
         --check "$DATA/onnx-light/inception_v1_output_0.pb" --json
     grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+    fused=$(grep -o '"nodes_run":[0-9]*' "$tmp/out.txt" | cut -d: -f2)
+    # Each Conv + Relu is one FusedConv node by default; --no-fuse keeps them apart, same output.
+    expect 0 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --no-fuse \
+        --check "$DATA/onnx-light/inception_v1_output_0.pb" --json
+    grep -qF '"check":{"ok":true' "$tmp/out.txt" || { cat "$tmp/out.txt"; exit 1; }
+    apart=$(grep -o '"nodes_run":[0-9]*' "$tmp/out.txt" | cut -d: -f2)
+    [ "$fused" -lt "$apart" ] || { echo "FAIL: fused $fused nodes, --no-fuse $apart"; exit 1; }
     # Placed on two devices (Send/Recv through the rendezvous): the same output.
     expect 0 "$PSIM" run "$DATA/onnx-light/inception_v1.onnx" --algo heft --cluster local:2 \
         --check "$DATA/onnx-light/inception_v1_output_0.pb" --trace "$tmp/two.json" --json

@@ -491,6 +491,144 @@ static void test_conv_fed_weights(void)
     psim_tensor_unref(want);
 }
 
+/* Operator fusion (graph/fuse.c): Conv + Relu and Conv + Clip become FusedConv, Sigmoid and Mul
+ * QuickGelu, the five nodes of an exported GELU Gelu, and each fused graph computes bit for bit
+ * what the unfused one does; a Conv whose output is also read elsewhere (here: a graph output)
+ * stays, and nothing fuses where a device lacks the fused kernel. */
+static PsimNode *fuse_node(PsimGraph *g, const char *name, const char *op, int n_in, const PsimNode *const *in)
+{
+    g_autoptr(GError) err = NULL;
+    PsimNode *n = psim_graph_node_add(g, name, op, &err);
+    g_assert_no_error(err);
+    for (int k = 0; k < n_in; k++)
+        psim_graph_node_input_add(g, n, (PsimPort){in[k]->id, 0});
+    psim_graph_node_outputs_set(g, n, 1);
+    return n;
+}
+
+static PsimNode *fuse_const(PsimGraph *g, const char *name, PsimTensor *t)
+{
+    PsimNode *c = fuse_node(g, name, "Const", 0, NULL);
+    psim_graph_node_attr_set_tensor(g, c, "value", t);
+    psim_graph_output_value_set(g, c, 0, t);
+    return c;
+}
+
+static PsimNode *fuse_scalar(PsimGraph *g, const char *name, float v)
+{
+    g_autoptr(PsimTensor) t = psim_tensor_new(PSIM_DTYPE_FLOAT32, 0, NULL, NULL);
+    *(float *)t->data = v;
+    return fuse_const(g, name, t);
+}
+
+static PsimGraph *fuse_graph(void)
+{
+    g_autoptr(GError) err = NULL;
+    PsimGraph *g = psim_graph_new("fuse");
+    int64_t xd[4] = {1, 4, 6, 6}, wd[4] = {8, 4, 3, 3}, w2d[4] = {8, 8, 1, 1};
+    PsimNode *x = fuse_node(g, "x", "Placeholder", 0, NULL);
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 4, xd);
+    g_autoptr(PsimTensor) wt = fill_seq(4, wd, 0.1f), w2t = fill_seq(4, w2d, 0.3f);
+    PsimNode *w = fuse_const(g, "w", wt), *w2 = fuse_const(g, "w2", w2t);
+    PsimNode *c1 = fuse_node(g, "c1", "Conv", 2, (const PsimNode *[]){x, w});
+    psim_graph_node_attr_set_ints(g, c1, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    PsimNode *r = fuse_node(g, "r", "Relu", 1, (const PsimNode *[]){c1});
+    PsimNode *c2 = fuse_node(g, "c2", "Conv", 2, (const PsimNode *[]){r, w2});
+    PsimNode *lo = fuse_scalar(g, "lo", -0.5f), *hi = fuse_scalar(g, "hi", 2.0f);
+    PsimNode *clip = fuse_node(g, "clip", "Clip", 3, (const PsimNode *[]){c2, lo, hi});
+    PsimNode *sg = fuse_node(g, "sg", "Sigmoid", 1, (const PsimNode *[]){clip});
+    PsimNode *m = fuse_node(g, "m", "Mul", 2, (const PsimNode *[]){clip, sg});
+    PsimNode *r2 = fuse_scalar(g, "r2", 1.41421353816986083984375f), *one = fuse_scalar(g, "one", 1.0f);
+    PsimNode *half = fuse_scalar(g, "half", 0.5f);
+    PsimNode *d = fuse_node(g, "d", "Div", 2, (const PsimNode *[]){m, r2});
+    PsimNode *e = fuse_node(g, "e", "Erf", 1, (const PsimNode *[]){d});
+    PsimNode *a = fuse_node(g, "a", "Add", 2, (const PsimNode *[]){e, one});
+    PsimNode *mm = fuse_node(g, "mm", "Mul", 2, (const PsimNode *[]){m, a});
+    PsimNode *out = fuse_node(g, "out", "Mul", 2, (const PsimNode *[]){mm, half});
+    /* A Conv read twice (by its Relu and as a graph output): not fused. */
+    PsimNode *c3 = fuse_node(g, "c3", "Conv", 2, (const PsimNode *[]){x, w});
+    PsimNode *r3 = fuse_node(g, "r3", "Relu", 1, (const PsimNode *[]){c3});
+    psim_graph_input_add(g, x->id);
+    psim_graph_output_add(g, (PsimPort){out->id, 0});
+    psim_graph_output_add(g, (PsimPort){r3->id, 0});
+    psim_graph_output_add(g, (PsimPort){c3->id, 0});
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_cmpint(psim_graph_fold_constants(g, &err), >=, 0);
+    g_assert_no_error(err);
+    return g;
+}
+
+static gboolean runs_all(const char *op, PsimDType dt, void *user)
+{
+    (void)user;
+    return psim_kernel_lookup(op, "CPU", dt) != NULL;
+}
+
+static gboolean runs_none(const char *op, PsimDType dt, void *user)
+{
+    (void)op, (void)dt, (void)user;
+    return FALSE;
+}
+
+static int count_op(const PsimGraph *g, const char *op)
+{
+    int k = 0;
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
+        k += !strcmp(psim_graph_node(g, v)->op, op);
+    return k;
+}
+
+static void test_fuse(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = fuse_graph();
+    PsimGraph *none = NULL;
+    int32_t removed = -1;
+    g_assert_true(psim_graph_fuse(g, runs_none, NULL, &none, &removed, &err));
+    g_assert_null(none);
+    g_assert_cmpint(removed, ==, 0);
+    g_autoptr(PsimGraph) f = NULL;
+    g_assert_true(psim_graph_fuse(g, runs_all, NULL, &f, &removed, &err));
+    g_assert_no_error(err);
+    g_assert_nonnull(f);
+    g_assert_cmpint(count_op(f, "FusedConv"), ==, 2);
+    g_assert_cmpint(count_op(f, "QuickGelu"), ==, 1);
+    g_assert_cmpint(count_op(f, "Gelu"), ==, 1);
+    g_assert_cmpint(count_op(f, "Conv"), ==, 1);
+    g_assert_cmpint(count_op(f, "Relu"), ==, 1);
+    for (const char *gone[] = {"Clip", "Sigmoid", "Div", "Erf", "Add", "Mul", NULL}, **o = gone; *o; o++)
+        g_assert_cmpint(count_op(f, *o), ==, 0);
+    /* Each chain's last node becomes the fused one; gone are 2 Convs, the Sigmoid, Div, Erf, Add,
+     * the inner Mul, and the five scalars only they read. */
+    g_assert_cmpint(removed, ==, 7 + 5);
+    g_assert_cmpint(psim_graph_n_nodes(f), ==, psim_graph_n_nodes(g) - removed);
+    const PsimNode *fc = psim_graph_node_find(f, "c1"), *fclip = psim_graph_node_find(f, "c2");
+    g_assert_cmpstr(fc->op, ==, "FusedConv");
+    g_assert_cmpstr(psim_node_attr_string(fc, "activation", NULL), ==, "Relu");
+    g_assert_cmpstr(fc->domain, ==, "com.microsoft");
+    const PsimAttr *p = psim_node_attr(fclip, "activation_params");
+    g_assert_true(p && p->n == 2 && p->v.floats[0] == -0.5 && p->v.floats[1] == 2.0);
+    g_assert_cmpstr(psim_graph_node_find(f, "m")->op, ==, "QuickGelu");
+    g_assert_cmpstr(psim_graph_node_find(f, "out")->op, ==, "Gelu");
+    /* The same outputs, bit for bit. */
+    int64_t xd[4] = {1, 4, 6, 6};
+    g_autoptr(PsimTensor) x = fill_seq(4, xd, 0.37f);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    const char *feeds[] = {"x"}, *fetch[] = {"out", "r3", "c3"};
+    PsimTensor *a[3] = {NULL}, *b[3] = {NULL};
+    g_autoptr(PsimSession) s1 = psim_session_new(g, c, NULL, NULL, &err);
+    g_assert_true(psim_session_run(s1, 1, feeds, &x, 3, fetch, a, &err));
+    g_autoptr(PsimSession) s2 = psim_session_new(f, c, NULL, NULL, &err);
+    g_assert_true(psim_session_run(s2, 1, feeds, &x, 3, fetch, b, &err));
+    g_assert_no_error(err);
+    for (int k = 0; k < 3; k++) {
+        g_assert_cmpint(a[k]->n_elems, ==, b[k]->n_elems);
+        g_assert_true(memcmp(a[k]->data, b[k]->data, sizeof(float) * (size_t)a[k]->n_elems) == 0);
+        psim_tensor_unref(a[k]);
+        psim_tensor_unref(b[k]);
+    }
+}
+
 /* Sessions cache one executor per signature; a cached run prepares nothing; extending the graph
  * invalidates the cache. */
 static void test_session(void)
@@ -868,5 +1006,6 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/plan/deadlock", test_plan_deadlock);
     g_test_add_func("/exec/rendezvous", test_rendezvous);
     g_test_add_func("/exec/conv-fed-weights", test_conv_fed_weights);
+    g_test_add_func("/exec/fuse", test_fuse);
     return g_test_run();
 }

@@ -78,6 +78,7 @@ enum {
     PSIM_CLI_GRAPH_PLUGIN = 1u << 0, /* --plugin PATH.so (repeatable) */
     PSIM_CLI_GRAPH_SHAPES = 1u << 1, /* --batch N, --shape NAME=D1,D2,... (repeatable) */
     PSIM_CLI_GRAPH_CSE = 1u << 2,    /* --cse */
+    PSIM_CLI_GRAPH_FUSE = 1u << 3,   /* --no-fuse (commands that take a cluster) */
     PSIM_CLI_GRAPH_ALL = 7u,
 };
 typedef struct {
@@ -91,15 +92,23 @@ typedef struct {
     int32_t n_input_shapes;
     PsimInputShape *input_shapes;
     int32_t n_cse_removed;
+    gboolean no_fuse;       /* --no-fuse */
+    int32_t n_fuse_removed; /* nodes psim_cli_graph_fuse removed */
 } PsimCliGraphOptions;
 /* Adds the flags `which` (PSIM_CLI_GRAPH_*) to ctx's main group; o must outlive the parse. */
 void psim_cli_graph_options_add(GOptionContext *ctx, PsimCliGraphOptions *o, unsigned which);
 /* After parsing: loads the plug-ins and checks --batch and --shape. */
 gboolean psim_cli_graph_options_check(PsimCliGraphOptions *o, GError **error);
-/* TRUE when a flag that changes the loaded graph (--batch, --shape, --cse) was given. */
+/* TRUE when a flag that changes the loaded graph (--batch, --shape, --cse) was given, or the
+ * graph was fused. */
 gboolean psim_cli_graph_options_given(const PsimCliGraphOptions *o);
 /* psim_cli_load_graph_with the options, then CSE when asked (o->n_cse_removed set). */
 PsimGraph *psim_cli_graph_load(const char *spec, PsimCliGraphOptions *o, GError **error);
+/* Once the cluster is known: fuses *g (psim_graph_fuse: Conv + activation, Swish, GELU) where
+ * every device of c has the fused kernel, unless --no-fuse or a training graph; replaces *g when
+ * something fused (o->n_fuse_removed counts the nodes removed). The commands that place, profile,
+ * simulate or run a graph call it, so that all of them see the same nodes. */
+gboolean psim_cli_graph_fuse(PsimGraph **g, const PsimCluster *c, PsimCliGraphOptions *o, GError **error);
 /* With --cse: "cse_removed_nodes" in a JSON object, or a line on f. */
 void psim_cli_json_cse(JsonBuilder *b, const PsimCliGraphOptions *o);
 void psim_cli_print_cse(const PsimCliGraphOptions *o, FILE *f);

@@ -224,9 +224,21 @@ PsimPlan *psim_cli_load_plan(const char *plan_path, const char *graph_spec, gboo
     if (!plan || !graph_spec || (source && plan->graph_source))
         return g_steal_pointer(&plan);
     g_autoptr(PsimGraph) g = psim_cli_load_graph(graph_spec, training, error);
-    if (!g || !psim_plan_check_graph(plan, plan_path, g, graph_spec, error))
+    if (!g)
         return NULL;
-    return g_steal_pointer(&plan);
+    g_autoptr(GError) first = NULL;
+    if (psim_plan_check_graph(plan, plan_path, g, graph_spec, &first))
+        return g_steal_pointer(&plan);
+    /* A plan made from the graph fused on its cluster (psim_cli_graph_fuse): GRAPH fused the
+     * same way. */
+    g_autoptr(PsimCluster) c =
+        plan->cluster_json ? psim_cluster_parse(plan_path, plan->cluster_json, strlen(plan->cluster_json), NULL) : NULL;
+    PsimCliGraphOptions go = {.training = training};
+    if (c && psim_cli_graph_fuse(&g, c, &go, NULL) && go.n_fuse_removed > 0 &&
+        psim_plan_check_graph(plan, plan_path, g, graph_spec, NULL))
+        return g_steal_pointer(&plan);
+    g_propagate_error(error, g_steal_pointer(&first));
+    return NULL;
 }
 
 void psim_cli_json_double(JsonBuilder *b, const char *name, double v)

@@ -112,12 +112,20 @@ void psim_cli_graph_options_add(GOptionContext *ctx, PsimCliGraphOptions *o, uns
         {"cse", 0, 0, G_OPTION_ARG_NONE, &o->cse,
          "Merge common subexpressions after loading, and report how many nodes it removed", NULL},
         {NULL}};
+    GOptionEntry fuse[] = {
+        {"no-fuse", 0, 0, G_OPTION_ARG_NONE, &o->no_fuse,
+         "Keep Conv and its activation, and the nodes of Swish and GELU, apart (by default they are fused "
+         "into com.microsoft FusedConv, QuickGelu and Gelu where every device of the cluster has the kernel, "
+         "as ONNX Runtime fuses them)", NULL},
+        {NULL}};
     if (which & PSIM_CLI_GRAPH_PLUGIN)
         g_option_context_add_main_entries(ctx, plugin, NULL);
     if (which & PSIM_CLI_GRAPH_SHAPES)
         g_option_context_add_main_entries(ctx, shapes, NULL);
     if (which & PSIM_CLI_GRAPH_CSE)
         g_option_context_add_main_entries(ctx, cse, NULL);
+    if (which & PSIM_CLI_GRAPH_FUSE)
+        g_option_context_add_main_entries(ctx, fuse, NULL);
 }
 
 /* "NAME=D1,D2,...": dims are positive integers. */
@@ -175,7 +183,33 @@ void psim_cli_graph_options_clear(PsimCliGraphOptions *o)
 
 gboolean psim_cli_graph_options_given(const PsimCliGraphOptions *o)
 {
-    return o->batch || o->shapes || o->cse;
+    return o->batch || o->shapes || o->cse || o->n_fuse_removed > 0;
+}
+
+/* Every device of the cluster has a kernel for op at dt. */
+static gboolean cluster_runs(const char *op, PsimDType dt, void *user)
+{
+    const PsimCluster *c = user;
+    for (int32_t d = 0; d < psim_cluster_n_devices(c); d++)
+        if (!psim_kernel_lookup(op, psim_cluster_device(c, d)->type, dt))
+            return FALSE;
+    return psim_cluster_n_devices(c) > 0;
+}
+
+gboolean psim_cli_graph_fuse(PsimGraph **g, const PsimCluster *c, PsimCliGraphOptions *o, GError **error)
+{
+    if (o->no_fuse || o->training || !c)
+        return TRUE;
+    PsimGraph *f = NULL;
+    int32_t removed = 0;
+    if (!psim_graph_fuse(*g, cluster_runs, (void *)c, &f, &removed, error))
+        return FALSE;
+    if (f) {
+        psim_graph_free(*g);
+        *g = f;
+        o->n_fuse_removed += removed;
+    }
+    return TRUE;
 }
 
 PsimGraph *psim_cli_graph_load(const char *spec, PsimCliGraphOptions *o, GError **error)

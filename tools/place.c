@@ -218,7 +218,7 @@ int psim_cmd_place(int argc, char **argv)
     g_option_context_set_summary(ctx, sum->str);
     g_string_free(sum, TRUE);
     g_option_context_add_main_entries(ctx, entries, NULL);
-    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL | PSIM_CLI_GRAPH_FUSE);
     if (!psim_cli_parse(ctx, &argc, &argv, "place"))
         return 2;
     if (argc != 2)
@@ -269,7 +269,7 @@ int psim_cmd_place(int argc, char **argv)
         if (!apply_colocate(g, *r, &err))
             return psim_cli_fail(err);
     g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g, &err);
-    if (!cluster)
+    if (!cluster || !psim_cli_graph_fuse(&g, cluster, &go, &err))
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
     if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))

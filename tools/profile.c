@@ -211,7 +211,7 @@ int psim_cmd_profile(int argc, char **argv)
         "unless their row was timed in the other --weights mode). With --in-situ, each graph is\n"
         "first run whole and its ops timed in the step (docs/validation.md).");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES | PSIM_CLI_GRAPH_FUSE);
     if (!psim_cli_parse(ctx, &argc, &argv, "profile"))
         return 2;
     if (argc < 2 && !mpi)
@@ -263,12 +263,16 @@ int psim_cmd_profile(int argc, char **argv)
             return psim_cli_fail(err);
         g_ptr_array_add(graphs, g);
     }
-    if (!psim_cli_feeds_check(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &err))
-        return psim_cli_fail(err);
-    psim_cli_feeds_profile(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &o);
     g_autoptr(PsimCluster) c = psim_cli_cluster(spec ? spec : "local", NULL, &err);
     if (!c)
         return psim_cli_fail(err);
+    /* The nodes place, sim and run will see on this cluster (fused the same way). */
+    for (guint i = 0; i < graphs->len; i++)
+        if (!psim_cli_graph_fuse((PsimGraph **)&graphs->pdata[i], c, &go, &err))
+            return psim_cli_fail(err);
+    if (!psim_cli_feeds_check(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &err))
+        return psim_cli_fail(err);
+    psim_cli_feeds_profile(&feeds, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &o);
     g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
     if (!db)
         return psim_cli_fail(err);

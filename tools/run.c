@@ -243,7 +243,7 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
         "onnx-light reference outputs.\n"
         "--check passes when |a-b| <= atol + rtol*|b| for every element of the first output.");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    psim_cli_graph_options_add(ctx, &r->go, PSIM_CLI_GRAPH_ALL);
+    psim_cli_graph_options_add(ctx, &r->go, PSIM_CLI_GRAPH_ALL | PSIM_CLI_GRAPH_FUSE);
     if (!psim_cli_parse(ctx, argc, argv, "run"))
         return FALSE;
     if (*argc != 2 && !(*argc == 1 && r->plan_path)) {
@@ -303,7 +303,7 @@ static gboolean run_load(Run *r, const char *graph_spec, GError **error)
     r->c = r->mpi ? psim_mpi_cluster(r->m)
                   : psim_cli_cluster(r->cluster_spec ? r->cluster_spec : r->multi ? "local" : "local:1", r->g,
                                      error);
-    if (!r->c)
+    if (!r->c || (!r->plan_path && !psim_cli_graph_fuse(&r->g, r->c, &r->go, error)))
         return FALSE;
     /* The placer's device classes and the cost model see the DB's calibrated rates alike. */
     if (r->db_path && (!(r->db = psim_cost_db_open_readonly(r->db_path, error)) ||

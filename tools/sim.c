@@ -39,7 +39,7 @@ int psim_cmd_sim(int argc, char **argv)
         "The plan comes from --plan, or is partitioned from --placement or from --algo.\n"
         "Times come from the cost model: graph annotations, then the cost DB, then estimates.");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL);
+    psim_cli_graph_options_add(ctx, &go, PSIM_CLI_GRAPH_ALL | PSIM_CLI_GRAPH_FUSE);
     if (!psim_cli_parse(ctx, &argc, &argv, "sim"))
         return 2;
     if (argc != 2 && !(argc == 1 && plan_path))
@@ -71,7 +71,7 @@ int psim_cmd_sim(int argc, char **argv)
         plan && !cluster_spec && plan->cluster_json
             ? psim_cluster_parse(plan_path, plan->cluster_json, strlen(plan->cluster_json), &err)
             : psim_cli_cluster(cluster_spec, g ? g : plan->graph, &err);
-    if (!cluster)
+    if (!cluster || (g && !psim_cli_graph_fuse(&g, cluster, &go, &err)))
         return psim_cli_fail(err);
     g_autoptr(PsimCostDb) db = NULL;
     if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))

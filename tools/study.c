@@ -583,7 +583,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         "run the same plan for real, and compare. Writes OUT/report.md, OUT/results.csv,\n"
         "OUT/results.sqlite, Chrome traces and plots. Without GRAPH it studies the built-in models.");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    psim_cli_graph_options_add(ctx, &st->go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES);
+    psim_cli_graph_options_add(ctx, &st->go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES | PSIM_CLI_GRAPH_FUSE);
     if (!psim_cli_parse(ctx, argc, argv, "study"))
         return FALSE;
     /* 30 rounds of one step: a shared host's fast and slow spells last seconds, and a plan's
@@ -703,12 +703,15 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
             g_ptr_array_add(st->graphs, g);
         }
     }
-    study_unique_names(st->graphs, argc > 1 ? argv + 1 : NULL);
-    if (!psim_cli_feeds_check(&st->feeds, (PsimGraph *const *)st->graphs->pdata, (int32_t)st->graphs->len, error))
-        return FALSE;
     st->cluster = psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
                                    st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
     if (!st->cluster)
+        return FALSE;
+    for (guint i = 0; i < st->graphs->len; i++)
+        if (!psim_cli_graph_fuse((PsimGraph **)&st->graphs->pdata[i], st->cluster, &st->go, error))
+            return FALSE;
+    study_unique_names(st->graphs, argc > 1 ? argv + 1 : NULL);
+    if (!psim_cli_feeds_check(&st->feeds, (PsimGraph *const *)st->graphs->pdata, (int32_t)st->graphs->len, error))
         return FALSE;
     /* --no-profile only reads the DB: read-only, and no DB at all where the default one does
      * not exist yet (estimates), so that a read-only DB serves it. */

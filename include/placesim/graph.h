@@ -536,6 +536,14 @@ PsimGraph *psim_graph_prune(const PsimGraph *g, const char *const *feeds, int n_
  * stateful and abstract ops, unregistered ops, Placeholders, fed nodes and initializers
  * (PSIM_NODE_PARAMETER); equal Const nodes are merged. *n_merged gets the count merged. */
 PsimGraph *psim_graph_cse(const PsimGraph *g, int32_t *n_merged, GError **error);
+/* Operator fusion, as ONNX Runtime makes it (graph/fuse.c): Conv and the activation after it
+ * become com.microsoft FusedConv; Sigmoid and Mul(x, sigmoid(x)) QuickGelu (alpha 1); the
+ * Div/Erf/Add/Mul/Mul of an exported GELU Gelu. A chain fuses only where can_run(op, dtype,
+ * user) says every device that may run it has a kernel for the fused op. *fused gets the new
+ * graph (psim_graph_free), or NULL when nothing fused; *n_removed the nodes it has fewer.
+ * FALSE with an error only when the new graph cannot be built. */
+gboolean psim_graph_fuse(const PsimGraph *g, gboolean (*can_run)(const char *op, PsimDType dt, void *user),
+                         void *user, PsimGraph **fused, int32_t *n_removed, GError **error);
 /* Folds shape arithmetic on int64 (Shape, Gather, Concat, Unsqueeze, Squeeze, Slice, Cast,
  * Reshape, elementwise) where inputs are known, setting outputs' values; returns the count.
  * It runs shape inference in the same topological pass (a Shape needs its input's shape, a

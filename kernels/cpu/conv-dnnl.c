@@ -13,6 +13,9 @@
  * with its reference code, falls back to the im2col path (run_conv answers "not taken"). */
 #include "cpu-private.h"
 
+#include <math.h>
+#include <string.h>
+
 #include <oneapi/dnnl/dnnl.h>
 
 /* libgomp's (oneDNN's OpenMP runtime); declared here so that clang builds need no omp.h. */
@@ -22,7 +25,25 @@ extern void omp_set_num_threads(int n);
 
 typedef struct { /* all int64_t: no padding bytes for memcmp to read */
     int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group, bias;
+    int64_t post, post_a, post_b; /* the eltwise post-op (an algorithm, 0 none) and its bits */
 } ConvKey;
+
+/* FusedConv's activations oneDNN applies as its output is written (a post-op), with the same
+ * values as kernels/cpu/act.c's loops; the others run after, over the output. */
+static gboolean post_op(const PsimAct *act, dnnl_alg_kind_t *alg, float *alpha, float *beta)
+{
+    *alpha = *beta = 0.0f;
+    switch (act ? act->kind : PSIM_ACT_NONE) {
+    case PSIM_ACT_RELU: *alg = dnnl_eltwise_relu; return TRUE;
+    case PSIM_ACT_LEAKY_RELU: *alg = dnnl_eltwise_relu, *alpha = act->a; return TRUE;
+    case PSIM_ACT_CLIP:
+        if (!isfinite(act->a) || !isfinite(act->b))
+            return FALSE;
+        *alg = dnnl_eltwise_clip_v2, *alpha = act->a, *beta = act->b;
+        return TRUE;
+    default: return FALSE;
+    }
+}
 
 struct PsimConvDnnl {
     gboolean have;          /* primitives made for key */
@@ -146,9 +167,20 @@ static gboolean make_primitives(PsimConvDnnl *st)
         return FALSE;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
+    dnnl_post_ops_t po = NULL;
     gboolean ok = DNNL_OK(dnnl_primitive_attr_create(&attr)) &&
-                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
-                  DNNL_OK(dnnl_primitive_desc_create(&pd, &cd, attr, engine(), NULL));
+                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (ok && k->post) {
+        float pa, pb;
+        memcpy(&pa, &k->post_a, sizeof pa);
+        memcpy(&pb, &k->post_b, sizeof pb);
+        ok = DNNL_OK(dnnl_post_ops_create(&po)) &&
+             DNNL_OK(dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)k->post, pa, pb)) &&
+             DNNL_OK(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    ok = ok && DNNL_OK(dnnl_primitive_desc_create(&pd, &cd, attr, engine(), NULL));
+    if (po)
+        dnnl_post_ops_destroy(po);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     const char *impl = NULL;
@@ -208,7 +240,16 @@ int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **er
     if (!st) /* a kernel run without prepare (bench-kernels): primitives for this call only */
         st = &local;
     ConvKey key = {a->N, a->C, a->H, a->W, a->M, a->kh, a->kw, a->sh, a->sw, a->dh, a->dw, a->ph,
-                   a->pw, a->Ho, a->Wo, a->group, a->b != NULL};
+                   a->pw, a->Ho, a->Wo, a->group, a->b != NULL, 0, 0, 0};
+    dnnl_alg_kind_t alg;
+    float pa, pb;
+    gboolean fused = post_op(a->act, &alg, &pa, &pb);
+    if (fused) {
+        uint32_t ua, ub;
+        memcpy(&ua, &pa, sizeof ua);
+        memcpy(&ub, &pb, sizeof ub);
+        key.post = (int64_t)alg, key.post_a = ua, key.post_b = ub;
+    }
     /* The stream first: it sets this thread's OpenMP team to one thread, which oneDNN reads
      * when it sizes a primitive's work split and scratchpad. */
     dnnl_stream_t s = stream();
@@ -279,6 +320,8 @@ int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **er
         taken = -1;
         goto out;
     }
+    if (!fused && a->act && a->act->kind != PSIM_ACT_NONE)
+        psim__act_f32(a->act, a->y, a->y, a->N * a->M * a->Ho * a->Wo);
     taken = 1;
 out:
     if (st == &local)

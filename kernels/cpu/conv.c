@@ -227,7 +227,7 @@ static void wino_conv(const Geo *g, int64_t M, const float *x, const float *U, c
  * K x pixels buffer for a 1 x K by K x pixels product, twice the memory traffic of the
  * convolution itself.) */
 static gboolean dw_conv(const Geo *g, int64_t N, int64_t channels, const float *x, const float *w,
-                        const float *b, float *y, GError **error)
+                        const float *b, const PsimAct *act, float *y, GError **error)
 {
     PsimPlanes p;
     psim__planes_init(&p, g->H, g->W, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->ph, g->pw,
@@ -248,6 +248,8 @@ static gboolean dw_conv(const Geo *g, int64_t N, int64_t channels, const float *
             for (int64_t oh = 0; oh < g->Ho; oh++)
                 for (int64_t ow = 0; ow < g->Wo; ow++)
                     yc[oh * g->Wo + ow] = bias + t[oh * p.Ws + ow];
+            if (act->kind != PSIM_ACT_NONE) /* while the channel is in L1 */
+                psim__act_f32(act, yc, yc, HWo);
         }
     return TRUE;
 }
@@ -388,10 +390,57 @@ static gboolean conv_batched(const Geo *g, int64_t N, int64_t group, int64_t M, 
     return TRUE;
 }
 
+/* FusedConv's activation (PSIM_ACT_NONE for Conv). */
+static gboolean conv_act(PsimKernelCtx *ctx, PsimAct *act, GError **error)
+{
+    const PsimNode *node = ctx->node;
+    *act = (PsimAct){PSIM_ACT_NONE, 0.0f, 0.0f};
+    if (strcmp(node->op, "FusedConv"))
+        return TRUE;
+    if (psim__cpu_in(ctx, 3)) {
+        KERR(ctx, error, "FusedConv's sum input (Z) has no CPU kernel");
+        return FALSE;
+    }
+    const char *name = psim_node_attr_string(node, "activation", NULL);
+    const PsimAttr *pa = psim_node_attr(node, "activation_params");
+    float params[2] = {0, 0};
+    int32_t np = pa && pa->type == PSIM_ATTR_FLOATS ? pa->n : 0;
+    for (int32_t i = 0; i < np && i < 2; i++)
+        params[i] = (float)pa->v.floats[i];
+    if (!name || np > 2 || !psim__act_from_name(name, params, np, act)) {
+        KERR(ctx, error, "FusedConv's activation '%s' with %d parameter(s) is not one of Relu, "
+             "LeakyRelu (alpha), Clip (min, max), HardSigmoid (alpha, beta), Sigmoid, Tanh",
+             name ? name : "(none)", np);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The activation over every output (the paths that write the whole output before it). */
+static void conv_act_all(const PsimAct *act, PsimTensor *y)
+{
+    if (act->kind == PSIM_ACT_NONE || y->n_elems == 0)
+        return;
+    if (y->dtype == PSIM_DTYPE_FLOAT64)
+        psim__act_f64(act, y->data, y->data, y->n_elems);
+    else
+        psim__act_f32(act, y->data, y->data, y->n_elems);
+}
+
+static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **error);
+
 static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 2, error))
         return FALSE;
+    PsimAct act;
+    if (!conv_act(ctx, &act, error))
+        return FALSE;
+    return run_conv_act(ctx, &act, error);
+}
+
+static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **error)
+{
     PsimTensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = psim__cpu_in(ctx, 2);
     const PsimNode *node = ctx->node;
     PsimDType dt = x->dtype;
@@ -445,13 +494,14 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     if (dt == PSIM_DTYPE_FLOAT32 && nsp == 2 && dnnl_takes(g.C, group, g.kh, g.kw) && y->n_elems > 0) {
         PsimConvDnnlArgs a = {N, Cin, g.H, g.W, M, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph, g.pw,
                               g.Ho, g.Wo, group, x->data, w->data, b ? b->data : NULL, y->data,
-                              (ctx->constant_inputs >> 1) & 1};
+                              (ctx->constant_inputs >> 1) & 1, act};
         int r = psim__conv_dnnl_run(ctx->state, &a, error);
         if (r != 0)
             return r > 0;
     }
     if (dt == PSIM_DTYPE_FLOAT64) {
         conv_f64(&g, N, group, M, x->data, w->data, b ? b->data : NULL, y->data);
+        conv_act_all(act, y);
         return TRUE;
     }
     float *yd = y->data;
@@ -460,7 +510,7 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
         return TRUE;
     /* Depthwise convolutions write each output once, bias included. */
     if (g.C == 1 && Mg == 1 && psim__planes_fits(g.kh, g.kw, g.sh, g.sw, g.Ho, g.Wo))
-        return dw_conv(&g, N, M, xd, wd, b ? b->data : NULL, yd, error);
+        return dw_conv(&g, N, M, xd, wd, b ? b->data : NULL, act, yd, error);
     /* The bias is written first so that GEMM accumulates onto it (beta = 1). */
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++) {
@@ -468,8 +518,10 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
             for (int64_t i = 0; i < HWo; i++)
                 dst[i] = v;
         }
-    if (K == 0)
+    if (K == 0) {
+        conv_act_all(act, y);
         return TRUE;
+    }
     if (wino_fits(&g, group, M)) {
         int64_t rows = wino_block(&g, M), tb = rows * ((g.Wo + 1) / 2);
         int64_t rbuf = 4 * (2 * ((g.Wo + 1) / 2) + 2);
@@ -481,12 +533,17 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
         wino_weights(wd, M, g.C, U);
         for (int64_t n = 0; n < N; n++)
             wino_conv(&g, M, xd + n * Cin * HWi, U, b ? b->data : NULL, yd + n * M * HWo, ws, rows);
+        conv_act_all(act, y);
         return TRUE;
     }
     gboolean direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 &&
                       g.pw == 0 && g.Ho == g.H && g.Wo == g.W;
-    if (batch_images(&g, N, K))
-        return conv_batched(&g, N, group, M, xd, wd, yd, error);
+    if (batch_images(&g, N, K)) {
+        if (!conv_batched(&g, N, group, M, xd, wd, yd, error))
+            return FALSE;
+        conv_act_all(act, y);
+        return TRUE;
+    }
     float *col = NULL;
     int64_t rows = band_rows(&g);
     if (!direct) {
@@ -505,15 +562,17 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg,
                             (blasint)HWo, (blasint)K, 1.0f, wg, (blasint)K, xg, (blasint)HWo,
                             1.0f, yg, (blasint)HWo);
-                continue;
+            } else {
+                for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += rows) {
+                    int64_t oh1 = MIN(g.Ho, oh0 + rows), ncol = (oh1 - oh0) * g.Wo;
+                    im2col(&g, xg, oh0, oh1, col);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg,
+                                (blasint)ncol, (blasint)K, 1.0f, wg, (blasint)K, col,
+                                (blasint)ncol, 1.0f, yg + oh0 * g.Wo, (blasint)HWo);
+                }
             }
-            for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += rows) {
-                int64_t oh1 = MIN(g.Ho, oh0 + rows), ncol = (oh1 - oh0) * g.Wo;
-                im2col(&g, xg, oh0, oh1, col);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg,
-                            (blasint)ncol, (blasint)K, 1.0f, wg, (blasint)K, col, (blasint)ncol,
-                            1.0f, yg + oh0 * g.Wo, (blasint)HWo);
-            }
+            if (act->kind != PSIM_ACT_NONE) /* this group's outputs, while in cache */
+                psim__act_f32(act, yg, yg, Mg * HWo);
         }
     return TRUE;
 }
@@ -548,6 +607,15 @@ void psim__cpu_register_conv(void)
         {.op = "Conv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",
          .description = "convolution in float64 by direct loops", .workspace = conv_workspace,
          .run = run_conv},
+        {.op = "FusedConv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32, .name = "cpu-conv",
+         .description = "Conv's kernel with its activation applied as each part of the output is "
+                        "written: a oneDNN post-op (Relu, LeakyRelu, Clip) or the activation loop over "
+                        "each channel or group while it is in cache",
+         .workspace = conv_workspace, .prepare = conv_prepare, .release = conv_release, .run = run_conv,
+         .state_memory = conv_state_memory},
+        {.op = "FusedConv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",
+         .description = "convolution in float64 by direct loops, then the activation",
+         .workspace = conv_workspace, .run = run_conv},
     };
     psim__kernels_add(defs, (int)G_N_ELEMENTS(defs));
 }

@@ -169,7 +169,7 @@ typedef enum {
     PSIM_VMATH_ISA_SCALAR, /* libm, one element at a time (architectures other than x86-64) */
     PSIM_VMATH_ISA_SSE2,   /* 4 lanes, baseline on x86-64 */
     PSIM_VMATH_ISA_AVX,    /* 8 lanes; SLEEF uses AVX2 and FMA where present */
-    PSIM_VMATH_ISA_AVX2,   /* 8 lanes, exp and sigmoid inline with AVX2 and FMA, the rest as AVX */
+    PSIM_VMATH_ISA_AVX2,   /* 8 lanes, exp, sigmoid and erf inline with AVX2 and FMA, the rest as AVX */
 } PsimVmathIsa;
 void psim__vmath_f32(PsimVmathFn f, const float *x, float *y, int64_t n);
 /* The same with a given instruction set (tests compare them); isa must be available. */
@@ -181,6 +181,31 @@ PsimVmathIsa psim__vmath_isa(void);
 void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n);
 /* The AVX2 + FMA loops (kernels/cpu/vmath-avx2.c, built with -mavx2 -mfma). */
 void psim__vmath_avx2(PsimVmathFn f, const float *x, float *y, int64_t n);
+
+/* Activations (kernels/cpu/act.c): one loop each, shared by the standalone kernels and the
+ * epilogue of FusedConv. a, b: LeakyRelu's alpha; Clip's min and max; HardSigmoid's alpha, beta. */
+typedef enum {
+    PSIM_ACT_NONE,
+    PSIM_ACT_RELU,
+    PSIM_ACT_LEAKY_RELU,
+    PSIM_ACT_CLIP,
+    PSIM_ACT_HARD_SIGMOID,
+    PSIM_ACT_SIGMOID,
+    PSIM_ACT_TANH,
+} PsimActKind;
+typedef struct {
+    PsimActKind kind;
+    float a, b;
+} PsimAct;
+/* FusedConv's activation (its "activation" and "activation_params"; no params: ONNX's defaults).
+ * FALSE for a name it does not know or the wrong number of params. */
+gboolean psim__act_from_name(const char *name, const float *params, int32_t n_params, PsimAct *out);
+/* y = act(x) elementwise (y may be x). */
+void psim__act_f32(const PsimAct *act, const float *x, float *y, int64_t n);
+void psim__act_f64(const PsimAct *act, const double *x, double *y, int64_t n);
+/* com.microsoft's gated activations: QuickGelu x sigmoid(alpha x); Gelu x (1 + erf(x / sqrt 2)) / 2. */
+void psim__act_quick_gelu_f32(float alpha, const float *x, float *y, int64_t n);
+void psim__act_gelu_f32(const float *x, float *y, int64_t n);
 
 /* Sliding windows over one channel through polyphase planes (kernels/cpu/window.c): depthwise
  * convolution and pooling. Per call: init, a scratch of psim__planes_floats, pad once with the
@@ -218,6 +243,7 @@ typedef struct {
     const float *x, *w, *b; /* b NULL: no bias */
     float *y;
     gboolean w_constant; /* the weights are the same, unchanged, on every run */
+    const PsimAct *act;  /* FusedConv's activation (NULL or PSIM_ACT_NONE: none) */
 } PsimConvDnnlArgs;
 PsimConvDnnl *psim__conv_dnnl_new(void);
 void psim__conv_dnnl_free(PsimConvDnnl *st);

@@ -376,9 +376,16 @@ DEF_UN(sqrt, sqrtf(x), sqrt(x))
 DEF_UN(neg, -x, -x)
 DEF_UN_V(exp, PSIM_VMATH_EXP, exp(x))
 DEF_UN_V(log, PSIM_VMATH_LOG, log(x))
-DEF_UN(relu, x > 0.0f ? x : 0.0f, x > 0.0 ? x : 0.0)
-DEF_UN_V(sigmoid, PSIM_VMATH_SIGMOID, sigmoid(x))
-DEF_UN_V(tanh, PSIM_VMATH_TANH, tanh(x))
+/* Relu, Sigmoid and Tanh in float32: the loops FusedConv's epilogue runs too (kernels/cpu/act.c). */
+#define DEF_UN_ACT(name, KIND, ED)                                                                \
+    static void name##_f32(const float *restrict px, float *restrict py, int64_t n)               \
+    {                                                                                             \
+        psim__act_f32(&(PsimAct){KIND, 0.0f, 0.0f}, px, py, n);                                   \
+    }                                                                                             \
+    DEF_UN_F64(name, ED)
+DEF_UN_ACT(relu, PSIM_ACT_RELU, x > 0.0 ? x : 0.0)
+DEF_UN_ACT(sigmoid, PSIM_ACT_SIGMOID, sigmoid(x))
+DEF_UN_ACT(tanh, PSIM_ACT_TANH, tanh(x))
 DEF_UN_V(erf, PSIM_VMATH_ERF, erf(x))
 DEF_UN(abs, fabsf(x), fabs(x))
 DEF_UN(floor, floorf(x), floor(x))
@@ -534,11 +541,8 @@ static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
      * branch per element, and LeakyRelu took 4.2x as long on N(0,1) as on a ramp). NaN
      * propagates through the min (`0 < x ? 0 : x` keeps x when unordered). */
     if (!strcmp(op, "LeakyRelu")) {
-        float al = (float)psim_node_attr_float(ctx->node, "alpha", 0.01);
-        for (int64_t i = 0; i < n; i++) {
-            float v = a[i], pos = v > 0.0f ? v : 0.0f, neg = 0.0f < v ? 0.0f : v;
-            b[i] = pos + al * neg;
-        }
+        PsimAct act = {PSIM_ACT_LEAKY_RELU, (float)psim_node_attr_float(ctx->node, "alpha", 0.01), 0};
+        psim__act_f32(&act, a, b, n);
     } else if (!strcmp(op, "Elu") || !strcmp(op, "Selu")) {
         gboolean selu = !strcmp(op, "Selu");
         float al = (float)psim_node_attr_float(ctx->node, "alpha",
@@ -577,16 +581,32 @@ static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
             b[i] = a[i] * (v > 0.0f ? v : 0.0f);
         }
     } else { /* HardSigmoid */
-        float al = (float)psim_node_attr_float(ctx->node, "alpha", 0.2);
-        float be = (float)psim_node_attr_float(ctx->node, "beta", 0.5);
-        /* minps then maxps (fmaxf and fminf are library calls): NaN gives 1, as
-         * fmaxf(0, fminf(1, NaN)) does. */
-        for (int64_t i = 0; i < n; i++) {
-            float v = al * a[i] + be;
-            v = v < 1.0f ? v : 1.0f;
-            b[i] = v > 0.0f ? v : 0.0f;
-        }
+        PsimAct act = {PSIM_ACT_HARD_SIGMOID, (float)psim_node_attr_float(ctx->node, "alpha", 0.2),
+                       (float)psim_node_attr_float(ctx->node, "beta", 0.5)};
+        psim__act_f32(&act, a, b, n);
     }
+    return TRUE;
+}
+
+/* com.microsoft's QuickGelu (alpha) and Gelu, which the fusion pass makes of Sigmoid and Mul,
+ * and of Div, Erf, Add and two Muls (graph/fuse.c). */
+static gboolean run_gated(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return FALSE;
+    PsimTensor *x = ctx->inputs[0];
+    if (x->dtype != PSIM_DTYPE_FLOAT32) {
+        KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
+        return FALSE;
+    }
+    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    if (!y)
+        return FALSE;
+    if (!strcmp(ctx->node->op, "QuickGelu"))
+        psim__act_quick_gelu_f32((float)psim_node_attr_float(ctx->node, "alpha", 1.702), x->data,
+                                 y->data, x->n_elems);
+    else
+        psim__act_gelu_f32(x->data, y->data, x->n_elems);
     return TRUE;
 }
 
@@ -612,12 +632,7 @@ static gboolean run_clip(PsimKernelCtx *ctx, GError **error)
                         : (float)psim_node_attr_float(ctx->node, "min", -INFINITY);
         float hi = tmax ? *(float *)tmax->data
                         : (float)psim_node_attr_float(ctx->node, "max", INFINITY);
-        const float *restrict a = x->data;
-        float *restrict b = y->data;
-        for (int64_t i = 0; i < n; i++) {
-            float v = a[i] < lo ? lo : a[i];
-            b[i] = v > hi ? hi : v;
-        }
+        psim__act_f32(&(PsimAct){PSIM_ACT_CLIP, lo, hi}, x->data, y->data, n);
     } else if (x->dtype == PSIM_DTYPE_FLOAT64) {
         double lo = tmin ? *(double *)tmin->data : psim_node_attr_float(ctx->node, "min", -INFINITY);
         double hi = tmax ? *(double *)tmax->data : psim_node_attr_float(ctx->node, "max", INFINITY);
@@ -1019,6 +1034,10 @@ void psim__cpu_register_elementwise(void)
         psim__cpu_add(ua[i], "cpu-activation", "activation with attributes", run_unary_attr,
                       f32_types, NULL);
     psim__cpu_add("Clip", "cpu-clip", "clamps to [min, max]", run_clip, clip_types, NULL);
+    psim__cpu_add("QuickGelu", "cpu-gated", "x sigmoid(alpha x), in L1-sized blocks", run_gated,
+                  f32_types, NULL);
+    psim__cpu_add("Gelu", "cpu-gated", "x (1 + erf(x / sqrt 2)) / 2, in L1-sized blocks", run_gated,
+                  f32_types, NULL);
     static const PsimDType narrow[] = {T_(INT8), T_(UINT8), T_(INT16), T_(UINT16), T_(UINT32),
                                        T_(FLOAT16), -1};
     static const char *widened[] = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Sum", "Max",

@@ -21,6 +21,9 @@ void psim__exec_error(GError **error, int code, const PsimGraph *g, const PsimNo
 /* ctx->alloc of the executor: allocates on the worker in ctx->alloc_user. */
 PsimTensor *psim__exec_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
                              const int64_t *dims, GError **error);
+/* ctx->alloc_uninit of the executor: the same without zeroing (the kernel writes every element). */
+PsimTensor *psim__exec_alloc_uninit(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
+                                    const int64_t *dims, GError **error);
 
 /* Resolves a ref: "node", "node:k", "^node" (when allow_target; port->index is then -1), or a
  * tensor name (PsimOutput.name). INPUT error naming the ref otherwise. */

@@ -542,6 +542,7 @@ static gboolean build(PsimExecutor *e, GError **error)
         c->device = e->w;
         c->device_type = type;
         c->alloc = psim__exec_alloc;
+        c->alloc_uninit = psim__exec_alloc_uninit;
         c->alloc_user = e->w;
         if (e->kdef[i] == &builtin_send)
             c->state = e;
@@ -623,7 +624,8 @@ static gboolean eval_const(PsimExecutor *e, int32_t v, GError **error)
     PsimKernelCtx c = {
         .graph = g, .node = n, .n_inputs = n->n_inputs, .inputs = in,
         .n_outputs = n->n_outputs, .outputs = e->const_vals + e->slot_base[v],
-        .device = e->w, .device_context = psim_worker_context(e->w), .device_type = type, .alloc = psim__exec_alloc, .alloc_user = e->w};
+        .device = e->w, .device_context = psim_worker_context(e->w), .device_type = type, .alloc = psim__exec_alloc, .alloc_user = e->w,
+        .alloc_uninit = psim__exec_alloc_uninit};
     size_t ws = k->workspace ? k->workspace(g, n) : 0;
     g_autofree void *wsbuf = ws ? g_malloc0(ws) : NULL;
     c.workspace = wsbuf;

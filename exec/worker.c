@@ -478,3 +478,15 @@ PsimTensor *psim__exec_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
 {
     return psim_worker_tensor_new(ctx->alloc_user, dtype, rank, dims, error);
 }
+
+PsimTensor *psim__exec_alloc_uninit(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
+                                    const int64_t *dims, GError **error)
+{
+    return psim__worker_tensor_alloc(ctx->alloc_user, dtype, rank, dims, FALSE, error);
+}
+
+PsimTensor *psim_worker_tensor_new_uninit(PsimWorker *w, PsimDType dtype, int32_t rank,
+                                          const int64_t *dims, GError **error)
+{
+    return psim__worker_tensor_alloc(w, dtype, rank, dims, FALSE, error);
+}

@@ -235,6 +235,13 @@ static PsimTensor *worker_alloc(PsimKernelCtx *ctx, PsimDType dtype, int32_t ran
     return psim_worker_tensor_new(ctx->alloc_user, dtype, rank, dims, error);
 }
 
+/* As the executor allocates for a kernel that writes every element (timed as a step runs it). */
+static PsimTensor *worker_alloc_uninit(PsimKernelCtx *ctx, PsimDType dtype, int32_t rank,
+                                       const int64_t *dims, GError **error)
+{
+    return psim_worker_tensor_new_uninit(ctx->alloc_user, dtype, rank, dims, error);
+}
+
 static gboolean node_error(GError **error, int code, const PsimGraph *g, const PsimNode *n,
                            const char *fmt, ...) G_GNUC_PRINTF(5, 6);
 static gboolean node_error(GError **error, int code, const PsimGraph *g, const PsimNode *n,
@@ -337,7 +344,7 @@ static gboolean node_setup(PsimWorker *w, void *arg, GError **error)
                              .n_outputs = n->n_outputs, .outputs = b->outs, .device = w,
                              .device_context = psim_worker_context(w),
                              .device_type = psim_worker_device_type(w), .alloc = worker_alloc,
-                             .alloc_user = w};
+                             .alloc_user = w, .alloc_uninit = worker_alloc_uninit};
     for (int32_t i = 0; i < n->n_inputs; i++) {
         gboolean made;
         b->in[i] = make_input(w, o, b->g, n, i, b->seed, b->constant_nodes, &made, &b->constant[i], error);

@@ -572,6 +572,22 @@ static void test_vmath(void)
         g_assert_true(sy[0] == 1 && sy[1] == -1 && isnan(sy[2]) && sy[3] == 0);
         psim__vmath_f32_isa(isa, PSIM_VMATH_SIGMOID, sx, sy, 7);
         g_assert_true(sy[0] == 1 && sy[1] == 0 && isnan(sy[2]) && sy[3] == 0.5f && sy[4] == 0.5f);
+        /* GELU and SiLU in one pass give exactly what their float ops give in sequence (the nodes
+         * the fusion pass replaces), erf and sigmoid from the same instruction set. */
+        for (int64_t i = 0; i < n; i++)
+            x[i] = -9.0f + 18.0f * (float)i / (float)(n - 1);
+        float *t = g_new(float, n);
+        for (int64_t i = 0; i < n; i++)
+            t[i] = x[i] / PSIM_SQRT2_F;
+        psim__vmath_f32_isa(isa, PSIM_VMATH_ERF, t, t, n);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_GELU, x, y, n);
+        for (int64_t i = 0; i < n; i++)
+            g_assert_cmpfloat(y[i], ==, (x[i] * (t[i] + 1.0f)) * 0.5f);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_SIGMOID, x, t, n);
+        psim__vmath_f32_isa(isa, PSIM_VMATH_SILU, x, y, n);
+        for (int64_t i = 0; i < n; i++)
+            g_assert_cmpfloat(y[i], ==, x[i] * t[i]);
+        g_free(t);
         /* In place, as Softmax calls it. */
         memcpy(y, x, sizeof(float) * 1000);
         psim__vmath_f32_isa(isa, PSIM_VMATH_TANH, y, y, 1000);
@@ -1172,6 +1188,31 @@ static void test_transpose_slice_pad(void)
         }
         assert_close(y, want, 0, 0);
         node_free(nd);
+    }
+    /* Every permutation of a shape with dims past one 32 x 32 tile (the batched 2-D transposes,
+     * NCHW <-> NHWC among them, take tiles; the rest the index maps), against the index rule. */
+    {
+        int64_t db[4] = {2, 3, 37, 35};
+        g_autoptr(PsimTensor) xb = rand_f32(4, db, -1, 1);
+        double *wb = g_new(double, xb->n_elems);
+        for (int code = 0; code < 256; code++) {
+            int64_t perm[4] = {code & 3, (code >> 2) & 3, (code >> 4) & 3, (code >> 6) & 3};
+            if ((1 << perm[0] | 1 << perm[1] | 1 << perm[2] | 1 << perm[3]) != 15)
+                continue;
+            Node nd = node_new("Transpose", 1);
+            psim_graph_node_attr_set_ints(nd.g, nd.n, "perm", 4, perm);
+            PsimTensor *in[1] = {xb};
+            g_autoptr(PsimTensor) y = run1(nd, in, 1);
+            for (int64_t i = 0; i < y->n_elems; i++) {
+                unravel(i, 4, y->dims, idx);
+                for (int d = 0; d < 4; d++)
+                    src[perm[d]] = idx[d];
+                wb[i] = ((const float *)xb->data)[((src[0] * db[1] + src[1]) * db[2] + src[2]) * db[3] + src[3]];
+            }
+            assert_close(y, wb, 0, 0);
+            node_free(nd);
+        }
+        g_free(wb);
     }
     {
         /* axes 1 and 3: [3:0:-2] and [-4:100:2] */

@@ -108,6 +108,10 @@ void psim_worker_pool_release(PsimWorker *w);
  * INPUT error when the shape is unknown or absurd. Free with psim_tensor_unref. */
 PsimTensor *psim_worker_tensor_new(PsimWorker *w, PsimDType dtype, int32_t rank,
                                    const int64_t *dims, GError **error);
+/* The same with the data left as the pool hands it out (not zeroed), for a kernel that writes
+ * every element (PsimKernelCtx.alloc_uninit). */
+PsimTensor *psim_worker_tensor_new_uninit(PsimWorker *w, PsimDType dtype, int32_t rank,
+                                          const int64_t *dims, GError **error);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Waiting for another device's thread (the executor's Recvs): for the first

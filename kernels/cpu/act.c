@@ -2,7 +2,7 @@
  * Sigmoid and Tanh kernels and the epilogue of a fused convolution (FusedConv) run the same loops,
  * so a fused node computes exactly what the two nodes it replaces computed. Also the gated
  * activations the fusion pass makes of several nodes: QuickGelu (x sigmoid(alpha x)) and Gelu
- * (x (1 + erf(x / sqrt 2)) / 2), each in blocks small enough to stay in L1 between its passes. */
+ * (x (1 + erf(x / sqrt 2)) / 2), in one pass of the vectorised math (kernels/cpu/vmath.c). */
 #include "cpu-private.h"
 
 #include <math.h>
@@ -97,12 +97,17 @@ void psim__act_f64(const PsimAct *act, const double *x, double *y, int64_t n)
     }
 }
 
-/* Elements per block of the gated activations: 16 KiB of input and as much of output. */
+/* Elements per block of QuickGelu with alpha other than 1: 16 KiB of input, as much of output. */
 #define GATE_BLOCK 4096
 
-/* y = x sigmoid(alpha x), block by block: alpha x into y, sigmoid in place, times x. */
+/* y = x sigmoid(alpha x): in one pass (SiLU) for alpha 1, else block by block (alpha x into a
+ * block, sigmoid in place, times x), the values the nodes it replaces computed either way. */
 void psim__act_quick_gelu_f32(float alpha, const float *x, float *y, int64_t n)
 {
+    if (alpha == 1.0f) {
+        psim__vmath_f32(PSIM_VMATH_SILU, x, y, n);
+        return;
+    }
     for (int64_t i0 = 0; i0 < n; i0 += GATE_BLOCK) {
         int64_t m = MIN(GATE_BLOCK, n - i0);
         const float *a = x + i0; /* y may be x */
@@ -116,20 +121,9 @@ void psim__act_quick_gelu_f32(float alpha, const float *x, float *y, int64_t n)
     }
 }
 
-/* y = x (1 + erf(x / sqrt 2)) / 2, block by block, as the five nodes it replaces compute it
- * (x / sqrt 2 rounded to float, erf, + 1, times x, times 1/2). */
+/* y = x (1 + erf(x / sqrt 2)) / 2 in one pass, as the five nodes it replaces compute it (x / sqrt
+ * 2 rounded to float, erf, + 1, times x, times 1/2). */
 void psim__act_gelu_f32(const float *x, float *y, int64_t n)
 {
-    const float r2 = 1.41421353816986083984375f; /* sqrt 2 in float, as the exporters write it */
-    for (int64_t i0 = 0; i0 < n; i0 += GATE_BLOCK) {
-        int64_t m = MIN(GATE_BLOCK, n - i0);
-        const float *a = x + i0; /* y may be x */
-        float *b = y + i0;
-        float t[GATE_BLOCK];
-        for (int64_t i = 0; i < m; i++)
-            t[i] = a[i] / r2;
-        psim__vmath_f32(PSIM_VMATH_ERF, t, t, m);
-        for (int64_t i = 0; i < m; i++)
-            b[i] = (a[i] * (t[i] + 1.0f)) * 0.5f;
-    }
+    psim__vmath_f32(PSIM_VMATH_GELU, x, y, n);
 }

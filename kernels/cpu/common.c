@@ -3,8 +3,8 @@
 #include "cpu-private.h"
 #include <stdlib.h>
 
-PsimTensor *psim__cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
-                          const int64_t *dims, GError **error)
+static PsimTensor *cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
+                           const int64_t *dims, gboolean uninit, GError **error)
 {
     g_assert(k < ctx->n_outputs);
     if (psim_shape_elems(rank, dims) < 0) {
@@ -12,7 +12,8 @@ PsimTensor *psim__cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_
         return NULL;
     }
     GError *err = NULL;
-    PsimTensor *t = ctx->alloc(ctx, dtype, rank, dims, &err);
+    PsimTensor *t = uninit && ctx->alloc_uninit ? ctx->alloc_uninit(ctx, dtype, rank, dims, &err)
+                                                : ctx->alloc(ctx, dtype, rank, dims, &err);
     if (!t) {
         KERR(ctx, error, "cannot allocate output %d: %s", k, err ? err->message : "no memory");
         if (error && *error && err && err->code == PSIM_ERROR_RUNTIME)
@@ -24,6 +25,18 @@ PsimTensor *psim__cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_
         psim_tensor_unref(ctx->outputs[k]);
     ctx->outputs[k] = t;
     return t;
+}
+
+PsimTensor *psim__cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
+                          const int64_t *dims, GError **error)
+{
+    return cpu_out(ctx, k, dtype, rank, dims, FALSE, error);
+}
+
+PsimTensor *psim__cpu_out_all(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
+                              const int64_t *dims, GError **error)
+{
+    return cpu_out(ctx, k, dtype, rank, dims, TRUE, error);
 }
 
 static void view_release(PsimTensor *t, void *user)

@@ -487,7 +487,7 @@ static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **er
     int64_t od[4] = {N, M, g.Ho, g.Wo};
     if (nsp == 1)
         od[2] = g.Wo;
-    PsimTensor *y = psim__cpu_out(ctx, 0, dt, x->rank, od, error);
+    PsimTensor *y = psim__cpu_out_all(ctx, 0, dt, x->rank, od, error); /* every path writes all */
     if (!y)
         return FALSE;
     int64_t Mg = M / group, K = g.C * g.kh * g.kw, HWo = g.Ho * g.Wo, HWi = g.H * g.W;

@@ -28,6 +28,9 @@ static inline gboolean psim__cpu_wants(const PsimKernelCtx *ctx, int32_t k)
 /* Allocates output k through ctx->alloc and stores it in ctx->outputs[k]. */
 PsimTensor *psim__cpu_out(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
                           const int64_t *dims, GError **error);
+/* The same, not zeroed (ctx->alloc_uninit when set), for a kernel that writes every element. */
+PsimTensor *psim__cpu_out_all(PsimKernelCtx *ctx, int32_t k, PsimDType dtype, int32_t rank,
+                              const int64_t *dims, GError **error);
 /* Output k as a view of src's data with another shape (same element count): no copy. */
 PsimTensor *psim__cpu_view(PsimKernelCtx *ctx, int32_t k, PsimTensor *src, int32_t rank,
                            const int64_t *dims, GError **error);
@@ -163,7 +166,11 @@ typedef enum {
     PSIM_VMATH_TANH,
     PSIM_VMATH_ERF,
     PSIM_VMATH_SIGMOID,
+    PSIM_VMATH_GELU, /* (x (1 + erf(x / sqrt 2))) / 2, as those float ops in that order */
+    PSIM_VMATH_SILU, /* x sigmoid(x), as the two */
 } PsimVmathFn;
+/* sqrt 2 in float, as exporters write GELU's divisor. */
+#define PSIM_SQRT2_F 1.41421353816986083984375f
 /* The instruction sets: each is chosen only where the CPU has it (psim__vmath_has). */
 typedef enum {
     PSIM_VMATH_ISA_SCALAR, /* libm, one element at a time (architectures other than x86-64) */

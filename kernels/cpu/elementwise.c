@@ -227,8 +227,8 @@ static PsimTensor *bin_apply(PsimKernelCtx *ctx, const BinOp *op, const PsimTens
     int64_t dims[PSIM_CPU_MAX_RANK];
     if (!psim__cpu_bcast_shape(ctx, a->rank, a->dims, b->rank, b->dims, &r, dims, error))
         return NULL;
-    PsimTensor *o = psim__cpu_out(ctx, k, op->logical ? PSIM_DTYPE_BOOL : a->dtype, r, dims,
-                                  error);
+    PsimTensor *o = psim__cpu_out_all(ctx, k, op->logical ? PSIM_DTYPE_BOOL : a->dtype, r, dims,
+                                      error); /* every element written below */
     if (!o)
         return NULL;
     PsimBcast bc;
@@ -465,7 +465,7 @@ static gboolean run_unary(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "%s has no CPU kernel for %s", op->op, psim_dtype_name(x->dtype));
         return FALSE;
     }
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     switch (x->dtype) {
@@ -529,7 +529,7 @@ static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
         return FALSE;
     }
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     const char *op = ctx->node->op;
@@ -599,7 +599,7 @@ static gboolean run_gated(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
         return FALSE;
     }
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     if (!strcmp(ctx->node->op, "QuickGelu"))
@@ -623,7 +623,7 @@ static gboolean run_clip(PsimKernelCtx *ctx, GError **error)
             return FALSE;
         }
     }
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     int64_t n = x->n_elems;
@@ -947,6 +947,7 @@ static gboolean run_widened(PsimKernelCtx *ctx, GError **error)
     w.inputs = win;
     w.outputs = wout;
     w.alloc = plain_alloc;
+    w.alloc_uninit = NULL; /* the executor's would allocate on its worker, not here */
     w.alloc_user = NULL;
     gboolean variadic = !strcmp(op, "Sum") || !strcmp(op, "Max") || !strcmp(op, "Min");
     if (ok)
@@ -1034,9 +1035,9 @@ void psim__cpu_register_elementwise(void)
         psim__cpu_add(ua[i], "cpu-activation", "activation with attributes", run_unary_attr,
                       f32_types, NULL);
     psim__cpu_add("Clip", "cpu-clip", "clamps to [min, max]", run_clip, clip_types, NULL);
-    psim__cpu_add("QuickGelu", "cpu-gated", "x sigmoid(alpha x), in L1-sized blocks", run_gated,
-                  f32_types, NULL);
-    psim__cpu_add("Gelu", "cpu-gated", "x (1 + erf(x / sqrt 2)) / 2, in L1-sized blocks", run_gated,
+    psim__cpu_add("QuickGelu", "cpu-gated", "x sigmoid(alpha x): one pass (alpha 1), else L1 blocks",
+                  run_gated, f32_types, NULL);
+    psim__cpu_add("Gelu", "cpu-gated", "x (1 + erf(x / sqrt 2)) / 2 in one pass", run_gated,
                   f32_types, NULL);
     static const PsimDType narrow[] = {T_(INT8), T_(UINT8), T_(INT16), T_(UINT16), T_(UINT32),
                                        T_(FLOAT16), -1};

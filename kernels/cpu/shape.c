@@ -297,6 +297,47 @@ static gboolean run_squeeze(PsimKernelCtx *ctx, GError **error)
     return psim__cpu_view(ctx, 0, x, r, d, error) != NULL;
 }
 
+/* y (C x R) = x (R x C) transposed, 4-byte elements, in 32 x 32 tiles: a tile's 32 source rows
+ * stay in L1 while its destination rows are written in order. */
+static void transpose_tiles(const uint32_t *restrict x, uint32_t *restrict y, int64_t R, int64_t C)
+{
+    enum { TILE = 32 };
+    for (int64_t i0 = 0; i0 < R; i0 += TILE)
+        for (int64_t j0 = 0; j0 < C; j0 += TILE) {
+            int64_t i1 = MIN(R, i0 + TILE), j1 = MIN(C, j0 + TILE);
+            for (int64_t j = j0; j < j1; j++)
+                for (int64_t i = i0; i < i1; i++)
+                    y[j * R + i] = x[i * C + j];
+        }
+}
+
+/* A permutation that, with the input dims it keeps adjacent and in order merged, swaps two
+ * groups behind an optional leading one (NCHW <-> NHWC is [N][C][HW] -> [N][HW][C]): *batch,
+ * *R and *C of that batched 2-D transpose. FALSE for any other. */
+static gboolean transpose_as_2d(int32_t rank, const int64_t *dims, const int64_t *p, int64_t *batch,
+                                int64_t *R, int64_t *C)
+{
+    int64_t start[PSIM_CPU_MAX_RANK], size[PSIM_CPU_MAX_RANK];
+    int32_t k = 0;
+    for (int32_t d = 0; d < rank; d++) {
+        if (d > 0 && p[d] == p[d - 1] + 1) {
+            size[k - 1] *= dims[p[d]];
+            continue;
+        }
+        start[k] = p[d];
+        size[k++] = dims[p[d]];
+    }
+    if (k == 2 && start[0] > start[1]) {
+        *batch = 1, *R = size[1], *C = size[0];
+        return TRUE;
+    }
+    if (k == 3 && start[0] < start[2] && start[2] < start[1]) {
+        *batch = size[0], *R = size[2], *C = size[1];
+        return TRUE;
+    }
+    return FALSE;
+}
+
 static gboolean run_transpose(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 1, error) || !movable(ctx, ctx->inputs[0], error))
@@ -318,7 +359,15 @@ static gboolean run_transpose(PsimKernelCtx *ctx, GError **error)
         }
         seen[p[i]] = TRUE;
     }
-    int64_t s[PSIM_CPU_MAX_RANK], od[PSIM_CPU_MAX_RANK];
+    int64_t s[PSIM_CPU_MAX_RANK], od[PSIM_CPU_MAX_RANK], batch, R, C;
+    if (psim_dtype_size(x->dtype) == 4 && transpose_as_2d(x->rank, x->dims, p, &batch, &R, &C)) {
+        for (int32_t d = 0; d < x->rank; d++)
+            od[d] = x->dims[p[d]];
+        PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, od, error);
+        for (int64_t b = 0; y && b < batch; b++)
+            transpose_tiles((const uint32_t *)x->data + b * R * C, (uint32_t *)y->data + b * R * C, R, C);
+        return y != NULL;
+    }
     psim__cpu_strides(x->rank, x->dims, s);
     IndexMap m = {x->rank};
     for (int32_t d = 0; d < x->rank; d++) {

@@ -7,6 +7,18 @@
 #if defined(__x86_64__) && defined(__AVX__)
 #include <sleef.h>
 
+/* As vmath.c's SSE2 sigmoid: exp(-|x|), then 1 / (1 + e) or e / (1 + e) by mask. Selected by
+ * bit masks: GCC 12 turned a blendv on a compare into a branch per lane, and mixed signs then
+ * cost 3x in mispredictions. */
+static inline __m256 avx_sigmoid(__m256 v)
+{
+    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    __m256 e = Sleef_expf8_u10(_mm256_sub_ps(_mm256_setzero_ps(), ax));
+    __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_or_ps(_mm256_and_ps(neg, _mm256_mul_ps(e, r)), _mm256_andnot_ps(neg, r));
+}
+
 static inline __m256 avx_one(PsimVmathFn f, __m256 v)
 {
     switch (f) {
@@ -14,16 +26,12 @@ static inline __m256 avx_one(PsimVmathFn f, __m256 v)
     case PSIM_VMATH_LOG: return Sleef_logf8_u10(v);
     case PSIM_VMATH_TANH: return Sleef_tanhf8_u10(v);
     case PSIM_VMATH_ERF: return Sleef_erff8_u10(v);
-    default: {
-        /* As vmath.c's SSE2 sigmoid: exp(-|x|), then 1 / (1 + e) or e / (1 + e) by mask. */
-        __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-        __m256 e = Sleef_expf8_u10(_mm256_sub_ps(_mm256_setzero_ps(), ax));
-        __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-        /* Selected by bit masks: GCC 12 turned a blendv on a compare into a branch per lane,
-         * and mixed signs then cost 3x in mispredictions. */
-        __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-        return _mm256_or_ps(_mm256_and_ps(neg, _mm256_mul_ps(e, r)), _mm256_andnot_ps(neg, r));
+    case PSIM_VMATH_GELU: {
+        __m256 t = Sleef_erff8_u10(_mm256_div_ps(v, _mm256_set1_ps(PSIM_SQRT2_F)));
+        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(t, _mm256_set1_ps(1.0f))), _mm256_set1_ps(0.5f));
     }
+    case PSIM_VMATH_SILU: return _mm256_mul_ps(v, avx_sigmoid(v));
+    default: return avx_sigmoid(v);
     }
 }
 

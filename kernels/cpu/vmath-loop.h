@@ -15,6 +15,8 @@
         PSIM_VMATH_LOOP_CASE(PSIM_VMATH_TANH, ONE, W, LOAD, STORE)                                \
         PSIM_VMATH_LOOP_CASE(PSIM_VMATH_ERF, ONE, W, LOAD, STORE)                                 \
         PSIM_VMATH_LOOP_CASE(PSIM_VMATH_SIGMOID, ONE, W, LOAD, STORE)                             \
+        PSIM_VMATH_LOOP_CASE(PSIM_VMATH_GELU, ONE, W, LOAD, STORE)                                \
+        PSIM_VMATH_LOOP_CASE(PSIM_VMATH_SILU, ONE, W, LOAD, STORE)                                \
     default: g_assert_not_reached();                                                              \
     }                                                                                             \
     if (i < n) {                                                                                  \

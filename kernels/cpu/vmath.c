@@ -14,6 +14,12 @@
 #endif
 
 /* The portable scalar path (other architectures), also the reference of the tests. */
+static float scalar_sigmoid(float x)
+{
+    float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);
+    return x >= 0 ? r : e * r;
+}
+
 static float scalar_one(PsimVmathFn f, float x)
 {
     switch (f) {
@@ -21,10 +27,9 @@ static float scalar_one(PsimVmathFn f, float x)
     case PSIM_VMATH_LOG: return logf(x);
     case PSIM_VMATH_TANH: return tanhf(x);
     case PSIM_VMATH_ERF: return erff(x);
-    default: {
-        float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);
-        return x >= 0 ? r : e * r;
-    }
+    case PSIM_VMATH_GELU: return (x * (erff(x / PSIM_SQRT2_F) + 1.0f)) * 0.5f;
+    case PSIM_VMATH_SILU: return x * scalar_sigmoid(x);
+    default: return scalar_sigmoid(x);
     }
 }
 
@@ -35,6 +40,17 @@ static void vmath_scalar(PsimVmathFn f, const float *x, float *y, int64_t n)
 }
 
 #ifdef PSIM_VMATH_SSE2
+/* 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: exp of -|x| never overflows, and both
+ * sides keep their relative accuracy. Selected with masks, not branches. */
+static inline __m128 sse2_sigmoid(__m128 v)
+{
+    __m128 ax = _mm_andnot_ps(_mm_set1_ps(-0.0f), v);
+    __m128 e = Sleef_expf4_u10(_mm_sub_ps(_mm_setzero_ps(), ax));
+    __m128 r = _mm_div_ps(_mm_set1_ps(1.0f), _mm_add_ps(_mm_set1_ps(1.0f), e));
+    __m128 neg = _mm_cmplt_ps(v, _mm_setzero_ps());
+    return _mm_or_ps(_mm_and_ps(neg, _mm_mul_ps(e, r)), _mm_andnot_ps(neg, r));
+}
+
 static inline __m128 sse2_one(PsimVmathFn f, __m128 v)
 {
     switch (f) {
@@ -42,15 +58,12 @@ static inline __m128 sse2_one(PsimVmathFn f, __m128 v)
     case PSIM_VMATH_LOG: return Sleef_logf4_u10(v);
     case PSIM_VMATH_TANH: return Sleef_tanhf4_u10(v);
     case PSIM_VMATH_ERF: return Sleef_erff4_u10(v);
-    default: {
-        /* 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: exp of -|x| never overflows, and
-         * both sides keep their relative accuracy. Selected with masks, not branches. */
-        __m128 ax = _mm_andnot_ps(_mm_set1_ps(-0.0f), v);
-        __m128 e = Sleef_expf4_u10(_mm_sub_ps(_mm_setzero_ps(), ax));
-        __m128 r = _mm_div_ps(_mm_set1_ps(1.0f), _mm_add_ps(_mm_set1_ps(1.0f), e));
-        __m128 neg = _mm_cmplt_ps(v, _mm_setzero_ps());
-        return _mm_or_ps(_mm_and_ps(neg, _mm_mul_ps(e, r)), _mm_andnot_ps(neg, r));
+    case PSIM_VMATH_GELU: {
+        __m128 t = Sleef_erff4_u10(_mm_div_ps(v, _mm_set1_ps(PSIM_SQRT2_F)));
+        return _mm_mul_ps(_mm_mul_ps(v, _mm_add_ps(t, _mm_set1_ps(1.0f))), _mm_set1_ps(0.5f));
     }
+    case PSIM_VMATH_SILU: return _mm_mul_ps(v, sse2_sigmoid(v));
+    default: return sse2_sigmoid(v);
     }
 }
 

@@ -105,31 +105,45 @@ void psim__planes_taps(const PsimPlanes *p, const float *planes, const float **b
 typedef float Vec8 __attribute__((vector_size(32)));
 typedef float Vec8U __attribute__((vector_size(32), aligned(4)));
 
+/* Clones for AVX-512 and for AVX2 with FMA (x86-64-v3: "avx2" alone has no FMA, and each tap
+ * cost a multiply and an add: convnext_tiny's 7 x 7 depthwise layers 0.85 -> 0.73 ms with it). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define PLANES_CLONES __attribute__((target_clones("avx2", "default")))
+#define PLANES_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define PLANES_CLONES
 #endif
 
-/* Four vectors of outputs a pass (PSIM_PLANES_BLOCK), so that four reductions are in flight. */
+/* Four vectors of outputs a pass (PSIM_PLANES_BLOCK), the even taps summed apart from the odd
+ * ones: eight multiply-add chains in flight, as many as two FMA units of 4-cycle latency can
+ * take (convnext_tiny's 7 x 7 depthwise layers: 0.73 -> 0.70 ms; the loads, half of them across
+ * cache lines, are what is left). */
+#define WSUM_TAP(A0, A1, A2, A3, k)                                                               \
+    do {                                                                                          \
+        const float *s_ = base[k] + q;                                                            \
+        float w_ = w[k];                                                                          \
+        A0 += w_ * *(const Vec8U *)s_;                                                            \
+        A1 += w_ * *(const Vec8U *)(s_ + 8);                                                      \
+        A2 += w_ * *(const Vec8U *)(s_ + 16);                                                     \
+        A3 += w_ * *(const Vec8U *)(s_ + 24);                                                     \
+    } while (0)
+
 PLANES_CLONES void psim__planes_wsum(const float *const *base, int64_t n_taps, const float *w,
                                      int64_t nq, float *restrict t)
 {
     for (int64_t q = 0; q < nq; q += PSIM_PLANES_BLOCK) {
-        Vec8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-        for (int64_t k = 0; k < n_taps; k++) {
-            const float *s = base[k] + q;
-            float wv = w[k];
-            a0 += wv * *(const Vec8U *)s;
-            a1 += wv * *(const Vec8U *)(s + 8);
-            a2 += wv * *(const Vec8U *)(s + 16);
-            a3 += wv * *(const Vec8U *)(s + 24);
+        Vec8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+        int64_t k = 0;
+        for (; k + 2 <= n_taps; k += 2) {
+            WSUM_TAP(a0, a1, a2, a3, k);
+            WSUM_TAP(b0, b1, b2, b3, k + 1);
         }
-        *(Vec8U *)(t + q) = a0;
-        *(Vec8U *)(t + q + 8) = a1;
-        *(Vec8U *)(t + q + 16) = a2;
-        *(Vec8U *)(t + q + 24) = a3;
+        if (k < n_taps)
+            WSUM_TAP(a0, a1, a2, a3, k);
+        *(Vec8U *)(t + q) = a0 + b0;
+        *(Vec8U *)(t + q + 8) = a1 + b1;
+        *(Vec8U *)(t + q + 16) = a2 + b2;
+        *(Vec8U *)(t + q + 24) = a3 + b3;
     }
 }
 

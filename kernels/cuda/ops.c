@@ -289,6 +289,7 @@ static gboolean run_cpu(PsimKernelCtx *ctx, PsimTensor **in, PsimTensor **out, G
     h.outputs = out;
     h.device_type = "CPU";
     h.alloc = host_alloc;
+    h.alloc_uninit = NULL; /* host tensors: host_alloc only */
     h.workspace = NULL;
     h.workspace_bytes = 0;
     h.state = NULL;

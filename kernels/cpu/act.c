@@ -39,7 +39,7 @@ gboolean psim__act_from_name(const char *name, const float *params, int32_t n_pa
  * LeakyRelu took 4.2x as long on N(0,1) as on a ramp): max and min as the compares GCC turns
  * into maxps and minps. NaN: Relu gives 0, LeakyRelu and Clip keep it, HardSigmoid gives 1 (as
  * fmaxf(0, fminf(1, NaN)) does). y may be x. */
-void psim__act_f32(const PsimAct *act, const float *x, float *y, int64_t n)
+PSIM_CPU_CLONES void psim__act_f32(const PsimAct *act, const float *x, float *y, int64_t n)
 {
     switch (act->kind) {
     case PSIM_ACT_NONE:

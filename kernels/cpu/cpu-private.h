@@ -189,6 +189,16 @@ void psim__vmath_avx(PsimVmathFn f, const float *x, float *y, int64_t n);
 /* The AVX2 + FMA loops (kernels/cpu/vmath-avx2.c, built with -mavx2 -mfma). */
 void psim__vmath_avx2(PsimVmathFn f, const float *x, float *y, int64_t n);
 
+/* Function clones for AVX-512 and for AVX2 with FMA beside the baseline build (SSE2), picked
+ * at load by the CPU: for the loops GCC vectorises, which otherwise run 4 lanes wide. (Not in
+ * clang, ASan or TSan builds.) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define PSIM_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PSIM_CPU_CLONES
+#endif
+
 /* Activations (kernels/cpu/act.c): one loop each, shared by the standalone kernels and the
  * epilogue of FusedConv. a, b: LeakyRelu's alpha; Clip's min and max; HardSigmoid's alpha, beta. */
 typedef enum {

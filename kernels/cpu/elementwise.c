@@ -38,8 +38,8 @@ typedef void (*BinFn)(const void *a, int64_t sa, const void *b, int64_t sb, void
     }
 
 #define DEF_BIN(name, T, OT, EXPR)                                                                \
-    static void name(const void *A, int64_t sa, const void *B, int64_t sb, void *O, int64_t n)   \
-        BIN_BODY(T, OT, EXPR)
+    PSIM_CPU_CLONES static void name(const void *A, int64_t sa, const void *B, int64_t sb, void *O, \
+                                     int64_t n) BIN_BODY(T, OT, EXPR)
 
 /* Integer division and remainder that never trap (x/0 and INT_MIN/-1 are undefined in C). */
 static inline int64_t idiv64(int64_t x, int64_t y)

@@ -105,14 +105,10 @@ void psim__planes_taps(const PsimPlanes *p, const float *planes, const float **b
 typedef float Vec8 __attribute__((vector_size(32)));
 typedef float Vec8U __attribute__((vector_size(32), aligned(4)));
 
-/* Clones for AVX-512 and for AVX2 with FMA (x86-64-v3: "avx2" alone has no FMA, and each tap
- * cost a multiply and an add: convnext_tiny's 7 x 7 depthwise layers 0.85 -> 0.73 ms with it). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define PLANES_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define PLANES_CLONES
-#endif
+/* Clones (PSIM_CPU_CLONES) for AVX-512 and for AVX2 with FMA: "avx2" alone, as before, has no
+ * FMA, and each tap cost a multiply and an add (convnext_tiny's 7 x 7 depthwise layers 0.85 ->
+ * 0.73 ms with it). */
+#define PLANES_CLONES PSIM_CPU_CLONES
 
 /* Four vectors of outputs a pass (PSIM_PLANES_BLOCK), the even taps summed apart from the odd
  * ones: eight multiply-add chains in flight, as many as two FMA units of 4-cycle latency can

@@ -8,6 +8,7 @@
 
 #include "placesim/exec.h"
 #include "placesim/placer.h"
+#include "test-util.h"
 
 #define N_ELEM 10000 /* 40 KB tensors: large enough for the worker's block pool */
 
@@ -570,14 +571,6 @@ static gboolean runs_none(const char *op, PsimDType dt, void *user)
     return FALSE;
 }
 
-static int count_op(const PsimGraph *g, const char *op)
-{
-    int k = 0;
-    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++)
-        k += !strcmp(psim_graph_node(g, v)->op, op);
-    return k;
-}
-
 static void test_fuse(void)
 {
     g_autoptr(GError) err = NULL;
@@ -591,13 +584,13 @@ static void test_fuse(void)
     g_assert_true(psim_graph_fuse(g, runs_all, NULL, &f, &removed, &err));
     g_assert_no_error(err);
     g_assert_nonnull(f);
-    g_assert_cmpint(count_op(f, "FusedConv"), ==, 2);
-    g_assert_cmpint(count_op(f, "QuickGelu"), ==, 1);
-    g_assert_cmpint(count_op(f, "Gelu"), ==, 1);
-    g_assert_cmpint(count_op(f, "Conv"), ==, 1);
-    g_assert_cmpint(count_op(f, "Relu"), ==, 1);
+    g_assert_cmpint(test_count_op(f, "FusedConv"), ==, 2);
+    g_assert_cmpint(test_count_op(f, "QuickGelu"), ==, 1);
+    g_assert_cmpint(test_count_op(f, "Gelu"), ==, 1);
+    g_assert_cmpint(test_count_op(f, "Conv"), ==, 1);
+    g_assert_cmpint(test_count_op(f, "Relu"), ==, 1);
     for (const char *gone[] = {"Clip", "Sigmoid", "Div", "Erf", "Add", "Mul", NULL}, **o = gone; *o; o++)
-        g_assert_cmpint(count_op(f, *o), ==, 0);
+        g_assert_cmpint(test_count_op(f, *o), ==, 0);
     /* Each chain's last node becomes the fused one; gone are 2 Convs, the Sigmoid, Div, Erf, Add,
      * the inner Mul, and the five scalars only they read. */
     g_assert_cmpint(removed, ==, 7 + 5);

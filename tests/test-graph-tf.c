@@ -7,6 +7,7 @@
 
 #include "placesim/graph.h"
 #include "placesim/formats.h"
+#include "test-util.h"
 
 static const char *const tf_models[] = {"lstm", "gru", "fc-layers", "ae0"};
 
@@ -46,13 +47,6 @@ static int32_t count_nodedefs(const guint8 *p, gsize len)
     return n;
 }
 
-static int32_t count_op(const PsimGraph *g, const char *op)
-{
-    int32_t c = 0;
-    for (int32_t i = 0; i < psim_graph_n_nodes(g); i++)
-        c += !strcmp(psim_graph_node(g, i)->op, op);
-    return c;
-}
 
 /* Every node with data inputs whose shapes are all known has every output shape known (and a
  * dtype). Returns the number of nodes checked. */
@@ -111,7 +105,7 @@ static void test_real_models(void)
         g_assert_cmpint(psim_graph_n_nodes(g), ==, count_nodedefs((const guint8 *)contents, len));
         g_assert_cmpint(psim_graph_n_inputs(g), >=, 1);
         /* TF ops that mean the same as IR ops were mapped. */
-        g_assert_cmpint(count_op(g, "BiasAdd") + count_op(g, "ConcatV2"), ==, 0);
+        g_assert_cmpint(test_count_op(g, "BiasAdd") + test_count_op(g, "ConcatV2"), ==, 0);
         int32_t checked = assert_shapes_inferred(g, all_ops);
         if (all_ops)
             g_assert_cmpint(checked, >, psim_graph_n_nodes(g) / 2);
@@ -139,8 +133,8 @@ static void test_lstm_details(void)
     g_autoptr(PsimGraph) g = psim_graph_load(path, NULL, &err);
     g_assert_no_error(err);
     /* The unrolled LSTM: 28 steps, each a ConcatV2 -> MatMul -> BiasAdd -> Split(4). */
-    g_assert_cmpint(count_op(g, "Split"), ==, 28);
-    g_assert_cmpint(count_op(g, "Concat"), ==, 30);
+    g_assert_cmpint(test_count_op(g, "Split"), ==, 28);
+    g_assert_cmpint(test_count_op(g, "Concat"), ==, 30);
     const PsimNode *split = psim_graph_node_find(g, "model/rnn/basic_lstm_cell/split");
     g_assert_nonnull(split);
     g_assert_cmpint(split->n_outputs, ==, 4);

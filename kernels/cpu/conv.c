@@ -597,26 +597,26 @@ static void conv_state_memory(void *state, const void **p, size_t *bytes)
 
 void psim__cpu_register_conv(void)
 {
+    /* Conv and FusedConv (Conv, then its activation on what it writes) share the kernel. */
+#define CONV_DEFS(OP, DESC32, DESC64)                                                              \
+    {.op = OP, .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32, .name = "cpu-conv",              \
+     .description = DESC32, .workspace = conv_workspace, .prepare = conv_prepare,                  \
+     .release = conv_release, .run = run_conv, .state_memory = conv_state_memory},                 \
+    {.op = OP, .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",              \
+     .description = DESC64, .workspace = conv_workspace, .run = run_conv}
     static const PsimKernelDef defs[] = {
-        {.op = "Conv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32, .name = "cpu-conv",
-         .description = "1-D/2-D convolution: oneDNN's direct convolution for kernels larger than 1x1 "
-                        "(input reordered to its blocked layout and back), direct GEMM for 1x1, "
-                        "polyphase loops for depthwise, else banded im2col + sgemm",
-         .workspace = conv_workspace, .prepare = conv_prepare, .release = conv_release, .run = run_conv,
-         .state_memory = conv_state_memory},
-        {.op = "Conv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",
-         .description = "convolution in float64 by direct loops", .workspace = conv_workspace,
-         .run = run_conv},
-        {.op = "FusedConv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32, .name = "cpu-conv",
-         .description = "Conv's kernel with its activation applied as each part of the output is "
-                        "written: a oneDNN post-op (Relu, LeakyRelu, Clip) or the activation loop over "
-                        "each channel or group while it is in cache",
-         .workspace = conv_workspace, .prepare = conv_prepare, .release = conv_release, .run = run_conv,
-         .state_memory = conv_state_memory},
-        {.op = "FusedConv", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64, .name = "cpu-conv",
-         .description = "convolution in float64 by direct loops, then the activation",
-         .workspace = conv_workspace, .run = run_conv},
+        CONV_DEFS("Conv",
+                  "1-D/2-D convolution: oneDNN's direct convolution for kernels larger than 1x1 "
+                  "(input reordered to its blocked layout and back), direct GEMM for 1x1, "
+                  "polyphase loops for depthwise, else banded im2col + sgemm",
+                  "convolution in float64 by direct loops"),
+        CONV_DEFS("FusedConv",
+                  "Conv's kernel with its activation applied as each part of the output is "
+                  "written: a oneDNN post-op (Relu, LeakyRelu, Clip) or the activation loop over "
+                  "each channel or group while it is in cache",
+                  "convolution in float64 by direct loops, then the activation"),
     };
+#undef CONV_DEFS
     psim__kernels_add(defs, (int)G_N_ELEMENTS(defs));
 }
 

@@ -518,18 +518,25 @@ static gboolean run_not(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+/* Output 0 of a float32-only unary op, shaped as input 0 (every element to be written); NULL with
+ * an error for another dtype. */
+static PsimTensor *f32_unary_out(PsimKernelCtx *ctx, GError **error)
+{
+    if (!psim__cpu_need(ctx, 1, error))
+        return NULL;
+    PsimTensor *x = ctx->inputs[0];
+    if (x->dtype != PSIM_DTYPE_FLOAT32) {
+        KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
+        return NULL;
+    }
+    return psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
+}
+
 /* LeakyRelu, Elu, Selu, HardSigmoid, Shrink, ThresholdedRelu, Celu, HardSwish: unary with
  * float attributes. */
 static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
 {
-    if (!psim__cpu_need(ctx, 1, error))
-        return FALSE;
-    PsimTensor *x = ctx->inputs[0];
-    if (x->dtype != PSIM_DTYPE_FLOAT32) {
-        KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
-        return FALSE;
-    }
-    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = f32_unary_out(ctx, error), *x = ctx->inputs[0];
     if (!y)
         return FALSE;
     const char *op = ctx->node->op;
@@ -592,14 +599,7 @@ static gboolean run_unary_attr(PsimKernelCtx *ctx, GError **error)
  * and of Div, Erf, Add and two Muls (graph/fuse.c). */
 static gboolean run_gated(PsimKernelCtx *ctx, GError **error)
 {
-    if (!psim__cpu_need(ctx, 1, error))
-        return FALSE;
-    PsimTensor *x = ctx->inputs[0];
-    if (x->dtype != PSIM_DTYPE_FLOAT32) {
-        KERR(ctx, error, "%s has no CPU kernel for %s", ctx->node->op, psim_dtype_name(x->dtype));
-        return FALSE;
-    }
-    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = f32_unary_out(ctx, error), *x = ctx->inputs[0];
     if (!y)
         return FALSE;
     if (!strcmp(ctx->node->op, "QuickGelu"))

@@ -7,17 +7,8 @@
 #if defined(__x86_64__) && defined(__AVX__)
 #include <sleef.h>
 
-/* As vmath.c's SSE2 sigmoid: exp(-|x|), then 1 / (1 + e) or e / (1 + e) by mask. Selected by
- * bit masks: GCC 12 turned a blendv on a compare into a branch per lane, and mixed signs then
- * cost 3x in mispredictions. */
-static inline __m256 avx_sigmoid(__m256 v)
-{
-    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-    __m256 e = Sleef_expf8_u10(_mm256_sub_ps(_mm256_setzero_ps(), ax));
-    __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-    return _mm256_or_ps(_mm256_and_ps(neg, _mm256_mul_ps(e, r)), _mm256_andnot_ps(neg, r));
-}
+/* Sigmoid as vmath.c's SSE2 one, with SLEEF's exp. */
+#define avx_sigmoid(v) PSIM_VMATH_SIGMOID8(v, Sleef_expf8_u10)
 
 static inline __m256 avx_one(PsimVmathFn f, __m256 v)
 {

@@ -82,15 +82,8 @@ static inline __m256 erf8(__m256 x)
     return _mm256_or_ps(_mm256_blendv_ps(large, small, below), sign);
 }
 
-/* Sigmoid, as the other paths: exp(-|x|), then 1 / (1 + e) or e / (1 + e) by mask. */
-static inline __m256 sigmoid8(__m256 v)
-{
-    __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
-    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), ax));
-    __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
-    return _mm256_or_ps(_mm256_and_ps(neg, _mm256_mul_ps(e, r)), _mm256_andnot_ps(neg, r));
-}
+/* Sigmoid as the other paths, with the inline exp. */
+#define sigmoid8(v) PSIM_VMATH_SIGMOID8(v, exp8)
 
 static inline __m256 avx2_one(PsimVmathFn f, __m256 v)
 {

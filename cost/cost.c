@@ -18,7 +18,7 @@ typedef struct {
      * added to every measured op (0 without the row), and how much slower ops ran with
      * busy_devices devices busy at once (1 and 0 without the rows). */
     double dispatch_us, busy_factor, busy_devices;
-    double idle_extra_us, idle_gap_us; /* per op after the device waited idle_gap_us (0: none) */
+    PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -133,7 +133,7 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
     r->mem_bw_GBps = d->mem_bw_GBps;
     r->launch_us = d->launch_us;
     r->busy_factor = 1;
-    r->idle_extra_us = 0;
+    r->idle = (PsimIdleCurve){0};
     if (m->db) {
         GError *err = NULL;
         double v;
@@ -155,10 +155,19 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
             psim_cost_db_calibration_get(m->db, d, "busy_devices", &r->busy_devices, &err) &&
             r->busy_devices >= 2 && isfinite(r->busy_devices))
             r->busy_factor = MIN(v, 1e6);
-        if (!err && psim_cost_db_calibration_get(m->db, d, "idle_extra_us", &v, &err) && v >= 0 && isfinite(v) &&
-            psim_cost_db_calibration_get(m->db, d, "idle_gap_us", &r->idle_gap_us, &err) &&
-            r->idle_gap_us > 0 && isfinite(r->idle_gap_us))
-            r->idle_extra_us = MIN(v, PSIM_COST_MAX_US);
+        /* The idle curve's points, each an extra time after a gap, the gaps increasing. */
+        static const char *const idle_kinds[2][2] = {{"idle_extra_us", "idle_gap_us"},
+                                                     {"idle_extra_long_us", "idle_gap_long_us"}};
+        for (int k = 0; k < 2 && !err && r->idle.n == k; k++) {
+            double gap;
+            if (psim_cost_db_calibration_get(m->db, d, idle_kinds[k][0], &v, &err) && v >= 0 && isfinite(v) &&
+                psim_cost_db_calibration_get(m->db, d, idle_kinds[k][1], &gap, &err) && gap > 0 && isfinite(gap) &&
+                (k == 0 || gap > r->idle.gap_us[0])) {
+                r->idle.gap_us[k] = gap;
+                r->idle.extra_us[k] = MIN(v, PSIM_COST_MAX_US);
+                r->idle.n = k + 1;
+            }
+        }
         if (err)
             warn_db_error(m, err);
     }
@@ -229,17 +238,13 @@ double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_bu
     return f;
 }
 
-void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *extra_us, double *gap_us)
+void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve *curve)
 {
     g_mutex_lock(&m->lock);
     ensure_size(m);
-    *extra_us = 0;
-    *gap_us = 0;
-    if (device >= 0 && device < m->n_dev) {
-        const DeviceRates *r = rates(m, device);
-        *extra_us = r->idle_extra_us;
-        *gap_us = r->idle_gap_us;
-    }
+    *curve = (PsimIdleCurve){0};
+    if (device >= 0 && device < m->n_dev)
+        *curve = rates(m, device)->idle;
     g_mutex_unlock(&m->lock);
 }
 

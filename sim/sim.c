@@ -130,8 +130,9 @@ typedef struct {
     Pq copies;            /* transfers it copies itself (by_destination links), by priority */
     uint64_t mem, peak, capacity;
     /* Waiting: when its streams last all went free (once something ran this step), and the
-     * device's idle calibration (psim_cost_model_idle_calibration). */
-    double idle_since, idle_extra_us, idle_gap_us;
+     * device's idle curve (psim_cost_model_idle_curve). */
+    double idle_since;
+    PsimIdleCurve idle;
     gboolean ran;
 } Dev;
 
@@ -430,9 +431,9 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
 {
     Dev *dv = &s->dev[d];
     /* A node that starts after its device waited within the step runs slower (the executor
-     * spins while it waits; psim_cost_model_idle_calibration). */
+     * waits; psim_cost_model_idle_curve). */
     double extra = dv->busy == 0 && dv->ran && s->kind[v] == KIND_COMPUTE
-                       ? psim_cost_idle_extra(dv->idle_extra_us, dv->idle_gap_us, s->now - dv->idle_since)
+                       ? psim_cost_idle_extra(&dv->idle, s->now - dv->idle_since)
                        : 0;
     stream_take(s, v, d);
     /* start[v] holds the time v became ready; if it waited for its device since, what freed
@@ -624,8 +625,7 @@ static void setup_common(Sim *s)
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
-        psim_cost_model_idle_calibration(s->m, s->cluster_dev[d], &s->dev[d].idle_extra_us,
-                                         &s->dev[d].idle_gap_us);
+        psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;
     }
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer

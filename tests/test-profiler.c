@@ -458,18 +458,24 @@ static void test_insitu(void)
     g_assert_cmpint(r.n_runs, ==, 1); /* CPU:0 and CPU:1 share a fingerprint */
     g_assert_cmpint(r.n_nodes, ==, 4);
     g_assert_cmpint(r.rows, ==, 3);
-    /* dispatch_us, idle_extra_us and idle_gap_us for both devices (the same hardware), and
-     * busy_factor and busy_devices for each */
-    g_assert_cmpint(r.calibrations, ==, 3 * 2 + 2 * 2);
+    /* dispatch_us, the idle curve's two points (idle_extra_us and idle_gap_us, their _long_
+     * pair) for both devices (the same hardware), and busy_factor and busy_devices for each */
+    g_assert_cmpint(r.calibrations, ==, 5 * 2 + 2 * 2);
     g_assert_cmpfloat(r.step_us, >, 0);
     g_assert_cmpfloat(r.idle_extra_us, >=, 0);
+    g_assert_cmpfloat(r.idle_extra_long_us, >=, r.idle_extra_us);
     for (int d = 0; d < 2; d++) {
-        double f = 0, gap_us = 0, disp = -1;
-        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_extra_us", &f, &err));
-        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "idle_gap_us", &gap_us, &err));
-        g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), "dispatch_us", &disp, &err));
+        double f = 0, gap_us = 0, disp = -1, fl = 0, gap_long = 0;
+        const PsimDevice *dev = psim_cluster_device(c, d);
+        g_assert_true(psim_cost_db_calibration_get(db, dev, "idle_extra_us", &f, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, dev, "idle_gap_us", &gap_us, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, dev, "idle_extra_long_us", &fl, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, dev, "idle_gap_long_us", &gap_long, &err));
+        g_assert_true(psim_cost_db_calibration_get(db, dev, "dispatch_us", &disp, &err));
         g_assert_cmpfloat(f, ==, r.idle_extra_us);
+        g_assert_cmpfloat(fl, ==, r.idle_extra_long_us);
         g_assert_cmpfloat(gap_us, ==, PSIM_EXEC_PAUSE_SPIN_US);
+        g_assert_cmpfloat(gap_long, ==, 10 * PSIM_EXEC_PAUSE_SPIN_US);
         g_assert_cmpfloat(disp, ==, r.dispatch_us);
     }
     g_assert_cmpfloat(r.dispatch_us, >=, 0);
@@ -513,7 +519,7 @@ static void test_insitu(void)
         g_assert_true(psim_insitu_session_finish(g_steal_pointer(&s), &r2, &err));
         g_assert_no_error(err);
         g_assert_cmpint(r2.rows, ==, 3);
-        g_assert_cmpint(r2.calibrations, ==, 3 * 2 + 2 * 2);
+        g_assert_cmpint(r2.calibrations, ==, 5 * 2 + 2 * 2);
         PsimTimingStats st2;
         g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
         g_assert_cmpint(st2.n, ==, 2 * (2 + 3 + 1));

@@ -519,7 +519,7 @@ static void test_resnet50_trace(void)
 }
 
 /* A node that starts after its device waited within the step takes the device's idle
- * calibration longer, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us
+ * curve longer, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us
  * for A (P:0, 0..30, arrives at once), so C (100 us) takes 100 + 15 * 20 / 50 = 106; E right
  * after C did not wait (10 us); D, its first node, is not charged. Without the rows C takes 100. */
 static void test_idle(void)
@@ -559,11 +559,50 @@ static void test_idle(void)
         psim_plan_free(p);
         b_free(&b);
     }
-    g_assert_cmpfloat(psim_cost_idle_extra(15, 50, 0), ==, 0);
-    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(15, 50, 500), 15, 1e-12);
-    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(15, 50, 10), 3, 1e-12);
-    g_assert_cmpfloat(psim_cost_idle_extra(0, 50, 500), ==, 0);
-    g_assert_cmpfloat(psim_cost_idle_extra(15, 0, 500), ==, 0);
+    /* The curve: linear from 0 through its points, then flat. */
+    PsimIdleCurve one = {1, {50, 0}, {15, 0}}, two = {2, {50, 500}, {15, 60}}, none = {0};
+    g_assert_cmpfloat(psim_cost_idle_extra(&one, 0), ==, 0);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&one, 500), 15, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&one, 10), 3, 1e-12);
+    g_assert_cmpfloat(psim_cost_idle_extra(&none, 500), ==, 0);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&two, 10), 3, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&two, 275), 37.5, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&two, 5000), 60, 1e-12);
+    /* A second point from the DB (2 us after 10, 12 after 30): C's wait of 20 us between them
+     * costs 7. */
+    {
+        B b;
+        b_init(&b, 2, 0, 0, TRUE);
+        for (int32_t d = 0; d < 2; d++)
+            psim_cluster_device(b.c, d)->description = g_strdup("test device");
+        b_node(&b, "D", 10, 0, 1, NULL, NULL);
+        b_node(&b, "A", 30, 0, 0, NULL, NULL);
+        b_xfer(&b, "A", 1, "rA", NULL, 0);
+        b_node(&b, "C", 100, 0, 1, "rA", "D");
+        PsimPlan *p = b_plan(&b);
+        GError *err = NULL;
+        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        for (int32_t d = 0; d < 2; d++) {
+            const PsimDevice *dev = psim_cluster_device(b.c, d);
+            g_assert_true(psim_cost_db_calibration_put(db, dev, "idle_extra_us", 2, "t", &err) &&
+                          psim_cost_db_calibration_put(db, dev, "idle_gap_us", 10, "t", &err) &&
+                          psim_cost_db_calibration_put(db, dev, "idle_extra_long_us", 12, "t", &err) &&
+                          psim_cost_db_calibration_put(db, dev, "idle_gap_long_us", 30, "t", &err));
+        }
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+        PsimIdleCurve c;
+        psim_cost_model_idle_curve(m, 1, &c);
+        g_assert_cmpint(c.n, ==, 2);
+        PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+        PsimSimResult r;
+        g_autoptr(PsimTimeline) t = NULL;
+        g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
+        g_assert_no_error(err);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 100 + 7, 1e-9);
+        psim_sim_result_clear(&r);
+        psim_plan_free(p);
+        b_free(&b);
+    }
     for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
         g_autofree char *f = g_strconcat(path, *sfx, NULL);
         g_unlink(f);

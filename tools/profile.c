@@ -102,6 +102,7 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
             psim_cli_json_double(b, "dispatch_us", rep[i].dispatch_us);
             psim_cli_json_double(b, "busy_factor", rep[i].busy_factor);
             psim_cli_json_double(b, "idle_extra_us", rep[i].idle_extra_us);
+            psim_cli_json_double(b, "idle_extra_long_us", rep[i].idle_extra_long_us);
         }
         json_builder_end_object(b);
     }
@@ -359,9 +360,10 @@ int psim_cmd_profile(int argc, char **argv)
     for (guint i = 0; in_situ && i < graphs->len; i++)
         if (insitu_ok[i])
             printf("in-situ      %s: %d rows, %d ops a step, step %.1f us (rows + gaps: %.1f us), dispatch "
-                   "%.2f us/op, busy x%.3f, after a wait +%.2f us/op\n", psim_graph_name(g_ptr_array_index(graphs, i)),
-                   insitu[i].rows, insitu[i].n_nodes, insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us,
-                   insitu[i].busy_factor, insitu[i].idle_extra_us);
+                   "%.2f us/op, busy x%.3f, after a wait +%.2f us/op (+%.2f after a long one)\n",
+                   psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows, insitu[i].n_nodes,
+                   insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us, insitu[i].busy_factor,
+                   insitu[i].idle_extra_us, insitu[i].idle_extra_long_us);
         else
             printf("in-situ      %s: cannot run whole; kernels timed alone\n",
                    psim_graph_name(g_ptr_array_index(graphs, i)));

@@ -62,22 +62,32 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
  * the step gives work. */
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
-/* How much slower an op of `device` runs when the device waited (for a Recv) right before it: a
- * core that spun waiting runs its next kernel slower than one that went straight on (the 2-vCPU
- * VM: a few microseconds per op, whatever the op's size; docs/validation.md). *extra_us and
- * *gap_us from the device's "idle_extra_us" and "idle_gap_us" calibrations (profile --in-situ:
- * the mean per op of its time with the executor spinning idle_gap_us before each, less its time
- * without); 0 and 0 without them. psim_cost_idle_extra turns them into the microseconds added
- * after idle_us of waiting; the simulator adds them to each node that starts on a device after
- * it was idle within the step. A time per op, not a factor: the same measurement gave factors
- * of 1.29-1.51 on a graph of 5-40 us ops and 0.99-1.02 on graphs of millisecond ops. */
-void psim_cost_model_idle_calibration(PsimCostModel *m, int32_t device, double *extra_us, double *gap_us);
-/* extra_us * min(1, idle_us / gap_us); 0 without a calibration or a wait. */
-static inline double psim_cost_idle_extra(double extra_us, double gap_us, double idle_us)
+/* How much slower an op of a device runs when the device waited (for a Recv) right before it: a
+ * core that waited runs its next kernel slower than one that went straight on, the more the
+ * longer it waited (this project's VMs: 1-2 us per op after 50 us of waiting, 7-10 us after 300
+ * us or more; docs/validation.md). A curve per device from its calibrations (profile --in-situ:
+ * the mean per op of its time with the executor waiting before each, less its time without):
+ * "idle_extra_us" after "idle_gap_us" of waiting and, where measured, "idle_extra_long_us" after
+ * "idle_gap_long_us". n points (0: none). A time per op, not a factor: the same measurement gave
+ * factors of 1.29-1.51 on a graph of 5-40 us ops and 0.99-1.02 on graphs of millisecond ops. */
+typedef struct {
+    int32_t n;
+    double gap_us[2], extra_us[2];
+} PsimIdleCurve;
+void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve *curve);
+/* The microseconds the simulator adds to a node that starts on a device after idle_us of waiting
+ * within the step: linear from 0 through the curve's points, then its last value. */
+static inline double psim_cost_idle_extra(const PsimIdleCurve *c, double idle_us)
 {
-    if (!(extra_us > 0) || !(gap_us > 0) || !(idle_us > 0))
+    if (!c || c->n < 1 || !(idle_us > 0))
         return 0;
-    return extra_us * (idle_us < gap_us ? idle_us / gap_us : 1);
+    double g0 = 0, e0 = 0;
+    for (int32_t k = 0; k < c->n; k++) {
+        if (idle_us < c->gap_us[k])
+            return e0 + (c->extra_us[k] - e0) * (idle_us - g0) / (c->gap_us[k] - g0);
+        g0 = c->gap_us[k], e0 = c->extra_us[k];
+    }
+    return e0;
 }
 
 /* The longest time the model answers, in microseconds. Finite costs and link times beyond it (a

@@ -220,6 +220,7 @@ typedef struct {
     double dispatch_us;   /* its op-to-op gap (dispatch_us) */
     double busy_factor;   /* its factor with every device busy (1: not measured) */
     double idle_extra_us; /* us per op after the executor's wait spin (idle_extra_us, 0: none) */
+    double idle_extra_long_us; /* the same after ten times that wait (idle_extra_long_us) */
     double elapsed_ms;
 } PsimInsituReport;
 

@@ -522,19 +522,25 @@ static void test_resnet50_trace(void)
  * curve longer, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us
  * for A (P:0, 0..30, arrives at once), so C (100 us) takes 100 + 15 * 20 / 50 = 106; E right
  * after C did not wait (10 us); D, its first node, is not charged. Without the rows C takes 100. */
+/* P:1 runs D (0..10) then, after a Send of A (P:0, 0..30), C (100 us): C waits 20 us. */
+static void idle_plan(B *b)
+{
+    b_init(b, 2, 0, 0, TRUE);
+    for (int32_t d = 0; d < 2; d++)
+        psim_cluster_device(b->c, d)->description = g_strdup("test device");
+    b_node(b, "D", 10, 0, 1, NULL, NULL);
+    b_node(b, "A", 30, 0, 0, NULL, NULL);
+    b_xfer(b, "A", 1, "rA", NULL, 0);
+    b_node(b, "C", 100, 0, 1, "rA", "D");
+}
+
 static void test_idle(void)
 {
     g_autofree char *dir = g_dir_make_tmp("psim-idle-XXXXXX", NULL);
     g_autofree char *path = g_build_filename(dir, "c.db", NULL);
     for (int with = 0; with < 2; with++) {
         B b;
-        b_init(&b, 2, 0, 0, TRUE);
-        for (int32_t d = 0; d < 2; d++)
-            psim_cluster_device(b.c, d)->description = g_strdup("test device");
-        b_node(&b, "D", 10, 0, 1, NULL, NULL);
-        b_node(&b, "A", 30, 0, 0, NULL, NULL);
-        b_xfer(&b, "A", 1, "rA", NULL, 0);
-        b_node(&b, "C", 100, 0, 1, "rA", "D");
+        idle_plan(&b);
         b_node(&b, "E", 10, 0, 1, "C", NULL);
         PsimPlan *p = b_plan(&b);
         GError *err = NULL;
@@ -572,13 +578,7 @@ static void test_idle(void)
      * costs 7. */
     {
         B b;
-        b_init(&b, 2, 0, 0, TRUE);
-        for (int32_t d = 0; d < 2; d++)
-            psim_cluster_device(b.c, d)->description = g_strdup("test device");
-        b_node(&b, "D", 10, 0, 1, NULL, NULL);
-        b_node(&b, "A", 30, 0, 0, NULL, NULL);
-        b_xfer(&b, "A", 1, "rA", NULL, 0);
-        b_node(&b, "C", 100, 0, 1, "rA", "D");
+        idle_plan(&b);
         PsimPlan *p = b_plan(&b);
         GError *err = NULL;
         g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);

@@ -442,11 +442,17 @@ static int bench_nodes(const char *path, const char *op, int reps, const char *f
         PsimOpCount c;
         psim_graph_node_count(g, n, &c);
         if (def) {
-            const int64_t *x = in[0]->dims, *w = n->n_inputs > 1 ? in[1]->dims : x;
-            printf("%-20s x[%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
-                   "] w[%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT
-                   "] %8.1f MFLOP %8.0f us %6.1f GFLOP/s\n", n->name, x[1], x[2], x[3], w[0], w[1],
-                   w[2], c.flops / 1e6, best, c.flops / best / 1e3);
+            /* Input 0 without its batch dim, input 1 whole (as many dims as each has). */
+            g_autoptr(GString) shapes = g_string_new("");
+            for (int32_t k = 0; k < MIN(n->n_inputs, 2); k++) {
+                const PsimTensor *t = in[k];
+                g_string_append(shapes, k ? " w[" : "x[");
+                for (int32_t d = k ? 0 : 1; t && d < t->rank; d++)
+                    g_string_append_printf(shapes, "%s%" G_GINT64_FORMAT, d > (k ? 0 : 1) ? "," : "", t->dims[d]);
+                g_string_append_c(shapes, ']');
+            }
+            printf("%-20s %s %8.1f MFLOP %8.0f us %6.1f GFLOP/s\n", n->name, shapes->str, c.flops / 1e6, best,
+                   c.flops / best / 1e3);
             total += best;
         }
         for (int32_t k = 0; k < 8; k++)

@@ -98,16 +98,11 @@ static gboolean same_port(PsimPort a, PsimPort b)
     return a.node == b.node && a.index == b.index;
 }
 
-/* The operand of a two-input node v other than the scalar `want`: -1 when neither side is it. */
-static int32_t beside_scalar(const Fuser *f, const PsimNode *v, float want)
+/* Whether two-input node v reads port `with` beside the scalar `want`, either way round. */
+static gboolean with_scalar(const Fuser *f, const PsimNode *v, PsimPort with, float want)
 {
-    if (v->n_inputs != 2)
-        return -1;
-    if (is_scalar(f, v->inputs[1], want))
-        return 0;
-    if (is_scalar(f, v->inputs[0], want))
-        return 1;
-    return -1;
+    return v->n_inputs == 2 && ((same_port(v->inputs[0], with) && is_scalar(f, v->inputs[1], want)) ||
+                                (same_port(v->inputs[1], with) && is_scalar(f, v->inputs[0], want)));
 }
 
 /* v's one consumer (v's output is read once). */
@@ -151,8 +146,7 @@ static void match_gelu(Fuser *f, const int32_t *next, const PsimNode *e)
         return;
     PsimPort x = d->inputs[0];
     const PsimNode *a = consumer(f, next, e);
-    if (!interior(f, a, "Add") || beside_scalar(f, a, 1.0f) < 0 || !same_place(a, e) ||
-        a->inputs[beside_scalar(f, a, 1.0f)].node != e->id)
+    if (!interior(f, a, "Add") || !with_scalar(f, a, (PsimPort){e->id, 0}, 1.0f) || !same_place(a, e))
         return;
     const PsimNode *m = consumer(f, next, a);
     if (!plain(f, m, "Mul") || m->n_inputs != 2 || !same_place(m, e))
@@ -165,15 +159,12 @@ static void match_gelu(Fuser *f, const int32_t *next, const PsimNode *e)
         if (!interior(f, m, "Mul"))
             return;
         const PsimNode *m2 = consumer(f, next, m);
-        if (!plain(f, m2, "Mul") || beside_scalar(f, m2, 0.5f) < 0 || !same_place(m2, e) ||
-            m2->inputs[beside_scalar(f, m2, 0.5f)].node != m->id)
+        if (!plain(f, m2, "Mul") || !with_scalar(f, m2, (PsimPort){m->id, 0}, 0.5f) || !same_place(m2, e))
             return;
         tail = m2;
     } else { /* (x 0.5) (1 + erf) */
         half = node_of(f, other);
-        int32_t side = half ? beside_scalar(f, half, 0.5f) : -1;
-        if (!interior(f, half, "Mul") || side < 0 || !same_port(half->inputs[side], x) ||
-            !same_place(half, e))
+        if (!interior(f, half, "Mul") || !with_scalar(f, half, x, 0.5f) || !same_place(half, e))
             return;
         tail = m;
     }
@@ -334,7 +325,7 @@ gboolean psim_graph_fuse(const PsimGraph *g, gboolean (*can_run)(const char *op,
             const PsimNode *un = psim_graph_node(g, u);
             for (int32_t k = 0; k < un->n_inputs; k++) {
                 int32_t w = un->inputs[k].node;
-                if (w >= 0 && f.drop[w] && member[w] == -1 && first[v] != w) {
+                if (w >= 0 && f.drop[w] && member[w] == -1) {
                     member[w] = first[v] == -1 ? -2 : first[v]; /* -2: end of the list */
                     first[v] = w;
                     g_array_append_val(stack, w);
@@ -384,8 +375,6 @@ gboolean psim_graph_fuse(const PsimGraph *g, gboolean (*can_run)(const char *op,
                 const PsimNode *un = psim_graph_node(g, u);
                 for (int32_t k = 0; k < un->n_controls; k++)
                     psim_graph_node_control_add(out, c, un->controls[k]);
-                if (u != v && member[u] == -2)
-                    break;
             }
         new_id[v] = next_id++;
     }

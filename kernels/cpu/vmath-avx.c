@@ -17,10 +17,7 @@ static inline __m256 avx_one(PsimVmathFn f, __m256 v)
     case PSIM_VMATH_LOG: return Sleef_logf8_u10(v);
     case PSIM_VMATH_TANH: return Sleef_tanhf8_u10(v);
     case PSIM_VMATH_ERF: return Sleef_erff8_u10(v);
-    case PSIM_VMATH_GELU: {
-        __m256 t = Sleef_erff8_u10(_mm256_div_ps(v, _mm256_set1_ps(PSIM_SQRT2_F)));
-        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(t, _mm256_set1_ps(1.0f))), _mm256_set1_ps(0.5f));
-    }
+    case PSIM_VMATH_GELU: return PSIM_VMATH_GELU(_mm256_, v, Sleef_erff8_u10);
     case PSIM_VMATH_SILU: return _mm256_mul_ps(v, avx_sigmoid(v));
     default: return avx_sigmoid(v);
     }

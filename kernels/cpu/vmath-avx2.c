@@ -90,10 +90,7 @@ static inline __m256 avx2_one(PsimVmathFn f, __m256 v)
     switch (f) {
     case PSIM_VMATH_EXP: return exp8(v);
     case PSIM_VMATH_ERF: return erf8(v);
-    case PSIM_VMATH_GELU: {
-        __m256 t = erf8(_mm256_div_ps(v, _mm256_set1_ps(PSIM_SQRT2_F)));
-        return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(t, _mm256_set1_ps(1.0f))), _mm256_set1_ps(0.5f));
-    }
+    case PSIM_VMATH_GELU: return PSIM_VMATH_GELU(_mm256_, v, erf8);
     case PSIM_VMATH_SILU: return _mm256_mul_ps(v, sigmoid8(v));
     default: return sigmoid8(v);
     }

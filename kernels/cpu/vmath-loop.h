@@ -39,3 +39,12 @@
         __m256 neg_ = _mm256_cmp_ps(v_, _mm256_setzero_ps(), _CMP_LT_OQ);                         \
         _mm256_or_ps(_mm256_and_ps(neg_, _mm256_mul_ps(e_, r_)), _mm256_andnot_ps(neg_, r_));     \
     })
+
+/* GELU as its float ops in order, (x (erf(x / sqrt 2) + 1)) / 2, for any vector width: P is the
+ * intrinsics' prefix (_mm_, _mm256_), ERF the width's erf. */
+#define PSIM_VMATH_GELU(P, V, ERF)                                                                \
+    __extension__({                                                                               \
+        __typeof__(V) v_ = (V);                                                                   \
+        __typeof__(V) t_ = ERF(P##div_ps(v_, P##set1_ps(PSIM_SQRT2_F)));                          \
+        P##mul_ps(P##mul_ps(v_, P##add_ps(t_, P##set1_ps(1.0f))), P##set1_ps(0.5f));              \
+    })

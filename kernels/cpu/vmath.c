@@ -58,10 +58,7 @@ static inline __m128 sse2_one(PsimVmathFn f, __m128 v)
     case PSIM_VMATH_LOG: return Sleef_logf4_u10(v);
     case PSIM_VMATH_TANH: return Sleef_tanhf4_u10(v);
     case PSIM_VMATH_ERF: return Sleef_erff4_u10(v);
-    case PSIM_VMATH_GELU: {
-        __m128 t = Sleef_erff4_u10(_mm_div_ps(v, _mm_set1_ps(PSIM_SQRT2_F)));
-        return _mm_mul_ps(_mm_mul_ps(v, _mm_add_ps(t, _mm_set1_ps(1.0f))), _mm_set1_ps(0.5f));
-    }
+    case PSIM_VMATH_GELU: return PSIM_VMATH_GELU(_mm_, v, Sleef_erff4_u10);
     case PSIM_VMATH_SILU: return _mm_mul_ps(v, sse2_sigmoid(v));
     default: return sse2_sigmoid(v);
     }

@@ -8,6 +8,10 @@
  *                                    worker-thread CPU time (medians after one warm-up), and
  *                                    per-op-type time (mean wall per step, and the sum of each
  *                                    node's fastest step)
+ *   bench-kernels turns M K N REPS  float32 [M,K] x [K,N] by our MatMul kernel and by a plain
+ *                                    cblas_sgemm, each on one thread alone and on two threads
+ *                                    (cores 0 and 1, matrices of their own) taking turns, as two
+ *                                    executor devices of a split plan do; medians of wall time
  *   bench-kernels feeds FILE STEPS FEED_A FEED_B
  *                                    model's figures for two feeds, their steps in turn on one
  *                                    executor (bench/feed-sensitivity.sh)
@@ -17,7 +21,10 @@
  *                                    (PSIM_BENCH_NODES=1 in model mode prints per-node wall
  *                                    times instead)
  * The machine is shared: thread CPU time is the figure that says what the kernels cost. */
+#define _GNU_SOURCE
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -98,6 +105,133 @@ static int bench_matmul(int64_t n, int reps)
     psim_tensor_unref(a);
     psim_tensor_unref(b);
     psim_tensor_unref(c);
+    return 0;
+}
+
+/* One side of `turns`: its matrices, the call it makes, its samples. */
+typedef struct {
+    int core, me;
+    gboolean kernel; /* the MatMul kernel, else cblas_sgemm */
+    int64_t m, k, n;
+    int reps;
+    PsimTensor *a, *b, *c;
+    PsimWorker *pool; /* the kernel's outputs come from its block pool, as in a step */
+    double *us;
+    gint *turn; /* NULL: alone */
+} Turn;
+
+static PsimTensor *worker_alloc_uninit(PsimKernelCtx *ctx, PsimDType dt, int32_t r, const int64_t *d,
+                                       GError **error)
+{
+    return psim_worker_tensor_new_uninit(ctx->alloc_user, dt, r, d, error);
+}
+
+static void turn_call(Turn *t)
+{
+    if (t->kernel) {
+        const PsimKernelDef *def = psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32);
+        g_autoptr(PsimGraph) g = psim_graph_new("bench");
+        PsimNode *node = psim_graph_node_add(g, "mm", "MatMul", NULL);
+        psim_graph_node_outputs_set(g, node, 1);
+        PsimTensor *in[2] = {t->a, t->b}, *out[1] = {NULL};
+        PsimKernelCtx ctx = {.graph = g, .node = node, .n_inputs = 2, .inputs = in, .n_outputs = 1,
+                             .outputs = out, .device_type = "CPU", .alloc = worker_alloc,
+                             .alloc_uninit = worker_alloc_uninit, .alloc_user = t->pool};
+        double t0 = now_us(CLOCK_MONOTONIC);
+        gboolean ok = def->run(&ctx, NULL);
+        double t1 = now_us(CLOCK_MONOTONIC);
+        g_assert_true(ok);
+        psim_tensor_unref(out[0]);
+        t->us[0] = t1 - t0;
+    } else {
+        double t0 = now_us(CLOCK_MONOTONIC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)t->m, (blasint)t->n, (blasint)t->k,
+                    1.0f, t->a->data, (blasint)t->k, t->b->data, (blasint)t->n, 0.0f, t->c->data,
+                    (blasint)t->n);
+        t->us[0] = now_us(CLOCK_MONOTONIC) - t0;
+    }
+}
+
+static void *turn_thread(void *arg)
+{
+    Turn *t = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(t->core, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    psim_kernel_thread_init();
+    double *all = t->us;
+    for (int i = -3; i < t->reps; i++) {
+        if (t->turn)
+            while (g_atomic_int_get(t->turn) != t->me)
+                ;
+        double one;
+        t->us = &one;
+        turn_call(t);
+        t->us = all;
+        if (i >= 0)
+            all[i] = one;
+        if (t->turn)
+            g_atomic_int_set(t->turn, !t->me);
+    }
+    return NULL;
+}
+
+static PsimTensor *random_matrix(int64_t r, int64_t c, GRand *g)
+{
+    int64_t d[2] = {r, c};
+    PsimTensor *t = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, d, NULL);
+    for (int64_t i = 0; i < r * c; i++)
+        ((float *)t->data)[i] = (float)g_rand_double_range(g, -1, 1);
+    return t;
+}
+
+static int bench_turns(int64_t m, int64_t k, int64_t n, int reps)
+{
+    if (m < 1 || k < 1 || n < 1 || reps < 1)
+        return 2;
+    g_assert_nonnull(psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32));
+    openblas_set_num_threads(1);
+    /* OpenBLAS's pool thread polls (sched_yield) for a while after the library loads: let it go
+     * to sleep before timing anything. */
+    g_usleep(500000);
+    GRand *g = g_rand_new_with_seed(1);
+    Turn side[2];
+    for (int s = 0; s < 2; s++)
+        side[s] = (Turn){.core = s, .me = s, .m = m, .k = k, .n = n, .reps = reps,
+                         .a = random_matrix(m, k, g), .b = random_matrix(k, n, g),
+                         .c = random_matrix(m, n, g), .pool = psim_worker_new(NULL, NULL),
+                         .us = g_new(double, reps)};
+    g_rand_free(g);
+    printf("{\"bench\": \"turns\", \"m\": %" G_GINT64_FORMAT ", \"k\": %" G_GINT64_FORMAT
+           ", \"n\": %" G_GINT64_FORMAT ", \"reps\": %d", m, k, n, reps);
+    for (int kernel = 1; kernel >= 0; kernel--) {
+        const char *name = kernel ? "kernel" : "sgemm";
+        /* Alone: side 0 on core 0. */
+        side[0].kernel = kernel, side[0].turn = NULL;
+        pthread_t th[2];
+        pthread_create(&th[0], NULL, turn_thread, &side[0]);
+        pthread_join(th[0], NULL);
+        double alone = psim_stats_median(side[0].us, reps);
+        gint turn = 0;
+        for (int s = 0; s < 2; s++) {
+            side[s].kernel = kernel, side[s].turn = &turn;
+            pthread_create(&th[s], NULL, turn_thread, &side[s]);
+        }
+        for (int s = 0; s < 2; s++)
+            pthread_join(th[s], NULL);
+        double turns = (psim_stats_median(side[0].us, reps) + psim_stats_median(side[1].us, reps)) / 2;
+        printf(", \"%s_alone_us\": %.2f, \"%s_turns_us\": %.2f, \"%s_turns_over_alone\": %.3f", name,
+               alone, name, turns, name, turns / alone);
+    }
+    printf("}\n");
+    for (int s = 0; s < 2; s++) {
+        psim_tensor_unref(side[s].a);
+        psim_tensor_unref(side[s].b);
+        psim_tensor_unref(side[s].c);
+        psim_worker_free(side[s].pool);
+        g_free(side[s].us);
+    }
     return 0;
 }
 
@@ -471,11 +605,14 @@ int main(int argc, char **argv)
         return bench_nodes(argv[2], argv[3], atoi(argv[4]), argc == 6 ? argv[5] : NULL);
     if (argc == 4 && !strcmp(argv[1], "matmul"))
         return bench_matmul(g_ascii_strtoll(argv[2], NULL, 10), atoi(argv[3]));
+    if (argc == 6 && !strcmp(argv[1], "turns"))
+        return bench_turns(g_ascii_strtoll(argv[2], NULL, 10), g_ascii_strtoll(argv[3], NULL, 10),
+                           g_ascii_strtoll(argv[4], NULL, 10), atoi(argv[5]));
     if (argc == 6 && !strcmp(argv[1], "feeds"))
         return bench_feeds(argv[2], atoi(argv[3]), argv[4], argv[5]);
     if ((argc == 4 || argc == 5) && !strcmp(argv[1], "model"))
         return bench_model(argv[2], atoi(argv[3]), argc == 5 ? argv[4] : NULL);
-    fprintf(stderr, "usage: bench-kernels matmul N REPS | model FILE.onnx STEPS [FEED] | feeds FILE.onnx "
+    fprintf(stderr, "usage: bench-kernels matmul N REPS | turns M K N REPS | model FILE.onnx STEPS [FEED] | feeds FILE.onnx "
                     "STEPS FEED_A FEED_B | nodes FILE.onnx OP REPS [FEED]\n");
     return 2;
 }

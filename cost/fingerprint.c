@@ -36,10 +36,13 @@ const char *psim_fingerprint_host_libraries(void)
     if (g_once_init_enter(&libs)) {
         g_autofree char *cfg = g_strdup(openblas_get_config());
         g_strdelimit(g_strstrip(cfg), " ", '_');
-        /* oneDNN runs the CPU convolutions: its version (and so its kernels) changes their time. */
+        /* oneDNN runs the CPU convolutions and most sgemms (kernels/cpu/gemm.c; "sgemm=onednn"
+         * since 2026-11-28, so rows timed on OpenBLAS's are not reused): its version (and so its
+         * kernels) changes their time. */
         const dnnl_version_t *dv = dnnl_version();
-        g_once_init_leave(&libs, g_strdup_printf("placesim=%s openblas=%s onednn=%d.%d.%d", PSIM_VERSION_STRING,
-                                                 cfg, dv->major, dv->minor, dv->patch));
+        g_once_init_leave(
+            &libs, g_strdup_printf("placesim=%s openblas=%s onednn=%d.%d.%d sgemm=onednn",
+                                   PSIM_VERSION_STRING, cfg, dv->major, dv->minor, dv->patch));
     }
     return libs;
 }

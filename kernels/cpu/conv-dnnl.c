@@ -18,9 +18,6 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-/* libgomp's (oneDNN's OpenMP runtime); declared here so that clang builds need no omp.h. */
-extern void omp_set_num_threads(int n);
-
 #define DNNL_OK(x) ((x) == dnnl_success)
 
 typedef struct { /* all int64_t: no padding bytes for memcmp to read */
@@ -80,7 +77,7 @@ static dnnl_stream_t stream(void)
 {
     dnnl_stream_t s = g_private_get(&stream_key);
     if (!s && engine()) {
-        omp_set_num_threads(1);
+        psim__dnnl_one_thread();
         if (!DNNL_OK(dnnl_stream_create(&s, engine(), dnnl_stream_default_flags)))
             return NULL;
         g_private_set(&stream_key, s);

@@ -187,9 +187,8 @@ static void wino_conv(const Geo *g, int64_t M, const float *x, const float *U, c
             }
         }
         for (int xi = 0; xi < 16; xi++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)tb,
-                        (blasint)C, 1.0f, U + xi * M * C, (blasint)C, V + xi * C * tb, (blasint)tb,
-                        0.0f, P + xi * M * tb, (blasint)tb);
+            psim__sgemm(FALSE, FALSE, M, tb, C, 1.0f, U + xi * M * C, C, V + xi * C * tb, tb, 0.0f,
+                        P + xi * M * tb, tb);
         /* Y tile = A^T p A plus the bias, two output rows per tile row via a row buffer. */
         for (int64_t m = 0; m < M; m++) {
             float b = bias ? bias[m] : 0.0f;
@@ -376,9 +375,8 @@ static gboolean conv_batched(const Geo *g, int64_t N, int64_t group, int64_t M, 
     float *out = col + K * cols;
     for (int64_t gi = 0; gi < group; gi++) {
         im2col_batch(g, N, group, gi, xd, col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)cols,
-                    (blasint)K, 1.0f, wd + gi * Mg * K, (blasint)K, col, (blasint)cols, 0.0f, out,
-                    (blasint)cols);
+        psim__sgemm(FALSE, FALSE, Mg, cols, K, 1.0f, wd + gi * Mg * K, K, col, cols, 0.0f, out,
+                    cols);
         for (int64_t n = 0; n < N; n++)
             for (int64_t m = 0; m < Mg; m++) {
                 float *restrict dst = yd + (n * M + gi * Mg + m) * HWo;
@@ -559,16 +557,13 @@ static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **er
             const float *wg = wd + gi * Mg * K;
             float *yg = yd + (n * M + gi * Mg) * HWo;
             if (direct) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg,
-                            (blasint)HWo, (blasint)K, 1.0f, wg, (blasint)K, xg, (blasint)HWo,
-                            1.0f, yg, (blasint)HWo);
+                psim__sgemm(FALSE, FALSE, Mg, HWo, K, 1.0f, wg, K, xg, HWo, 1.0f, yg, HWo);
             } else {
                 for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += rows) {
                     int64_t oh1 = MIN(g.Ho, oh0 + rows), ncol = (oh1 - oh0) * g.Wo;
                     im2col(&g, xg, oh0, oh1, col);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg,
-                                (blasint)ncol, (blasint)K, 1.0f, wg, (blasint)K, col,
-                                (blasint)ncol, 1.0f, yg + oh0 * g.Wo, (blasint)HWo);
+                    psim__sgemm(FALSE, FALSE, Mg, ncol, K, 1.0f, wg, K, col, ncol, 1.0f,
+                                yg + oh0 * g.Wo, HWo);
                 }
             }
             if (act->kind != PSIM_ACT_NONE) /* this group's outputs, while in cache */
@@ -633,9 +628,7 @@ gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const
         for (int64_t g = 0; g < p->group; g++) {
             const float *xg = x + (n * p->c + g * cg) * in_sp, *wg = w + g * cg * rows;
             /* cols[m, kh, kw][ih, iw] = sum over c of W[c][m, kh, kw] X[c][ih, iw]. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)rows, (blasint)in_sp,
-                        (blasint)cg, 1.0f, wg, (blasint)rows, xg, (blasint)in_sp, 0.0f, cols,
-                        (blasint)in_sp);
+            psim__sgemm(TRUE, FALSE, rows, in_sp, cg, 1.0f, wg, rows, xg, in_sp, 0.0f, cols, in_sp);
             for (int64_t m = 0; m < p->mg; m++) {
                 float *ym = y + (n * m_all + g * p->mg + m) * out_sp;
                 for (int64_t kh = 0; kh < p->k[0]; kh++)
@@ -733,14 +726,12 @@ static gboolean conv_grad_batched(const Geo *g, int64_t N, int64_t group, int64_
                        sizeof(float) * (size_t)HWo);
         if (dw) {
             im2col_batch(g, N, group, gi, xd, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Mg, (blasint)K,
-                        (blasint)cols, 1.0f, dyb, (blasint)cols, col, (blasint)cols, 0.0f,
-                        dw + gi * Mg * K, (blasint)K);
+            psim__sgemm(FALSE, TRUE, Mg, K, cols, 1.0f, dyb, cols, col, cols, 0.0f,
+                        dw + gi * Mg * K, K);
         }
         if (dx) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)cols,
-                        (blasint)Mg, 1.0f, wd + gi * Mg * K, (blasint)K, dyb, (blasint)cols, 0.0f,
-                        col, (blasint)cols);
+            psim__sgemm(TRUE, FALSE, K, cols, Mg, 1.0f, wd + gi * Mg * K, K, dyb, cols, 0.0f, col,
+                        cols);
             for (int64_t n = 0; n < N; n++)
                 col2im_add(g, col + n * HWo, cols, dx + (n * Cin + gi * g->C) * HWi);
         }
@@ -828,16 +819,14 @@ static gboolean run_conv_grad(PsimKernelCtx *ctx, GError **error)
                     im2col(&g, xg, 0, g.Ho, col);
                     cx = col;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)Mg, (blasint)K,
-                            (blasint)HWo, 1.0f, dyg, (blasint)HWo, cx, (blasint)HWo, 1.0f,
-                            (float *)dw->data + gi * Mg * K, (blasint)K);
+                psim__sgemm(FALSE, TRUE, Mg, K, HWo, 1.0f, dyg, HWo, cx, HWo, 1.0f,
+                            (float *)dw->data + gi * Mg * K, K);
             }
             if (dx) {
                 float *dxg = (float *)dx->data + (n * Cin + gi * g.C) * HWi;
                 /* 1x1 unit-stride: the columns are the image itself, summed into directly. */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)HWo,
-                            (blasint)Mg, 1.0f, wg, (blasint)K, dyg, (blasint)HWo,
-                            direct ? 1.0f : 0.0f, direct ? dxg : col, (blasint)HWo);
+                psim__sgemm(TRUE, FALSE, K, HWo, Mg, 1.0f, wg, K, dyg, HWo, direct ? 1.0f : 0.0f,
+                            direct ? dxg : col, HWo);
                 if (!direct)
                     col2im_add(&g, col, HWo, dxg);
             }

@@ -252,6 +252,14 @@ void psim__planes_taps(const PsimPlanes *p, const float *planes, const float **b
 void psim__planes_wsum(const float *const *base, int64_t n_taps, const float *w, int64_t nq, float *t);
 void psim__planes_max(const float *const *base, int64_t n_taps, int64_t nq, float *t);
 
+/* Row-major float32 C = alpha * op(A) op(B) + beta * C, op a transpose where ta / tb, on the
+ * calling thread only (kernels/cpu/gemm.c: oneDNN's sgemm, OpenBLAS's for the smallest). */
+void psim__sgemm(gboolean ta, gboolean tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                 int64_t ldc);
+/* Makes oneDNN's OpenMP team on this thread one thread (once per thread). */
+void psim__dnnl_one_thread(void);
+
 /* Conv on oneDNN (kernels/cpu/conv-dnnl.c): a node's primitives and its reordered constant
  * weights, made by prepare and kept while the shapes stay the same. */
 typedef struct PsimConvDnnl PsimConvDnnl;

@@ -35,8 +35,7 @@ static void gemm_any(PsimDType t, int64_t M, int64_t N, int64_t K, const void *a
         cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)K, (blasint)N, 1.0f, b, (blasint)N, a, 1,
                     0.0f, c, 1);
     else if (t == PSIM_DTYPE_FLOAT32)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K,
-                    1.0f, a, (blasint)K, b, (blasint)N, 0.0f, c, (blasint)N);
+        psim__sgemm(FALSE, FALSE, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N);
     else if (t == PSIM_DTYPE_FLOAT64)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N, (blasint)K,
                     1.0, a, (blasint)K, b, (blasint)N, 0.0, c, (blasint)N);
@@ -228,9 +227,7 @@ static gboolean run_gemm(PsimKernelCtx *ctx, GError **error)
                         (blasint)N, a->data, ta ? (blasint)a->dims[1] : 1, bb, y->data, 1);
         return TRUE;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (blasint)M, (blasint)N, (blasint)K, alpha, a->data, (blasint)a->dims[1], b->data,
-                (blasint)b->dims[1], bb, y->data, (blasint)N);
+    psim__sgemm(ta, tb, M, N, K, alpha, a->data, a->dims[1], b->data, b->dims[1], bb, y->data, N);
     return TRUE;
 }
 

@@ -19,6 +19,7 @@ typedef struct {
      * busy_devices devices busy at once (1 and 0 without the rows). */
     double dispatch_us, busy_factor, busy_devices;
     PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
+    PsimReclaimCurve reclaim; /* psim_cost_model_reclaim (n 0: none) */
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -168,6 +169,16 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
                 r->idle.n = k + 1;
             }
         }
+        /* The reclaim curve: its points in size order, all or none. */
+        for (int k = 0; k < PSIM_RECLAIM_N && !err && r->reclaim.n == k; k++)
+            if (psim_cost_db_calibration_get(m->db, d, psim_reclaim_kinds[k], &v, &err) && v >= 0 &&
+                isfinite(v)) {
+                r->reclaim.bytes[k] = (double)psim_reclaim_bytes[k];
+                r->reclaim.us[k] = MIN(v, PSIM_COST_MAX_US);
+                r->reclaim.n = k + 1;
+            }
+        if (r->reclaim.n < PSIM_RECLAIM_N)
+            r->reclaim.n = 0;
         if (err)
             warn_db_error(m, err);
     }
@@ -245,6 +256,21 @@ void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve 
     *curve = (PsimIdleCurve){0};
     if (device >= 0 && device < m->n_dev)
         *curve = rates(m, device)->idle;
+    g_mutex_unlock(&m->lock);
+}
+
+const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(64) << 10, UINT64_C(256) << 10,
+                                                     UINT64_C(1) << 20};
+const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_64KiB_us", "reclaim_256KiB_us",
+                                                        "reclaim_1MiB_us"};
+
+void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *curve)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    *curve = (PsimReclaimCurve){0};
+    if (device >= 0 && device < m->n_dev)
+        *curve = rates(m, device)->reclaim;
     g_mutex_unlock(&m->lock);
 }
 

@@ -207,6 +207,8 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
     int32_t total = nc * (nc - 1) * ns, done = 0;
     size_t max_bytes = (size_t)p->opts.link_max_bytes;
     g_autofree void **bufs = g_new0(void *, nc + 1);
+    g_autofree double *reclaim_sum = g_new0(double, (size_t)(nc + 1) * PSIM_RECLAIM_N);
+    g_autofree int32_t *reclaim_n = g_new0(int32_t, nc + 1);
     gboolean ok = FALSE;
     /* Per size, the budget is a share of the kernel budget: many sizes, many pairs. */
     double budget = MIN(p->opts.budget_ms, 300);
@@ -243,6 +245,29 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
             }
             if (!psim__profiler_fit_pair(p, a, b, report, error))
                 goto out;
+            double us[PSIM_RECLAIM_N];
+            if (pair_hop) {
+                if (!psim__profiler_reclaim(p, a, b, us, error))
+                    goto out;
+                for (int k = 0; k < PSIM_RECLAIM_N; k++)
+                    reclaim_sum[i * PSIM_RECLAIM_N + k] += us[k];
+                reclaim_n[i]++;
+            }
+        }
+    /* Each source's reclaim curve: the mean over its destinations. */
+    for (int32_t i = 0; i < nc; i++)
+        for (int k = 0; k < PSIM_RECLAIM_N && reclaim_n[i] > 0; k++) {
+            const PsimDevice *da = psim_cluster_device(p->cluster, g_array_index(cpus, int32_t, i));
+            g_autofree char *detail =
+                g_strdup_printf("mean over %d destination(s) of a %" G_GUINT64_FORMAT
+                                "-byte write's median time after the "
+                                "destination's worker read the block less after it read another",
+                                reclaim_n[i], psim_reclaim_bytes[k]);
+            if (!psim_cost_db_calibration_put(p->db, da, psim_reclaim_kinds[k],
+                                              reclaim_sum[i * PSIM_RECLAIM_N + k] / reclaim_n[i],
+                                              detail, error))
+                goto out;
+            report->calibrations++;
         }
     /* Links of the other classes' devices (host <-> GPU, GPU <-> GPU), each class its own. */
     int32_t n_classes;

@@ -67,6 +67,10 @@ gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const v
  * producer's end on a to consumer's start on b in a two-device plan's steps (profiler/hop.c). */
 gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
                             PsimTimingStats *out, GError **error);
+/* What a transfer from CPU device a to CPU device b leaves a to pay, per size of
+ * psim_reclaim_bytes (profiler/reclaim.c). */
+gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
+                                double out_us[PSIM_RECLAIM_N], GError **error);
 /* Fits and records the link model of (a, b) when at least two sizes were measured. */
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
                                  GError **error);

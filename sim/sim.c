@@ -134,6 +134,11 @@ typedef struct {
     double idle_since;
     PsimIdleCurve idle;
     gboolean ran;
+    /* What copies of its tensors by other devices left it to pay on its next op or copy (the
+     * next writes into its pool's blocks), and the curve of that per copy
+     * (psim_cost_model_reclaim). */
+    double debt;
+    PsimReclaimCurve reclaim;
 } Dev;
 
 typedef struct {
@@ -424,7 +429,10 @@ static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
     s->xfer_start[x] = s->now;
     s->events++;
     mem_add(s, d, s->out_total[t->recv], t->recv);
-    heap_push(&s->heap, s->now + link_latency(l) + link_occupy(l, t->bytes), x, EV_COPY_END);
+    /* The copy writes into a block of d's pool: it pays what earlier copies out of d left. */
+    double debt = s->dev[d].debt;
+    s->dev[d].debt = 0;
+    heap_push(&s->heap, s->now + link_latency(l) + link_occupy(l, t->bytes) + debt, x, EV_COPY_END);
 }
 
 static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
@@ -442,6 +450,10 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
+    if (s->kind[v] == KIND_COMPUTE && dv->debt > 0) {
+        extra += dv->debt;
+        dv->debt = 0;
+    }
     double cost = extra == 0 ? s->cost[v] : psim_cost_bound(s->cost[v] + extra);
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
@@ -626,6 +638,7 @@ static void setup_common(Sim *s)
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
+        psim_cost_model_reclaim(s->m, s->cluster_dev[d], &s->dev[d].reclaim);
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;
     }
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
@@ -781,6 +794,8 @@ static gboolean sim_loop(Sim *s)
         case EV_COPY_END: {
             const PsimTransfer *t = &s->xf[e.id];
             stream_release(s, t->recv, t->dst);
+            /* The source's block now has its lines in the destination's cache. */
+            s->dev[t->src].debt += psim_cost_reclaim_us(&s->dev[t->src].reclaim, (double)t->bytes);
             s->start[t->recv] = s->xfer_start[e.id];
             release_inputs(s, t->send);
             node_done(s, t->recv);

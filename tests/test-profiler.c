@@ -137,7 +137,16 @@ static void test_run(void)
     g_assert_cmpint(r.link_pairs, ==, 2);
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 8);
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
-    g_assert_cmpint(r.calibrations, ==, 3 * n_dev);
+    /* Three per device (gemm, copy, launch) and, from the links, its reclaim curve's three points
+     * (each no less than 0). */
+    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + PSIM_RECLAIM_N * n_dev);
+    for (int32_t d = 0; d < n_dev; d++)
+        for (int k = 0; k < PSIM_RECLAIM_N; k++) {
+            double v = -1;
+            g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d),
+                                                       psim_reclaim_kinds[k], &v, &err));
+            g_assert_cmpfloat(v, >=, 0);
+        }
     /* Those sizes are timed through the executor (a two-device plan's hop, not a bare memcpy):
      * at 1 KiB the hand-off is several times the copy's 0.1-0.3 us. */
     {

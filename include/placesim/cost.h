@@ -75,6 +75,35 @@ typedef struct {
     double gap_us[2], extra_us[2];
 } PsimIdleCurve;
 void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve *curve);
+/* What a CPU device pays after another device copied one of its tensors (a transfer between the
+ * executor's CPU devices: the destination's thread copies): the block goes back to the source's
+ * pool with its lines in the other core's cache, and the next op that writes into it must take
+ * them back first (profiler/reclaim.c). Per device, calibrations "reclaim_64KiB_us",
+ * "reclaim_256KiB_us" and "reclaim_1MiB_us" (profile's links: a write after the other device
+ * read the block less one after it read another); the simulator adds the curve at a transfer's
+ * bytes to the source device's next op or copy, whichever writes into its pool first. */
+#define PSIM_RECLAIM_N 3
+#define PSIM_RECLAIM_MAX_BYTES (UINT64_C(1) << 20)
+extern const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N];
+extern const char *const psim_reclaim_kinds[PSIM_RECLAIM_N];
+typedef struct {
+    int32_t n; /* points (0: none) */
+    double bytes[PSIM_RECLAIM_N], us[PSIM_RECLAIM_N];
+} PsimReclaimCurve;
+void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *curve);
+/* The curve at `bytes`: linear from 0 through its points, then its last value (a block larger
+ * than the other core's cache has left most of its lines there anyway). */
+static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double bytes)
+{
+    double x0 = 0, y0 = 0;
+    for (int32_t k = 0; k < c->n; k++) {
+        if (bytes <= c->bytes[k])
+            return y0 + (c->us[k] - y0) * (bytes - x0) / (c->bytes[k] - x0);
+        x0 = c->bytes[k];
+        y0 = c->us[k];
+    }
+    return y0;
+}
 /* The microseconds the simulator adds to a node that starts on a device after idle_us of waiting
  * within the step: linear from 0 through the curve's points, then its last value. */
 static inline double psim_cost_idle_extra(const PsimIdleCurve *c, double idle_us)

@@ -195,7 +195,7 @@ int psim_cmd_profile(int argc, char **argv)
         {"in-situ-steps", 0, 0, G_OPTION_ARG_STRING, &insitu_steps_text,
          "Measured steps of --in-situ, after 3 warm-up steps (default 20)", "N"},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
-        {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers", NULL},
+        {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers (the links between devices, and what a transfer leaves its source CPU device to pay: the reclaim calibrations)", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
         {"mpi", 0, 0, G_OPTION_ARG_NONE, &mpi,

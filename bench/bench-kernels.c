@@ -116,6 +116,9 @@ typedef struct {
     int reps;
     PsimTensor *a, *b, *c;
     PsimWorker *pool; /* the kernel's outputs come from its block pool, as in a step */
+    const PsimGraph *g; /* one MatMul node, and its kernel */
+    const PsimNode *node;
+    const PsimKernelDef *def;
     double *us;
     gint *turn; /* NULL: alone */
 } Turn;
@@ -129,16 +132,19 @@ static PsimTensor *worker_alloc_uninit(PsimKernelCtx *ctx, PsimDType dt, int32_t
 static void turn_call(Turn *t)
 {
     if (t->kernel) {
-        const PsimKernelDef *def = psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32);
-        g_autoptr(PsimGraph) g = psim_graph_new("bench");
-        PsimNode *node = psim_graph_node_add(g, "mm", "MatMul", NULL);
-        psim_graph_node_outputs_set(g, node, 1);
         PsimTensor *in[2] = {t->a, t->b}, *out[1] = {NULL};
-        PsimKernelCtx ctx = {.graph = g, .node = node, .n_inputs = 2, .inputs = in, .n_outputs = 1,
-                             .outputs = out, .device_type = "CPU", .alloc = worker_alloc,
-                             .alloc_uninit = worker_alloc_uninit, .alloc_user = t->pool};
+        PsimKernelCtx ctx = {.graph = t->g,
+                             .node = t->node,
+                             .n_inputs = 2,
+                             .inputs = in,
+                             .n_outputs = 1,
+                             .outputs = out,
+                             .device_type = "CPU",
+                             .alloc = worker_alloc,
+                             .alloc_uninit = worker_alloc_uninit,
+                             .alloc_user = t->pool};
         double t0 = now_us(CLOCK_MONOTONIC);
-        gboolean ok = def->run(&ctx, NULL);
+        gboolean ok = t->def->run(&ctx, NULL);
         double t1 = now_us(CLOCK_MONOTONIC);
         g_assert_true(ok);
         psim_tensor_unref(out[0]);
@@ -188,9 +194,15 @@ static PsimTensor *random_matrix(int64_t r, int64_t c, GRand *g)
 
 static int bench_turns(int64_t m, int64_t k, int64_t n, int reps)
 {
-    if (m < 1 || k < 1 || n < 1 || reps < 1)
+    if (m < 1 || k < 1 || n < 1 || reps < 1) {
+        fprintf(stderr, "bench-kernels turns: M, K, N and REPS must be positive integers\n");
         return 2;
-    g_assert_nonnull(psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32));
+    }
+    const PsimKernelDef *def = psim_kernel_lookup("MatMul", "CPU", PSIM_DTYPE_FLOAT32);
+    g_assert_nonnull(def);
+    g_autoptr(PsimGraph) mg = psim_graph_new("bench");
+    PsimNode *node = psim_graph_node_add(mg, "mm", "MatMul", NULL);
+    psim_graph_node_outputs_set(mg, node, 1);
     openblas_set_num_threads(1);
     /* OpenBLAS's pool thread polls (sched_yield) for a while after the library loads: let it go
      * to sleep before timing anything. */
@@ -198,9 +210,19 @@ static int bench_turns(int64_t m, int64_t k, int64_t n, int reps)
     GRand *g = g_rand_new_with_seed(1);
     Turn side[2];
     for (int s = 0; s < 2; s++)
-        side[s] = (Turn){.core = s, .me = s, .m = m, .k = k, .n = n, .reps = reps,
-                         .a = random_matrix(m, k, g), .b = random_matrix(k, n, g),
-                         .c = random_matrix(m, n, g), .pool = psim_worker_new(NULL, NULL),
+        side[s] = (Turn){.core = s,
+                         .me = s,
+                         .m = m,
+                         .k = k,
+                         .n = n,
+                         .reps = reps,
+                         .a = random_matrix(m, k, g),
+                         .b = random_matrix(k, n, g),
+                         .c = random_matrix(m, n, g),
+                         .pool = psim_worker_new(NULL, NULL),
+                         .g = mg,
+                         .node = node,
+                         .def = def,
                          .us = g_new(double, reps)};
     g_rand_free(g);
     printf("{\"bench\": \"turns\", \"m\": %" G_GINT64_FORMAT ", \"k\": %" G_GINT64_FORMAT

@@ -44,47 +44,34 @@ static inline void wait_turn(const Turns *t, gint mine)
     }
 }
 
-static gboolean source_job(PsimWorker *w, void *arg, GError **error)
+/* One side's rounds: the source (side 0) times its write of y; the destination (side 1) copies
+ * out y in odd rounds, so that round r's write follows a crossing read when r - 1 is odd, and its
+ * own block in even rounds. */
+typedef struct {
+    Turns *t;
+    gint side;
+} Side;
+
+static gboolean side_job(PsimWorker *w, void *arg, GError **error)
 {
     (void)w;
     (void)error;
-    Turns *t = arg;
+    const Side *sd = arg;
+    Turns *t = sd->t;
     for (int r = 0; r < t->rounds; r++) {
-        wait_turn(t, 0);
-        double t0 = psim__profiler_clock_us(t->opts);
-        memcpy(t->y, t->x, t->bytes);
-        __asm__ __volatile__("" : : "r"(t->y) : "memory");
-        t->us[r] = psim__profiler_clock_us(t->opts) - t0;
-        g_atomic_int_set(&t->turn, 1);
+        wait_turn(t, sd->side);
+        if (sd->side == 0) {
+            double t0 = psim__profiler_clock_us(t->opts);
+            memcpy(t->y, t->x, t->bytes);
+            __asm__ __volatile__("" : : "r"(t->y) : "memory");
+            t->us[r] = psim__profiler_clock_us(t->opts) - t0;
+        } else {
+            memcpy(t->dst, r & 1 ? (const void *)t->y : t->own, t->bytes);
+            __asm__ __volatile__("" : : "r"(t->dst) : "memory");
+        }
+        g_atomic_int_set(&t->turn, !sd->side);
     }
     return TRUE;
-}
-
-/* Round r's write follows the read of round r - 1: odd rounds read y (the next write crosses). */
-static gboolean destination_job(PsimWorker *w, void *arg, GError **error)
-{
-    (void)w;
-    (void)error;
-    Turns *t = arg;
-    for (int r = 0; r < t->rounds; r++) {
-        wait_turn(t, 1);
-        memcpy(t->dst, r & 1 ? (const void *)t->y : t->own, t->bytes);
-        __asm__ __volatile__("" : : "r"(t->dst) : "memory");
-        g_atomic_int_set(&t->turn, 0);
-    }
-    return TRUE;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Samples of each kind per size: a few milliseconds in all. */
@@ -116,8 +103,9 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
                    .dst = on_b,
                    .own = on_b + max,
                    .us = us};
-        psim_worker_post(p->workers[b], destination_job, &t);
-        psim_worker_post(p->workers[a], source_job, &t);
+        Side src = {&t, 0}, dst = {&t, 1};
+        psim_worker_post(p->workers[b], side_job, &dst);
+        psim_worker_post(p->workers[a], side_job, &src);
         ok = psim_worker_wait(p->workers[a], error);
         ok = psim_worker_wait(p->workers[b], ok ? error : NULL) && ok;
         int nc = 0, nb = 0;
@@ -129,7 +117,7 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
                 base[nb++] = us[r];
         }
         if (ok)
-            out_us[k] = MAX(median(cross, nc) - median(base, nb), 0.0);
+            out_us[k] = MAX(psim_stats_median(cross, nc) - psim_stats_median(base, nb), 0.0);
     }
     psim__profiler_untouch(p, a, on_a);
     psim__profiler_untouch(p, b, on_b);

@@ -569,6 +569,22 @@ static int cmp_attr(const void *a, const void *b)
     return strcmp((*(const PsimAttr *const *)a)->name, (*(const PsimAttr *const *)b)->name);
 }
 
+/* The output a node reads through port p: a Recv's is its Send's, so a shape argument sent from
+ * another device (a Slice's starts on round-robin) keeps its value in the signature and finds the
+ * row profiled on one device. */
+static const PsimOutput *sig_output(const PsimGraph *g, PsimPort p)
+{
+    const PsimNode *u = psim_graph_node(g, p.node);
+    while (!strcmp(u->op, "Recv") && u->n_controls == 1 && p.index == 0) {
+        const PsimNode *s = psim_graph_node(g, u->controls[0]);
+        if (strcmp(s->op, "Send") || s->n_inputs != 1 || s->inputs[0].node < 0)
+            break;
+        p = s->inputs[0];
+        u = psim_graph_node(g, p.node);
+    }
+    return &u->outputs[p.index];
+}
+
 char *psim_cost_signature(const PsimGraph *g, const PsimNode *n)
 {
     GString *s = g_string_new(n->op);
@@ -580,8 +596,7 @@ char *psim_cost_signature(const PsimGraph *g, const PsimNode *n)
             g_string_append(s, "-");
             continue;
         }
-        const PsimNode *p = psim_graph_node(g, n->inputs[k].node);
-        const PsimOutput *o = &p->outputs[n->inputs[k].index];
+        const PsimOutput *o = sig_output(g, n->inputs[k]);
         g_string_append(s, psim_dtype_name(o->dtype));
         g_string_append_c(s, '[');
         for (int32_t i = 0; i < o->rank; i++)

@@ -121,6 +121,9 @@ static int32_t pq_pop(Pq *q)
 
 enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
 
+/* Busy devices told apart by the busy factor (busy_f); more count as this many. */
+#define BUSY_MAX 64
+
 typedef struct {
     int32_t n_streams;
     int32_t busy;         /* streams in use */
@@ -139,6 +142,10 @@ typedef struct {
      * (psim_cost_model_reclaim). */
     double debt;
     PsimReclaimCurve reclaim;
+    /* busy_f[k]: its ops' cost factor while k devices are busy (psim_cost_model_busy_scale),
+     * k = 0..BUSY_MAX (more count as BUSY_MAX: the factor is flat from as many devices as the
+     * profiler ran at once), 1 for k < 2. */
+    double busy_f[BUSY_MAX + 1];
 } Dev;
 
 typedef struct {
@@ -203,6 +210,7 @@ typedef struct {
     double *xfer_start;
     double *xfer_request;
     Dev *dev;
+    int32_t n_busy_dev; /* devices with a stream in use now */
     Link *link;          /* one per ordered pair of devices that some transfer uses */
     int32_t n_links;
     int32_t *xfer_link;  /* per transfer: its link */
@@ -402,7 +410,8 @@ static void stream_take(Sim *s, int32_t v, int32_t d)
         dv->stream_mask |= 1u << st;
     else
         st = dv->busy;
-    dv->busy++;
+    if (dv->busy++ == 0)
+        s->n_busy_dev++;
     s->stream[v] = st;
 }
 
@@ -411,6 +420,7 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
     Dev *dv = &s->dev[d];
     dv->busy--;
     if (dv->busy == 0) {
+        s->n_busy_dev--;
         dv->idle_since = s->now;
         dv->ran = TRUE;
     }
@@ -455,6 +465,13 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         dv->debt = 0;
     }
     double cost = extra == 0 ? s->cost[v] : psim_cost_bound(s->cost[v] + extra);
+    /* Ops run slower while other devices share the caches and memory: the device's calibrated
+     * factor for as many devices as are busy when the node starts, itself included. A plan
+     * whose devices take turns (round-robin on a chain) pays nothing; one whose devices run
+     * side by side pays on the nodes that overlap. */
+    double f = dv->busy_f[MIN(s->n_busy_dev, BUSY_MAX)];
+    if (s->kind[v] == KIND_COMPUTE && f != 1)
+        cost = psim_cost_bound(cost * f);
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
     heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
@@ -612,24 +629,6 @@ static gboolean setup(Sim *s)
 static void setup_common(Sim *s)
 {
     int32_t n = s->n, nd = s->nd;
-    /* Ops run slower while other devices share the caches and memory: every node's cost on a
-     * device is scaled by the device's calibrated factor for as many busy devices as the step
-     * gives work (1 without a calibration). */
-    g_autofree uint8_t *works = g_new0(uint8_t, nd + 1);
-    int32_t n_busy = 0;
-    for (int32_t v = 0; v < n; v++)
-        if (s->cost[v] > 0 && !works[s->dev_of[v]]) {
-            works[s->dev_of[v]] = 1;
-            n_busy++;
-        }
-    if (n_busy >= 2) {
-        g_autofree double *f = g_new(double, nd + 1);
-        for (int32_t d = 0; d < nd; d++)
-            f[d] = works[d] ? psim_cost_model_busy_scale(s->m, s->cluster_dev[d], n_busy) : 1;
-        for (int32_t v = 0; v < n; v++)
-            if (f[s->dev_of[v]] != 1)
-                s->cost[v] = psim_cost_bound(s->cost[v] * f[s->dev_of[v]]);
-    }
     s->dev = g_new0(Dev, nd + 1);
     s->dirty = g_new(int32_t, nd + 1);
     s->is_dirty = g_new0(uint8_t, nd + 1);
@@ -637,6 +636,8 @@ static void setup_common(Sim *s)
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
+        for (int32_t k = 0; k <= BUSY_MAX; k++)
+            s->dev[d].busy_f[k] = k < 2 ? 1 : psim_cost_model_busy_scale(s->m, s->cluster_dev[d], k);
         psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
         psim_cost_model_reclaim(s->m, s->cluster_dev[d], &s->dev[d].reclaim);
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;

@@ -446,7 +446,9 @@ static void test_evaluator_place_equals_sim(void)
 
 /* Interference is the simulator's: with a busy_factor calibration (1.5 with 2 devices busy),
  * two independent 100 us tasks take 200 us on one device and 150 us split over two, and the
- * placers' estimate, the plan's makespan and psim_sim_run agree. */
+ * placers' estimate, the plan's makespan and psim_sim_run agree. The factor applies to the ops
+ * that start while another device is busy: a chain of the two split over the devices (round-
+ * robin) takes turns and takes 200 us, not 300. */
 static void test_evaluator_busy(void)
 {
     g_autoptr(PsimGraph) g = psim_graph_new("busy");
@@ -484,6 +486,24 @@ static void test_evaluator_busy(void)
             g_assert_cmpfloat(plan->makespan_us, ==, want);
             g_assert_cmpfloat(sim_static(plan, m), ==, want);
         }
+        g_autoptr(PsimGraph) chain = psim_graph_new("turns");
+        PsimNode *a = psim_graph_node_add(chain, "a", "Task", NULL);
+        psim_graph_node_outputs_set(chain, a, 1);
+        a->outputs[0].bytes = 4;
+        psim_graph_node_cost_set(chain, a, "*", 100);
+        PsimNode *b = psim_graph_node_add(chain, "b", "Task", NULL);
+        psim_graph_node_cost_set(chain, b, "*", 100);
+        psim_graph_node_input_add_ref(chain, b, "a");
+        g_assert_true(psim_graph_finalize(chain, NULL));
+        g_autoptr(PsimPlaceCtx) cctx = ctx_budget(chain, m, 5);
+        g_autoptr(PsimPlacement) p = psim_place(cctx, "round-robin", &err);
+        g_assert_no_error(err);
+        g_assert_cmpint(p->device_of[0], !=, p->device_of[1]);
+        g_autoptr(PsimPlan) plan = psim_plan_build(cctx, p, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(p->makespan_us, ==, 200);
+        g_assert_cmpfloat(plan->makespan_us, ==, 200);
+        g_assert_cmpfloat(sim_static(plan, m), ==, 200);
     }
     unlink(path);
     g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);

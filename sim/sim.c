@@ -132,8 +132,8 @@ typedef struct {
     Pq ready;             /* dynamic order */
     Pq copies;            /* transfers it copies itself (by_destination links), by priority */
     uint64_t mem, peak, capacity;
-    /* Waiting: when its streams last all went free (once something ran this step), and the
-     * device's idle curve (psim_cost_model_idle_curve). */
+    /* Waiting: when its last node ended with nothing else running on it (once something ran
+     * this step; copies do not count), and the device's idle curve (psim_cost_model_idle_curve). */
     double idle_since;
     PsimIdleCurve idle;
     gboolean ran;
@@ -419,8 +419,12 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
     dv->busy--;
-    if (dv->busy == 0) {
+    if (dv->busy == 0)
         s->n_busy_dev--;
+    /* A copy does not end the device's wait: the executor's thread copies what arrived and
+     * runs the op that reads it, which is slow after the wait as after any other (the idle
+     * curve is the op's time after its device waited, whatever it copied in between). */
+    if (dv->busy == 0 && s->kind[v] != KIND_RECV) {
         dv->idle_since = s->now;
         dv->ran = TRUE;
     }

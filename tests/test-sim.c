@@ -610,6 +610,51 @@ static void test_idle(void)
     g_rmdir(dir);
 }
 
+
+/* A copy does not end a device's wait: P:1 runs D (0..10), then copies A's 10 kB at 1 GB/s on
+ * arrival (a by-destination link: 30..40), then C (100 us) waited 30 us since D: 100 + 15 * 30 /
+ * 50 = 109, not 100 as if the copy had been work that ended the wait. */
+static void test_idle_after_copy(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("psim-idle-copy-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "c.db", NULL);
+    B b;
+    b_init(&b, 2, 1, 0, FALSE);
+    PsimLink l = psim_cluster_default_link(b.c);
+    l.by_destination = TRUE;
+    psim_cluster_default_link_set(b.c, l);
+    for (int32_t d = 0; d < 2; d++)
+        psim_cluster_device(b.c, d)->description = g_strdup("test device");
+    b_node(&b, "D", 10, 0, 1, NULL, NULL);
+    b_node(&b, "A", 30, 10000, 0, NULL, NULL);
+    b_xfer(&b, "A", 1, "rA", NULL, 0);
+    b_node(&b, "C", 100, 0, 1, "rA", "D");
+    PsimPlan *p = b_plan(&b);
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    for (int32_t d = 0; d < 2; d++) {
+        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_extra_us", 15, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_gap_us", 50, "t", &err));
+    }
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+    PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+    PsimSimResult r;
+    g_autoptr(PsimTimeline) t = NULL;
+    g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 40, 1e-9);
+    g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 109, 1e-9);
+    psim_sim_result_clear(&r);
+    psim_plan_free(p);
+    b_free(&b);
+    g_unlink(path);
+    g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);
+    g_unlink(wal);
+    g_unlink(shm);
+    g_rmdir(dir);
+}
+
 /* What a copy out of a device leaves it to pay (psim_cost_model_reclaim): a 128 KiB tensor of
  * P:0 copied to P:1 (the destination copies) costs P:0's next op the curve at 128 KiB, 4 + (10 -
  * 4) / 3 = 6 us, whether that is a node or a copy into P:0; an op that started before the copy
@@ -705,6 +750,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/sim/shared-link", test_shared_link);
     g_test_add_func("/sim/idle", test_idle);
+    g_test_add_func("/sim/idle/after-copy", test_idle_after_copy);
     g_test_add_func("/sim/reclaim", test_reclaim);
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);

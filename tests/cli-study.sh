@@ -47,12 +47,18 @@ for c in ch:
     pick = [r for r in rs if r["algo"] == c["chosen"]][0]
     assert pick in tied, (c, tied)
     assert c["simpler"] == (pick["sim_us"] != fast), c
-    best = min(rs, key=lambda r: r["measured_us"])
-    assert c["best_measured_us"] == best["measured_us"], c
-    assert c["chosen_measured_us"] == pick["measured_us"], c
-    assert abs(c["regret_pct"] - 100 * (pick["measured_us"] / best["measured_us"] - 1)) < 1e-9, c
-    assert c["single_measured_us"] == [r for r in rs if r["algo"] == "single"][0]["measured_us"]
+    # A placement made by several algorithms is one plan, measured as the mean of its rows.
+    def us(r):
+        same = [x["measured_us"] for x in rs if x["placement"] == r["placement"]]
+        return sum(same) / len(same)
+    best = min(rs, key=us)
+    assert abs(c["best_measured_us"] - us(best)) < 1e-9, c
+    assert abs(c["chosen_measured_us"] - us(pick)) < 1e-9, c
+    assert abs(c["regret_pct"] - 100 * (us(pick) / us(best) - 1)) < 1e-9, c
+    assert c["regret_pct"] >= 0, c
+    assert abs(c["single_measured_us"] - us([r for r in rs if r["algo"] == "single"][0])) < 1e-9, c
 assert d["max_regret_pct"] == max(c["regret_pct"] for c in ch)
+assert all(len(r["placement"]) == 16 for r in rows if "error" not in r), rows
 # Against single: chosen measured / single measured - 1, the worst, and the count over 2%.
 for c in ch:
     assert abs(c["vs_single_pct"] - 100 * (c["chosen_measured_us"] / c["single_measured_us"] - 1)) < 1e-9, c

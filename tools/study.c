@@ -441,6 +441,10 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
 typedef struct {
     int chosen, best, single;
     gboolean simpler;
+    /* Measured steps of the chosen, best and single plans: a placement's rows (plan_key: plans
+     * that different algorithms made the same) count as one plan, measured as their mean, so
+     * that two measurements of one plan do not make a regret out of noise. */
+    double chosen_us, best_us, single_us;
     double regret_pct; /* chosen measured / best measured - 1, in percent */
     double vs_single_pct; /* chosen measured / single measured - 1, in percent (0 without single) */
 } Choice;
@@ -891,9 +895,25 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     return ok;
 }
 
-/* Median and worst |error| over the rows that did not fail. */
+/* The measured step of row i's placement: the mean over the rows i0..i1 of its graph that ran
+ * the same placement (plan_key) and did not fail. */
+static double placement_measured(GArray *rows, guint i0, guint i1, guint i)
+{
+    const Row *a = &g_array_index(rows, Row, i);
+    double sum = 0;
+    int n = 0;
+    for (guint j = i0; j < i1; j++) {
+        const Row *b = &g_array_index(rows, Row, j);
+        if (!b->error && b->plan_key == a->plan_key) {
+            sum += b->measured_us;
+            n++;
+        }
+    }
+    return n ? sum / n : a->measured_us;
+}
+
 /* Per graph (its rows are consecutive): the choice from the simulations alone, then its
- * regret from the measurements. */
+ * regret from the measurements, each placement once (placement_measured). */
 static void study_choose(Study *st)
 {
     GArray *rows = st->rows;
@@ -913,21 +933,25 @@ static void study_choose(Study *st)
                                            .devices = r->n_devices_used, .transfers = r->n_transfers};
             if (r->error)
                 continue;
-            if (ch.best < 0 || r->measured_us < g_array_index(rows, Row, ch.best).measured_us)
+            double us = placement_measured(rows, i0, i1, i);
+            if (ch.best < 0 || us < ch.best_us) {
                 ch.best = (int)i;
-            if (!strcmp(r->algo, "single"))
+                ch.best_us = us;
+            }
+            if (!strcmp(r->algo, "single")) {
                 ch.single = (int)i;
+                ch.single_us = us;
+            }
         }
         int pick = psim_cli_choose(c, (int)(i1 - i0), PSIM_CLI_TIE_PCT, &ch.simpler);
         if (pick >= 0 && ch.best >= 0) {
             ch.chosen = (int)i0 + pick;
-            ch.regret_pct = 100 * (g_array_index(rows, Row, ch.chosen).measured_us /
-                                   g_array_index(rows, Row, ch.best).measured_us - 1);
+            ch.chosen_us = placement_measured(rows, i0, i1, (guint)ch.chosen);
+            ch.regret_pct = 100 * (ch.chosen_us / ch.best_us - 1);
             regrets[n_regrets++] = ch.regret_pct;
             st->regret_worst = MAX(st->regret_worst, ch.regret_pct);
             if (ch.single >= 0) {
-                ch.vs_single_pct = 100 * (g_array_index(rows, Row, ch.chosen).measured_us /
-                                          g_array_index(rows, Row, ch.single).measured_us - 1);
+                ch.vs_single_pct = 100 * (ch.chosen_us / ch.single_us - 1);
                 st->vs_single_worst = MAX(st->vs_single_worst, ch.vs_single_pct);
                 st->n_lose += ch.vs_single_pct > 2;
             }
@@ -997,17 +1021,19 @@ static char *choices_markdown(const Study *st)
                                "simulations alone (lowest simulated step; plans within 3% of it, the "
                                "simulator's error bound, are a tie that goes to the plan on fewer devices, then "
                                "with fewer transfers), its measured step, the fastest plan as measured, and the "
-                               "regret (chosen measured / best measured - 1).\n\n"
+                               "regret (chosen measured / best measured - 1). Plans that are the same "
+                               "placement (made by different algorithms) count as one plan, measured as the "
+                               "mean of their rows.\n\n"
                                "| graph | chosen | measured µs | best | measured µs | regret | single measured µs |\n"
                                "|---|---|---|---|---|---|---|\n");
     for (guint i = 0; st->choices && i < st->choices->len; i++) {
         const Choice *c = &g_array_index(st->choices, Choice, i);
         const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
         g_string_append_printf(md, "| %s | %s%s | %.1f | %s | %.1f | %.2f%% | ", ch->graph, ch->algo,
-                               c->simpler ? " (simpler)" : "", ch->measured_us, best->algo, best->measured_us,
+                               c->simpler ? " (simpler)" : "", c->chosen_us, best->algo, c->best_us,
                                c->regret_pct);
         if (c->single >= 0)
-            g_string_append_printf(md, "%.1f |\n", g_array_index(st->rows, Row, c->single).measured_us);
+            g_string_append_printf(md, "%.1f |\n", c->single_us);
         else
             g_string_append(md, "|\n");
     }
@@ -1125,6 +1151,11 @@ static void study_print_json(const Study *st)
             json_builder_add_double_value(b, r->op_error_pct);
             json_builder_set_member_name(b, "transfers");
             json_builder_add_int_value(b, r->n_transfers);
+            /* Rows of a graph with the same key ran the same placement. */
+            char key[17];
+            g_snprintf(key, sizeof key, "%016" G_GINT64_MODIFIER "x", r->plan_key);
+            json_builder_set_member_name(b, "placement");
+            json_builder_add_string_value(b, key);
             psim_cli_cost_sources_json(b, &r->sources);
         }
         json_builder_end_object(b);
@@ -1143,13 +1174,13 @@ static void study_print_json(const Study *st)
         json_builder_set_member_name(b, "chosen_sim_us");
         json_builder_add_double_value(b, ch->sim_us);
         json_builder_set_member_name(b, "chosen_measured_us");
-        json_builder_add_double_value(b, ch->measured_us);
+        json_builder_add_double_value(b, c->chosen_us);
         json_builder_set_member_name(b, "simpler");
         json_builder_add_boolean_value(b, c->simpler);
         json_builder_set_member_name(b, "best");
         json_builder_add_string_value(b, best->algo);
         json_builder_set_member_name(b, "best_measured_us");
-        json_builder_add_double_value(b, best->measured_us);
+        json_builder_add_double_value(b, c->best_us);
         json_builder_set_member_name(b, "regret_pct");
         json_builder_add_double_value(b, c->regret_pct);
         json_builder_set_member_name(b, "vs_single_pct");
@@ -1159,7 +1190,7 @@ static void study_print_json(const Study *st)
             json_builder_add_null_value(b);
         json_builder_set_member_name(b, "single_measured_us");
         if (c->single >= 0)
-            json_builder_add_double_value(b, g_array_index(st->rows, Row, c->single).measured_us);
+            json_builder_add_double_value(b, c->single_us);
         else
             json_builder_add_null_value(b);
         json_builder_end_object(b);
@@ -1234,8 +1265,8 @@ static void study_print_text(const Study *st)
         for (guint i = 0; i < st->choices->len; i++) {
             const Choice *c = &g_array_index(st->choices, Choice, i);
             const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
-            printf("%-18.18s %-12s %12.1f %-12s %12.1f %7.2f%%%s\n", ch->graph, ch->algo, ch->measured_us, best->algo,
-                   best->measured_us, c->regret_pct, c->simpler ? "  (simpler plan within 3% of the fastest)" : "");
+            printf("%-18.18s %-12s %12.1f %-12s %12.1f %7.2f%%%s\n", ch->graph, ch->algo, c->chosen_us, best->algo,
+                   c->best_us, c->regret_pct, c->simpler ? "  (simpler plan within 3% of the fastest)" : "");
         }
         printf("regret of the choices: median %.2f%%, worst %.2f%%; chosen more than 2%% slower than single: %d "
                "(worst %+.2f%%)\n", st->regret_med, st->regret_worst, st->n_lose, st->vs_single_worst);

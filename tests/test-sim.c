@@ -534,6 +534,34 @@ static void idle_plan(B *b)
     b_node(b, "C", 100, 0, 1, "rA", "D");
 }
 
+/* Removes the cost DB at path with its write-ahead log and shared-memory files. */
+static void db_unlink(const char *path)
+{
+    for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
+        g_autofree char *f = g_strconcat(path, *sfx, NULL);
+        g_unlink(f);
+    }
+}
+
+/* Simulates p (static order) with the cost DB at path; `with`: both devices get the idle point
+ * 15 us after 50 us first. */
+static PsimTimeline *idle_run(B *b, PsimPlan *p, const char *path, gboolean with, PsimSimResult *r)
+{
+    GError *err = NULL;
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    for (int32_t d = 0; d < 2 && with; d++) {
+        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b->c, d), "idle_extra_us", 15, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b->c, d), "idle_gap_us", 50, "t", &err));
+    }
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(b->c, db);
+    PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+    PsimTimeline *t = NULL;
+    g_assert_true(psim_sim_run(p, m, &o, r, &t, &err));
+    g_assert_no_error(err);
+    return t;
+}
+
 static void test_idle(void)
 {
     g_autofree char *dir = g_dir_make_tmp("psim-idle-XXXXXX", NULL);
@@ -543,19 +571,8 @@ static void test_idle(void)
         idle_plan(&b);
         b_node(&b, "E", 10, 0, 1, "C", NULL);
         PsimPlan *p = b_plan(&b);
-        GError *err = NULL;
-        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
-        g_assert_no_error(err);
-        for (int32_t d = 0; d < 2 && with; d++) {
-            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_extra_us", 15, "t", &err));
-            g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_gap_us", 50, "t", &err));
-        }
-        g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
-        PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
         PsimSimResult r;
-        g_autoptr(PsimTimeline) t = NULL;
-        g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
-        g_assert_no_error(err);
+        g_autoptr(PsimTimeline) t = idle_run(&b, p, path, with, &r);
         g_assert_cmpfloat_with_epsilon(op_end(t, "D"), 10, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 30, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), with ? 106 : 100, 1e-9);
@@ -603,13 +620,21 @@ static void test_idle(void)
         psim_plan_free(p);
         b_free(&b);
     }
-    for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
-        g_autofree char *f = g_strconcat(path, *sfx, NULL);
-        g_unlink(f);
-    }
+    db_unlink(path);
     g_rmdir(dir);
 }
 
+/* Two devices of one model ("test device": they share cost-DB rows) joined by a shared link
+ * whose destination makes the copy (the executor's CPU devices). */
+static void b_init_by_dst(B *b, double GBps, double lat)
+{
+    b_init(b, 2, GBps, lat, FALSE);
+    PsimLink l = psim_cluster_default_link(b->c);
+    l.by_destination = TRUE;
+    psim_cluster_default_link_set(b->c, l);
+    for (int32_t d = 0; d < 2; d++)
+        psim_cluster_device(b->c, d)->description = g_strdup("test device");
+}
 
 /* A copy does not end a device's wait: P:1 runs D (0..10), then copies A's 10 kB at 1 GB/s on
  * arrival (a by-destination link: 30..40), then C (100 us) waited 30 us since D: 100 + 15 * 30 /
@@ -619,39 +644,20 @@ static void test_idle_after_copy(void)
     g_autofree char *dir = g_dir_make_tmp("psim-idle-copy-XXXXXX", NULL);
     g_autofree char *path = g_build_filename(dir, "c.db", NULL);
     B b;
-    b_init(&b, 2, 1, 0, FALSE);
-    PsimLink l = psim_cluster_default_link(b.c);
-    l.by_destination = TRUE;
-    psim_cluster_default_link_set(b.c, l);
-    for (int32_t d = 0; d < 2; d++)
-        psim_cluster_device(b.c, d)->description = g_strdup("test device");
+    b_init_by_dst(&b, 1, 0);
     b_node(&b, "D", 10, 0, 1, NULL, NULL);
     b_node(&b, "A", 30, 10000, 0, NULL, NULL);
     b_xfer(&b, "A", 1, "rA", NULL, 0);
     b_node(&b, "C", 100, 0, 1, "rA", "D");
     PsimPlan *p = b_plan(&b);
-    GError *err = NULL;
-    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
-    g_assert_no_error(err);
-    for (int32_t d = 0; d < 2; d++) {
-        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_extra_us", 15, "t", &err));
-        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), "idle_gap_us", 50, "t", &err));
-    }
-    g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
-    PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
     PsimSimResult r;
-    g_autoptr(PsimTimeline) t = NULL;
-    g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
-    g_assert_no_error(err);
+    g_autoptr(PsimTimeline) t = idle_run(&b, p, path, TRUE, &r);
     g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 40, 1e-9);
     g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 109, 1e-9);
     psim_sim_result_clear(&r);
     psim_plan_free(p);
     b_free(&b);
-    g_unlink(path);
-    g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);
-    g_unlink(wal);
-    g_unlink(shm);
+    db_unlink(path);
     g_rmdir(dir);
 }
 
@@ -671,12 +677,7 @@ static void test_reclaim(void)
     for (int with = 0; with < 3; with++) {
         g_autofree char *path = g_strdup_printf("%s/c%d.db", dir, with);
         B b;
-        b_init(&b, 2, 1, 5, FALSE);
-        PsimLink l = psim_cluster_default_link(b.c);
-        l.by_destination = TRUE;
-        psim_cluster_default_link_set(b.c, l);
-        for (int32_t d = 0; d < 2; d++)
-            psim_cluster_device(b.c, d)->description = g_strdup("test device");
+        b_init_by_dst(&b, 1, 5);
         b_node(&b, "A", 10, 131072, 0, NULL, NULL);
         b_node(&b, "H", 200, 0, 0, "A", NULL); /* starts before A's copy ends */
         b_node(&b, "G", 20, 0, 0, "H", NULL);  /* the next op after: pays */
@@ -715,10 +716,7 @@ static void test_reclaim(void)
         psim_plan_free(p);
         b_free(&b);
         /* Without G, rB is P:0's next write: the copy pays. */
-        b_init(&b, 2, 1, 5, FALSE);
-        psim_cluster_default_link_set(b.c, l);
-        for (int32_t d = 0; d < 2; d++)
-            psim_cluster_device(b.c, d)->description = g_strdup("test device");
+        b_init_by_dst(&b, 1, 5);
         b_node(&b, "A", 10, 131072, 0, NULL, NULL);
         b_xfer(&b, "A", 1, "rA", NULL, 0);
         b_node(&b, "B", 3, 1000, 1, "rA", NULL);

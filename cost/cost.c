@@ -230,23 +230,21 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
     g_mutex_unlock(&m->lock);
 }
 
-/* The factor for ops of a device while n_busy devices run: 1 for one, the calibrated factor
- * for as many as were busy when it was measured (or more), linear in between. */
-static double busy_scale(const DeviceRates *r, int32_t n_busy)
+double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy)
 {
-    if (n_busy < 2 || r->busy_factor == 1 || !(r->busy_devices >= 2))
-        return 1;
-    double share = MIN(1.0, (n_busy - 1) / (r->busy_devices - 1));
-    return 1 + (r->busy_factor - 1) * share;
+    PsimBusyScale b;
+    psim_cost_model_busy(m, device, &b);
+    return psim_cost_busy_scale(&b, n_busy);
 }
 
-double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy)
+void psim_cost_model_busy(PsimCostModel *m, int32_t device, PsimBusyScale *out)
 {
     g_mutex_lock(&m->lock);
     ensure_size(m);
-    double f = device >= 0 && device < m->n_dev ? busy_scale(rates(m, device), n_busy) : 1;
+    *out = (PsimBusyScale){1, 0};
+    if (device >= 0 && device < m->n_dev)
+        *out = (PsimBusyScale){rates(m, device)->busy_factor, rates(m, device)->busy_devices};
     g_mutex_unlock(&m->lock);
-    return f;
 }
 
 void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve *curve)

@@ -121,9 +121,6 @@ static int32_t pq_pop(Pq *q)
 
 enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
 
-/* Busy devices told apart by the busy factor (busy_f); more count as this many. */
-#define BUSY_MAX 64
-
 typedef struct {
     int32_t n_streams;
     int32_t busy;         /* streams in use */
@@ -142,10 +139,8 @@ typedef struct {
      * (psim_cost_model_reclaim). */
     double debt;
     PsimReclaimCurve reclaim;
-    /* busy_f[k]: its ops' cost factor while k devices are busy (psim_cost_model_busy_scale),
-     * k = 0..BUSY_MAX (more count as BUSY_MAX: the factor is flat from as many devices as the
-     * profiler ran at once), 1 for k < 2. */
-    double busy_f[BUSY_MAX + 1];
+    /* Its ops' cost factor while other devices are busy (psim_cost_busy_scale). */
+    PsimBusyScale busy_scale;
 } Dev;
 
 typedef struct {
@@ -473,9 +468,11 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
      * factor for as many devices as are busy when the node starts, itself included. A plan
      * whose devices take turns (round-robin on a chain) pays nothing; one whose devices run
      * side by side pays on the nodes that overlap. */
-    double f = dv->busy_f[MIN(s->n_busy_dev, BUSY_MAX)];
-    if (s->kind[v] == KIND_COMPUTE && f != 1)
-        cost = psim_cost_bound(cost * f);
+    if (s->kind[v] == KIND_COMPUTE && s->n_busy_dev >= 2) {
+        double f = psim_cost_busy_scale(&dv->busy_scale, s->n_busy_dev);
+        if (f != 1)
+            cost = psim_cost_bound(cost * f);
+    }
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
     heap_push(&s->heap, s->now + cost, v, EV_NODE_END);
@@ -640,8 +637,7 @@ static void setup_common(Sim *s)
     for (int32_t d = 0; d < nd; d++) {
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
-        for (int32_t k = 0; k <= BUSY_MAX; k++)
-            s->dev[d].busy_f[k] = k < 2 ? 1 : psim_cost_model_busy_scale(s->m, s->cluster_dev[d], k);
+        psim_cost_model_busy(s->m, s->cluster_dev[d], &s->dev[d].busy_scale);
         psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
         psim_cost_model_reclaim(s->m, s->cluster_dev[d], &s->dev[d].reclaim);
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;

@@ -59,9 +59,22 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * device (profile --in-situ: its ops' time with every device of the cluster running the model at
  * once, over their time alone; measured with "busy_devices" devices), 1 + (factor - 1) *
  * min(1, (n_busy - 1) / (busy_devices - 1)); else 1. The cost model does not know the plan: the
- * simulator multiplies every node's cost on a device by it, n_busy being the number of devices
- * the step gives work. */
+ * simulator multiplies the cost of a node by it, n_busy being the number of devices busy when
+ * the node starts. */
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
+/* The same from the device's two calibrations, read once (psim_cost_model_busy): factor 1 and
+ * devices 0 without them. */
+typedef struct {
+    double factor, devices;
+} PsimBusyScale;
+void psim_cost_model_busy(PsimCostModel *m, int32_t device, PsimBusyScale *out);
+static inline double psim_cost_busy_scale(const PsimBusyScale *b, int32_t n_busy)
+{
+    if (n_busy < 2 || b->factor == 1 || !(b->devices >= 2))
+        return 1;
+    double share = (n_busy - 1) / (b->devices - 1);
+    return 1 + (b->factor - 1) * (share < 1 ? share : 1);
+}
 /* How much slower an op of a device runs when the device waited (for a Recv) right before it: a
  * core that waited runs its next kernel slower than one that went straight on, the more the
  * longer it waited (this project's VMs: 1-2 us per op after 50 us of waiting, 7-10 us after 300

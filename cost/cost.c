@@ -19,7 +19,8 @@ typedef struct {
      * busy_devices devices busy at once (1 and 0 without the rows). */
     double dispatch_us, busy_factor, busy_devices;
     PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
-    PsimReclaimCurve reclaim; /* psim_cost_model_reclaim (n 0: none) */
+    PsimReclaimCurve reclaim, reclaim_copy; /* psim_cost_model_reclaim (n 0: none) */
+    double send_us, handoff_us;             /* psim_cost_model_hop (0: none) */
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -152,6 +153,10 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
         }
         if (!err && psim_cost_db_calibration_get(m->db, d, "dispatch_us", &v, &err) && v >= 0 && isfinite(v))
             r->dispatch_us = MIN(v, PSIM_COST_MAX_US);
+        if (!err && psim_cost_db_calibration_get(m->db, d, "send_us", &v, &err) && v >= 0 && isfinite(v))
+            r->send_us = MIN(v, PSIM_COST_MAX_US);
+        if (!err && psim_cost_db_calibration_get(m->db, d, "handoff_us", &v, &err) && v >= 0 && isfinite(v))
+            r->handoff_us = MIN(v, PSIM_COST_MAX_US);
         if (!err && psim_cost_db_calibration_get(m->db, d, "busy_factor", &v, &err) && v > 0 && isfinite(v) &&
             psim_cost_db_calibration_get(m->db, d, "busy_devices", &r->busy_devices, &err) &&
             r->busy_devices >= 2 && isfinite(r->busy_devices))
@@ -169,16 +174,20 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
                 r->idle.n = k + 1;
             }
         }
-        /* The reclaim curve: its points in size order, all or none. */
-        for (int k = 0; k < PSIM_RECLAIM_N && !err && r->reclaim.n == k; k++)
-            if (psim_cost_db_calibration_get(m->db, d, psim_reclaim_kinds[k], &v, &err) && v >= 0 &&
-                isfinite(v)) {
-                r->reclaim.bytes[k] = (double)psim_reclaim_bytes[k];
-                r->reclaim.us[k] = MIN(v, PSIM_COST_MAX_US);
-                r->reclaim.n = k + 1;
-            }
-        if (r->reclaim.n < PSIM_RECLAIM_N)
-            r->reclaim.n = 0;
+        /* The reclaim curves: the points the DB has, in size order (a DB from before the small
+         * sizes were measured has the last three). */
+        for (int c = 0; c < 2 && !err; c++) {
+            PsimReclaimCurve *cv = c ? &r->reclaim_copy : &r->reclaim;
+            const char *const *kinds = c ? psim_reclaim_copy_kinds : psim_reclaim_kinds;
+            *cv = (PsimReclaimCurve){0};
+            for (int k = 0; k < PSIM_RECLAIM_N && !err; k++)
+                if (psim_cost_db_calibration_get(m->db, d, kinds[k], &v, &err) && v >= 0 && isfinite(v)) {
+                    cv->bytes[cv->n] = (double)psim_reclaim_bytes[k];
+                    cv->us[cv->n++] = MIN(v, PSIM_COST_MAX_US);
+                }
+        }
+        if (r->reclaim_copy.n == 0)
+            r->reclaim_copy = r->reclaim;
         if (err)
             warn_db_error(m, err);
     }
@@ -257,18 +266,39 @@ void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve 
     g_mutex_unlock(&m->lock);
 }
 
-const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(64) << 10, UINT64_C(256) << 10,
-                                                     UINT64_C(1) << 20};
-const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_64KiB_us", "reclaim_256KiB_us",
-                                                        "reclaim_1MiB_us"};
+const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(4) << 10, UINT64_C(16) << 10, UINT64_C(64) << 10,
+                                                     UINT64_C(256) << 10, UINT64_C(1) << 20};
+const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_4KiB_us", "reclaim_16KiB_us", "reclaim_64KiB_us",
+                                                        "reclaim_256KiB_us", "reclaim_1MiB_us"};
+const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N] = {
+    "reclaim_copy_4KiB_us", "reclaim_copy_16KiB_us", "reclaim_copy_64KiB_us", "reclaim_copy_256KiB_us",
+    "reclaim_copy_1MiB_us"};
 
-void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *curve)
+void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *op, PsimReclaimCurve *copy)
 {
     g_mutex_lock(&m->lock);
     ensure_size(m);
-    *curve = (PsimReclaimCurve){0};
-    if (device >= 0 && device < m->n_dev)
-        *curve = rates(m, device)->reclaim;
+    if (op)
+        *op = (PsimReclaimCurve){0};
+    if (copy)
+        *copy = (PsimReclaimCurve){0};
+    if (device >= 0 && device < m->n_dev) {
+        const DeviceRates *r = rates(m, device);
+        if (op)
+            *op = r->reclaim;
+        if (copy)
+            *copy = r->reclaim_copy;
+    }
+    g_mutex_unlock(&m->lock);
+}
+
+void psim_cost_model_hop(PsimCostModel *m, int32_t device, double *send_us, double *handoff_us)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    const DeviceRates *r = device >= 0 && device < m->n_dev ? rates(m, device) : NULL;
+    *send_us = r ? r->send_us : 0;
+    *handoff_us = r ? r->handoff_us : 0;
     g_mutex_unlock(&m->lock);
 }
 
@@ -317,6 +347,18 @@ gboolean psim_cost_op_is_free(const char *op)
                                            "Identity", "Dropout"};
     for (size_t i = 0; i < G_N_ELEMENTS(free_ops); i++)
         if (!strcmp(op, free_ops[i]))
+            return TRUE;
+    return FALSE;
+}
+
+gboolean psim_cost_op_is_view(const char *op)
+{
+    /* The CPU kernels that hand out their input's block (kernels/cpu/shape.c). */
+    static const char *const views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+    if (psim_cost_op_is_free(op))
+        return TRUE;
+    for (size_t i = 0; i < G_N_ELEMENTS(views); i++)
+        if (!strcmp(op, views[i]))
             return TRUE;
     return FALSE;
 }

@@ -37,10 +37,10 @@ void psim__exec_error(GError **error, int code, const PsimGraph *g, const PsimNo
 
 /* Memory accounting outlives the worker: tensors it allocated may be released later (fetched
  * outputs), so each holds a reference to the counter. The counter also keeps a pool of freed
- * large blocks by size class: a step then reuses the previous step's memory instead of mapping
- * fresh pages (and taking a page fault per 4 KiB) for every activation. */
-#define POOL_MIN ((size_t)16384)
-#define POOL_CLASSES 256
+ * blocks by size class (psim_pool_class): a step then reuses the previous step's memory instead
+ * of mapping fresh pages (and taking a page fault per 4 KiB) for every activation, and small
+ * blocks skip the C library's aligned allocation, which took a microsecond or more per tensor of
+ * a few KiB when another device's thread had freed the block (docs/validation.md). */
 #define POOL_MAX_BYTES ((size_t)1 << 30)
 
 typedef struct PoolBlock {
@@ -52,26 +52,14 @@ typedef struct {
     atomic_int_least64_t live;
     atomic_int_least64_t peak;
     pthread_mutex_t pool_lock;
-    PoolBlock *pool[POOL_CLASSES];
+    PoolBlock *pool[PSIM_POOL_CLASSES];
     size_t pooled;
 } MemCounter;
 
-/* Size classes of 4 steps per power of two (at most 25% slack); n >= POOL_MIN. */
-static int pool_class(size_t n, size_t *cap)
-{
-    int msb = 63 - __builtin_clzll((unsigned long long)(n - 1));
-    size_t base = (size_t)1 << msb, step = base >> 2;
-    size_t k = (n - base + step - 1) / step; /* 1..4 */
-    *cap = base + k * step;
-    return msb * 4 + (int)(k - 1);
-}
-
 static void *pool_get(MemCounter *m, size_t sz)
 {
-    if (sz < POOL_MIN)
-        return aligned_alloc(64, sz);
-    size_t cap;
-    int c = pool_class(sz, &cap);
+    uint64_t cap;
+    int c = psim_pool_class(sz, &cap);
     pthread_mutex_lock(&m->pool_lock);
     PoolBlock *b = m->pool[c];
     if (b) {
@@ -84,12 +72,8 @@ static void *pool_get(MemCounter *m, size_t sz)
 
 static void pool_put(MemCounter *m, void *p, size_t sz)
 {
-    if (sz < POOL_MIN) {
-        free(p);
-        return;
-    }
-    size_t cap;
-    int c = pool_class(sz, &cap);
+    uint64_t cap;
+    int c = psim_pool_class(sz, &cap);
     pthread_mutex_lock(&m->pool_lock);
     gboolean keep = m->pooled + cap <= POOL_MAX_BYTES;
     if (keep) {
@@ -107,7 +91,7 @@ static void mem_counter_unref(MemCounter *m)
 {
     if (atomic_fetch_sub(&m->refcount, 1) != 1)
         return;
-    for (int c = 0; c < POOL_CLASSES; c++)
+    for (int c = 0; c < PSIM_POOL_CLASSES; c++)
         while (m->pool[c]) {
             PoolBlock *b = m->pool[c];
             m->pool[c] = b->next;
@@ -115,12 +99,6 @@ static void mem_counter_unref(MemCounter *m)
         }
     pthread_mutex_destroy(&m->pool_lock);
     g_free(m);
-}
-
-static size_t block_size(size_t nbytes)
-{
-    size_t sz = (nbytes + 63) & ~(size_t)63;
-    return sz ? sz : 64;
 }
 
 typedef struct {
@@ -371,7 +349,7 @@ void psim_worker_pool_release(PsimWorker *w)
 {
     MemCounter *m = w->mem;
     pthread_mutex_lock(&m->pool_lock);
-    for (int c = 0; c < POOL_CLASSES; c++)
+    for (int c = 0; c < PSIM_POOL_CLASSES; c++)
         while (m->pool[c]) {
             PoolBlock *b = m->pool[c];
             m->pool[c] = b->next;
@@ -390,7 +368,7 @@ static void host_release(PsimTensor *t, void *user)
 {
     MemCounter *m = user;
     atomic_fetch_sub(&m->live, (int64_t)t->nbytes);
-    pool_put(m, t->data, block_size(t->nbytes));
+    pool_put(m, t->data, psim_pool_block_bytes(t->nbytes));
     mem_counter_unref(m);
 }
 
@@ -428,7 +406,7 @@ PsimTensor *psim__worker_tensor_alloc(PsimWorker *w, PsimDType dtype, int32_t ra
         return NULL;
     }
     size_t nbytes = (size_t)ne * esize;
-    size_t sz = block_size(nbytes);
+    size_t sz = psim_pool_block_bytes(nbytes);
     const PsimDevice *d = w->device;
     int64_t live = atomic_fetch_add(&w->mem->live, (int64_t)nbytes) + (int64_t)nbytes;
     if (d && d->memory_bytes && (uint64_t)live > d->memory_bytes) {

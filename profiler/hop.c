@@ -1,8 +1,12 @@
 /* What the executor pays for a transfer between two CPU devices, measured through the executor
  * itself: a two-device plan (x -> p = Neg on A, c = Neg(p) on B) run step after step, each
- * sample the time from p's end on A to c's start on B in the step's measured timeline: the Send,
- * the rendezvous, B noticing the arrival, B's copy, and the dispatch of c. A bare memcpy timed
- * alone misses all of it but the copy (docs/validation.md, "The executor hop"). */
+ * sample from the step's measured records: the Send that runs on A right after p (p's end to
+ * the Send's end), the hand-off (the Send's end to the start of B's copy: the rendezvous and B
+ * noticing the arrival), and the hop proper, the Send's end to c's start (the hand-off, B's
+ * copy, and the dispatch of c). A bare memcpy timed alone misses all of it but the copy
+ * (docs/validation.md, "The executor hop"). The simulator charges the Send to A (it holds A's
+ * thread) and the hand-off to neither device (a copy that arrived while B was busy costs B only
+ * the rest). */
 #include <math.h>
 #include <string.h>
 
@@ -33,17 +37,22 @@ static PsimGraph *hop_graph(const PsimDevice *a, const PsimDevice *b, int64_t n,
     return g_steal_pointer(&g);
 }
 
-/* The hop of the last step: c's start minus p's end on the steps' common origin; NAN when the
- * timeline lacks either. */
-static double last_hop(PsimPlanSession *s)
+/* The last step's parts of the hop, on the steps' common origin: the Send after p on a (p's end to
+ * the Send's end), the hand-off (the Send's end to the start of b's copy) and the hop proper (the
+ * Send's end to c's start). FALSE when the step's records lack any of them. */
+typedef struct {
+    double send, handoff, hop;
+} HopParts;
+
+static gboolean last_parts(PsimPlanSession *s, HopParts *out)
 {
     PsimPlanExec *px = psim_plan_session_last_exec(s);
     const PsimPlan *plan = psim_plan_session_last_plan(s);
-    if (!px || !plan)
-        return NAN;
+    if (!px || !plan || plan->n_transfers != 1)
+        return FALSE;
     g_autoptr(PsimTimeline) t = psim_timeline_new("hop", "run", plan->n_devices, (const char *const *)plan->devices);
     psim_plan_exec_timeline_add(px, t);
-    double p_end = NAN, c_start = NAN;
+    double p_end = NAN, c_start = NAN, copy_start = NAN;
     for (guint i = 0; i < t->ops->len; i++) {
         const PsimTimelineOp *o = &g_array_index(t->ops, PsimTimelineOp, i);
         if (!strcmp(o->name, "p"))
@@ -51,11 +60,27 @@ static double last_hop(PsimPlanSession *s)
         else if (!strcmp(o->name, "c"))
             c_start = o->start;
     }
-    return c_start - p_end;
+    if (t->xfers->len == 1)
+        copy_start = g_array_index(t->xfers, PsimTimelineXfer, 0).start;
+    /* The Send is not in the timeline (it is the transfer's half): its end from its device's
+     * records, shifted to the common origin by p's end, which both have. */
+    const PsimTransfer *tr = &plan->transfers[0];
+    PsimExecStats st;
+    psim_executor_stats(psim_plan_exec_executor(px, tr->src), &st);
+    double p_end_here = NAN, send_end_here = NAN;
+    for (int32_t k = 0; k < st.n_run; k++) {
+        if (st.nodes[k] == tr->send)
+            send_end_here = st.end[k];
+        else if (st.nodes[k] == tr->port.node)
+            p_end_here = st.end[k];
+    }
+    double send_end = send_end_here - p_end_here + p_end;
+    *out = (HopParts){.send = send_end - p_end, .handoff = copy_start - send_end, .hop = c_start - send_end};
+    return isfinite(out->send) && isfinite(out->handoff) && isfinite(out->hop);
 }
 
 gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
-                            PsimTimingStats *out, GError **error)
+                            PsimTimingStats *out, double *send_us, double *handoff_us, GError **error)
 {
     const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
     int64_t n = (int64_t)MAX(bytes / 4, 1);
@@ -71,6 +96,8 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
     const char *feeds[] = {"x"}, *fetches[] = {"c:0"};
     PsimSampler sm;
     psim__sampler_init(&sm, &p->opts, budget_ms);
+    g_autoptr(GArray) sends = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autoptr(GArray) handoffs = g_array_new(FALSE, FALSE, sizeof(double));
     gboolean ok = TRUE;
     /* Three unrecorded steps: the plan is made and the destination's pool holds its block. */
     for (int step = -3; ok; step++) {
@@ -87,14 +114,20 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
             ok = FALSE;
             break;
         }
-        double hop = last_hop(s);
-        if (step >= 0 && isfinite(hop) && !psim__sampler_add(&sm, MAX(hop, 0.0)))
-            break;
+        HopParts hp;
+        if (step >= 0 && last_parts(s, &hp)) {
+            g_array_append_val(sends, hp.send);
+            g_array_append_val(handoffs, hp.handoff);
+            if (!psim__sampler_add(&sm, MAX(hp.hop, 0.0)))
+                break;
+        }
     }
     if (!ok) {
         g_array_free(sm.samples, TRUE);
         return FALSE;
     }
     psim__sampler_finish(&sm, out);
+    *send_us = sends->len ? MAX(psim_stats_median((double *)sends->data, sends->len), 0.0) : 0;
+    *handoff_us = handoffs->len ? MAX(psim_stats_median((double *)handoffs->data, handoffs->len), 0.0) : 0;
     return TRUE;
 }

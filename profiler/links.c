@@ -207,8 +207,11 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
     int32_t total = nc * (nc - 1) * ns, done = 0;
     size_t max_bytes = (size_t)p->opts.link_max_bytes;
     g_autofree void **bufs = g_new0(void *, nc + 1);
-    g_autofree double *reclaim_sum = g_new0(double, (size_t)(nc + 1) * PSIM_RECLAIM_N);
+    g_autofree double *reclaim_sum = g_new0(double, (size_t)(nc + 1) * 2 * PSIM_RECLAIM_N);
     g_autofree int32_t *reclaim_n = g_new0(int32_t, nc + 1);
+    /* Per source: the sums over its destinations' hops of the Send's and the hand-off's times. */
+    g_autofree double *send_sum = g_new0(double, nc + 1), *handoff_sum = g_new0(double, nc + 1);
+    g_autofree int32_t *hop_n = g_new0(int32_t, nc + 1);
     gboolean ok = FALSE;
     /* Per size, the budget is a share of the kernel budget: many sizes, many pairs. */
     double budget = MIN(p->opts.budget_ms, 300);
@@ -226,7 +229,8 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
                 PsimTimingStats st;
                 gboolean hop = pair_hop && bytes <= PSIM_PROFILE_HOP_MAX_BYTES;
                 GError *hop_err = NULL;
-                if (hop && !psim__profiler_hop(p, a, b, bytes, budget, &st, &hop_err)) {
+                double send_us = 0, handoff_us = 0;
+                if (hop && !psim__profiler_hop(p, a, b, bytes, budget, &st, &send_us, &handoff_us, &hop_err)) {
                     /* A cluster the executor cannot run this pair's plan on still gets the copy. */
                     fprintf(stderr, "placesim: warning: %s; the %s -> %s link is timed by its copy alone\n",
                             hop_err->message, da->short_name, db->short_name);
@@ -235,6 +239,11 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
                 }
                 if (!hop && !transfer_samples(p, a, b, bufs[j], bufs[i], bytes, budget, &st, error))
                     goto out;
+                if (hop) {
+                    send_sum[i] += send_us;
+                    handoff_sum[i] += handoff_us;
+                    hop_n[i]++;
+                }
                 if (!psim_cost_db_link_put(p->db, da, db, bytes,
                                            hop ? "executor" : psim_profile_clock_name(p->opts.clock), &st, error))
                     goto out;
@@ -245,27 +254,43 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
             }
             if (!psim__profiler_fit_pair(p, a, b, report, error))
                 goto out;
-            double us[PSIM_RECLAIM_N];
+            double us[2 * PSIM_RECLAIM_N];
             if (pair_hop) {
-                if (!psim__profiler_reclaim(p, a, b, us, error))
+                if (!psim__profiler_reclaim(p, a, b, us, us + PSIM_RECLAIM_N, error))
                     goto out;
-                for (int k = 0; k < PSIM_RECLAIM_N; k++)
-                    reclaim_sum[i * PSIM_RECLAIM_N + k] += us[k];
+                for (int k = 0; k < 2 * PSIM_RECLAIM_N; k++)
+                    reclaim_sum[i * 2 * PSIM_RECLAIM_N + k] += us[k];
                 reclaim_n[i]++;
             }
         }
-    /* Each source's reclaim curve: the mean over its destinations. */
+    /* Each source's reclaim curves: the mean over its destinations. */
     for (int32_t i = 0; i < nc; i++)
-        for (int k = 0; k < PSIM_RECLAIM_N && reclaim_n[i] > 0; k++) {
+        for (int k = 0; k < 2 * PSIM_RECLAIM_N && reclaim_n[i] > 0; k++) {
             const PsimDevice *da = psim_cluster_device(p->cluster, g_array_index(cpus, int32_t, i));
+            gboolean copy = k >= PSIM_RECLAIM_N;
             g_autofree char *detail =
                 g_strdup_printf("mean over %d destination(s) of a %" G_GUINT64_FORMAT
-                                "-byte write's median time after the "
-                                "destination's worker read the block less after it read another",
-                                reclaim_n[i], psim_reclaim_bytes[k]);
-            if (!psim_cost_db_calibration_put(p->db, da, psim_reclaim_kinds[k],
-                                              reclaim_sum[i * PSIM_RECLAIM_N + k] / reclaim_n[i],
-                                              detail, error))
+                                "-byte %s's median time (stores drained) after the destination's worker "
+                                "read the block less after it read another",
+                                reclaim_n[i], psim_reclaim_bytes[k % PSIM_RECLAIM_N],
+                                copy ? "copy from a block the destination wrote" : "write");
+            if (!psim_cost_db_calibration_put(p->db, da,
+                                              (copy ? psim_reclaim_copy_kinds : psim_reclaim_kinds)[k % PSIM_RECLAIM_N],
+                                              reclaim_sum[i * 2 * PSIM_RECLAIM_N + k] / reclaim_n[i], detail,
+                                              error))
+                goto out;
+            report->calibrations++;
+        }
+    /* Each source's Send and hand-off: the mean over its destinations and sizes. */
+    for (int32_t i = 0; i < nc; i++)
+        for (int k = 0; k < 2 && hop_n[i] > 0; k++) {
+            const PsimDevice *da = psim_cluster_device(p->cluster, g_array_index(cpus, int32_t, i));
+            g_autofree char *detail = g_strdup_printf(
+                "mean over %d executor hop(s) (destinations x sizes) of the median %s", hop_n[i],
+                k ? "time from the Send's end to the start of the destination's copy"
+                  : "time from the producer's end to its Send's end on this device");
+            if (!psim_cost_db_calibration_put(p->db, da, k ? "handoff_us" : "send_us",
+                                              (k ? handoff_sum[i] : send_sum[i]) / hop_n[i], detail, error))
                 goto out;
             report->calibrations++;
         }

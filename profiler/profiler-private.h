@@ -63,14 +63,17 @@ gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const v
 /* Transfers up to this size are timed through the executor (psim__profiler_hop), where its
  * hand-off is a large share of the time; larger ones by their copy alone, where it is not. */
 #define PSIM_PROFILE_HOP_MAX_BYTES (UINT64_C(1) << 20)
-/* Times what the executor pays to move a `bytes` tensor from CPU device a to CPU device b:
- * producer's end on a to consumer's start on b in a two-device plan's steps (profiler/hop.c). */
+/* Times what the executor pays to move a `bytes` tensor from CPU device a to CPU device b in a
+ * two-device plan's steps (profiler/hop.c): the hop, the end of the Send on a to the consumer's
+ * start on b (*out), and the medians of the Send's time on a and of the hand-off (the Send's end
+ * to the start of b's copy). */
 gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
-                            PsimTimingStats *out, GError **error);
+                            PsimTimingStats *out, double *send_us, double *handoff_us, GError **error);
 /* What a transfer from CPU device a to CPU device b leaves a to pay, per size of
- * psim_reclaim_bytes (profiler/reclaim.c). */
-gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
-                                double out_us[PSIM_RECLAIM_N], GError **error);
+ * psim_reclaim_bytes (profiler/reclaim.c): the next write into the block by an op (op_us) and by
+ * a copy from b (copy_us). */
+gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op_us[PSIM_RECLAIM_N],
+                                double copy_us[PSIM_RECLAIM_N], GError **error);
 /* Fits and records the link model of (a, b) when at least two sizes were measured. */
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
                                  GError **error);

@@ -2,20 +2,25 @@
  * workers (docs/validation.md, "What a transfer leaves behind").
  *
  * The executor's destination thread copies a tensor out of the source's block; the block goes
- * back to the source's pool with its lines in the destination core's cache, and the next op of
- * the source that writes into it must take each line back from that core before writing it. On
- * this project's Intel VM a 200 KB write took 13.8 us after the other core had read the block
- * against 4.4 us when it had not. The link rows do not see it (it is paid after the transfer, on
- * the other device), nor do the in-situ rows (nothing crosses in a one-device run), so a plan
- * that moves a tensor at every op (round-robin) ran 10-15% slower than simulated.
+ * back to the source's pool with its lines in the destination core's cache, and whatever of the
+ * source next writes into it must take each line back from that core first. On this project's
+ * Intel VM a 200 KB write took 13.8 us after the other core had read the block against 4.4 us
+ * when it had not. The link rows do not see it (it is paid after the transfer, on the other
+ * device), nor do the in-situ rows (nothing crosses in a one-device run), so a plan that moves a
+ * tensor at every op (round-robin) ran 10-15% slower than simulated.
  *
- * Per size: the source's worker writes a block (a copy into it: the C library's widest vector
- * stores, as fast as a kernel writes its output; a scalar loop's slower writes hide most of the
- * cost) and is timed; between two writes the destination's worker reads either that block
+ * Per size, two kinds of write into the block, each timed on the source's worker up to the point
+ * where its stores have left the core (a fence: a small block's stores otherwise sit in the store
+ * buffer past the clock, and the next op pays for them; 8 KiB measured 0.1 us without, 0.7 us
+ * with): an op's output (a copy from a block of its own: the C library's widest vector stores, as
+ * fast as a kernel writes), and a copy from a block the destination has just written (what the
+ * executor does when the other device sends a tensor back: its reads of the other core's lines
+ * overlap most of the cost). Between two writes the destination's worker reads either that block
  * (crossing) or a block of its own of the same size (baseline), in turn, so that both kinds of
  * sample see the same rhythm of turns. The cost is the crossing samples' median less the
  * baseline's. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "profiler/profiler-private.h"
@@ -28,10 +33,12 @@ typedef struct {
     gint turn;
     int rounds;
     size_t bytes;
+    gboolean copy;   /* the source's write is a copy from zb (else from x) */
     const void *x;   /* on the source */
     void *y;         /* on the source: the block written and, in crossing rounds, read */
     void *dst;       /* on the destination: where it copies */
     const void *own; /* on the destination: the block it reads in baseline rounds */
+    void *zb;        /* on the destination: written in its every turn (copy) */
     double *us;      /* per round: the write's time */
 } Turns;
 
@@ -46,7 +53,7 @@ static inline void wait_turn(const Turns *t, gint mine)
 
 /* One side's rounds: the source (side 0) times its write of y; the destination (side 1) copies
  * out y in odd rounds, so that round r's write follows a crossing read when r - 1 is odd, and its
- * own block in even rounds. */
+ * own block in even rounds (and, for a copy, then writes zb, the tensor the source copies). */
 typedef struct {
     Turns *t;
     gint side;
@@ -62,12 +69,16 @@ static gboolean side_job(PsimWorker *w, void *arg, GError **error)
         wait_turn(t, sd->side);
         if (sd->side == 0) {
             double t0 = psim__profiler_clock_us(t->opts);
-            memcpy(t->y, t->x, t->bytes);
-            __asm__ __volatile__("" : : "r"(t->y) : "memory");
+            memcpy(t->y, t->copy ? t->zb : t->x, t->bytes);
+            atomic_thread_fence(memory_order_seq_cst); /* the stores leave the core */
             t->us[r] = psim__profiler_clock_us(t->opts) - t0;
         } else {
             memcpy(t->dst, r & 1 ? (const void *)t->y : t->own, t->bytes);
             __asm__ __volatile__("" : : "r"(t->dst) : "memory");
+            if (t->copy) {
+                memcpy(t->zb, t->own, t->bytes);
+                __asm__ __volatile__("" : : "r"(t->zb) : "memory");
+            }
         }
         g_atomic_int_set(&t->turn, !sd->side);
     }
@@ -77,15 +88,15 @@ static gboolean side_job(PsimWorker *w, void *arg, GError **error)
 /* Samples of each kind per size: a few milliseconds in all. */
 #define RECLAIM_SAMPLES 150
 
-gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
-                                double out_us[PSIM_RECLAIM_N], GError **error)
+gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op_us[PSIM_RECLAIM_N],
+                                double copy_us[PSIM_RECLAIM_N], GError **error)
 {
     const size_t max = PSIM_RECLAIM_MAX_BYTES;
-    /* On a: x, then y; on b: the copy's destination, then its own block. */
+    /* On a: x, then y; on b: the copy's destination, its own block, then zb. */
     char *on_a = psim__profiler_touch(p, a, 2 * max, error);
     if (!on_a)
         return FALSE;
-    char *on_b = psim__profiler_touch(p, b, 2 * max, error);
+    char *on_b = psim__profiler_touch(p, b, 3 * max, error);
     if (!on_b) {
         psim__profiler_untouch(p, a, on_a);
         return FALSE;
@@ -94,14 +105,17 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
     /* Four unrecorded rounds, then baseline and crossing writes in turn. */
     enum { WARM = 4, ROUNDS = WARM + 2 * RECLAIM_SAMPLES };
     double us[ROUNDS], cross[RECLAIM_SAMPLES], base[RECLAIM_SAMPLES];
-    for (int k = 0; k < PSIM_RECLAIM_N && ok; k++) {
+    for (int k = 0; k < 2 * PSIM_RECLAIM_N && ok; k++) {
+        gboolean copy = k >= PSIM_RECLAIM_N;
         Turns t = {.opts = &p->opts,
                    .rounds = ROUNDS,
-                   .bytes = psim_reclaim_bytes[k],
+                   .bytes = psim_reclaim_bytes[k % PSIM_RECLAIM_N],
+                   .copy = copy,
                    .x = on_a,
                    .y = on_a + max,
                    .dst = on_b,
                    .own = on_b + max,
+                   .zb = on_b + 2 * max,
                    .us = us};
         Side src = {&t, 0}, dst = {&t, 1};
         psim_worker_post(p->workers[b], side_job, &dst);
@@ -117,7 +131,8 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b,
                 base[nb++] = us[r];
         }
         if (ok)
-            out_us[k] = MAX(psim_stats_median(cross, nc) - psim_stats_median(base, nb), 0.0);
+            (copy ? copy_us : op_us)[k % PSIM_RECLAIM_N] =
+                MAX(psim_stats_median(cross, nc) - psim_stats_median(base, nb), 0.0);
     }
     psim__profiler_untouch(p, a, on_a);
     psim__profiler_untouch(p, b, on_b);

@@ -6,7 +6,7 @@
 
 #include "placesim/sim.h"
 
-enum { EV_NODE_END, EV_LINK_FREE, EV_XFER_ARRIVE, EV_COPY_END };
+enum { EV_NODE_END, EV_LINK_FREE, EV_XFER_ARRIVE, EV_COPY_END, EV_SEND_END, EV_XFER_READY };
 
 typedef struct {
     double t;
@@ -121,6 +121,16 @@ static int32_t pq_pop(Pq *q)
 
 enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
 
+/* A block of a device that another device read and nothing has written again: its pool class and
+ * what writing it costs (an op, a copy). */
+typedef struct {
+    int32_t cls;
+    float op_us, copy_us;
+} Debt;
+
+/* A device's reclaim curves: by an op (0) and by a copy (1) (psim_cost_model_reclaim). */
+typedef PsimReclaimCurve ReclaimPair[2];
+
 typedef struct {
     int32_t n_streams;
     int32_t busy;         /* streams in use */
@@ -134,11 +144,17 @@ typedef struct {
     double idle_since;
     PsimIdleCurve idle;
     gboolean ran;
-    /* What copies of its tensors by other devices left it to pay on its next op or copy (the
-     * next writes into its pool's blocks), and the curve of that per copy
-     * (psim_cost_model_reclaim). */
-    double debt;
-    PsimReclaimCurve reclaim;
+    /* What copies of its tensors by other devices left it to pay: per block read by another
+     * core, its pool class and what the next node or copy of the device taking a block of that
+     * class pays (psim_cost_model_reclaim), newest last (allocated on the first). Its
+     * curves are s->reclaim[reclaim_ix] (devices of the same calibration share them). */
+    int32_t n_debt, cap_debt;
+    Debt *debt;
+    int32_t reclaim_ix;
+    /* The executor's transfers to a device that copies them (psim_cost_model_hop): its Sends hold
+     * its thread for send_us each, one after another until sends_until; a hand-off of handoff_us
+     * after each Send's end holds neither device. */
+    double send_us, handoff_us, sends_until;
     /* Its ops' cost factor while other devices are busy (psim_cost_busy_scale). */
     PsimBusyScale busy_scale;
 } Dev;
@@ -205,6 +221,9 @@ typedef struct {
     double *xfer_start;
     double *xfer_request;
     Dev *dev;
+    ReclaimPair *reclaim; /* the distinct reclaim curves of the devices */
+    uint8_t *read_remote; /* per output slot: another device copied it (NULL without curves) */
+    int32_t n_reclaim;
     int32_t n_busy_dev; /* devices with a stream in use now */
     Link *link;          /* one per ordered pair of devices that some transfer uses */
     int32_t n_links;
@@ -273,12 +292,20 @@ static uint8_t node_kind(const PsimNode *nv, const char **send_op, const char **
 }
 
 /* Node v's consumption of its inputs is over: release tensors whose last consumer it was. */
+static void debt_add(Sim *s, int32_t d, uint64_t bytes);
+
 static void release_inputs(Sim *s, int32_t v)
 {
     for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++) {
         int32_t slot = s->in_slot[i];
-        if (--s->remaining[slot] == 0)
+        if (--s->remaining[slot] == 0) {
             mem_sub(s, s->slot_dev[slot], s->slot_bytes[slot]);
+            /* Back in its device's pool with lines in another core's cache. */
+            if (s->read_remote && s->read_remote[slot]) {
+                s->read_remote[slot] = 0;
+                debt_add(s, s->slot_dev[slot], s->slot_bytes[slot]);
+            }
+        }
     }
 }
 
@@ -342,7 +369,13 @@ static void xfer_request(Sim *s, int32_t x)
     int32_t li = s->xfer_link[x];
     Link *l = &s->link[li];
     if (l->by_dst) {
-        /* The destination copies it when it is between nodes, lowest priority first. */
+        /* The destination copies it when it is between nodes, lowest priority first, once the
+         * hand-off after the Send is over. */
+        double ready = s->xfer_request[x] + s->dev[t->src].handoff_us;
+        if (ready > s->now) {
+            heap_push(&s->heap, ready, x, EV_XFER_READY);
+            return;
+        }
         pq_push(&s->dev[t->dst].copies, t->priority, x);
         mark_dirty(s, t->dst, t->send);
     } else if (l->independent || !l->busy) {
@@ -352,21 +385,37 @@ static void xfer_request(Sim *s, int32_t x)
     }
 }
 
+/* Send v is done: its transfer is requested (a held one goes when the node it waits for has
+ * finished: node_done). */
+static void send_done(Sim *s, int32_t v)
+{
+    int32_t x = s->send_xfer[v];
+    node_done(s, v);
+    if (x >= 0) {
+        const PsimTransfer *t = &s->xf[x];
+        s->xfer_request[x] = s->now;
+        if (t->after < 0 || s->done[t->after])
+            xfer_request(s, x);
+    }
+}
+
 static void node_ready(Sim *s, int32_t v, int32_t cause)
 {
     s->binding[v] = cause;
     switch (s->kind[v]) {
     case KIND_SEND: {
-        s->start[v] = s->now;
         int32_t x = s->send_xfer[v];
-        node_done(s, v);
-        if (x >= 0) {
-            const PsimTransfer *t = &s->xf[x];
-            s->xfer_request[x] = s->now;
-            /* A held transfer goes when the node it waits for has finished (node_done). */
-            if (t->after < 0 || s->done[t->after])
-                xfer_request(s, x);
+        Dev *dv = &s->dev[s->dev_of[v]];
+        s->start[v] = s->now;
+        if (x >= 0 && dv->send_us > 0 && s->link[s->xfer_link[x]].by_dst) {
+            /* The executor runs a Send on its device's thread as soon as it is ready, before the
+             * device's next node or copy (dispatch waits until sends_until). */
+            s->start[v] = MAX(s->now, dv->sends_until);
+            dv->sends_until = s->start[v] + dv->send_us;
+            heap_push(&s->heap, dv->sends_until, v, EV_SEND_END);
+            return;
         }
+        send_done(s, v);
         return;
     }
     case KIND_RECV:
@@ -427,6 +476,42 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
         dv->stream_mask &= ~(1u << s->stream[v]);
 }
 
+/* A copy out of device d read a block of `bytes` of its pool: the next node or copy of d that
+ * takes a block of that class pays the device's curve at those bytes. */
+static void debt_add(Sim *s, int32_t d, uint64_t bytes)
+{
+    Dev *dv = &s->dev[d];
+    if (dv->reclaim_ix < 0 || bytes == 0)
+        return;
+    const PsimReclaimCurve *c = s->reclaim[dv->reclaim_ix];
+    if (dv->n_debt == dv->cap_debt) {
+        dv->cap_debt = MAX(8, 2 * dv->cap_debt);
+        dv->debt = g_renew(Debt, dv->debt, dv->cap_debt);
+    }
+    uint64_t blk = psim_pool_block_bytes(bytes);
+    dv->debt[dv->n_debt].cls = psim_pool_class(blk, NULL);
+    dv->debt[dv->n_debt].op_us = (float)psim_cost_reclaim_us(&c[0], (double)blk);
+    dv->debt[dv->n_debt].copy_us = (float)psim_cost_reclaim_us(&c[1], (double)blk);
+    dv->n_debt++;
+}
+
+/* What a new block of `bytes` on the device pays (by a node, or by a copy into it): the newest
+ * debt of its class, taken off (the pool hands out the block it got back last). */
+static double debt_take(Dev *dv, uint64_t bytes, gboolean copy)
+{
+    if (dv->n_debt == 0 || bytes == 0)
+        return 0;
+    int32_t cls = psim_pool_class(psim_pool_block_bytes(bytes), NULL);
+    for (int32_t i = dv->n_debt - 1; i >= 0; i--)
+        if (dv->debt[i].cls == cls) {
+            double us = copy ? dv->debt[i].copy_us : dv->debt[i].op_us;
+            memmove(&dv->debt[i], &dv->debt[i + 1], sizeof dv->debt[0] * (size_t)(dv->n_debt - 1 - i));
+            dv->n_debt--;
+            return us;
+        }
+    return 0;
+}
+
 /* Transfer x, on a by_destination link, starts on its destination device d. */
 static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
 {
@@ -438,10 +523,11 @@ static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
     s->xfer_start[x] = s->now;
     s->events++;
     mem_add(s, d, s->out_total[t->recv], t->recv);
-    /* The copy writes into a block of d's pool: it pays what earlier copies out of d left. */
-    double debt = s->dev[d].debt;
-    s->dev[d].debt = 0;
-    heap_push(&s->heap, s->now + link_latency(l) + link_occupy(l, t->bytes) + debt, x, EV_COPY_END);
+    /* The copy writes into a block of d's pool: it pays what a copy out of d left in it. */
+    double debt = debt_take(&s->dev[d], s->out_total[t->recv], TRUE);
+    /* The link's time runs from the Send's end; the hand-off before the copy held no device. */
+    double copy = MAX(link_latency(l) + link_occupy(l, t->bytes) - s->dev[t->src].handoff_us, 0.0);
+    heap_push(&s->heap, s->now + copy + debt, x, EV_COPY_END);
 }
 
 static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
@@ -459,10 +545,9 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
-    if (s->kind[v] == KIND_COMPUTE && dv->debt > 0) {
-        extra += dv->debt;
-        dv->debt = 0;
-    }
+    if (s->kind[v] == KIND_COMPUTE && dv->n_debt > 0 && !psim_cost_op_is_view(psim_graph_node(s->g, v)->op))
+        for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++)
+            extra += debt_take(dv, s->slot_bytes[k], FALSE);
     double cost = extra == 0 ? s->cost[v] : psim_cost_bound(s->cost[v] + extra);
     /* Ops run slower while other devices share the caches and memory: the device's calibrated
      * factor for as many devices as are busy when the node starts, itself included. A plan
@@ -481,6 +566,8 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
 static void dispatch(Sim *s, int32_t d, int32_t cause)
 {
     Dev *dv = &s->dev[d];
+    if (dv->sends_until > s->now)
+        return; /* its thread is in its Sends (EV_SEND_END dispatches again) */
     /* Copies the device makes itself go before its next node (the executor's rule). */
     while (dv->busy < dv->n_streams && dv->copies.n > 0)
         copy_start(s, pq_pop(&dv->copies), d, cause);
@@ -639,9 +726,23 @@ static void setup_common(Sim *s)
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         psim_cost_model_busy(s->m, s->cluster_dev[d], &s->dev[d].busy_scale);
         psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
-        psim_cost_model_reclaim(s->m, s->cluster_dev[d], &s->dev[d].reclaim);
+        PsimReclaimCurve rc[2];
+        psim_cost_model_reclaim(s->m, s->cluster_dev[d], &rc[0], &rc[1]);
+        psim_cost_model_hop(s->m, s->cluster_dev[d], &s->dev[d].send_us, &s->dev[d].handoff_us);
+        s->dev[d].reclaim_ix = -1;
+        if (rc[0].n > 0 || rc[1].n > 0) {
+            /* Devices of one calibration share one copy (a cluster of thousands of CPU devices
+             * lists them in a row). */
+            if (s->n_reclaim == 0 || memcmp(s->reclaim[s->n_reclaim - 1], rc, sizeof rc)) {
+                s->reclaim = g_renew(ReclaimPair, s->reclaim, s->n_reclaim + 1);
+                memcpy(s->reclaim[s->n_reclaim++], rc, sizeof rc);
+            }
+            s->dev[d].reclaim_ix = s->n_reclaim - 1;
+        }
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;
     }
+    if (s->n_reclaim > 0)
+        s->read_remote = g_new0(uint8_t, s->out_off[n] + 1);
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
      * pairs in use than nd^2. */
     s->link = g_new0(Link, s->n_xf + 1);
@@ -714,7 +815,11 @@ static void sim_free(Sim *s)
             g_free(s->dev[d].ready.a);
             g_free(s->dev[d].copies.a);
         }
+    for (int32_t d = 0; s->dev && d < s->nd; d++)
+        g_free(s->dev[d].debt);
     g_free(s->dev);
+    g_free(s->reclaim);
+    g_free(s->read_remote);
     g_free(s->dirty);
     g_free(s->is_dirty);
     g_free(s->dirty_cause);
@@ -795,12 +900,26 @@ static gboolean sim_loop(Sim *s)
         case EV_COPY_END: {
             const PsimTransfer *t = &s->xf[e.id];
             stream_release(s, t->recv, t->dst);
-            /* The source's block now has its lines in the destination's cache. */
-            s->dev[t->src].debt += psim_cost_reclaim_us(&s->dev[t->src].reclaim, (double)t->bytes);
+            /* The source's block now has its lines in the destination's cache: whatever takes
+             * it once it is free pays (release_inputs). */
+            if (s->read_remote && s->in_off[t->send] < s->in_off[t->send + 1])
+                s->read_remote[s->in_slot[s->in_off[t->send]]] = 1;
             s->start[t->recv] = s->xfer_start[e.id];
             release_inputs(s, t->send);
             node_done(s, t->recv);
             mark_dirty(s, t->dst, t->recv);
+            break;
+        }
+        case EV_SEND_END: {
+            int32_t d = s->dev_of[e.id];
+            send_done(s, (int32_t)e.id);
+            mark_dirty(s, d, (int32_t)e.id);
+            break;
+        }
+        case EV_XFER_READY: {
+            const PsimTransfer *t = &s->xf[e.id];
+            pq_push(&s->dev[t->dst].copies, t->priority, (int32_t)e.id);
+            mark_dirty(s, t->dst, t->send);
             break;
         }
         case EV_LINK_FREE: {
@@ -850,6 +969,89 @@ static gboolean sim_loop(Sim *s)
     return TRUE;
 }
 
+
+/* Puts the step back at its start for another pass: every node pending again, the devices, links
+ * and events as setup left them (pending0, remaining0: the counts setup made). */
+static void sim_reset(Sim *s, const int32_t *pending0, const int32_t *remaining0)
+{
+    int32_t n = s->n, n_slots = s->out_off[n];
+    memcpy(s->pending, pending0, sizeof(int32_t) * (size_t)n);
+    memcpy(s->remaining, remaining0, sizeof(int32_t) * (size_t)n_slots);
+    memset(s->ready, 0, (size_t)n);
+    memset(s->done, 0, (size_t)n);
+    memset(s->start, 0, sizeof(double) * (size_t)n);
+    memset(s->end, 0, sizeof(double) * (size_t)n);
+    memset(s->stream, 0, sizeof(int32_t) * (size_t)n);
+    for (int32_t v = 0; v < n; v++)
+        s->binding[v] = -1;
+    memset(s->xfer_start, 0, sizeof(double) * (size_t)s->n_xf);
+    memset(s->xfer_request, 0, sizeof(double) * (size_t)s->n_xf);
+    if (s->read_remote)
+        memset(s->read_remote, 0, (size_t)n_slots);
+    s->n_done = 0;
+    s->now = 0;
+    s->heap.n = 0;
+    s->n_dirty = 0;
+    memset(s->is_dirty, 0, (size_t)s->nd);
+    s->n_busy_dev = 0;
+    s->res->over_device = -1;
+    for (int32_t d = 0; d < s->nd; d++) {
+        Dev *dv = &s->dev[d];
+        dv->busy = 0;
+        dv->stream_mask = 0;
+        dv->pos = 0;
+        dv->ready.n = 0;
+        dv->copies.n = 0;
+        dv->mem = dv->peak = 0;
+        dv->idle_since = 0;
+        dv->ran = FALSE;
+        dv->sends_until = 0;
+        dv->n_debt = 0;
+    }
+    for (int32_t l = 0; l < s->n_links; l++) {
+        s->link[l].busy = FALSE;
+        s->link[l].current = -1;
+        s->link[l].waiting.n = 0;
+    }
+    for (int32_t v = 0; v < n; v++)
+        if (s->kind[v] == KIND_PARAM)
+            mem_add(s, s->dev_of[v], s->out_total[v], v);
+}
+
+/* The step as it runs step after step: the blocks other devices read in one step and that
+ * nothing wrote again before it ended are still owed at the next one's start (the executor's
+ * pools keep them; the first nodes or copies taking their classes pay). Where one pass leaves
+ * such debts, a second pass starts with them. */
+static gboolean sim_steady(Sim *s)
+{
+    g_autofree int32_t *pending0 = NULL, *remaining0 = NULL;
+    if (s->n_reclaim > 0) {
+        pending0 = g_memdup2(s->pending, sizeof(int32_t) * (size_t)(s->n + 1));
+        remaining0 = g_memdup2(s->remaining, sizeof(int32_t) * (size_t)(s->out_off[s->n] + 1));
+    }
+    if (!sim_loop(s))
+        return FALSE;
+    gboolean left = FALSE;
+    for (int32_t d = 0; pending0 && d < s->nd && !left; d++)
+        left = s->dev[d].n_debt > 0;
+    if (!left)
+        return TRUE;
+    g_autofree int32_t *n_left = g_new(int32_t, s->nd + 1);
+    g_autofree Debt **carried = g_new(Debt *, s->nd + 1);
+    for (int32_t d = 0; d < s->nd; d++) {
+        n_left[d] = s->dev[d].n_debt;
+        carried[d] = n_left[d] ? g_memdup2(s->dev[d].debt, sizeof(Debt) * (size_t)n_left[d]) : NULL;
+    }
+    sim_reset(s, pending0, remaining0);
+    for (int32_t d = 0; d < s->nd; d++) {
+        if (n_left[d])
+            memcpy(s->dev[d].debt, carried[d], sizeof(Debt) * (size_t)n_left[d]);
+        s->dev[d].n_debt = n_left[d];
+        g_free(carried[d]);
+    }
+    return sim_loop(s);
+}
+
 gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptions *opts,
                       PsimSimResult *res, PsimTimeline **timeline, GError **error)
 {
@@ -879,7 +1081,7 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
             if (psim_cluster_device(s->c, s->cluster_dev[d])->cls &&
                 psim_cluster_device(s->c, s->cluster_dev[d])->cls->streams)
                 s->dev[d].n_streams = opts->gpu_streams;
-    if (!sim_loop(s)) {
+    if (!sim_steady(s)) {
         sim_free(s);
         return FALSE;
     }
@@ -1203,7 +1405,7 @@ double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimS
     s->error = error;
     int32_t n = psim_graph_n_nodes(g);
     s->cap = pl->capacity;
-    if (!setup_placement(s, pl) || !sim_loop(s)) {
+    if (!setup_placement(s, pl) || !sim_steady(s)) {
         sim_free(s);
         return -1;
     }

@@ -137,14 +137,24 @@ static void test_run(void)
     g_assert_cmpint(r.link_pairs, ==, 2);
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 8);
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
-    /* Three per device (gemm, copy, launch) and, from the links, its reclaim curve's three points
-     * (each no less than 0). */
-    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + PSIM_RECLAIM_N * n_dev);
+    /* Three per device (gemm, copy, launch) and, from the links, the points of its two reclaim
+     * curves (by an op, by a copy; each no less than 0) and its Send's and hand-off's times. */
+    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + 2 * PSIM_RECLAIM_N * n_dev + 2 * n_dev);
     for (int32_t d = 0; d < n_dev; d++)
-        for (int k = 0; k < PSIM_RECLAIM_N; k++) {
+        for (int k = 0; k < 2; k++) {
             double v = -1;
-            g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d),
-                                                       psim_reclaim_kinds[k], &v, &err));
+            g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, d), k ? "handoff_us" : "send_us",
+                                                       &v, &err));
+            /* The Send alone is a lock and a hand-off of a reference: tenths of a microsecond. */
+            g_assert_cmpfloat(v, >=, 0);
+            g_assert_cmpfloat(v, <, 1000);
+        }
+    for (int32_t d = 0; d < n_dev; d++)
+        for (int k = 0; k < 2 * PSIM_RECLAIM_N; k++) {
+            double v = -1;
+            g_assert_true(psim_cost_db_calibration_get(
+                db, psim_cluster_device(c, d),
+                (k < PSIM_RECLAIM_N ? psim_reclaim_kinds : psim_reclaim_copy_kinds)[k % PSIM_RECLAIM_N], &v, &err));
             g_assert_cmpfloat(v, >=, 0);
         }
     /* Those sizes are timed through the executor (a two-device plan's hop, not a bare memcpy):

@@ -661,10 +661,67 @@ static void test_idle_after_copy(void)
     g_rmdir(dir);
 }
 
+/* A transfer's Send and hand-off (psim_cost_model_hop; P:0's send_us 2, handoff_us 3; the link
+ * 1 GB/s + 5 us from the Send's end to the consumer's start). A (0..10) on P:0 sends 1000 bytes
+ * to P:1: the Send holds P:0 until 12, so G starts at 12, not 10; the copy can start at 15. With
+ * P:1 busy until 30 (D) it copies 30..33 (6 us of the link less the 3 of the hand-off) and B
+ * starts at 33; with P:1 idle, 15..18. Without the calibrations, G starts at 10 and the copy
+ * takes the link's 6 us from 10 (or from 30 after D). */
+static void test_send_handoff(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("psim-hop-XXXXXX", NULL);
+    for (int with = 0; with < 2; with++)
+        for (int busy = 0; busy < 2; busy++) {
+            g_autofree char *path = g_strdup_printf("%s/c%d%d.db", dir, with, busy);
+            B b;
+            b_init_by_dst(&b, 1, 5);
+            if (busy)
+                b_node(&b, "D", 30, 0, 1, NULL, NULL);
+            b_node(&b, "A", 10, 1000, 0, NULL, NULL);
+            b_node(&b, "G", 20, 0, 0, "A", NULL);
+            b_xfer(&b, "A", 1, "rA", NULL, 0);
+            b_node(&b, "B", 7, 0, 1, "rA", NULL);
+            PsimPlan *p = b_plan(&b);
+            GError *err = NULL;
+            g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+            g_assert_no_error(err);
+            if (with) {
+                g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, 0), "send_us", 2, "t", &err));
+                g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, 0), "handoff_us", 3, "t", &err));
+            }
+            g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+            double send, handoff;
+            psim_cost_model_hop(m, 0, &send, &handoff);
+            g_assert_cmpfloat(send, ==, with ? 2 : 0);
+            g_assert_cmpfloat(handoff, ==, with ? 3 : 0);
+            PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+            PsimSimResult r;
+            g_autoptr(PsimTimeline) t = NULL;
+            g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
+            g_assert_no_error(err);
+            double copy_start = busy ? 30 : with ? 15 : 10, copy = with ? 3 : 6;
+            g_assert_cmpfloat_with_epsilon(op_start(t, "G"), with ? 12 : 10, 1e-9);
+            g_assert_cmpfloat_with_epsilon(xfer(t, "rA")->start, copy_start, 1e-9);
+            g_assert_cmpfloat_with_epsilon(xfer(t, "rA")->end, copy_start + copy, 1e-9);
+            g_assert_cmpfloat_with_epsilon(op_start(t, "B"), copy_start + copy, 1e-9);
+            psim_sim_result_clear(&r);
+            psim_plan_free(p);
+            b_free(&b);
+            for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
+                g_autofree char *f = g_strdup_printf("%s%s", path, *sfx);
+                g_unlink(f);
+            }
+        }
+    g_rmdir(dir);
+}
+
 /* What a copy out of a device leaves it to pay (psim_cost_model_reclaim): a 128 KiB tensor of
- * P:0 copied to P:1 (the destination copies) costs P:0's next op the curve at 128 KiB, 4 + (10 -
- * 4) / 3 = 6 us, whether that is a node or a copy into P:0; an op that started before the copy
- * ended pays nothing. */
+ * P:0 copied to P:1 (the destination copies) costs, once its block is free, the next node of P:0
+ * that takes a block of the same pool class the op curve at 128 KiB, 4 + (10 - 4) / 3 = 6 us, or, when that is a copy into
+ * P:0, the copy curve, 2 + (5 - 2) / 3 = 3 us. A node that started before the copy ended, one
+ * whose output is of another class, and a view (Reshape) pay nothing. A DB with the op curve's
+ * three large points only (before the small sizes and the copy curve were measured) gives the
+ * op curve for copies too. */
 static void test_reclaim(void)
 {
     PsimReclaimCurve c = {3, {65536, 262144, 1048576}, {4, 10, 16}}, none = {0};
@@ -673,63 +730,100 @@ static void test_reclaim(void)
     g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_us(&c, 131072), 6, 1e-12);
     g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_us(&c, 1 << 24), 16, 1e-12);
     g_assert_cmpfloat(psim_cost_reclaim_us(&none, 131072), ==, 0);
+    uint64_t cap;
+    g_assert_cmpint(psim_pool_class(131072, &cap), ==, psim_pool_class(131008, NULL));
+    g_assert_cmpint(cap, ==, 131072);
+    g_assert_cmpint(psim_pool_class(131072 + 64, NULL), !=, psim_pool_class(131072, NULL));
+    g_assert_cmpint(psim_pool_block_bytes(1000), ==, 1024);
+    static const double op_us[PSIM_RECLAIM_N] = {1, 2, 4, 10, 16}, copy_us[PSIM_RECLAIM_N] = {0.5, 1, 2, 5, 8};
     g_autofree char *dir = g_dir_make_tmp("psim-reclaim-XXXXXX", NULL);
     for (int with = 0; with < 3; with++) {
         g_autofree char *path = g_strdup_printf("%s/c%d.db", dir, with);
         B b;
         b_init_by_dst(&b, 1, 5);
         b_node(&b, "A", 10, 131072, 0, NULL, NULL);
-        b_node(&b, "H", 200, 0, 0, "A", NULL); /* starts before A's copy ends */
-        b_node(&b, "G", 20, 0, 0, "H", NULL);  /* the next op after: pays */
+        b_node(&b, "H", 200, 131072, 0, "A", NULL); /* starts before A's copy ends */
+        b_node(&b, "G", 20, 64, 0, "H", NULL);      /* after it, another class */
+        PsimNode *v = psim_graph_node_add(b.g, "V", "Reshape", NULL); /* a view */
+        psim_graph_node_outputs_set(b.g, v, 1);
+        v->outputs[0].bytes = 131072;
+        psim_graph_node_cost_set(b.g, v, "P", 1);
+        psim_graph_node_input_add_ref(b.g, v, "G");
+        b.dev[v->id] = 0;
+        b_node(&b, "K", 20, 131072, 0, "V", NULL); /* the class: pays */
         b_xfer(&b, "A", 1, "rA", NULL, 0);
         b_node(&b, "B", 200, 1000, 1, "rA", NULL);
-        b_xfer(&b, "B", 0, "rB", NULL, 0); /* a copy into P:0 after G ran */
-        b_node(&b, "F", 7, 0, 0, "rB", "G");
+        b_xfer(&b, "B", 0, "rB", NULL, 0); /* a copy into P:0 after K ran */
+        b_node(&b, "F", 7, 0, 0, "rB", "K");
         PsimPlan *p = b_plan(&b);
         GError *err = NULL;
         g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
         g_assert_no_error(err);
-        /* with 1: the whole curve; 2: two points of three, which the model does not use. */
+        /* with 1: both curves; 2: the op curve's last three points only. */
         for (int32_t d = 0; d < 2 && with; d++)
-            for (int k = 0; k < (with == 1 ? PSIM_RECLAIM_N : 2); k++)
-                g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d),
-                                                           psim_reclaim_kinds[k],
-                                                           k == 0   ? 4
-                                                           : k == 1 ? 10
-                                                                    : 16,
-                                                           "t", &err));
+            for (int k = with == 1 ? 0 : 2; k < PSIM_RECLAIM_N; k++) {
+                g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), psim_reclaim_kinds[k],
+                                                           op_us[k], "t", &err));
+                if (with == 1)
+                    g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d),
+                                                               psim_reclaim_copy_kinds[k], copy_us[k], "t", &err));
+            }
         g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
-        PsimReclaimCurve got;
-        psim_cost_model_reclaim(m, 0, &got);
-        g_assert_cmpint(got.n, ==, with == 1 ? 3 : 0);
+        PsimReclaimCurve got, got_copy;
+        psim_cost_model_reclaim(m, 0, &got, &got_copy);
+        g_assert_cmpint(got.n, ==, with == 0 ? 0 : with == 1 ? PSIM_RECLAIM_N : 3);
+        g_assert_cmpint(got_copy.n, ==, got.n);
         PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
         PsimSimResult r;
         g_autoptr(PsimTimeline) t = NULL;
         g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
         g_assert_no_error(err);
-        double extra = with == 1 ? 6 : 0;
+        double extra = with ? 6 : 0, copy_extra = with == 1 ? 3 : with == 2 ? 6 : 0;
         g_assert_cmpfloat_with_epsilon(op_end(t, "H") - op_start(t, "H"), 200, 1e-9);
-        g_assert_cmpfloat_with_epsilon(op_end(t, "G") - op_start(t, "G"), 20 + extra, 1e-9);
-        /* rB (1000 bytes at 1 GB/s + 5) is copied after G took the debt: it pays nothing. */
+        g_assert_cmpfloat_with_epsilon(op_end(t, "G") - op_start(t, "G"), 20, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "V") - op_start(t, "V"), 1, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "K") - op_start(t, "K"), 20 + extra, 1e-9);
+        /* rB (1000 bytes at 1 GB/s + 5) is copied after K took the debt: it pays nothing. */
         g_assert_cmpfloat_with_epsilon(xfer(t, "rB")->end - xfer(t, "rB")->start, 6, 1e-9);
         psim_sim_result_clear(&r);
         psim_plan_free(p);
         b_free(&b);
-        /* Without G, rB is P:0's next write: the copy pays. */
+        /* B's 128 KiB back into P:0 is P:0's next block of the class: the copy pays its curve. */
         b_init_by_dst(&b, 1, 5);
         b_node(&b, "A", 10, 131072, 0, NULL, NULL);
         b_xfer(&b, "A", 1, "rA", NULL, 0);
-        b_node(&b, "B", 3, 1000, 1, "rA", NULL);
+        b_node(&b, "B", 3, 131072, 1, "rA", NULL);
         b_xfer(&b, "B", 0, "rB", NULL, 0);
-        b_node(&b, "F", 7, 0, 0, "rB", NULL);
+        b_node(&b, "F", 7, 131072, 0, "rB", NULL);
         p = b_plan(&b);
         g_autoptr(PsimCostModel) m2 = psim_cost_model_new(b.c, db);
         g_autoptr(PsimTimeline) t2 = NULL;
         g_assert_true(psim_sim_run(p, m2, &o, &r, &t2, &err));
         g_assert_no_error(err);
-        g_assert_cmpfloat_with_epsilon(xfer(t2, "rB")->end - xfer(t2, "rB")->start, 6 + extra,
+        g_assert_cmpfloat_with_epsilon(xfer(t2, "rB")->end - xfer(t2, "rB")->start, 5 + 131.072 + copy_extra,
                                        1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t2, "F") - op_start(t2, "F"), 7, 1e-9);
+        psim_sim_result_clear(&r);
+        psim_plan_free(p);
+        b_free(&b);
+        /* A's block goes back to the pool when its last reader on P:0 (Y) is done, not when the
+         * copy ends: X, after the copy but while Y still needs A, takes another block and pays
+         * nothing; Z, after Y, pays. */
+        b_init_by_dst(&b, 1, 5);
+        b_node(&b, "A", 10, 131072, 0, NULL, NULL);
+        b_node(&b, "H", 200, 64, 0, "A", NULL);
+        b_node(&b, "X", 20, 131072, 0, "H", NULL);
+        b_node(&b, "Y", 20, 64, 0, "X", "A");
+        b_node(&b, "Z", 20, 131072, 0, "Y", NULL);
+        b_xfer(&b, "A", 1, "rA", NULL, 0);
+        b_node(&b, "B", 3, 0, 1, "rA", NULL);
+        p = b_plan(&b);
+        g_autoptr(PsimCostModel) m3 = psim_cost_model_new(b.c, db);
+        g_autoptr(PsimTimeline) t3 = NULL;
+        g_assert_true(psim_sim_run(p, m3, &o, &r, &t3, &err));
+        g_assert_no_error(err);
+        g_assert_cmpfloat_with_epsilon(op_end(t3, "X") - op_start(t3, "X"), 20, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t3, "Z") - op_start(t3, "Z"), 20 + extra, 1e-9);
         psim_sim_result_clear(&r);
         psim_plan_free(p);
         b_free(&b);
@@ -750,6 +844,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/idle", test_idle);
     g_test_add_func("/sim/idle/after-copy", test_idle_after_copy);
     g_test_add_func("/sim/reclaim", test_reclaim);
+    g_test_add_func("/sim/send-handoff", test_send_handoff);
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);
     g_test_add_func("/sim/by-destination", test_by_destination);

@@ -88,22 +88,54 @@ typedef struct {
     double gap_us[2], extra_us[2];
 } PsimIdleCurve;
 void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve *curve);
+/* What the executor's transfer from a CPU device to another (the destination's thread copies)
+ * costs around the copy (profiler/hop.c; calibrations "send_us" and "handoff_us", 0 without
+ * them): the Send, on the source's thread right after the tensor's producer, and the hand-off,
+ * from the Send's end until the destination can start its copy, which holds neither device. The
+ * link rows of such a pair time the Send's end to the consumer's start; the simulator charges
+ * them less the hand-off to the destination, starting no earlier than the hand-off's end. */
+void psim_cost_model_hop(PsimCostModel *m, int32_t device, double *send_us, double *handoff_us);
+/* The executor's host memory (exec/worker.c): a tensor's block is its bytes rounded up to 64 B,
+ * taken from its worker's pool by size class (four classes per power of two, at most 25% slack)
+ * and put back on top of its class when freed, so the next block of a class a device takes is
+ * the one of that class it got back last. The simulator follows the same classes. */
+#define PSIM_POOL_CLASSES 256
+static inline uint64_t psim_pool_block_bytes(uint64_t nbytes)
+{
+    uint64_t sz = (nbytes + 63) & ~(uint64_t)63;
+    return sz ? sz : 64;
+}
+/* The class of a block of `bytes` (psim_pool_block_bytes: at least 64) and its capacity. */
+static inline int32_t psim_pool_class(uint64_t bytes, uint64_t *cap)
+{
+    int msb = 63 - __builtin_clzll((unsigned long long)(bytes - 1));
+    uint64_t base = (uint64_t)1 << msb, step = base >> 2;
+    uint64_t k = (bytes - base + step - 1) / step; /* 1..4 */
+    if (cap)
+        *cap = base + k * step;
+    return msb * 4 + (int32_t)(k - 1);
+}
 /* What a CPU device pays after another device copied one of its tensors (a transfer between the
  * executor's CPU devices: the destination's thread copies): the block goes back to the source's
- * pool with its lines in the other core's cache, and the next op that writes into it must take
- * them back first (profiler/reclaim.c). Per device, calibrations "reclaim_64KiB_us",
- * "reclaim_256KiB_us" and "reclaim_1MiB_us" (profile's links: a write after the other device
- * read the block less one after it read another); the simulator adds the curve at a transfer's
- * bytes to the source device's next op or copy, whichever writes into its pool first. */
-#define PSIM_RECLAIM_N 3
+ * pool with its lines in the other core's cache, and whatever next writes into it must take them
+ * back first (profiler/reclaim.c). Per device and block size, two curves: an op writing its
+ * output there ("reclaim_4KiB_us" ... "reclaim_1MiB_us": a write after the other device read the
+ * block less one after it read another, the store buffer drained), and a copy from another
+ * device landing there ("reclaim_copy_4KiB_us" ...: its reads of the other core's lines overlap
+ * most of it). The simulator charges the curve at a copied tensor's bytes to the next node or copy
+ * of the source device that takes a block of the same pool class. */
+#define PSIM_RECLAIM_N 5
 #define PSIM_RECLAIM_MAX_BYTES (UINT64_C(1) << 20)
 extern const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N];
 extern const char *const psim_reclaim_kinds[PSIM_RECLAIM_N];
+extern const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N];
 typedef struct {
     int32_t n; /* points (0: none) */
     double bytes[PSIM_RECLAIM_N], us[PSIM_RECLAIM_N];
 } PsimReclaimCurve;
-void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *curve);
+/* The device's curves (n 0 where none is calibrated; a DB that has the op curve but not the copy
+ * curve, from before the copy curve was measured, gives the op curve for both). */
+void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *op, PsimReclaimCurve *copy);
 /* The curve at `bytes`: linear from 0 through its points, then its last value (a block larger
  * than the other core's cache has left most of its lines there anyway). */
 static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double bytes)
@@ -181,6 +213,9 @@ double *psim_cost_table(PsimCostModel *m, const PsimGraph *g, GError **error);
 gboolean *psim_cost_constant_nodes(const PsimGraph *g);
 /* TRUE for ops that do no work at run time (Const, Placeholder, NoOp, Identity, Send...). */
 gboolean psim_cost_op_is_free(const char *op);
+/* TRUE for ops whose CPU kernel outputs a view of its input, taking no block of its own (Reshape,
+ * Flatten, Squeeze, Unsqueeze, and the free ops). */
+gboolean psim_cost_op_is_view(const char *op);
 
 /* The signature that keys measurements: op, attrs, input dtypes and shapes, and the number of
  * outputs when more than one (not the device);

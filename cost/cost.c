@@ -59,7 +59,8 @@ struct PsimCostModel {
     /* Every link curve loaded, kept until the model is freed: the links handed out point at
      * them, and the simulator or a placer may hold one while the model's caches are reset. */
     GPtrArray *curves;
-    GHashTable *measured; /* "device\nsignature" -> Measured*, or NULL: no row */
+    GHashTable *measured; /* "device\nsignature" (or node key) -> Measured*, or NULL: no row */
+    int node_rows;        /* the DB has in-situ node rows: -1 not asked yet, 0, 1 */
     GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
     gboolean db_error_warned;
 };
@@ -82,6 +83,7 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     m->db = db;
     g_mutex_init(&m->lock);
     m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    m->node_rows = -1;
     m->constant = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)const_mask_free);
     m->links = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
     m->curves = g_ptr_array_new_with_free_func((GDestroyNotify)psim_link_curve_free);
@@ -115,6 +117,7 @@ static void ensure_size(PsimCostModel *m)
     m->rates = g_new0(DeviceRates, n ? n : 1);
     m->n_dev = n;
     g_hash_table_remove_all(m->measured);
+    m->node_rows = -1;
 }
 
 static void warn_db_error(PsimCostModel *m, GError *err)
@@ -302,39 +305,60 @@ void psim_cost_model_hop(PsimCostModel *m, int32_t device, double *send_us, doub
     g_mutex_unlock(&m->lock);
 }
 
-/* The measured median of node n on device (scaled to the device's current speed reference when
- * both it and the row's are known), or NAN; *row its kernels rowid. Called with the lock held. */
+char *psim_cost_insitu_node_key(const char *signature, const PsimNode *n)
+{
+    return g_strconcat(signature, PSIM_COST_NODE_SEP, n->name, NULL);
+}
+
+/* The DB's row for `sig` (a signature or a node key) on device, cached; NULL when none. */
+static Measured *measured_row(PsimCostModel *m, int32_t device, const char *sig)
+{
+    g_autofree char *key = g_strdup_printf("%d\n%s", device, sig);
+    gpointer v;
+    if (g_hash_table_lookup_extended(m->measured, key, NULL, &v))
+        return v;
+    const PsimDevice *d = psim_cluster_device(m->cluster, device);
+    PsimTimingStats st;
+    gboolean other = FALSE;
+    GError *err = NULL;
+    Measured got, *row = NULL;
+    if (psim_cost_db_kernel_get_row(m->db, d, sig, &st, &got.ref, &got.mem_weight, &got.row, &other, &err)) {
+        got.median_us = st.median_us;
+        row = g_memdup2(&got, sizeof got);
+    } else if (err)
+        warn_db_error(m, err);
+    else if (other && !m->rates[device].warned) {
+        fprintf(stderr,
+                "placesim: warning: cost DB %s: timings of %s were measured under another device "
+                "fingerprint (different hardware or library versions); they are not used "
+                "(profile again to use measurements)\n",
+                psim_cost_db_path(m->db), d->short_name);
+        m->rates[device].warned = TRUE;
+    }
+    g_hash_table_insert(m->measured, g_steal_pointer(&key), row);
+    return row;
+}
+
+/* The measured median of node n on device: its in-situ node row, else its signature's row
+ * (scaled to the device's current speed reference when both it and the row's are known), or NAN;
+ * *row_id its kernels rowid. Called with the lock held. */
 static double measured(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                        int64_t *row_id)
 {
     g_autofree char *sig = psim_cost_signature(g, n);
-    g_autofree char *key = g_strdup_printf("%d\n%s", device, sig);
-    gpointer v;
     Measured *row = NULL;
-    if (g_hash_table_lookup_extended(m->measured, key, NULL, &v))
-        row = v;
-    else {
-        const PsimDevice *d = psim_cluster_device(m->cluster, device);
-        PsimTimingStats st;
-        gboolean other = FALSE;
+    if (m->node_rows < 0) {
         GError *err = NULL;
-        Measured got;
-        if (psim_cost_db_kernel_get_row(m->db, d, sig, &st, &got.ref, &got.mem_weight, &got.row, &other,
-                                        &err)) {
-            got.median_us = st.median_us;
-            row = g_memdup2(&got, sizeof got);
-        } else if (err)
+        m->node_rows = psim_cost_db_has_node_rows(m->db, &err);
+        if (err)
             warn_db_error(m, err);
-        else if (other && !m->rates[device].warned) {
-            fprintf(stderr,
-                    "placesim: warning: cost DB %s: timings of %s were measured under another device "
-                    "fingerprint (different hardware or library versions); they are not used "
-                    "(profile again to use measurements)\n",
-                    psim_cost_db_path(m->db), d->short_name);
-            m->rates[device].warned = TRUE;
-        }
-        g_hash_table_insert(m->measured, g_steal_pointer(&key), row);
     }
+    if (m->node_rows) {
+        g_autofree char *nk = psim_cost_insitu_node_key(sig, n);
+        row = measured_row(m, device, nk);
+    }
+    if (!row)
+        row = measured_row(m, device, sig);
     if (!row)
         return NAN;
     *row_id = row->row;

@@ -1149,6 +1149,24 @@ out:
     return ok;
 }
 
+gboolean psim_cost_db_has_node_rows(PsimCostDb *db, GError **error)
+{
+    if (db->version < 5)
+        return FALSE;
+    gboolean found = FALSE;
+    sqlite3_stmt *st = NULL;
+    g_mutex_lock(&db->lock);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
+        "SELECT EXISTS(SELECT 1 FROM kernels WHERE method = 'insitu' AND instr(signature, '" PSIM_COST_NODE_SEP "') > 0)",
+        -1, &st, NULL), db->path, "look for in-situ node rows", error);
+    PSIM_SQLITE_CHECK(db->sql, sqlite3_step(st), db->path, "look for in-situ node rows", error);
+    found = sqlite3_column_int(st, 0) != 0;
+out:
+    sqlite3_finalize(st);
+    g_mutex_unlock(&db->lock);
+    return found;
+}
+
 int64_t psim_cost_db_count(PsimCostDb *db, const char *table, GError **error)
 {
     static const char *const tables[] = {"kernels", "links", "devices", "calibration", "link_fits", NULL};

@@ -151,8 +151,9 @@ static void test_resolution(void)
 }
 
 /* profile --in-situ's rows and calibrations: the in-situ row answers before the kernel-alone
- * row, every measured op pays the device's dispatch gap (estimates and annotations do not), and
- * with several devices busy the busy factor scales measured ops. */
+ * row, a node's own in-situ row before its signature's, every measured op pays the device's
+ * dispatch gap (estimates and annotations do not), and with several devices busy the busy factor
+ * scales measured ops. */
 static void test_insitu(void)
 {
     g_autoptr(PsimGraph) g = tiny();
@@ -166,8 +167,10 @@ static void test_insitu(void)
     g_assert_no_error(err);
     PsimDevice *d = psim_cluster_device(c, 0);
     PsimNode *y = psim_graph_node_find(g, "y"), *q = psim_graph_node_find(g, "q");
-    PsimNode *z = psim_graph_node_find(g, "z");
+    PsimNode *z = psim_graph_node_find(g, "z"), *y2 = psim_graph_node_find(g, "y2");
     g_autofree char *sy = psim_cost_signature(g, y);
+    g_autofree char *sy2 = psim_cost_signature(g, y2);
+    g_assert_cmpstr(sy, ==, sy2);
     PsimTimingStats alone = {.n = 9, .mean_us = 51, .stddev_us = 1, .min_us = 49, .median_us = 50};
     PsimTimingStats chain = {.n = 20, .mean_us = 31, .stddev_us = 1, .min_us = 29, .median_us = 30};
     g_assert_true(psim_cost_db_kernel_put(db, d, sy, "MatMul", "monotonic", &alone, &err));
@@ -202,6 +205,19 @@ static void test_insitu(void)
         /* Two of the three devices measured busy: half the factor's excess. */
         g_assert_cmpfloat_with_epsilon(psim_cost_model_busy_scale(m, 0, 2), 1.1, 1e-12);
         g_assert_cmpfloat_with_epsilon(psim_cost_model_busy_scale(m, 0, 8), 1.2, 1e-12);
+        g_assert_cmpfloat(psim_cost_node(m, g, y, 0, NULL), ==, 30.5);
+        g_assert_cmpfloat(psim_cost_node(m, g, y2, 0, NULL), ==, 30.5); /* y's signature */
+    }
+    /* y2 gets a row of its own (it shares y's signature): it answers for y2 alone. */
+    g_assert_false(psim_cost_db_has_node_rows(db, &err));
+    g_autofree char *k2 = psim_cost_insitu_node_key(sy, y2);
+    PsimTimingStats own = {.n = 20, .mean_us = 45, .stddev_us = 1, .min_us = 43, .median_us = 44};
+    g_assert_true(psim_cost_db_kernel_put_insitu(db, d, k2, "MatMul", "monotonic", &own, &err));
+    g_assert_no_error(err);
+    g_assert_true(psim_cost_db_has_node_rows(db, &err));
+    {
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+        g_assert_cmpfloat(psim_cost_node(m, g, y2, 0, NULL), ==, 44.5);
         g_assert_cmpfloat(psim_cost_node(m, g, y, 0, NULL), ==, 30.5);
     }
 }

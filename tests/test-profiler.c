@@ -508,10 +508,19 @@ static void test_insitu(void)
     double gap = -1;
     g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, 0), "dispatch_us", &gap, &err));
     g_assert_cmpfloat(gap, ==, r.dispatch_us);
+    /* m1 and m2 share the signature: each also has a row of its own, which the model reads. */
+    g_assert_cmpint(r.node_rows, >=, 2);
+    g_autofree char *k1 = psim_cost_insitu_node_key(sig, m1);
+    g_autofree char *k2 = psim_cost_insitu_node_key(sig, psim_graph_node_find(g, "m2"));
+    PsimTimingStats s1, s2;
+    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k1, "insitu", &s1, &err));
+    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k2, "insitu", &s2, &err));
+    g_assert_cmpint(s1.n, ==, io.steps);
+    g_assert_cmpint(s2.n, ==, io.steps);
     {
         g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
         PsimCostSource src;
-        g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, m1, 1, &src), st.median_us + gap, 1e-9);
+        g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, m1, 1, &src), s1.median_us + gap, 1e-9);
         g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
     }
     /* The kernels timed alone skip what in-situ rows cover. */

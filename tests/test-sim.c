@@ -562,6 +562,23 @@ static PsimTimeline *idle_run(B *b, PsimPlan *p, const char *path, gboolean with
     return t;
 }
 
+/* Builds b's plan and simulates it (static order) with db; frees the plan and b. */
+static PsimTimeline *db_run(B *b, PsimCostDb *db)
+{
+    PsimPlan *p = b_plan(b);
+    g_autoptr(PsimCostModel) m = psim_cost_model_new(b->c, db);
+    PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+    PsimSimResult r;
+    PsimTimeline *t = NULL;
+    GError *err = NULL;
+    g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
+    g_assert_no_error(err);
+    psim_sim_result_clear(&r);
+    psim_plan_free(p);
+    b_free(b);
+    return t;
+}
+
 static void test_idle(void)
 {
     g_autofree char *dir = g_dir_make_tmp("psim-idle-XXXXXX", NULL);
@@ -681,36 +698,28 @@ static void test_send_handoff(void)
             b_node(&b, "G", 20, 0, 0, "A", NULL);
             b_xfer(&b, "A", 1, "rA", NULL, 0);
             b_node(&b, "B", 7, 0, 1, "rA", NULL);
-            PsimPlan *p = b_plan(&b);
             GError *err = NULL;
-            g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+            PsimCostDb *db = psim_cost_db_open(path, &err);
             g_assert_no_error(err);
             if (with) {
                 g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, 0), "send_us", 2, "t", &err));
                 g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, 0), "handoff_us", 3, "t", &err));
             }
-            g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
-            double send, handoff;
-            psim_cost_model_hop(m, 0, &send, &handoff);
-            g_assert_cmpfloat(send, ==, with ? 2 : 0);
-            g_assert_cmpfloat(handoff, ==, with ? 3 : 0);
-            PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
-            PsimSimResult r;
-            g_autoptr(PsimTimeline) t = NULL;
-            g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
-            g_assert_no_error(err);
+            {
+                g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+                double send, handoff;
+                psim_cost_model_hop(m, 0, &send, &handoff);
+                g_assert_cmpfloat(send, ==, with ? 2 : 0);
+                g_assert_cmpfloat(handoff, ==, with ? 3 : 0);
+            }
+            g_autoptr(PsimTimeline) t = db_run(&b, db);
             double copy_start = busy ? 30 : with ? 15 : 10, copy = with ? 3 : 6;
             g_assert_cmpfloat_with_epsilon(op_start(t, "G"), with ? 12 : 10, 1e-9);
             g_assert_cmpfloat_with_epsilon(xfer(t, "rA")->start, copy_start, 1e-9);
             g_assert_cmpfloat_with_epsilon(xfer(t, "rA")->end, copy_start + copy, 1e-9);
             g_assert_cmpfloat_with_epsilon(op_start(t, "B"), copy_start + copy, 1e-9);
-            psim_sim_result_clear(&r);
-            psim_plan_free(p);
-            b_free(&b);
-            for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx; sfx++) {
-                g_autofree char *f = g_strdup_printf("%s%s", path, *sfx);
-                g_unlink(f);
-            }
+            psim_cost_db_close(db);
+            db_unlink(path);
         }
     g_rmdir(dir);
 }
@@ -755,9 +764,8 @@ static void test_reclaim(void)
         b_node(&b, "B", 200, 1000, 1, "rA", NULL);
         b_xfer(&b, "B", 0, "rB", NULL, 0); /* a copy into P:0 after K ran */
         b_node(&b, "F", 7, 0, 0, "rB", "K");
-        PsimPlan *p = b_plan(&b);
         GError *err = NULL;
-        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        PsimCostDb *db = psim_cost_db_open(path, &err);
         g_assert_no_error(err);
         /* with 1: both curves; 2: the op curve's last three points only. */
         for (int32_t d = 0; d < 2 && with; d++)
@@ -768,16 +776,14 @@ static void test_reclaim(void)
                     g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d),
                                                                psim_reclaim_copy_kinds[k], copy_us[k], "t", &err));
             }
-        g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
-        PsimReclaimCurve got, got_copy;
-        psim_cost_model_reclaim(m, 0, &got, &got_copy);
-        g_assert_cmpint(got.n, ==, with == 0 ? 0 : with == 1 ? PSIM_RECLAIM_N : 3);
-        g_assert_cmpint(got_copy.n, ==, got.n);
-        PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
-        PsimSimResult r;
-        g_autoptr(PsimTimeline) t = NULL;
-        g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
-        g_assert_no_error(err);
+        {
+            g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+            PsimReclaimCurve got, got_copy;
+            psim_cost_model_reclaim(m, 0, &got, &got_copy);
+            g_assert_cmpint(got.n, ==, with == 0 ? 0 : with == 1 ? PSIM_RECLAIM_N : 3);
+            g_assert_cmpint(got_copy.n, ==, got.n);
+        }
+        g_autoptr(PsimTimeline) t = db_run(&b, db);
         double extra = with ? 6 : 0, copy_extra = with == 1 ? 3 : with == 2 ? 6 : 0;
         g_assert_cmpfloat_with_epsilon(op_end(t, "H") - op_start(t, "H"), 200, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t, "G") - op_start(t, "G"), 20, 1e-9);
@@ -785,9 +791,6 @@ static void test_reclaim(void)
         g_assert_cmpfloat_with_epsilon(op_end(t, "K") - op_start(t, "K"), 20 + extra, 1e-9);
         /* rB (1000 bytes at 1 GB/s + 5) is copied after K took the debt: it pays nothing. */
         g_assert_cmpfloat_with_epsilon(xfer(t, "rB")->end - xfer(t, "rB")->start, 6, 1e-9);
-        psim_sim_result_clear(&r);
-        psim_plan_free(p);
-        b_free(&b);
         /* B's 128 KiB back into P:0 is P:0's next block of the class: the copy pays its curve. */
         b_init_by_dst(&b, 1, 5);
         b_node(&b, "A", 10, 131072, 0, NULL, NULL);
@@ -795,17 +798,10 @@ static void test_reclaim(void)
         b_node(&b, "B", 3, 131072, 1, "rA", NULL);
         b_xfer(&b, "B", 0, "rB", NULL, 0);
         b_node(&b, "F", 7, 131072, 0, "rB", NULL);
-        p = b_plan(&b);
-        g_autoptr(PsimCostModel) m2 = psim_cost_model_new(b.c, db);
-        g_autoptr(PsimTimeline) t2 = NULL;
-        g_assert_true(psim_sim_run(p, m2, &o, &r, &t2, &err));
-        g_assert_no_error(err);
+        g_autoptr(PsimTimeline) t2 = db_run(&b, db);
         g_assert_cmpfloat_with_epsilon(xfer(t2, "rB")->end - xfer(t2, "rB")->start, 5 + 131.072 + copy_extra,
                                        1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t2, "F") - op_start(t2, "F"), 7, 1e-9);
-        psim_sim_result_clear(&r);
-        psim_plan_free(p);
-        b_free(&b);
         /* A's block goes back to the pool when its last reader on P:0 (Y) is done, not when the
          * copy ends: X, after the copy but while Y still needs A, takes another block and pays
          * nothing; Z, after Y, pays. */
@@ -817,23 +813,12 @@ static void test_reclaim(void)
         b_node(&b, "Z", 20, 131072, 0, "Y", NULL);
         b_xfer(&b, "A", 1, "rA", NULL, 0);
         b_node(&b, "B", 3, 0, 1, "rA", NULL);
-        p = b_plan(&b);
-        g_autoptr(PsimCostModel) m3 = psim_cost_model_new(b.c, db);
-        g_autoptr(PsimTimeline) t3 = NULL;
-        g_assert_true(psim_sim_run(p, m3, &o, &r, &t3, &err));
-        g_assert_no_error(err);
+        g_autoptr(PsimTimeline) t3 = db_run(&b, db);
         g_assert_cmpfloat_with_epsilon(op_end(t3, "X") - op_start(t3, "X"), 20, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t3, "Z") - op_start(t3, "Z"), 20 + extra, 1e-9);
-        psim_sim_result_clear(&r);
-        psim_plan_free(p);
-        b_free(&b);
+        psim_cost_db_close(db);
+        db_unlink(path);
     }
-    for (int with = 0; with < 3; with++)
-        for (const char *const *sfx = (const char *const[]){"", "-wal", "-shm", NULL}; *sfx;
-             sfx++) {
-            g_autofree char *f = g_strdup_printf("%s/c%d.db%s", dir, with, *sfx);
-            g_unlink(f);
-        }
     g_rmdir(dir);
 }
 

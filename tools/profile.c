@@ -94,6 +94,7 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
         json_builder_add_boolean_value(b, ok[i]);
         if (ok[i]) {
             psim_cli_json_int(b, "rows", rep[i].rows);
+            psim_cli_json_int(b, "node_rows", rep[i].node_rows);
             psim_cli_json_int(b, "ops", rep[i].n_nodes);
             psim_cli_json_int(b, "devices_run", rep[i].n_runs);
             psim_cli_json_int(b, "calibrations", rep[i].calibrations);
@@ -187,8 +188,9 @@ int psim_cmd_profile(int argc, char **argv)
          PSIM_CLI_FEED_ARG},
         {"in-situ", 0, 0, G_OPTION_ARG_NONE, &in_situ,
          "First run each graph whole on each CPU device (as a one-device plan; warm-up steps "
-         "discarded) and store every op's time as the executor measured it in the step (median over "
-         "steps, then over the nodes of a signature), which the cost model prefers to the kernel timed "
+         "discarded) and store every op's time as the executor measured it in the step (trimmed mean over "
+         "steps; per signature the median over its nodes, and a row of its own for each node sharing "
+         "it), which the cost model prefers to the kernel timed "
          "alone, with each device's median gap between ops (dispatch) and its slow-down while every "
          "device runs the graph at once; kernels are then timed alone only where a graph cannot run "
          "whole or the executor skipped them", NULL},
@@ -359,9 +361,10 @@ int psim_cmd_profile(int argc, char **argv)
                llc / 1048576.0);
     for (guint i = 0; in_situ && i < graphs->len; i++)
         if (insitu_ok[i])
-            printf("in-situ      %s: %d rows, %d ops a step, step %.1f us (rows + gaps: %.1f us), dispatch "
-                   "%.2f us/op, busy x%.3f, after a wait +%.2f us/op (+%.2f after a long one)\n",
-                   psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows, insitu[i].n_nodes,
+            printf("in-situ      %s: %d rows (and %d of single nodes), %d ops a step, step %.1f us (rows + gaps: "
+                   "%.1f us), dispatch %.2f us/op, busy x%.3f, after a wait +%.2f us/op (+%.2f after a long one)\n",
+                   psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows, insitu[i].node_rows,
+                   insitu[i].n_nodes,
                    insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us, insitu[i].busy_factor,
                    insitu[i].idle_extra_us, insitu[i].idle_extra_long_us);
         else

@@ -327,6 +327,14 @@ gboolean psim_cost_db_kernel_get_weights(PsimCostDb *db, const PsimDevice *d, co
 gboolean psim_cost_db_kernel_put_insitu(PsimCostDb *db, const PsimDevice *d, const char *signature,
                                         const char *op, const char *source, const PsimTimingStats *s,
                                         GError **error);
+/* In-situ rows of single nodes: a node whose signature other nodes of its graph share also gets
+ * a row of its own under psim_cost_insitu_node_key (its signature, PSIM_COST_NODE_SEP, its name),
+ * which the cost model prefers to the signature's: ops of one signature differ by where they run
+ * in the step (zoo:transformer's first MatMul after a LayerNorm 3.3 us, the next two 1.8 us). */
+#define PSIM_COST_NODE_SEP "\x1f@"
+char *psim_cost_insitu_node_key(const char *signature, const PsimNode *n);
+/* TRUE when the DB holds any such node row (FALSE before schema 5). */
+gboolean psim_cost_db_has_node_rows(PsimCostDb *db, GError **error);
 /* The row of `method` ("kernel" or "insitu") for signature on d (or on identical hardware, as
  * psim_cost_db_kernel_get): TRUE with *s (may be NULL) filled when found. Before schema 5 every
  * row is a "kernel" row. */

@@ -214,6 +214,7 @@ typedef struct {
     int32_t n_runs;       /* devices the graph ran on alone */
     int32_t n_nodes;      /* nodes timed per step (first device) */
     int32_t rows;         /* (signature, device) in-situ rows stored */
+    int32_t node_rows;    /* (node, device) rows of nodes sharing a signature (psim_cost_insitu_node_key) */
     int32_t calibrations; /* calibration rows stored */
     double step_us;       /* the first device's median step, alone */
     double ops_us;        /* the step its rows predict: each node's row plus one dispatch gap */

@@ -38,6 +38,20 @@ done
 expect 0 "$PSIM" run "$tmp/g32.json" --save-outputs "$tmp/out32" --trace "$tmp/trace.json"
 grep -q '"traceEvents"' "$tmp/trace.json" && grep -q '"name": *"y"' "$tmp/trace.json" \
     || { echo "FAIL: the trace lacks node y"; cat "$tmp/trace.json"; exit 1; }
+# --trace-steps N: the last N steps, each where it ran (y three times, at three start times),
+# on one device and on two.
+for extra in "" "--algo round-robin --cluster local:2"; do
+    # shellcheck disable=SC2086
+    expect 0 "$PSIM" run "$tmp/g32.json" --steps 5 --trace "$tmp/steps.json" --trace-steps 3 $extra
+    n=$(grep -o '"name": *"y"' "$tmp/steps.json" | wc -l)
+    starts=$(grep -o '"name": *"y"[^}]*"ts": *[0-9.e+-]*' "$tmp/steps.json" | grep -o '"ts": *[0-9.e+-]*' | sort -u | wc -l)
+    [ "$n" -eq 3 ] && [ "$starts" -eq 3 ] \
+        || { echo "FAIL: --trace-steps 3 ($extra): y $n times at $starts start times"; exit 1; }
+done
+expect 2 "$PSIM" run "$tmp/g32.json" --trace-steps 3
+grep -q -- "--trace-steps: give --trace FILE too" "$tmp/err.txt"
+expect 2 "$PSIM" run "$tmp/g32.json" --trace "$tmp/steps.json" --trace-steps 0
+grep -q -- "--trace-steps: expected an integer" "$tmp/err.txt"
 
 # Bad feeds: exit 2, one line naming the node and what is wrong.
 expect 2 "$PSIM" run "$tmp/g23.json" --feed "x=$tmp/out32/output_0.pb"

@@ -104,7 +104,10 @@ typedef struct {
     /* Flags as given. */
     gboolean json;
     char *cluster_spec, *device, *check_path, *save_dir, *trace_path, *placement_path, *algo;
-    char *plan_path, *db_path, *steps_text, *rtol_text, *atol_text, *stall_text;
+    char *plan_path, *db_path, *steps_text, *rtol_text, *atol_text, *stall_text, *trace_steps_text;
+    int trace_steps;      /* --trace-steps: the last N measured steps go into --trace */
+    PsimTimeline *traced; /* those steps so far, each at its start on the first one's clock */
+    double traced_t0;     /* the first traced step's start (psim_exec_now_us) */
     char **feed_args;
     PsimCliGraphOptions go;
     /* Checked. */
@@ -188,6 +191,8 @@ static void run_clear(Run *r)
     g_free(r->plan_path);
     g_free(r->db_path);
     g_free(r->steps_text);
+    g_free(r->trace_steps_text);
+    psim_timeline_free(r->traced);
     g_free(r->rtol_text);
     g_free(r->atol_text);
     g_free(r->stall_text);
@@ -228,6 +233,9 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
          "NAME"},
         {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r->trace_path,
          "write the last step's per-node start and end as a Chrome trace (Perfetto)", "FILE"},
+        {"trace-steps", 0, 0, G_OPTION_ARG_STRING, &r->trace_steps_text,
+         "with --trace: the last N measured steps (default 1), each where it ran on one clock, for the "
+         "spread from step to step (at most --steps and 10000)", "N"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &r->json, "Print one JSON object with the figures", NULL},
         {"mpi", 0, 0, G_OPTION_ARG_NONE, &r->mpi,
          "under mpirun: every rank is the task /job:worker/task:RANK with one CPU device on its share "
@@ -261,6 +269,14 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
     if (!psim_cli_flag_double("--stall-timeout", r->stall_text, 0, 1e6, &r->stall_s, error))
         return FALSE;
     r->steps = (int)steps;
+    int64_t trace_steps = 1;
+    if (!psim_cli_flag_int("--trace-steps", r->trace_steps_text, 1, 10000, &trace_steps, error))
+        return FALSE;
+    if (r->trace_steps_text && !r->trace_path) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--trace-steps: give --trace FILE too");
+        return FALSE;
+    }
+    r->trace_steps = (int)MIN(trace_steps, steps);
     if (!!r->placement_path + !!r->algo + !!r->plan_path > 1) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "run: give at most one of --placement, --plan and --algo");
         return FALSE;
@@ -417,6 +433,48 @@ static gboolean run_step(Run *r, PsimTensor **out, GError **error)
     return psim_session_run(r->s, (int32_t)r->feeds->len, names, feeds, r->n_out, fetches, out, error);
 }
 
+/* The last step's measured timeline. */
+static PsimTimeline *step_timeline(Run *r)
+{
+    PsimTimeline *tl;
+    PsimPlanExec *px = run_plan_exec(r);
+    if (px) {
+        const PsimPlan *plan = r->ps ? psim_plan_session_last_plan(r->ps) : r->plan;
+        tl = psim_timeline_new(psim_graph_name(r->g), "run", plan->n_devices, (const char *const *)plan->devices);
+        psim_plan_exec_timeline_add(px, tl);
+    } else {
+        const PsimDevice *d = psim_worker_device(psim_session_worker(r->s));
+        const char *names[1] = {d ? d->name : r->device_name};
+        tl = psim_timeline_new(psim_graph_name(r->g), "run", 1, names);
+        psim_executor_timeline_add(psim_session_last_executor(r->s), tl, 0, 0);
+    }
+    return tl;
+}
+
+/* --trace-steps: appends the last step's timeline to r->traced, shifted to where the step
+ * started (t0_us, psim_exec_now_us) on the first traced step's clock. */
+static void trace_step(Run *r, double t0_us)
+{
+    g_autoptr(PsimTimeline) tl = step_timeline(r);
+    if (!r->traced) {
+        r->traced = psim_timeline_new(tl->graph, "run", tl->n_devices, (const char *const *)tl->devices);
+        r->traced_t0 = t0_us;
+    }
+    double off = t0_us - r->traced_t0;
+    for (guint i = 0; i < tl->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(tl->ops, PsimTimelineOp, i);
+        psim_timeline_op_add(r->traced, o->name, o->op, o->node, o->device, o->stream, o->start + off, o->end + off);
+    }
+    for (guint i = 0; i < tl->xfers->len; i++) {
+        const PsimTimelineXfer *x = &g_array_index(tl->xfers, PsimTimelineXfer, i);
+        psim_timeline_xfer_add(r->traced, x->name, x->key, x->transfer, x->src, x->dst, x->start + off,
+                               x->end + off, x->bytes);
+    }
+    for (int32_t d = 0; d < tl->n_devices && d < r->traced->n_devices; d++)
+        r->traced->peak_memory[d] = MAX(r->traced->peak_memory[d], tl->peak_memory[d]);
+    r->traced->step_time_us = off + tl->step_time_us;
+}
+
 /* One warm-up step, then the measured ones; the last step's outputs are kept. */
 static gboolean run_execute(Run *r, GError **error)
 {
@@ -424,8 +482,12 @@ static gboolean run_execute(Run *r, GError **error)
     g_autofree PsimTensor **step_out = g_new0(PsimTensor *, r->n_out);
     r->times = g_new0(double, r->steps);
     for (int step = -1; step < r->steps; step++) {
+        gboolean traced = r->trace_path && r->trace_steps > 1 && !r->mx && step >= r->steps - r->trace_steps;
+        double t0 = psim_exec_now_us();
         if (!run_step(r, step_out, error))
             return FALSE;
+        if (traced)
+            trace_step(r, t0);
         for (int32_t i = 0; i < r->n_out; i++) {
             psim_tensor_unref(r->outputs[i]);
             r->outputs[i] = step_out[i];
@@ -482,18 +544,8 @@ static gboolean run_write(Run *r, GError **error)
     }
     if (!r->trace_path)
         return TRUE;
-    g_autoptr(PsimTimeline) tl = NULL;
-    PsimPlanExec *px = run_plan_exec(r);
-    if (px) {
-        const PsimPlan *plan = r->ps ? psim_plan_session_last_plan(r->ps) : r->plan;
-        tl = psim_timeline_new(psim_graph_name(r->g), "run", plan->n_devices, (const char *const *)plan->devices);
-        psim_plan_exec_timeline_add(px, tl);
-    } else {
-        const PsimDevice *d = psim_worker_device(psim_session_worker(r->s));
-        const char *names[1] = {d ? d->name : r->device_name};
-        tl = psim_timeline_new(psim_graph_name(r->g), "run", 1, names);
-        psim_executor_timeline_add(psim_session_last_executor(r->s), tl, 0, 0);
-    }
+    g_autoptr(PsimTimeline) last = r->traced ? NULL : step_timeline(r);
+    const PsimTimeline *tl = r->traced ? r->traced : last;
     const char *tmp = psim_cli_output(r->outs, r->trace_path, FALSE, error);
     return tmp && psim_timeline_save_chrome(tl, tmp, error);
 }

@@ -20,6 +20,7 @@ typedef struct {
     double dispatch_us, busy_factor, busy_devices;
     PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
     PsimReclaimCurve reclaim, reclaim_copy; /* psim_cost_model_reclaim (n 0: none) */
+    PsimColdCurve cold;                     /* psim_cost_model_cold (n 0: none) */
     double send_us, handoff_us;             /* psim_cost_model_hop (0: none) */
 } DeviceRates;
 
@@ -191,6 +192,12 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
         }
         if (r->reclaim_copy.n == 0)
             r->reclaim_copy = r->reclaim;
+        r->cold = (PsimColdCurve){0};
+        for (int k = 0; k < PSIM_COLD_N && !err; k++)
+            if (psim_cost_db_calibration_get(m->db, d, psim_cold_kinds[k], &v, &err) && v >= 0 && isfinite(v)) {
+                r->cold.distance[r->cold.n] = (double)psim_cold_distance_bytes[k];
+                r->cold.us_per_mib[r->cold.n++] = MIN(v, PSIM_COST_MAX_US);
+            }
         if (err)
             warn_db_error(m, err);
     }
@@ -276,6 +283,22 @@ const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_4KiB_us", "recl
 const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N] = {
     "reclaim_copy_4KiB_us", "reclaim_copy_16KiB_us", "reclaim_copy_64KiB_us", "reclaim_copy_256KiB_us",
     "reclaim_copy_1MiB_us"};
+
+const uint64_t psim_cold_distance_bytes[PSIM_COLD_N] = {UINT64_C(1) << 20, UINT64_C(4) << 20, UINT64_C(16) << 20,
+                                                        UINT64_C(64) << 20, UINT64_C(256) << 20};
+const char *const psim_cold_kinds[PSIM_COLD_N] = {"cold_1MiB_us_per_MiB", "cold_4MiB_us_per_MiB",
+                                                  "cold_16MiB_us_per_MiB", "cold_64MiB_us_per_MiB",
+                                                  "cold_256MiB_us_per_MiB"};
+
+void psim_cost_model_cold(PsimCostModel *m, int32_t device, PsimColdCurve *out)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    *out = (PsimColdCurve){0};
+    if (device >= 0 && device < m->n_dev)
+        *out = rates(m, device)->cold;
+    g_mutex_unlock(&m->lock);
+}
 
 void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *op, PsimReclaimCurve *copy)
 {

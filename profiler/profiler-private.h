@@ -62,7 +62,7 @@ gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const v
                              size_t bytes, double budget_ms, PsimTimingStats *out, GError **error);
 /* Transfers up to this size are timed through the executor (psim__profiler_hop), where its
  * hand-off is a large share of the time; larger ones by their copy alone, where it is not. */
-#define PSIM_PROFILE_HOP_MAX_BYTES (UINT64_C(1) << 20)
+#define PSIM_PROFILE_HOP_MAX_BYTES PSIM_COST_HOP_MAX_BYTES
 /* Times what the executor pays to move a `bytes` tensor from CPU device a to CPU device b in a
  * two-device plan's steps (profiler/hop.c): the hop, the end of the Send on a to the consumer's
  * start on b (*out), and the medians of the Send's time on a and of the hand-off (the Send's end
@@ -74,6 +74,10 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
  * a copy from b (copy_us). */
 gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op_us[PSIM_RECLAIM_N],
                                 double copy_us[PSIM_RECLAIM_N], GError **error);
+/* A CPU device's cold-block curve (profiler/cold.c): per distance of psim_cold_distance_bytes, the
+ * extra microseconds per MiB of a write into a block that many bytes of writes after it was last
+ * touched. */
+gboolean psim__profiler_cold(PsimProfiler *p, int32_t dev, double us_per_mib[PSIM_COLD_N], GError **error);
 /* Fits and records the link model of (a, b) when at least two sizes were measured. */
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
                                  GError **error);

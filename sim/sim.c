@@ -121,15 +121,24 @@ static int32_t pq_pop(Pq *q)
 
 enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
 
-/* A block of a device that another device read and nothing has written again: its pool class and
- * what writing it costs (an op, a copy). */
+/* A block back in its device's pool (exec/worker.c's, mirrored): its size class and bytes, when
+ * it was last touched (the step's bytes written until then, Sim.touched), and, where another
+ * device copied it and nothing has written it since, what its lines in that core's cache cost
+ * the next write (an op, a copy: the reclaim curves at its bytes). */
 typedef struct {
     int32_t cls;
+    uint8_t remote;
     float op_us, copy_us;
-} Debt;
+    double mark;
+    uint64_t blk;
+} Freed;
 
-/* A device's reclaim curves: by an op (0) and by a copy (1) (psim_cost_model_reclaim). */
-typedef PsimReclaimCurve ReclaimPair[2];
+/* A device's pool costs: the reclaim curves, by an op and by a copy (psim_cost_model_reclaim),
+ * and the cold-block curve (psim_cost_model_cold). */
+typedef struct {
+    PsimReclaimCurve op, copy;
+    PsimColdCurve cold;
+} PoolCosts;
 
 typedef struct {
     int32_t n_streams;
@@ -144,13 +153,13 @@ typedef struct {
     double idle_since;
     PsimIdleCurve idle;
     gboolean ran;
-    /* What copies of its tensors by other devices left it to pay: per block read by another
-     * core, its pool class and what the next node or copy of the device taking a block of that
-     * class pays (psim_cost_model_reclaim), newest last (allocated on the first). Its
-     * curves are s->reclaim[reclaim_ix] (devices of the same calibration share them). */
-    int32_t n_debt, cap_debt;
-    Debt *debt;
-    int32_t reclaim_ix;
+    /* Its pool: the blocks freed and not taken again, newest last (allocated on the first). A
+     * node or copy takes the newest of its class, as the executor does, and pays what that
+     * block's state costs (pool_take). Its curves are s->pool_costs[pool_ix] (devices of the
+     * same calibration share them; -1: none, no pool kept). */
+    int32_t n_freed, cap_freed;
+    Freed *freed;
+    int32_t pool_ix;
     /* The executor's transfers to a device that copies them (psim_cost_model_hop): its Sends hold
      * its thread for send_us each, one after another until sends_until; a hand-off of handoff_us
      * after each Send's end holds neither device. */
@@ -221,9 +230,18 @@ typedef struct {
     double *xfer_start;
     double *xfer_request;
     Dev *dev;
-    ReclaimPair *reclaim; /* the distinct reclaim curves of the devices */
+    PoolCosts *pool_costs; /* the distinct pool costs of the devices */
     uint8_t *read_remote; /* per output slot: another device copied it (NULL without curves) */
-    int32_t n_reclaim;
+    int32_t n_pool_costs;
+    /* With pool costs (read_remote set): per output slot, whether it is a block of its device's
+     * pool (a computed node's output that is not a view of its input, or a Recv's copy), when
+     * it was last touched, and the cold-block time its node paid in the one-device run the
+     * in-situ rows come from (pool_reference); and the bytes written so far (all devices, all
+     * passes). */
+    uint8_t *slot_block;
+    double *slot_mark;
+    double *ref_cold;
+    double touched;
     int32_t n_busy_dev; /* devices with a stream in use now */
     Link *link;          /* one per ordered pair of devices that some transfer uses */
     int32_t n_links;
@@ -292,7 +310,7 @@ static uint8_t node_kind(const PsimNode *nv, const char **send_op, const char **
 }
 
 /* Node v's consumption of its inputs is over: release tensors whose last consumer it was. */
-static void debt_add(Sim *s, int32_t d, uint64_t bytes);
+static void pool_put(Sim *s, int32_t slot);
 
 static void release_inputs(Sim *s, int32_t v)
 {
@@ -300,11 +318,7 @@ static void release_inputs(Sim *s, int32_t v)
         int32_t slot = s->in_slot[i];
         if (--s->remaining[slot] == 0) {
             mem_sub(s, s->slot_dev[slot], s->slot_bytes[slot]);
-            /* Back in its device's pool with lines in another core's cache. */
-            if (s->read_remote && s->read_remote[slot]) {
-                s->read_remote[slot] = 0;
-                debt_add(s, s->slot_dev[slot], s->slot_bytes[slot]);
-            }
+            pool_put(s, slot);
         }
     }
 }
@@ -313,8 +327,10 @@ static void release_inputs(Sim *s, int32_t v)
 static void release_dead_outputs(Sim *s, int32_t v)
 {
     for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++)
-        if (s->remaining[k] == 0)
+        if (s->remaining[k] == 0) {
             mem_sub(s, s->slot_dev[k], s->slot_bytes[k]);
+            pool_put(s, k);
+        }
 }
 
 static void node_done(Sim *s, int32_t v)
@@ -476,40 +492,70 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
         dv->stream_mask &= ~(1u << s->stream[v]);
 }
 
-/* A copy out of device d read a block of `bytes` of its pool: the next node or copy of d that
- * takes a block of that class pays the device's curve at those bytes. */
-static void debt_add(Sim *s, int32_t d, uint64_t bytes)
+/* Slot `slot`'s block is free: back on top of its class in its device's pool (read_remote: with
+ * lines in another core's cache). */
+static void pool_put(Sim *s, int32_t slot)
 {
-    Dev *dv = &s->dev[d];
-    if (dv->reclaim_ix < 0 || bytes == 0)
+    if (!s->read_remote || !s->slot_block[slot] || s->slot_bytes[slot] == 0)
         return;
-    const PsimReclaimCurve *c = s->reclaim[dv->reclaim_ix];
-    if (dv->n_debt == dv->cap_debt) {
-        dv->cap_debt = MAX(8, 2 * dv->cap_debt);
-        dv->debt = g_renew(Debt, dv->debt, dv->cap_debt);
+    Dev *dv = &s->dev[s->slot_dev[slot]];
+    if (dv->pool_ix < 0)
+        return;
+    const PoolCosts *pc = &s->pool_costs[dv->pool_ix];
+    if (dv->n_freed == dv->cap_freed) {
+        dv->cap_freed = MAX(8, 2 * dv->cap_freed);
+        dv->freed = g_renew(Freed, dv->freed, dv->cap_freed);
     }
-    uint64_t blk = psim_pool_block_bytes(bytes);
-    dv->debt[dv->n_debt].cls = psim_pool_class(blk, NULL);
-    dv->debt[dv->n_debt].op_us = (float)psim_cost_reclaim_us(&c[0], (double)blk);
-    dv->debt[dv->n_debt].copy_us = (float)psim_cost_reclaim_us(&c[1], (double)blk);
-    dv->n_debt++;
+    uint64_t blk = psim_pool_block_bytes(s->slot_bytes[slot]);
+    Freed *f = &dv->freed[dv->n_freed++];
+    f->cls = psim_pool_class(blk, NULL);
+    f->remote = s->read_remote[slot];
+    f->op_us = f->remote ? (float)psim_cost_reclaim_us(&pc->op, (double)blk) : 0;
+    f->copy_us = f->remote ? (float)psim_cost_reclaim_us(&pc->copy, (double)blk) : 0;
+    f->mark = s->slot_mark[slot];
+    f->blk = blk;
+    s->read_remote[slot] = 0;
 }
 
-/* What a new block of `bytes` on the device pays (by a node, or by a copy into it): the newest
- * debt of its class, taken off (the pool hands out the block it got back last). */
-static double debt_take(Dev *dv, uint64_t bytes, gboolean copy)
+/* What the cold-block curve charges a write of `blk` bytes into the newest block of its class in
+ * a pool of n freed blocks, taken off (*remote: the reclaim curve's time when another core read
+ * it), at `touched` bytes written so far; no such block: fresh memory, the farthest point. */
+static double freed_take(Freed *fr, int32_t *n, const PsimColdCurve *cold, uint64_t blk, double touched,
+                         gboolean copy, double *remote)
 {
-    if (dv->n_debt == 0 || bytes == 0)
-        return 0;
-    int32_t cls = psim_pool_class(psim_pool_block_bytes(bytes), NULL);
-    for (int32_t i = dv->n_debt - 1; i >= 0; i--)
-        if (dv->debt[i].cls == cls) {
-            double us = copy ? dv->debt[i].copy_us : dv->debt[i].op_us;
-            memmove(&dv->debt[i], &dv->debt[i + 1], sizeof dv->debt[0] * (size_t)(dv->n_debt - 1 - i));
-            dv->n_debt--;
-            return us;
+    int32_t cls = psim_pool_class(blk, NULL);
+    *remote = 0;
+    for (int32_t i = *n - 1; i >= 0; i--)
+        if (fr[i].cls == cls) {
+            double dist = MAX(touched - fr[i].mark, 0.0);
+            *remote = copy ? fr[i].copy_us : fr[i].op_us;
+            memmove(&fr[i], &fr[i + 1], sizeof fr[0] * (size_t)(*n - 1 - i));
+            (*n)--;
+            return psim_cost_cold_us(cold, dist, (double)blk);
         }
-    return 0;
+    return psim_cost_cold_us(cold, -1, (double)blk);
+}
+
+/* A node's output or a copy takes a block of `bytes` on device d: what it pays beyond what its
+ * time already holds. The block the executor hands out is the newest of its class; where
+ * another core read it, its lines must come back (the reclaim curve); where many bytes were
+ * written since it was last touched, they come from farther away (the cold curve); it pays the
+ * larger. A node's in-situ time already holds what its block cost in the one-device run
+ * (ref_cold: the same pool run over the one-device order); a copy has none there. */
+static double pool_take(Sim *s, int32_t d, uint64_t bytes, gboolean copy, double ref_cold)
+{
+    Dev *dv = &s->dev[d];
+    if (!s->read_remote || dv->pool_ix < 0 || bytes == 0)
+        return 0;
+    uint64_t blk = psim_pool_block_bytes(bytes);
+    double remote;
+    double cold = freed_take(dv->freed, &dv->n_freed, &s->pool_costs[dv->pool_ix].cold, blk, s->touched, copy,
+                             &remote);
+    s->touched += (double)blk;
+    /* A large copy's link time was measured into a cold block already. */
+    if (copy && bytes > PSIM_COST_HOP_MAX_BYTES)
+        cold = 0;
+    return MAX(cold, remote) - ref_cold;
 }
 
 /* Transfer x, on a by_destination link, starts on its destination device d. */
@@ -523,8 +569,10 @@ static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
     s->xfer_start[x] = s->now;
     s->events++;
     mem_add(s, d, s->out_total[t->recv], t->recv);
-    /* The copy writes into a block of d's pool: it pays what a copy out of d left in it. */
-    double debt = debt_take(&s->dev[d], s->out_total[t->recv], TRUE);
+    /* The copy writes into a block of d's pool: it pays what that block's state costs. */
+    double debt = pool_take(s, d, s->out_total[t->recv], TRUE, 0);
+    if (s->slot_mark && s->out_off[t->recv] < s->out_off[t->recv + 1])
+        s->slot_mark[s->out_off[t->recv]] = s->touched;
     /* The link's time runs from the Send's end; the hand-off before the copy held no device. */
     double copy = MAX(link_latency(l) + link_occupy(l, t->bytes) - s->dev[t->src].handoff_us, 0.0);
     heap_push(&s->heap, s->now + copy + debt, x, EV_COPY_END);
@@ -545,9 +593,17 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
-    if (s->kind[v] == KIND_COMPUTE && dv->n_debt > 0 && !psim_cost_op_is_view(psim_graph_node(s->g, v)->op))
+    if (s->slot_mark && s->kind[v] == KIND_COMPUTE) {
+        /* Its inputs on this device are touched again; its outputs take their blocks. */
+        for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
+            if (s->slot_dev[s->in_slot[i]] == d)
+                s->slot_mark[s->in_slot[i]] = s->touched;
         for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++)
-            extra += debt_take(dv, s->slot_bytes[k], FALSE);
+            if (s->slot_block[k]) {
+                extra += pool_take(s, d, s->slot_bytes[k], FALSE, s->ref_cold[k]);
+                s->slot_mark[k] = s->touched;
+            }
+    }
     double cost = extra == 0 ? s->cost[v] : psim_cost_bound(s->cost[v] + extra);
     /* Ops run slower while other devices share the caches and memory: the device's calibrated
      * factor for as many devices as are busy when the node starts, itself included. A plan
@@ -712,6 +768,109 @@ static gboolean setup(Sim *s)
     return TRUE;
 }
 
+/* The one-device run's pools (pool_reference): per class the freed blocks, newest last. */
+typedef struct {
+    Freed *a;
+    int32_t n, cap;
+} RefPool;
+
+/* The slot a node's input reads in the one-device run: a Recv's is its Send's input. */
+static int32_t ref_slot(const Sim *s, int32_t slot_node, int32_t slot)
+{
+    if (slot_node < 0 || s->kind[slot_node] != KIND_RECV || !s->xfer_of_recv)
+        return slot;
+    int32_t x = s->xfer_of_recv[slot_node];
+    if (x < 0)
+        return slot;
+    int32_t snd = s->xf[x].send;
+    return s->in_off[snd] < s->in_off[snd + 1] ? s->in_slot[s->in_off[snd]] : slot;
+}
+
+/* What each computed node's output blocks cost in the one-device run its in-situ time comes from
+ * (ref_cold): the same pool, run over the graph's nodes in topological order on one device (Send
+ * and Recv left out: a Recv's reader reads what its Send read), a first pass to fill the pool
+ * and the second recorded, as sim_steady does. */
+static void pool_reference(Sim *s, const int32_t *slot_node)
+{
+    int32_t n = s->n, n_slots = s->out_off[n];
+    /* A placement's Send/Recv ids follow its graph's nodes, which are all the order has. */
+    int32_t n_graph = MIN(n, psim_graph_n_nodes(s->g));
+    g_autofree int32_t *topo = psim_graph_topo_order(s->g, NULL);
+    if (!topo)
+        return;
+    g_autofree int32_t *rem = g_new0(int32_t, n_slots + 1);
+    g_autofree double *mark = g_new0(double, n_slots + 1);
+    RefPool pool = {0};
+    double touched = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        memset(rem, 0, sizeof(int32_t) * (size_t)n_slots);
+        for (int32_t v = 0; v < n; v++)
+            if (s->kind[v] == KIND_COMPUTE)
+                for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
+                    rem[ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i])]++;
+        for (int32_t t = 0; t < n_graph; t++) {
+            int32_t v = topo[t];
+            if (v < 0 || v >= n || s->kind[v] != KIND_COMPUTE)
+                continue;
+            const Dev *dv = &s->dev[s->dev_of[v]];
+            const PsimColdCurve *cold = dv->pool_ix >= 0 ? &s->pool_costs[dv->pool_ix].cold : NULL;
+            for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
+                mark[ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i])] = touched;
+            for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++) {
+                if (!s->slot_block[k] || s->slot_bytes[k] == 0)
+                    continue;
+                uint64_t blk = psim_pool_block_bytes(s->slot_bytes[k]);
+                double remote;
+                double c = freed_take(pool.a, &pool.n, cold, blk, touched, FALSE, &remote);
+                touched += (double)blk;
+                mark[k] = touched;
+                if (pass == 1)
+                    s->ref_cold[k] = c;
+            }
+            /* Its inputs read for the last time, and its outputs nobody reads, are freed. */
+            for (int32_t i = s->in_off[v]; i <= s->in_off[v + 1]; i++) {
+                int32_t sl = -1;
+                if (i < s->in_off[v + 1]) {
+                    sl = ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i]);
+                    if (--rem[sl] != 0)
+                        continue;
+                }
+                for (int32_t k = sl >= 0 ? sl : s->out_off[v]; k < (sl >= 0 ? sl + 1 : s->out_off[v + 1]); k++) {
+                    if (!s->slot_block[k] || (sl < 0 && rem[k] != 0))
+                        continue;
+                    if (pool.n == pool.cap) {
+                        pool.cap = MAX(16, 2 * pool.cap);
+                        pool.a = g_renew(Freed, pool.a, pool.cap);
+                    }
+                    uint64_t blk = psim_pool_block_bytes(s->slot_bytes[k]);
+                    pool.a[pool.n++] = (Freed){.cls = psim_pool_class(blk, NULL), .mark = mark[k], .blk = blk};
+                }
+            }
+        }
+    }
+    g_free(pool.a);
+}
+
+/* The devices' pools: which slots are blocks, their marks, the one-device run's cold times. */
+static void pool_setup(Sim *s)
+{
+    int32_t n = s->n, n_slots = s->out_off[n];
+    s->read_remote = g_new0(uint8_t, n_slots + 1);
+    s->slot_block = g_new0(uint8_t, n_slots + 1);
+    s->slot_mark = g_new0(double, n_slots + 1);
+    s->ref_cold = g_new0(double, n_slots + 1);
+    g_autofree int32_t *slot_node = g_new(int32_t, n_slots + 1);
+    for (int32_t v = 0; v < n; v++) {
+        gboolean block = s->kind[v] == KIND_RECV ||
+                         (s->kind[v] == KIND_COMPUTE && !psim_cost_op_is_view(psim_graph_node(s->g, v)->op));
+        for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++) {
+            s->slot_block[k] = block;
+            slot_node[k] = v;
+        }
+    }
+    pool_reference(s, slot_node);
+}
+
 /* What a plan and a placement share: devices' streams and capacities, the links of the pairs
  * the transfers use, resident parameters. */
 static void setup_common(Sim *s)
@@ -726,23 +885,25 @@ static void setup_common(Sim *s)
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         psim_cost_model_busy(s->m, s->cluster_dev[d], &s->dev[d].busy_scale);
         psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
-        PsimReclaimCurve rc[2];
-        psim_cost_model_reclaim(s->m, s->cluster_dev[d], &rc[0], &rc[1]);
+        PoolCosts pc;
+        memset(&pc, 0, sizeof pc);
+        psim_cost_model_reclaim(s->m, s->cluster_dev[d], &pc.op, &pc.copy);
+        psim_cost_model_cold(s->m, s->cluster_dev[d], &pc.cold);
         psim_cost_model_hop(s->m, s->cluster_dev[d], &s->dev[d].send_us, &s->dev[d].handoff_us);
-        s->dev[d].reclaim_ix = -1;
-        if (rc[0].n > 0 || rc[1].n > 0) {
+        s->dev[d].pool_ix = -1;
+        if (pc.op.n > 0 || pc.copy.n > 0 || pc.cold.n > 0) {
             /* Devices of one calibration share one copy (a cluster of thousands of CPU devices
              * lists them in a row). */
-            if (s->n_reclaim == 0 || memcmp(s->reclaim[s->n_reclaim - 1], rc, sizeof rc)) {
-                s->reclaim = g_renew(ReclaimPair, s->reclaim, s->n_reclaim + 1);
-                memcpy(s->reclaim[s->n_reclaim++], rc, sizeof rc);
+            if (s->n_pool_costs == 0 || memcmp(&s->pool_costs[s->n_pool_costs - 1], &pc, sizeof pc)) {
+                s->pool_costs = g_renew(PoolCosts, s->pool_costs, s->n_pool_costs + 1);
+                s->pool_costs[s->n_pool_costs++] = pc;
             }
-            s->dev[d].reclaim_ix = s->n_reclaim - 1;
+            s->dev[d].pool_ix = s->n_pool_costs - 1;
         }
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;
     }
-    if (s->n_reclaim > 0)
-        s->read_remote = g_new0(uint8_t, s->out_off[n] + 1);
+    if (s->n_pool_costs > 0)
+        pool_setup(s);
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
      * pairs in use than nd^2. */
     s->link = g_new0(Link, s->n_xf + 1);
@@ -816,10 +977,13 @@ static void sim_free(Sim *s)
             g_free(s->dev[d].copies.a);
         }
     for (int32_t d = 0; s->dev && d < s->nd; d++)
-        g_free(s->dev[d].debt);
+        g_free(s->dev[d].freed);
     g_free(s->dev);
-    g_free(s->reclaim);
+    g_free(s->pool_costs);
     g_free(s->read_remote);
+    g_free(s->slot_block);
+    g_free(s->slot_mark);
+    g_free(s->ref_cold);
     g_free(s->dirty);
     g_free(s->is_dirty);
     g_free(s->dirty_cause);
@@ -1006,7 +1170,6 @@ static void sim_reset(Sim *s, const int32_t *pending0, const int32_t *remaining0
         dv->idle_since = 0;
         dv->ran = FALSE;
         dv->sends_until = 0;
-        dv->n_debt = 0;
     }
     for (int32_t l = 0; l < s->n_links; l++) {
         s->link[l].busy = FALSE;
@@ -1018,37 +1181,21 @@ static void sim_reset(Sim *s, const int32_t *pending0, const int32_t *remaining0
             mem_add(s, s->dev_of[v], s->out_total[v], v);
 }
 
-/* The step as it runs step after step: the blocks other devices read in one step and that
- * nothing wrote again before it ended are still owed at the next one's start (the executor's
- * pools keep them; the first nodes or copies taking their classes pay). Where one pass leaves
- * such debts, a second pass starts with them. */
+/* The step as it runs step after step: the pools of the devices at a step's start are what the
+ * step before left in them (the executor's pools keep every block), so a first pass fills them
+ * and a second one, starting from them, is the step. Without pool costs one pass. */
 static gboolean sim_steady(Sim *s)
 {
     g_autofree int32_t *pending0 = NULL, *remaining0 = NULL;
-    if (s->n_reclaim > 0) {
+    if (s->read_remote) {
         pending0 = g_memdup2(s->pending, sizeof(int32_t) * (size_t)(s->n + 1));
         remaining0 = g_memdup2(s->remaining, sizeof(int32_t) * (size_t)(s->out_off[s->n] + 1));
     }
     if (!sim_loop(s))
         return FALSE;
-    gboolean left = FALSE;
-    for (int32_t d = 0; pending0 && d < s->nd && !left; d++)
-        left = s->dev[d].n_debt > 0;
-    if (!left)
+    if (!pending0)
         return TRUE;
-    g_autofree int32_t *n_left = g_new(int32_t, s->nd + 1);
-    g_autofree Debt **carried = g_new(Debt *, s->nd + 1);
-    for (int32_t d = 0; d < s->nd; d++) {
-        n_left[d] = s->dev[d].n_debt;
-        carried[d] = n_left[d] ? g_memdup2(s->dev[d].debt, sizeof(Debt) * (size_t)n_left[d]) : NULL;
-    }
     sim_reset(s, pending0, remaining0);
-    for (int32_t d = 0; d < s->nd; d++) {
-        if (n_left[d])
-            memcpy(s->dev[d].debt, carried[d], sizeof(Debt) * (size_t)n_left[d]);
-        s->dev[d].n_debt = n_left[d];
-        g_free(carried[d]);
-    }
     return sim_loop(s);
 }
 

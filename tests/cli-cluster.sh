@@ -29,8 +29,10 @@ python3 - "$tmp/cal.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 n = db.execute("UPDATE calibration SET value = CASE kind WHEN 'gemm_gflops' THEN 146"
-               " WHEN 'copy_GBps' THEN 12.5 ELSE 3.25 END").rowcount
+               " WHEN 'copy_GBps' THEN 12.5 ELSE 3.25 END WHERE kind NOT LIKE 'cold%'").rowcount
 assert n == 6, n
+# and the cold-block curve, five points per device (issue 14)
+assert db.execute("SELECT count(*) FROM calibration WHERE kind LIKE 'cold_%MiB_us_per_MiB'").fetchone()[0] == 10
 db.commit()
 PY
 "$PSIM" cluster --cluster local:2 > "$tmp/plain.txt"

@@ -137,9 +137,18 @@ static void test_run(void)
     g_assert_cmpint(r.link_pairs, ==, 2);
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 8);
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
-    /* Three per device (gemm, copy, launch) and, from the links, the points of its two reclaim
-     * curves (by an op, by a copy; each no less than 0) and its Send's and hand-off's times. */
-    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + 2 * PSIM_RECLAIM_N * n_dev + 2 * n_dev);
+    /* Three per device (gemm, copy, launch) and the points of its cold-block curve, and, from the
+     * links, the points of its two reclaim curves (by an op, by a copy; each no less than 0) and
+     * its Send's and hand-off's times. */
+    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + PSIM_COLD_N * n_dev + 2 * PSIM_RECLAIM_N * n_dev + 2 * n_dev);
+    for (int32_t d = 0; d < n_dev; d++) {
+        g_autoptr(PsimCostModel) cm = psim_cost_model_new(c, db);
+        PsimColdCurve cold;
+        psim_cost_model_cold(cm, d, &cold);
+        g_assert_cmpint(cold.n, ==, PSIM_COLD_N);
+        for (int k = 0; k < PSIM_COLD_N; k++)
+            g_assert_cmpfloat(cold.us_per_mib[k], >=, 0);
+    }
     for (int32_t d = 0; d < n_dev; d++)
         for (int k = 0; k < 2; k++) {
             double v = -1;

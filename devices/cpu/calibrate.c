@@ -45,6 +45,18 @@ gboolean psim__cpu_calibrate(PsimProfiler *p, int32_t dev, PsimProfileReport *re
     if (!psim__profiler_calibration_put(p, d, "copy_GBps", 2.0 * COPY_BYTES / (st.median_us * 1e3), detail, report, error))
         return FALSE;
 
+    double cold[PSIM_COLD_N];
+    if (!psim__profiler_cold(p, dev, cold, error))
+        return FALSE;
+    for (int k = 0; k < PSIM_COLD_N; k++) {
+        g_autofree char *cd = g_strdup_printf("a 1 MiB copy into a block after %" G_GUINT64_FORMAT
+                                              " MiB of other writes less into one just written, median of 7 "
+                                              "less of 15, per MiB",
+                                              psim_cold_distance_bytes[k] >> 20);
+        if (!psim__profiler_calibration_put(p, d, psim_cold_kinds[k], cold[k], cd, report, error))
+            return FALSE;
+    }
+
     const int64_t one[1] = {1};
     const int64_t *dims1[1] = {one};
     g_autoptr(PsimGraph) relu = psim__profiler_one_node("Relu", 1, 1, dims1, one, error);

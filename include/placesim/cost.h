@@ -149,6 +149,46 @@ static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double byte
     }
     return y0;
 }
+/* What writing into a pooled block costs once its lines have gone cold: the executor hands a
+ * node (or a copy) the block of its size class freed last, and how much of it is still in the
+ * caches depends on how many bytes were written since it was last touched (its reuse distance).
+ * In a one-device step that is mostly a block the node's own input just gave back; where a plan
+ * splits the graph, a device often takes a block from the step before, tens of megabytes ago
+ * (docs/validation.md, "Cold blocks"). Per device, the extra time of a 1 MiB write after
+ * 1, 4, 16, 64 and 256 MiB of other writes over the same write into a block just used
+ * ("cold_1MiB_us_per_MiB" ...), in microseconds per MiB written (profiler/cold.c). */
+/* CPU-to-CPU link rows up to this size are timed through the executor's hop, whose copy lands
+ * in a block the destination's pool just gave back (warm); larger ones by the copy alone into a
+ * block evicted from the caches (cold: profiler/links.c). A copy's cold-block time is in the
+ * larger rows already. */
+#define PSIM_COST_HOP_MAX_BYTES (UINT64_C(1) << 20)
+#define PSIM_COLD_N 5
+extern const uint64_t psim_cold_distance_bytes[PSIM_COLD_N];
+extern const char *const psim_cold_kinds[PSIM_COLD_N];
+typedef struct {
+    int32_t n; /* points (0: none) */
+    double distance[PSIM_COLD_N], us_per_mib[PSIM_COLD_N];
+} PsimColdCurve;
+void psim_cost_model_cold(PsimCostModel *m, int32_t device, PsimColdCurve *out);
+/* The extra microseconds of writing `bytes` into a block `distance` bytes of writes after it was
+ * last touched: per MiB linear from 0 through the points, then the last value. A negative
+ * distance (no block of the class was free: fresh memory) counts as the farthest point. */
+static inline double psim_cost_cold_us(const PsimColdCurve *c, double distance, double bytes)
+{
+    if (!c || c->n < 1 || !(bytes > 0))
+        return 0;
+    double x0 = 0, y0 = 0, per = c->us_per_mib[c->n - 1];
+    if (distance >= 0)
+        for (int32_t k = 0; k < c->n; k++) {
+            if (distance <= c->distance[k]) {
+                per = y0 + (c->us_per_mib[k] - y0) * (distance - x0) / (c->distance[k] - x0);
+                break;
+            }
+            x0 = c->distance[k];
+            y0 = c->us_per_mib[k];
+        }
+    return per * bytes / 1048576.0;
+}
 /* The microseconds the simulator adds to a node that starts on a device after idle_us of waiting
  * within the step: linear from 0 through the curve's points, then its last value. */
 static inline double psim_cost_idle_extra(const PsimIdleCurve *c, double idle_us)

@@ -1,0 +1,87 @@
+/* What a CPU device pays to write into a pooled block whose lines went cold (psim_cost_cold_us;
+ * docs/validation.md, "Cold blocks"), measured on the device's worker.
+ *
+ * The executor's pool hands a node the block of its size class that came back last. In a
+ * one-device step that is usually the block the node's own input has just given back, still in
+ * the core's caches, and the in-situ rows are timed that way. Where a plan splits the graph, a
+ * device often takes a block it last wrote in the step before: densenet121's first Relu on the
+ * second device of a round-robin plan took 88 us against 30 us when its output block was
+ * written just before it (same input, same kernel). How cold a block is depends on how many
+ * bytes were written since it was last touched (its reuse distance): past the core's own cache
+ * the lines come from the shared one, past that from memory.
+ *
+ * Per distance D of psim_cold_distance_bytes: a 1 MiB copy into block y from a source x that was
+ * just read (so that only y is cold), after D bytes of writes into another buffer, against the
+ * same copy right after a copy into y (hot). The extra per MiB is the median of the first less
+ * the median of the second. */
+#include <string.h>
+
+#include "profiler/profiler-private.h"
+
+#define COLD_BLOCK (UINT64_C(1) << 20)
+#define COLD_SAMPLES 7
+#define HOT_SAMPLES 15
+
+typedef struct {
+    const PsimProfileOptions *opts;
+    char *x, *y, *ev;
+    double us_per_mib[PSIM_COLD_N];
+} ColdJob;
+
+static double timed_write(const PsimProfileOptions *o, char *y, const char *x)
+{
+    double t0 = psim__profiler_clock_us(o);
+    memcpy(y, x, COLD_BLOCK);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST); /* the stores leave the core */
+    __asm__ __volatile__("" : : "r"(y) : "memory");
+    return psim__profiler_clock_us(o) - t0;
+}
+
+static void touch_read(const char *x, size_t n)
+{
+    volatile char sink = 0;
+    char acc = 0;
+    for (size_t i = 0; i < n; i += 64)
+        acc ^= x[i];
+    sink = acc;
+    (void)sink;
+}
+
+static gboolean cold_job(PsimWorker *w, void *arg, GError **error)
+{
+    (void)w;
+    (void)error;
+    ColdJob *j = arg;
+    double hot[HOT_SAMPLES], cold[COLD_SAMPLES];
+    memcpy(j->y, j->x, COLD_BLOCK);
+    for (int r = 0; r < HOT_SAMPLES; r++) {
+        memcpy(j->y, j->x, COLD_BLOCK);
+        hot[r] = timed_write(j->opts, j->y, j->x);
+    }
+    double base = psim_stats_median(hot, HOT_SAMPLES);
+    for (int k = 0; k < PSIM_COLD_N; k++) {
+        size_t d = (size_t)psim_cold_distance_bytes[k];
+        for (int r = 0; r < COLD_SAMPLES; r++) {
+            memset(j->ev, r + 1, d);
+            touch_read(j->x, COLD_BLOCK);
+            cold[r] = timed_write(j->opts, j->y, j->x);
+        }
+        j->us_per_mib[k] = MAX(psim_stats_median(cold, COLD_SAMPLES) - base, 0.0) * 1048576.0 / (double)COLD_BLOCK;
+    }
+    return TRUE;
+}
+
+gboolean psim__profiler_cold(PsimProfiler *p, int32_t dev, double us_per_mib[PSIM_COLD_N], GError **error)
+{
+    size_t ev_bytes = (size_t)psim_cold_distance_bytes[PSIM_COLD_N - 1];
+    char *buf = psim__profiler_touch(p, dev, 2 * COLD_BLOCK + ev_bytes, error);
+    if (!buf)
+        return FALSE;
+    ColdJob j = {.opts = &p->opts, .x = buf, .y = buf + COLD_BLOCK, .ev = buf + 2 * COLD_BLOCK};
+    psim_worker_post(p->workers[dev], cold_job, &j);
+    gboolean ok = psim_worker_wait(p->workers[dev], error);
+    psim__profiler_untouch(p, dev, buf);
+    if (ok)
+        memcpy(us_per_mib, j.us_per_mib, sizeof j.us_per_mib);
+    return ok;
+}

@@ -129,6 +129,21 @@ static void warn_db_error(PsimCostModel *m, GError *err)
     g_error_free(err);
 }
 
+/* A curve's points from device d's calibration rows kinds[0..n) at xs: those the DB has, in
+ * order (each at least 0, bounded); returns how many. Stops at the first DB error (*err). */
+static int32_t curve_points(PsimCostModel *m, const PsimDevice *d, const char *const *kinds, const uint64_t *xs,
+                            int32_t n, double *x, double *y, GError **err)
+{
+    int32_t got = 0;
+    double v;
+    for (int32_t k = 0; k < n && !*err; k++)
+        if (psim_cost_db_calibration_get(m->db, d, kinds[k], &v, err) && v >= 0 && isfinite(v)) {
+            x[got] = (double)xs[k];
+            y[got++] = MIN(v, PSIM_COST_MAX_US);
+        }
+    return got;
+}
+
 static DeviceRates *rates(PsimCostModel *m, int32_t device)
 {
     DeviceRates *r = &m->rates[device];
@@ -179,25 +194,15 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
             }
         }
         /* The reclaim curves: the points the DB has, in size order (a DB from before the small
-         * sizes were measured has the last three). */
-        for (int c = 0; c < 2 && !err; c++) {
-            PsimReclaimCurve *cv = c ? &r->reclaim_copy : &r->reclaim;
-            const char *const *kinds = c ? psim_reclaim_copy_kinds : psim_reclaim_kinds;
-            *cv = (PsimReclaimCurve){0};
-            for (int k = 0; k < PSIM_RECLAIM_N && !err; k++)
-                if (psim_cost_db_calibration_get(m->db, d, kinds[k], &v, &err) && v >= 0 && isfinite(v)) {
-                    cv->bytes[cv->n] = (double)psim_reclaim_bytes[k];
-                    cv->us[cv->n++] = MIN(v, PSIM_COST_MAX_US);
-                }
-        }
+         * sizes were measured has the last three); the cold-block curve likewise. */
+        r->reclaim.n = curve_points(m, d, psim_reclaim_kinds, psim_reclaim_bytes, PSIM_RECLAIM_N,
+                                    r->reclaim.bytes, r->reclaim.us, &err);
+        r->reclaim_copy.n = curve_points(m, d, psim_reclaim_copy_kinds, psim_reclaim_bytes, PSIM_RECLAIM_N,
+                                         r->reclaim_copy.bytes, r->reclaim_copy.us, &err);
         if (r->reclaim_copy.n == 0)
             r->reclaim_copy = r->reclaim;
-        r->cold = (PsimColdCurve){0};
-        for (int k = 0; k < PSIM_COLD_N && !err; k++)
-            if (psim_cost_db_calibration_get(m->db, d, psim_cold_kinds[k], &v, &err) && v >= 0 && isfinite(v)) {
-                r->cold.distance[r->cold.n] = (double)psim_cold_distance_bytes[k];
-                r->cold.us_per_mib[r->cold.n++] = MIN(v, PSIM_COST_MAX_US);
-            }
+        r->cold.n = curve_points(m, d, psim_cold_kinds, psim_cold_distance_bytes, PSIM_COLD_N, r->cold.distance,
+                                 r->cold.us_per_mib, &err);
         if (err)
             warn_db_error(m, err);
     }

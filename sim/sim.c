@@ -121,17 +121,30 @@ static int32_t pq_pop(Pq *q)
 
 enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
 
-/* A block back in its device's pool (exec/worker.c's, mirrored): its size class and bytes, when
- * it was last touched (the step's bytes written until then, Sim.touched), and, where another
- * device copied it and nothing has written it since, what its lines in that core's cache cost
- * the next write (an op, a copy: the reclaim curves at its bytes). */
+/* A block back in its device's pool (exec/worker.c's, mirrored): its size class, when it was
+ * last touched (the bytes written until then, Sim.touched), and, where another device copied it
+ * and nothing has written it since, what its lines in that core's cache cost the next write (an
+ * op, a copy: the reclaim curves at its bytes; 0 otherwise). */
 typedef struct {
     int32_t cls;
-    uint8_t remote;
     float op_us, copy_us;
     double mark;
-    uint64_t blk;
 } Freed;
+
+/* A pool: the blocks freed and not taken again, newest last (allocated on the first push). */
+typedef struct {
+    Freed *a;
+    int32_t n, cap;
+} Pool;
+
+static void pool_push(Pool *p, Freed f)
+{
+    if (p->n == p->cap) {
+        p->cap = MAX(8, 2 * p->cap);
+        p->a = g_renew(Freed, p->a, p->cap);
+    }
+    p->a[p->n++] = f;
+}
 
 /* A device's pool costs: the reclaim curves, by an op and by a copy (psim_cost_model_reclaim),
  * and the cold-block curve (psim_cost_model_cold). */
@@ -153,12 +166,10 @@ typedef struct {
     double idle_since;
     PsimIdleCurve idle;
     gboolean ran;
-    /* Its pool: the blocks freed and not taken again, newest last (allocated on the first). A
-     * node or copy takes the newest of its class, as the executor does, and pays what that
-     * block's state costs (pool_take). Its curves are s->pool_costs[pool_ix] (devices of the
-     * same calibration share them; -1: none, no pool kept). */
-    int32_t n_freed, cap_freed;
-    Freed *freed;
+    /* Its pool: a node or copy takes the newest block of its class, as the executor does, and
+     * pays what that block's state costs (pool_take). Its curves are s->pool_costs[pool_ix]
+     * (devices of the same calibration share them; -1: none, no pool kept). */
+    Pool pool;
     int32_t pool_ix;
     /* The executor's transfers to a device that copies them (psim_cost_model_hop): its Sends hold
      * its thread for send_us each, one after another until sends_until; a hand-off of handoff_us
@@ -502,35 +513,29 @@ static void pool_put(Sim *s, int32_t slot)
     if (dv->pool_ix < 0)
         return;
     const PoolCosts *pc = &s->pool_costs[dv->pool_ix];
-    if (dv->n_freed == dv->cap_freed) {
-        dv->cap_freed = MAX(8, 2 * dv->cap_freed);
-        dv->freed = g_renew(Freed, dv->freed, dv->cap_freed);
-    }
     uint64_t blk = psim_pool_block_bytes(s->slot_bytes[slot]);
-    Freed *f = &dv->freed[dv->n_freed++];
-    f->cls = psim_pool_class(blk, NULL);
-    f->remote = s->read_remote[slot];
-    f->op_us = f->remote ? (float)psim_cost_reclaim_us(&pc->op, (double)blk) : 0;
-    f->copy_us = f->remote ? (float)psim_cost_reclaim_us(&pc->copy, (double)blk) : 0;
-    f->mark = s->slot_mark[slot];
-    f->blk = blk;
+    gboolean remote = s->read_remote[slot];
+    pool_push(&dv->pool, (Freed){.cls = psim_pool_class(blk, NULL),
+                                 .op_us = remote ? (float)psim_cost_reclaim_us(&pc->op, (double)blk) : 0,
+                                 .copy_us = remote ? (float)psim_cost_reclaim_us(&pc->copy, (double)blk) : 0,
+                                 .mark = s->slot_mark[slot]});
     s->read_remote[slot] = 0;
 }
 
 /* What the cold-block curve charges a write of `blk` bytes into the newest block of its class in
- * a pool of n freed blocks, taken off (*remote: the reclaim curve's time when another core read
- * it), at `touched` bytes written so far; no such block: fresh memory, the farthest point. */
-static double freed_take(Freed *fr, int32_t *n, const PsimColdCurve *cold, uint64_t blk, double touched,
-                         gboolean copy, double *remote)
+ * pool p, taken off (*remote: the reclaim curve's time when another core read it), at `touched`
+ * bytes written so far; no such block: fresh memory, the farthest point. */
+static double pool_pop(Pool *p, const PsimColdCurve *cold, uint64_t blk, double touched, gboolean copy,
+                       double *remote)
 {
     int32_t cls = psim_pool_class(blk, NULL);
     *remote = 0;
-    for (int32_t i = *n - 1; i >= 0; i--)
-        if (fr[i].cls == cls) {
-            double dist = MAX(touched - fr[i].mark, 0.0);
-            *remote = copy ? fr[i].copy_us : fr[i].op_us;
-            memmove(&fr[i], &fr[i + 1], sizeof fr[0] * (size_t)(*n - 1 - i));
-            (*n)--;
+    for (int32_t i = p->n - 1; i >= 0; i--)
+        if (p->a[i].cls == cls) {
+            double dist = MAX(touched - p->a[i].mark, 0.0);
+            *remote = copy ? p->a[i].copy_us : p->a[i].op_us;
+            memmove(&p->a[i], &p->a[i + 1], sizeof p->a[0] * (size_t)(p->n - 1 - i));
+            p->n--;
             return psim_cost_cold_us(cold, dist, (double)blk);
         }
     return psim_cost_cold_us(cold, -1, (double)blk);
@@ -549,8 +554,7 @@ static double pool_take(Sim *s, int32_t d, uint64_t bytes, gboolean copy, double
         return 0;
     uint64_t blk = psim_pool_block_bytes(bytes);
     double remote;
-    double cold = freed_take(dv->freed, &dv->n_freed, &s->pool_costs[dv->pool_ix].cold, blk, s->touched, copy,
-                             &remote);
+    double cold = pool_pop(&dv->pool, &s->pool_costs[dv->pool_ix].cold, blk, s->touched, copy, &remote);
     s->touched += (double)blk;
     /* A large copy's link time was measured into a cold block already. */
     if (copy && bytes > PSIM_COST_HOP_MAX_BYTES)
@@ -571,7 +575,7 @@ static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
     mem_add(s, d, s->out_total[t->recv], t->recv);
     /* The copy writes into a block of d's pool: it pays what that block's state costs. */
     double debt = pool_take(s, d, s->out_total[t->recv], TRUE, 0);
-    if (s->slot_mark && s->out_off[t->recv] < s->out_off[t->recv + 1])
+    if (s->read_remote && s->out_off[t->recv] < s->out_off[t->recv + 1])
         s->slot_mark[s->out_off[t->recv]] = s->touched;
     /* The link's time runs from the Send's end; the hand-off before the copy held no device. */
     double copy = MAX(link_latency(l) + link_occupy(l, t->bytes) - s->dev[t->src].handoff_us, 0.0);
@@ -593,7 +597,7 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
         s->binding[v] = cause;
     s->start[v] = s->now;
     s->events++;
-    if (s->slot_mark && s->kind[v] == KIND_COMPUTE) {
+    if (s->read_remote && s->kind[v] == KIND_COMPUTE) {
         /* Its inputs on this device are touched again; its outputs take their blocks. */
         for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
             if (s->slot_dev[s->in_slot[i]] == d)
@@ -768,12 +772,6 @@ static gboolean setup(Sim *s)
     return TRUE;
 }
 
-/* The one-device run's pools (pool_reference): per class the freed blocks, newest last. */
-typedef struct {
-    Freed *a;
-    int32_t n, cap;
-} RefPool;
-
 /* The slot a node's input reads in the one-device run: a Recv's is its Send's input. */
 static int32_t ref_slot(const Sim *s, int32_t slot_node, int32_t slot)
 {
@@ -792,22 +790,27 @@ static int32_t ref_slot(const Sim *s, int32_t slot_node, int32_t slot)
  * and the second recorded, as sim_steady does. */
 static void pool_reference(Sim *s, const int32_t *slot_node)
 {
-    int32_t n = s->n, n_slots = s->out_off[n];
+    int32_t n = s->n, n_slots = s->out_off[n], n_in = s->in_off[n];
     /* A placement's Send/Recv ids follow its graph's nodes, which are all the order has. */
     int32_t n_graph = MIN(n, psim_graph_n_nodes(s->g));
     g_autofree int32_t *topo = psim_graph_topo_order(s->g, NULL);
     if (!topo)
         return;
-    g_autofree int32_t *rem = g_new0(int32_t, n_slots + 1);
+    /* Each input's slot in the one-device run, and how many computed nodes read each slot. */
+    g_autofree int32_t *in = g_new(int32_t, n_in + 1);
+    g_autofree int32_t *readers = g_new0(int32_t, n_slots + 1);
+    for (int32_t v = 0; v < n; v++)
+        for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++) {
+            in[i] = ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i]);
+            if (s->kind[v] == KIND_COMPUTE)
+                readers[in[i]]++;
+        }
+    g_autofree int32_t *rem = g_new(int32_t, n_slots + 1);
     g_autofree double *mark = g_new0(double, n_slots + 1);
-    RefPool pool = {0};
+    Pool pool = {0};
     double touched = 0;
     for (int pass = 0; pass < 2; pass++) {
-        memset(rem, 0, sizeof(int32_t) * (size_t)n_slots);
-        for (int32_t v = 0; v < n; v++)
-            if (s->kind[v] == KIND_COMPUTE)
-                for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
-                    rem[ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i])]++;
+        memcpy(rem, readers, sizeof(int32_t) * (size_t)n_slots);
         for (int32_t t = 0; t < n_graph; t++) {
             int32_t v = topo[t];
             if (v < 0 || v >= n || s->kind[v] != KIND_COMPUTE)
@@ -815,37 +818,27 @@ static void pool_reference(Sim *s, const int32_t *slot_node)
             const Dev *dv = &s->dev[s->dev_of[v]];
             const PsimColdCurve *cold = dv->pool_ix >= 0 ? &s->pool_costs[dv->pool_ix].cold : NULL;
             for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
-                mark[ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i])] = touched;
+                mark[in[i]] = touched;
             for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++) {
                 if (!s->slot_block[k] || s->slot_bytes[k] == 0)
                     continue;
                 uint64_t blk = psim_pool_block_bytes(s->slot_bytes[k]);
                 double remote;
-                double c = freed_take(pool.a, &pool.n, cold, blk, touched, FALSE, &remote);
+                double c = pool_pop(&pool, cold, blk, touched, FALSE, &remote);
                 touched += (double)blk;
                 mark[k] = touched;
                 if (pass == 1)
                     s->ref_cold[k] = c;
             }
-            /* Its inputs read for the last time, and its outputs nobody reads, are freed. */
-            for (int32_t i = s->in_off[v]; i <= s->in_off[v + 1]; i++) {
-                int32_t sl = -1;
-                if (i < s->in_off[v + 1]) {
-                    sl = ref_slot(s, slot_node[s->in_slot[i]], s->in_slot[i]);
-                    if (--rem[sl] != 0)
-                        continue;
-                }
-                for (int32_t k = sl >= 0 ? sl : s->out_off[v]; k < (sl >= 0 ? sl + 1 : s->out_off[v + 1]); k++) {
-                    if (!s->slot_block[k] || (sl < 0 && rem[k] != 0))
-                        continue;
-                    if (pool.n == pool.cap) {
-                        pool.cap = MAX(16, 2 * pool.cap);
-                        pool.a = g_renew(Freed, pool.a, pool.cap);
-                    }
-                    uint64_t blk = psim_pool_block_bytes(s->slot_bytes[k]);
-                    pool.a[pool.n++] = (Freed){.cls = psim_pool_class(blk, NULL), .mark = mark[k], .blk = blk};
-                }
-            }
+            /* Its inputs read for the last time, then its outputs nobody reads, are freed. */
+            for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
+                if (--rem[in[i]] == 0 && s->slot_block[in[i]])
+                    pool_push(&pool, (Freed){.cls = psim_pool_class(psim_pool_block_bytes(s->slot_bytes[in[i]]), NULL),
+                                             .mark = mark[in[i]]});
+            for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++)
+                if (rem[k] == 0 && s->slot_block[k])
+                    pool_push(&pool, (Freed){.cls = psim_pool_class(psim_pool_block_bytes(s->slot_bytes[k]), NULL),
+                                             .mark = mark[k]});
         }
     }
     g_free(pool.a);
@@ -977,7 +970,7 @@ static void sim_free(Sim *s)
             g_free(s->dev[d].copies.a);
         }
     for (int32_t d = 0; s->dev && d < s->nd; d++)
-        g_free(s->dev[d].freed);
+        g_free(s->dev[d].pool.a);
     g_free(s->dev);
     g_free(s->pool_costs);
     g_free(s->read_remote);

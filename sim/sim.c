@@ -245,7 +245,8 @@ typedef struct {
     uint8_t *read_remote; /* per output slot: another device copied it (NULL without curves) */
     int32_t n_pool_costs;
     /* With pool costs (read_remote set): per output slot, whether it is a block of its device's
-     * pool (a computed node's output that is not a view of its input, or a Recv's copy), when
+     * pool (a computed node's output of some bytes that is not a view of its input, or a Recv's
+     * copy), when
      * it was last touched, and the cold-block time its node paid in the one-device run the
      * in-situ rows come from (pool_reference); and the bytes written so far (all devices, all
      * passes). */
@@ -507,7 +508,7 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
  * lines in another core's cache). */
 static void pool_put(Sim *s, int32_t slot)
 {
-    if (!s->read_remote || !s->slot_block[slot] || s->slot_bytes[slot] == 0)
+    if (!s->read_remote || !s->slot_block[slot])
         return;
     Dev *dv = &s->dev[s->slot_dev[slot]];
     if (dv->pool_ix < 0)
@@ -820,7 +821,7 @@ static void pool_reference(Sim *s, const int32_t *slot_node)
             for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
                 mark[in[i]] = touched;
             for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++) {
-                if (!s->slot_block[k] || s->slot_bytes[k] == 0)
+                if (!s->slot_block[k])
                     continue;
                 uint64_t blk = psim_pool_block_bytes(s->slot_bytes[k]);
                 double remote;
@@ -857,7 +858,7 @@ static void pool_setup(Sim *s)
         gboolean block = s->kind[v] == KIND_RECV ||
                          (s->kind[v] == KIND_COMPUTE && !psim_cost_op_is_view(psim_graph_node(s->g, v)->op));
         for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++) {
-            s->slot_block[k] = block;
+            s->slot_block[k] = block && s->slot_bytes[k] > 0;
             slot_node[k] = v;
         }
     }

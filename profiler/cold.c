@@ -13,19 +13,19 @@
  * Per distance D of psim_cold_distance_bytes: a 1 MiB copy into block y from a source x that was
  * just read (so that only y is cold), after D bytes of writes into another buffer, against the
  * same copy right after a copy into y (hot). The extra per MiB is the median of the first less
- * the median of the second. */
+ * the median of the second, over all the samples taken (in one go by the calibration, pooled
+ * over passes by a link session's refresh). */
 #include <string.h>
 
 #include "profiler/profiler-private.h"
 
 #define COLD_BLOCK (UINT64_C(1) << 20)
-#define COLD_SAMPLES 7
-#define HOT_SAMPLES 15
 
 typedef struct {
     const PsimProfileOptions *opts;
     char *x, *y, *ev;
-    double us_per_mib[PSIM_COLD_N];
+    int n_cold, n_hot;
+    PsimColdSamples *out;
 } ColdJob;
 
 static double timed_write(const PsimProfileOptions *o, char *y, const char *x)
@@ -58,36 +58,70 @@ static gboolean cold_job(PsimWorker *w, void *arg, GError **error)
     (void)w;
     (void)error;
     ColdJob *j = arg;
-    double hot[HOT_SAMPLES], cold[COLD_SAMPLES];
     memcpy(j->y, j->x, COLD_BLOCK);
-    for (int r = 0; r < HOT_SAMPLES; r++) {
+    for (int r = 0; r < j->n_hot; r++) {
         memcpy(j->y, j->x, COLD_BLOCK);
-        hot[r] = timed_write(j->opts, j->y, j->x);
+        double us = timed_write(j->opts, j->y, j->x);
+        g_array_append_val(j->out->hot, us);
     }
-    double base = psim_stats_median(hot, HOT_SAMPLES);
     for (int k = 0; k < PSIM_COLD_N; k++) {
         size_t d = (size_t)psim_cold_distance_bytes[k];
-        for (int r = 0; r < COLD_SAMPLES; r++) {
-            memset(j->ev, r + 1, d);
+        for (int r = 0; r < j->n_cold; r++) {
+            memset(j->ev, (int)(j->out->cold[k]->len + 1), d);
             touch_read(j->x, COLD_BLOCK);
-            cold[r] = timed_write(j->opts, j->y, j->x);
+            double us = timed_write(j->opts, j->y, j->x);
+            g_array_append_val(j->out->cold[k], us);
         }
-        j->us_per_mib[k] = MAX(psim_stats_median(cold, COLD_SAMPLES) - base, 0.0) * 1048576.0 / (double)COLD_BLOCK;
     }
     return TRUE;
 }
 
-gboolean psim__profiler_cold(PsimProfiler *p, int32_t dev, double us_per_mib[PSIM_COLD_N], GError **error)
+void psim__cold_samples_init(PsimColdSamples *s)
 {
-    size_t ev_bytes = (size_t)psim_cold_distance_bytes[PSIM_COLD_N - 1];
-    char *buf = psim__profiler_touch(p, dev, 2 * COLD_BLOCK + ev_bytes, error);
+    s->hot = g_array_new(FALSE, FALSE, sizeof(double));
+    for (int k = 0; k < PSIM_COLD_N; k++)
+        s->cold[k] = g_array_new(FALSE, FALSE, sizeof(double));
+}
+
+void psim__cold_samples_clear(PsimColdSamples *s)
+{
+    if (s->hot)
+        g_array_free(s->hot, TRUE);
+    for (int k = 0; k < PSIM_COLD_N; k++)
+        if (s->cold[k])
+            g_array_free(s->cold[k], TRUE);
+    memset(s, 0, sizeof *s);
+}
+
+size_t psim__cold_buffer_bytes(void)
+{
+    return 2 * COLD_BLOCK + (size_t)psim_cold_distance_bytes[PSIM_COLD_N - 1];
+}
+
+gboolean psim__profiler_cold(PsimProfiler *p, int32_t dev, void *own, int n_cold, int n_hot, PsimColdSamples *out,
+                             GError **error)
+{
+    char *buf = own ? own : psim__profiler_touch(p, dev, psim__cold_buffer_bytes(), error);
     if (!buf)
         return FALSE;
-    ColdJob j = {.opts = &p->opts, .x = buf, .y = buf + COLD_BLOCK, .ev = buf + 2 * COLD_BLOCK};
+    ColdJob j = {.opts = &p->opts,
+                 .x = buf,
+                 .y = buf + COLD_BLOCK,
+                 .ev = buf + 2 * COLD_BLOCK,
+                 .n_cold = n_cold,
+                 .n_hot = n_hot,
+                 .out = out};
     psim_worker_post(p->workers[dev], cold_job, &j);
     gboolean ok = psim_worker_wait(p->workers[dev], error);
-    psim__profiler_untouch(p, dev, buf);
-    if (ok)
-        memcpy(us_per_mib, j.us_per_mib, sizeof j.us_per_mib);
+    if (!own)
+        psim__profiler_untouch(p, dev, buf);
     return ok;
+}
+
+void psim__cold_curve(const PsimColdSamples *s, double us_per_mib[PSIM_COLD_N])
+{
+    double base = psim_stats_median((double *)s->hot->data, s->hot->len);
+    for (int k = 0; k < PSIM_COLD_N; k++)
+        us_per_mib[k] = MAX(psim_stats_median((double *)s->cold[k]->data, s->cold[k]->len) - base, 0.0) *
+                        1048576.0 / (double)COLD_BLOCK;
 }

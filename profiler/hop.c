@@ -79,8 +79,8 @@ static gboolean last_parts(PsimPlanSession *s, HopParts *out)
     return isfinite(out->send) && isfinite(out->handoff) && isfinite(out->hop);
 }
 
-gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
-                            PsimTimingStats *out, double *send_us, double *handoff_us, GError **error)
+gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, PsimSampler *sm, GArray *sends,
+                            GArray *handoffs, GError **error)
 {
     const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
     int64_t n = (int64_t)MAX(bytes / 4, 1);
@@ -94,10 +94,6 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
     if (!x)
         return FALSE;
     const char *feeds[] = {"x"}, *fetches[] = {"c:0"};
-    PsimSampler sm;
-    psim__sampler_init(&sm, &p->opts, budget_ms);
-    g_autoptr(GArray) sends = g_array_new(FALSE, FALSE, sizeof(double));
-    g_autoptr(GArray) handoffs = g_array_new(FALSE, FALSE, sizeof(double));
     gboolean ok = TRUE;
     /* Three unrecorded steps: the plan is made and the destination's pool holds its block. */
     for (int step = -3; ok; step++) {
@@ -118,16 +114,9 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
         if (step >= 0 && last_parts(s, &hp)) {
             g_array_append_val(sends, hp.send);
             g_array_append_val(handoffs, hp.handoff);
-            if (!psim__sampler_add(&sm, MAX(hp.hop, 0.0)))
+            if (!psim__sampler_add(sm, MAX(hp.hop, 0.0)))
                 break;
         }
     }
-    if (!ok) {
-        g_array_free(sm.samples, TRUE);
-        return FALSE;
-    }
-    psim__sampler_finish(&sm, out);
-    *send_us = sends->len ? MAX(psim_stats_median((double *)sends->data, sends->len), 0.0) : 0;
-    *handoff_us = handoffs->len ? MAX(psim_stats_median((double *)handoffs->data, handoffs->len), 0.0) : 0;
-    return TRUE;
+    return ok;
 }

@@ -105,13 +105,10 @@ static gboolean timed_copy_job(PsimWorker *w, void *arg, GError **error)
 }
 
 /* The executor's transfer from device a to device b: per sample, a writes src, then b times
- * one copy of it into dst. */
-static gboolean transfer_samples(PsimProfiler *p, int32_t a, int32_t b, void *dst, void *src,
-                                 size_t bytes, double budget_ms, PsimTimingStats *out,
-                                 GError **error)
+ * one copy of it into dst; for as long as sm wants samples. */
+static gboolean transfer_samples(PsimProfiler *p, int32_t a, int32_t b, void *dst, void *src, size_t bytes,
+                                 PsimSampler *sm, GError **error)
 {
-    PsimSampler s;
-    psim__sampler_init(&s, &p->opts, budget_ms);
     /* The destination's block is evicted too: in a step it is a pooled block last used long
      * before, as a kernel's output is (profiler.c). */
     DirtyJob dj = {.buf = src, .bytes = bytes, .cold = dst};
@@ -121,14 +118,11 @@ static gboolean transfer_samples(PsimProfiler *p, int32_t a, int32_t b, void *ds
     for (int warm = 1;; warm = 0) {
         dj.value = (dj.value + 1) & 0x7f;
         if (!psim_worker_call(p->workers[a], dirty_job, &dj, error) ||
-            !psim_worker_call(p->workers[b], timed_copy_job, &cj, error)) {
-            g_array_free(s.samples, TRUE);
+            !psim_worker_call(p->workers[b], timed_copy_job, &cj, error))
             return FALSE;
-        }
-        if (!warm && !psim__sampler_add(&s, cj.us))
+        if (!warm && !psim__sampler_add(sm, cj.us))
             break;
     }
-    psim__sampler_finish(&s, out);
     return TRUE;
 }
 
@@ -162,14 +156,6 @@ gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const v
     return psim_worker_call(p->workers[device], copy_job, &cj, error);
 }
 
-static int32_t n_sizes(const PsimProfileOptions *o)
-{
-    int32_t n = 0;
-    for (uint64_t b = o->link_min_bytes; b <= o->link_max_bytes; b *= 4)
-        n++;
-    return n;
-}
-
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report, GError **error)
 {
     const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
@@ -190,6 +176,294 @@ gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProf
     return TRUE;
 }
 
+/* The CPU devices' transfers profiled in passes (psim_link_session_new). Per ordered pair of CPU
+ * devices (pair = i * nc + j over the session's CPU devices) and size index k (x4 from
+ * link_min_bytes): the pooled samples, the time spent on them, and for hops the Send's and the
+ * hand-off's samples. */
+struct PsimLinkSession {
+    PsimProfiler *p;
+    int32_t nc, ns;      /* CPU devices, sizes */
+    int32_t planned;     /* passes the budget is spread over */
+    int32_t passes;      /* passes run */
+    gboolean cold;       /* each pass also samples each device's cold-block curve */
+    double budget_us;    /* per (pair, size), over all the passes */
+    int32_t *cpus;       /* device index of each CPU device */
+    void **bufs;         /* per CPU device: link_max_bytes first touched by its worker */
+    gboolean *hop;       /* per pair: FALSE once its plan could not run (copies only) */
+    GArray **samples;    /* per (pair, size): double, us */
+    GArray **sends;      /* per (pair, size): the Send's time, us (hops) */
+    GArray **handoffs;   /* per (pair, size): the hand-off, us (hops) */
+    double *spent_us;    /* per (pair, size) */
+    GArray **reclaim;    /* per pair: 2 * PSIM_RECLAIM_N values per pass (op, then copy) */
+    PsimColdSamples *cold_samples; /* per CPU device */
+    void **cold_bufs;              /* per CPU device with `cold`: psim__profiler_cold's buffer */
+};
+
+static uint64_t size_bytes(const PsimLinkSession *s, int32_t k)
+{
+    return s->p->opts.link_min_bytes << (2 * k);
+}
+
+void psim_link_session_free(PsimLinkSession *s)
+{
+    if (!s)
+        return;
+    for (int32_t i = 0; s->bufs && i < s->nc; i++)
+        psim__profiler_untouch(s->p, s->cpus[i], s->bufs[i]);
+    int32_t n = s->nc * s->nc * s->ns;
+    for (int32_t x = 0; x < n; x++) {
+        if (s->samples && s->samples[x])
+            g_array_free(s->samples[x], TRUE);
+        if (s->sends && s->sends[x])
+            g_array_free(s->sends[x], TRUE);
+        if (s->handoffs && s->handoffs[x])
+            g_array_free(s->handoffs[x], TRUE);
+    }
+    for (int32_t x = 0; s->reclaim && x < s->nc * s->nc; x++)
+        if (s->reclaim[x])
+            g_array_free(s->reclaim[x], TRUE);
+    for (int32_t i = 0; s->cold_samples && i < s->nc; i++)
+        psim__cold_samples_clear(&s->cold_samples[i]);
+    for (int32_t i = 0; s->cold_bufs && i < s->nc; i++)
+        psim__profiler_untouch(s->p, s->cpus[i], s->cold_bufs[i]);
+    g_free(s->cold_bufs);
+    g_free(s->cold_samples);
+    g_free(s->reclaim);
+    g_free(s->spent_us);
+    g_free(s->handoffs);
+    g_free(s->sends);
+    g_free(s->samples);
+    g_free(s->hop);
+    g_free(s->bufs);
+    g_free(s->cpus);
+    g_free(s);
+}
+
+PsimLinkSession *psim_link_session_new(PsimProfiler *p, int32_t passes, gboolean cold, uint64_t max_bytes,
+                                       GError **error)
+{
+    g_return_val_if_fail(p->db, NULL);
+    PsimLinkSession *s = g_new0(PsimLinkSession, 1);
+    s->p = p;
+    s->planned = MAX(passes, 1);
+    s->cold = cold;
+    /* Per size, the budget is a share of the kernel budget: many sizes, many pairs. */
+    s->budget_us = MIN(p->opts.budget_ms, 300) * 1e3;
+    s->cpus = g_new0(int32_t, p->n_devices + 1);
+    for (int32_t i = 0; i < p->n_devices; i++)
+        if (p->workers[i] && psim_cluster_device(p->cluster, i)->cls->host)
+            s->cpus[s->nc++] = i;
+    /* The sizes up to the first at least max_bytes (0: all). */
+    s->ns = 0;
+    for (uint64_t b = p->opts.link_min_bytes; b <= p->opts.link_max_bytes; b *= 4) {
+        s->ns++;
+        if (max_bytes > 0 && b >= max_bytes)
+            break;
+    }
+    int32_t n = s->nc * s->nc * s->ns;
+    s->hop = g_new(gboolean, s->nc * s->nc + 1);
+    for (int32_t x = 0; x < s->nc * s->nc; x++)
+        s->hop[x] = TRUE;
+    s->samples = g_new0(GArray *, n + 1);
+    s->sends = g_new0(GArray *, n + 1);
+    s->handoffs = g_new0(GArray *, n + 1);
+    s->spent_us = g_new0(double, n + 1);
+    for (int32_t x = 0; x < n; x++) {
+        s->samples[x] = g_array_new(FALSE, FALSE, sizeof(double));
+        s->sends[x] = g_array_new(FALSE, FALSE, sizeof(double));
+        s->handoffs[x] = g_array_new(FALSE, FALSE, sizeof(double));
+    }
+    s->reclaim = g_new0(GArray *, s->nc * s->nc + 1);
+    for (int32_t x = 0; x < s->nc * s->nc; x++)
+        s->reclaim[x] = g_array_new(FALSE, FALSE, sizeof(double));
+    s->cold_samples = g_new0(PsimColdSamples, s->nc + 1);
+    for (int32_t i = 0; i < s->nc; i++)
+        psim__cold_samples_init(&s->cold_samples[i]);
+    s->cold_bufs = g_new0(void *, s->nc + 1);
+    for (int32_t i = 0; cold && i < s->nc; i++)
+        if (!(s->cold_bufs[i] = psim__profiler_touch(p, s->cpus[i], psim__cold_buffer_bytes(), error))) {
+            psim_link_session_free(s);
+            return NULL;
+        }
+    s->bufs = g_new0(void *, s->nc + 1);
+    for (int32_t i = 0; i < s->nc && s->nc > 1; i++)
+        if (!(s->bufs[i] = psim__profiler_touch(p, s->cpus[i], (size_t)p->opts.link_max_bytes, error))) {
+            psim_link_session_free(s);
+            return NULL;
+        }
+    return s;
+}
+
+/* The pair's samples so far dropped: its hops could not run, and it is timed by copies. */
+static void pair_restart(PsimLinkSession *s, int32_t pair)
+{
+    for (int32_t k = 0; k < s->ns; k++) {
+        int32_t x = pair * s->ns + k;
+        g_array_set_size(s->samples[x], 0);
+        g_array_set_size(s->sends[x], 0);
+        g_array_set_size(s->handoffs[x], 0);
+        s->spent_us[x] = 0;
+    }
+    g_array_set_size(s->reclaim[pair], 0);
+}
+
+gboolean psim_link_session_pass(PsimLinkSession *s, GError **error)
+{
+    PsimProfiler *p = s->p;
+    if (p->t0_us == 0)
+        p->t0_us = psim_exec_now_us();
+    int32_t total = s->nc * (s->nc - 1) * s->ns, done = 0;
+    for (int32_t i = 0; i < s->nc && s->nc > 1; i++)
+        for (int32_t j = 0; j < s->nc; j++) {
+            if (i == j)
+                continue;
+            int32_t a = s->cpus[i], b = s->cpus[j], pair = i * s->nc + j;
+            const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
+            for (int32_t k = 0; k < s->ns; k++) {
+                int32_t x = pair * s->ns + k;
+                uint64_t bytes = size_bytes(s, k);
+                g_autofree char *what = g_strdup_printf("%s -> %s, %" G_GUINT64_FORMAT " bytes", da->short_name,
+                                                        db->short_name, bytes);
+                psim__profiler_progress(p, "links", done++, total, what);
+                /* A size whose budget is spent (a large copy takes it in a pass or two) rests. */
+                if (s->spent_us[x] >= s->budget_us && s->samples[x]->len >= 3)
+                    continue;
+                PsimSampler sm;
+                psim__sampler_init(&sm, &p->opts, s->budget_us / 1e3 / s->planned);
+                double t0 = psim_exec_now_us();
+                gboolean hop = s->hop[pair] && bytes <= PSIM_PROFILE_HOP_MAX_BYTES, ok = TRUE;
+                GError *hop_err = NULL;
+                if (hop && !psim__profiler_hop(p, a, b, bytes, &sm, s->sends[x], s->handoffs[x], &hop_err)) {
+                    /* A cluster the executor cannot run this pair's plan on still gets the copy. */
+                    fprintf(stderr, "placesim: warning: %s; the %s -> %s link is timed by its copy alone\n",
+                            hop_err->message, da->short_name, db->short_name);
+                    g_clear_error(&hop_err);
+                    s->hop[pair] = FALSE;
+                    pair_restart(s, pair);
+                    g_array_free(sm.samples, TRUE);
+                    k = -1; /* the pair again from its first size, by copies */
+                    continue;
+                }
+                if (!hop)
+                    ok = transfer_samples(p, a, b, s->bufs[j], s->bufs[i], bytes, &sm, error);
+                g_array_append_vals(s->samples[x], sm.samples->data, sm.samples->len);
+                g_array_free(sm.samples, TRUE);
+                s->spent_us[x] += psim_exec_now_us() - t0;
+                if (!ok)
+                    return FALSE;
+            }
+            double us[2 * PSIM_RECLAIM_N];
+            if (s->hop[pair]) {
+                if (!psim__profiler_reclaim(p, a, b, us, us + PSIM_RECLAIM_N, error))
+                    return FALSE;
+                g_array_append_vals(s->reclaim[pair], us, 2 * PSIM_RECLAIM_N);
+            }
+        }
+    for (int32_t i = 0; s->cold && i < s->nc; i++)
+        if (!psim__profiler_cold(p, s->cpus[i], s->cold_bufs[i], 1, 3, &s->cold_samples[i], error))
+            return FALSE;
+    psim__profiler_progress(p, "links", total, total, NULL);
+    s->passes++;
+    return TRUE;
+}
+
+/* The median of the per-pass values v[pass * stride + k]. */
+static double pass_median(const GArray *v, int32_t stride, int32_t k)
+{
+    int32_t n = (int32_t)(v->len / (guint)stride);
+    g_autofree double *x = g_new(double, n + 1);
+    for (int32_t r = 0; r < n; r++)
+        x[r] = g_array_index(v, double, r * stride + k);
+    return psim_stats_median(x, n);
+}
+
+gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report, GError **error)
+{
+    PsimProfileReport dummy = {0};
+    if (!report)
+        report = &dummy;
+    PsimProfiler *p = s->p;
+    gboolean ok = s->passes > 0 || psim_link_session_pass(s, error);
+    for (int32_t i = 0; ok && i < s->nc; i++) {
+        const PsimDevice *da = psim_cluster_device(p->cluster, s->cpus[i]);
+        /* Per source: the sums over its destinations' hops of the Send's and the hand-off's
+         * medians, and over its destinations of the reclaim curves' medians over the passes. */
+        double send_sum = 0, handoff_sum = 0, reclaim_sum[2 * PSIM_RECLAIM_N] = {0};
+        int32_t hop_n = 0, reclaim_n = 0;
+        for (int32_t j = 0; ok && j < s->nc; j++) {
+            if (i == j)
+                continue;
+            int32_t pair = i * s->nc + j;
+            const PsimDevice *db = psim_cluster_device(p->cluster, s->cpus[j]);
+            for (int32_t k = 0; ok && k < s->ns; k++) {
+                int32_t x = pair * s->ns + k;
+                uint64_t bytes = size_bytes(s, k);
+                gboolean hop = s->hop[pair] && bytes <= PSIM_PROFILE_HOP_MAX_BYTES;
+                PsimTimingStats st;
+                psim_timing_stats((double *)s->samples[x]->data, s->samples[x]->len, &st);
+                ok = psim_cost_db_link_put(p->db, da, db, bytes,
+                                           hop ? "executor" : psim_profile_clock_name(p->opts.clock), &st, error);
+                report->link_rows += ok;
+                if (hop && s->sends[x]->len > 0) {
+                    send_sum += MAX(psim_stats_median((double *)s->sends[x]->data, s->sends[x]->len), 0.0);
+                    handoff_sum += MAX(psim_stats_median((double *)s->handoffs[x]->data, s->handoffs[x]->len), 0.0);
+                    hop_n++;
+                }
+            }
+            ok = ok && psim__profiler_fit_pair(p, s->cpus[i], s->cpus[j], report, error);
+            if (s->reclaim[pair]->len > 0) {
+                for (int32_t k = 0; k < 2 * PSIM_RECLAIM_N; k++)
+                    reclaim_sum[k] += pass_median(s->reclaim[pair], 2 * PSIM_RECLAIM_N, k);
+                reclaim_n++;
+            }
+        }
+        /* Each source's reclaim curves: the mean over its destinations. */
+        for (int32_t k = 0; ok && reclaim_n > 0 && k < 2 * PSIM_RECLAIM_N; k++) {
+            gboolean copy = k >= PSIM_RECLAIM_N;
+            g_autofree char *detail =
+                g_strdup_printf("mean over %d destination(s) of the median over %d pass(es) of a %" G_GUINT64_FORMAT
+                                "-byte %s's median time (stores drained) after the destination's worker "
+                                "read the block less after it read another",
+                                reclaim_n, s->passes, psim_reclaim_bytes[k % PSIM_RECLAIM_N],
+                                copy ? "copy from a block the destination wrote" : "write");
+            ok = psim__profiler_calibration_put(
+                p, da, (copy ? psim_reclaim_copy_kinds : psim_reclaim_kinds)[k % PSIM_RECLAIM_N],
+                reclaim_sum[k] / reclaim_n, detail, report, error);
+        }
+        /* Each source's Send and hand-off: the mean over its destinations and sizes. */
+        for (int32_t k = 0; ok && hop_n > 0 && k < 2; k++) {
+            g_autofree char *detail = g_strdup_printf(
+                "mean over %d executor hop(s) (destinations x sizes) of the median %s over %d pass(es)", hop_n,
+                k ? "time from the Send's end to the start of the destination's copy"
+                  : "time from the producer's end to its Send's end on this device",
+                s->passes);
+            ok = psim__profiler_calibration_put(p, da, k ? "handoff_us" : "send_us",
+                                                (k ? handoff_sum : send_sum) / hop_n, detail, report, error);
+        }
+        /* Its cold-block curve, where the passes sampled it (psim_profiler_calibrate's otherwise). */
+        if (ok && s->cold && s->cold_samples[i].hot->len > 0) {
+            double cold[PSIM_COLD_N];
+            psim__cold_curve(&s->cold_samples[i], cold);
+            for (int32_t k = 0; ok && k < PSIM_COLD_N; k++) {
+                g_autofree char *cd = g_strdup_printf(
+                    "a 1 MiB copy into a block after %" G_GUINT64_FORMAT " MiB of other writes less into one "
+                    "just written, median of %u less of %u over %d pass(es), per MiB",
+                    psim_cold_distance_bytes[k] >> 20, s->cold_samples[i].cold[k]->len,
+                    s->cold_samples[i].hot->len, s->passes);
+                ok = psim__profiler_calibration_put(p, da, psim_cold_kinds[k], cold[k], cd, report, error);
+            }
+        }
+    }
+    psim_link_session_free(s);
+    return ok;
+}
+
+/* At most this many passes for psim_profiler_links (fewer with fewer --rounds): a shared host's
+ * spells last seconds, and a pair's sizes timed one after the other in one stretch each could
+ * all fall in one of them (a study's links came out twice as fast one way as the other, and the
+ * source's reclaim zero: docs/validation.md). */
+#define LINK_PASSES 10
+
 gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError **error)
 {
     PsimProfileReport dummy = {0};
@@ -198,112 +472,28 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
     g_return_val_if_fail(p->db, FALSE);
     if (p->t0_us == 0)
         p->t0_us = psim_exec_now_us();
-    /* CPU devices with a worker. */
-    g_autoptr(GArray) cpus = g_array_new(FALSE, FALSE, sizeof(int32_t));
-    for (int32_t i = 0; i < p->n_devices; i++)
-        if (p->workers[i] && psim_cluster_device(p->cluster, i)->cls->host)
-            g_array_append_val(cpus, i);
-    int32_t nc = (int32_t)cpus->len, ns = n_sizes(&p->opts);
-    int32_t total = nc * (nc - 1) * ns, done = 0;
-    size_t max_bytes = (size_t)p->opts.link_max_bytes;
-    g_autofree void **bufs = g_new0(void *, nc + 1);
-    g_autofree double *reclaim_sum = g_new0(double, (size_t)(nc + 1) * 2 * PSIM_RECLAIM_N);
-    g_autofree int32_t *reclaim_n = g_new0(int32_t, nc + 1);
-    /* Per source: the sums over its destinations' hops of the Send's and the hand-off's times. */
-    g_autofree double *send_sum = g_new0(double, nc + 1), *handoff_sum = g_new0(double, nc + 1);
-    g_autofree int32_t *hop_n = g_new0(int32_t, nc + 1);
-    gboolean ok = FALSE;
-    /* Per size, the budget is a share of the kernel budget: many sizes, many pairs. */
-    double budget = MIN(p->opts.budget_ms, 300);
-    for (int32_t i = 0; i < nc && nc > 1; i++)
-        if (!(bufs[i] = psim__profiler_touch(p, g_array_index(cpus, int32_t, i), max_bytes, error)))
-            goto out;
-    for (int32_t i = 0; i < nc && nc > 1; i++)
-        for (int32_t j = 0; j < nc; j++) {
-            if (i == j)
-                continue;
-            int32_t a = g_array_index(cpus, int32_t, i), b = g_array_index(cpus, int32_t, j);
-            const PsimDevice *da = psim_cluster_device(p->cluster, a), *db = psim_cluster_device(p->cluster, b);
-            gboolean pair_hop = TRUE; /* FALSE once the pair's plan could not run */
-            for (uint64_t bytes = p->opts.link_min_bytes; bytes <= p->opts.link_max_bytes; bytes *= 4) {
-                PsimTimingStats st;
-                gboolean hop = pair_hop && bytes <= PSIM_PROFILE_HOP_MAX_BYTES;
-                GError *hop_err = NULL;
-                double send_us = 0, handoff_us = 0;
-                if (hop && !psim__profiler_hop(p, a, b, bytes, budget, &st, &send_us, &handoff_us, &hop_err)) {
-                    /* A cluster the executor cannot run this pair's plan on still gets the copy. */
-                    fprintf(stderr, "placesim: warning: %s; the %s -> %s link is timed by its copy alone\n",
-                            hop_err->message, da->short_name, db->short_name);
-                    g_clear_error(&hop_err);
-                    hop = pair_hop = FALSE;
-                }
-                if (!hop && !transfer_samples(p, a, b, bufs[j], bufs[i], bytes, budget, &st, error))
-                    goto out;
-                if (hop) {
-                    send_sum[i] += send_us;
-                    handoff_sum[i] += handoff_us;
-                    hop_n[i]++;
-                }
-                if (!psim_cost_db_link_put(p->db, da, db, bytes,
-                                           hop ? "executor" : psim_profile_clock_name(p->opts.clock), &st, error))
-                    goto out;
-                report->link_rows++;
-                g_autofree char *what = g_strdup_printf("%s -> %s, %" G_GUINT64_FORMAT " bytes",
-                                                        da->short_name, db->short_name, bytes);
-                psim__profiler_progress(p, "links", ++done, total, what);
-            }
-            if (!psim__profiler_fit_pair(p, a, b, report, error))
-                goto out;
-            double us[2 * PSIM_RECLAIM_N];
-            if (pair_hop) {
-                if (!psim__profiler_reclaim(p, a, b, us, us + PSIM_RECLAIM_N, error))
-                    goto out;
-                for (int k = 0; k < 2 * PSIM_RECLAIM_N; k++)
-                    reclaim_sum[i * 2 * PSIM_RECLAIM_N + k] += us[k];
-                reclaim_n[i]++;
-            }
-        }
-    /* Each source's reclaim curves: the mean over its destinations. */
-    for (int32_t i = 0; i < nc; i++)
-        for (int k = 0; k < 2 * PSIM_RECLAIM_N && reclaim_n[i] > 0; k++) {
-            const PsimDevice *da = psim_cluster_device(p->cluster, g_array_index(cpus, int32_t, i));
-            gboolean copy = k >= PSIM_RECLAIM_N;
-            g_autofree char *detail =
-                g_strdup_printf("mean over %d destination(s) of a %" G_GUINT64_FORMAT
-                                "-byte %s's median time (stores drained) after the destination's worker "
-                                "read the block less after it read another",
-                                reclaim_n[i], psim_reclaim_bytes[k % PSIM_RECLAIM_N],
-                                copy ? "copy from a block the destination wrote" : "write");
-            if (!psim_cost_db_calibration_put(p->db, da,
-                                              (copy ? psim_reclaim_copy_kinds : psim_reclaim_kinds)[k % PSIM_RECLAIM_N],
-                                              reclaim_sum[i * 2 * PSIM_RECLAIM_N + k] / reclaim_n[i], detail,
-                                              error))
-                goto out;
-            report->calibrations++;
-        }
-    /* Each source's Send and hand-off: the mean over its destinations and sizes. */
-    for (int32_t i = 0; i < nc; i++)
-        for (int k = 0; k < 2 && hop_n[i] > 0; k++) {
-            const PsimDevice *da = psim_cluster_device(p->cluster, g_array_index(cpus, int32_t, i));
-            g_autofree char *detail = g_strdup_printf(
-                "mean over %d executor hop(s) (destinations x sizes) of the median %s", hop_n[i],
-                k ? "time from the Send's end to the start of the destination's copy"
-                  : "time from the producer's end to its Send's end on this device");
-            if (!psim_cost_db_calibration_put(p->db, da, k ? "handoff_us" : "send_us",
-                                              (k ? handoff_sum[i] : send_sum[i]) / hop_n[i], detail, error))
-                goto out;
-            report->calibrations++;
-        }
+    int32_t passes = MIN(p->opts.rounds, LINK_PASSES);
+    PsimLinkSession *s = psim_link_session_new(p, passes, FALSE, 0, error);
+    if (!s)
+        return FALSE;
+    gboolean ok = TRUE;
+    if (s->nc > 1) {
+        for (int32_t r = 0; ok && r < passes; r++)
+            ok = psim_link_session_pass(s, error);
+        if (ok)
+            ok = psim_link_session_finish(s, report, error);
+        else
+            psim_link_session_free(s);
+    } else {
+        psim_link_session_free(s);
+    }
+    if (!ok)
+        return FALSE;
     /* Links of the other classes' devices (host <-> GPU, GPU <-> GPU), each class its own. */
     int32_t n_classes;
     const PsimDeviceClass *const *classes = psim_device_classes(&n_classes, NULL);
     for (int32_t k = 0; k < n_classes; k++)
         if (classes[k]->profile_links && !classes[k]->profile_links(p, report, error))
-            goto out;
-    ok = TRUE;
-out:
-    for (int32_t i = 0; i < nc; i++)
-        psim__profiler_untouch(p, g_array_index(cpus, int32_t, i), bufs[i]);
-    return ok;
+            return FALSE;
+    return TRUE;
 }
-

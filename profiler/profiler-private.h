@@ -64,11 +64,11 @@ gboolean psim__profiler_copy(PsimProfiler *p, int32_t device, void *dst, const v
  * hand-off is a large share of the time; larger ones by their copy alone, where it is not. */
 #define PSIM_PROFILE_HOP_MAX_BYTES PSIM_COST_HOP_MAX_BYTES
 /* Times what the executor pays to move a `bytes` tensor from CPU device a to CPU device b in a
- * two-device plan's steps (profiler/hop.c): the hop, the end of the Send on a to the consumer's
- * start on b (*out), and the medians of the Send's time on a and of the hand-off (the Send's end
- * to the start of b's copy). */
-gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, double budget_ms,
-                            PsimTimingStats *out, double *send_us, double *handoff_us, GError **error);
+ * two-device plan's steps (profiler/hop.c), for as long as sm wants samples: per step the hop,
+ * the end of the Send on a to the consumer's start on b (into sm), the Send's time on a (appended
+ * to sends) and the hand-off, the Send's end to the start of b's copy (to handoffs). */
+gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t bytes, PsimSampler *sm, GArray *sends,
+                            GArray *handoffs, GError **error);
 /* What a transfer from CPU device a to CPU device b leaves a to pay, per size of
  * psim_reclaim_bytes (profiler/reclaim.c): the next write into the block by an op (op_us) and by
  * a copy from b (copy_us). */
@@ -76,8 +76,20 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op
                                 double copy_us[PSIM_RECLAIM_N], GError **error);
 /* A CPU device's cold-block curve (profiler/cold.c): per distance of psim_cold_distance_bytes, the
  * extra microseconds per MiB of a write into a block that many bytes of writes after it was last
- * touched. */
-gboolean psim__profiler_cold(PsimProfiler *p, int32_t dev, double us_per_mib[PSIM_COLD_N], GError **error);
+ * touched. psim__profiler_cold adds n_hot timed writes into a block just written and n_cold per
+ * distance to the samples; psim__cold_curve makes the curve of all the samples so far. */
+typedef struct {
+    GArray *hot;                /* double, us */
+    GArray *cold[PSIM_COLD_N];  /* double, us, per distance */
+} PsimColdSamples;
+void psim__cold_samples_init(PsimColdSamples *s);
+void psim__cold_samples_clear(PsimColdSamples *s);
+gboolean psim__profiler_cold(PsimProfiler *p, int32_t dev, void *own, int n_cold, int n_hot, PsimColdSamples *out,
+                             GError **error);
+/* The buffer psim__profiler_cold uses: `own` when not NULL (that many bytes, first touched on
+ * dev's worker: psim__profiler_touch), else one of its own for the call. */
+size_t psim__cold_buffer_bytes(void);
+void psim__cold_curve(const PsimColdSamples *s, double us_per_mib[PSIM_COLD_N]);
 /* Fits and records the link model of (a, b) when at least two sizes were measured. */
 gboolean psim__profiler_fit_pair(PsimProfiler *p, int32_t a, int32_t b, PsimProfileReport *report,
                                  GError **error);

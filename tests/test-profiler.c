@@ -579,6 +579,78 @@ static void test_insitu(void)
     g_assert_cmpint(psim_cost_db_count(db, "kernels", &err), ==, n);
 }
 
+/* A link session: what it times in its passes (pairs, the sizes up to max_bytes, the reclaim and
+ * cold-block curves) replaces the DB's rows, pooled over the passes; sizes past max_bytes keep
+ * their rows. */
+static void test_link_session(void)
+{
+    GError *err = NULL;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    g_autofree char *path = g_build_filename(tmp_dir, "links.db", NULL);
+    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o = quick();
+    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
+    g_assert_no_error(err);
+    const PsimDevice *d0 = psim_cluster_device(c, 0), *d1 = psim_cluster_device(c, 1);
+    /* Rows from an earlier profile taken in a bad spell. */
+    PsimTimingStats bad = {.n = 1, .mean_us = 1e6, .median_us = 1e6, .min_us = 1e6};
+    g_assert_true(psim_cost_db_link_put(db, d0, d1, 1024, "executor", &bad, &err));
+    g_assert_true(psim_cost_db_link_put(db, d0, d1, 65536, "executor", &bad, &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d0, psim_reclaim_kinds[0], 1e6, "bad", &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d1, psim_cold_kinds[0], 1e6, "bad", &err));
+    g_assert_true(psim_cost_db_calibration_put(db, d0, "send_us", 1e6, "bad", &err));
+    /* Up to 5000 bytes: 1, 4 and 16 KiB. */
+    PsimLinkSession *s = psim_link_session_new(p, 3, TRUE, 5000, &err);
+    g_assert_no_error(err);
+    for (int k = 0; k < 2; k++)
+        g_assert_true(psim_link_session_pass(s, &err));
+    PsimProfileReport r = {0};
+    g_assert_true(psim_link_session_finish(s, &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.link_rows, ==, 2 * 3);
+    g_assert_cmpint(r.link_pairs, ==, 2);
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * PSIM_RECLAIM_N + 2 + PSIM_COLD_N));
+    /* 6 rows, and the 64 KiB one left as it was. */
+    g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 7);
+    sqlite3 *sq;
+    sqlite3_stmt *q;
+    g_assert_cmpint(sqlite3_open_v2(path, &sq, SQLITE_OPEN_READONLY, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_prepare_v2(sq, "SELECT bytes, median_us, n FROM links WHERE bytes IN (1024, 65536) "
+                                           "AND src_id < dst_id ORDER BY bytes", -1, &q, NULL),
+                    ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_step(q), ==, SQLITE_ROW);
+    g_assert_cmpfloat(sqlite3_column_double(q, 1), <, 1e5);
+    g_assert_cmpint(sqlite3_column_int(q, 2), >=, 2); /* a sample at least from each pass */
+    g_assert_cmpint(sqlite3_step(q), ==, SQLITE_ROW);
+    g_assert_cmpint(sqlite3_column_int(q, 0), ==, 65536);
+    g_assert_cmpfloat(sqlite3_column_double(q, 1), ==, 1e6);
+    sqlite3_finalize(q);
+    double v = 0;
+    g_assert_true(psim_cost_db_calibration_get(db, d0, psim_reclaim_kinds[0], &v, &err));
+    g_assert_cmpfloat(v, <, 1e5);
+    g_assert_true(psim_cost_db_calibration_get(db, d1, psim_cold_kinds[0], &v, &err));
+    g_assert_cmpfloat(v, <, 1e5);
+    g_assert_true(psim_cost_db_calibration_get(db, d0, "send_us", &v, &err));
+    g_assert_cmpfloat(v, <, 1e5);
+    /* Each says it pooled the two passes. */
+    g_assert_cmpint(sqlite3_prepare_v2(sq, "SELECT count(*) FROM calibration WHERE detail LIKE '%over 2 pass(es)%'", -1,
+                                       &q, NULL),
+                    ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_step(q), ==, SQLITE_ROW);
+    g_assert_cmpint(sqlite3_column_int(q, 0), ==, r.calibrations);
+    sqlite3_finalize(q);
+    sqlite3_close(sq);
+    /* Without a pass, finish runs one; without cold, no cold-block curve. */
+    s = psim_link_session_new(p, 1, FALSE, 1024, &err);
+    r = (PsimProfileReport){0};
+    g_assert_true(psim_link_session_finish(s, &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.link_rows, ==, 2);
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * PSIM_RECLAIM_N + 2));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -589,6 +661,7 @@ int main(int argc, char **argv)
     g_test_add_func("/profiler/session", test_session);
     g_test_add_func("/profiler/feeds", test_feeds);
     g_test_add_func("/profiler/insitu", test_insitu);
+    g_test_add_func("/profiler/link-session", test_link_session);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0 && !rc)

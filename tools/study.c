@@ -398,7 +398,9 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                    "run in runs of its own, each op timed by the executor; kernels timed alone for what "
                                    "the cost DB still lacked), placed and simulated; then profiled again (in situ in "
                                    "passes of its own, one before each measured round; otherwise its kernels profiled again in passes between its "
-                                   "measured rounds), and each plan "
+                                   "measured rounds; on several CPU devices, the links between them, what a transfer "
+                                   "leaves its source to pay and the cold-block curves too, a pass before each round), "
+                                   "and each plan "
                                    "simulated again with those rows (the placement unchanged): the simulated and the "
                                    "measured steps saw the same minutes of the host. \"At placement\" is the first "
                                    "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", placed_med, placed_worst);
@@ -567,7 +569,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"no-profile", 0, 0, G_OPTION_ARG_NONE, &st->no_profile, "Use the DB as it is (estimates where it has no row)", NULL},
         {"no-refresh", 0, 0, G_OPTION_ARG_NONE, &st->no_refresh,
          "Simulate with the rows profiled before the runs (by default each graph is profiled again in passes "
-         "between its measured rounds, in situ or kernel by kernel as before, and its plans simulated again with "
+         "between its measured rounds, in situ or kernel by kernel as before, with the links between CPU devices, and its plans simulated again with "
          "those rows)", NULL},
         {"profile-budget-ms", 0, 0, G_OPTION_ARG_STRING, &st->budget_text,
          "Profiling time budget per kernel signature and device, at most one day (default 300)", "MS"},
@@ -784,9 +786,10 @@ static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, 
  * spell of a shared machine falls on all of them rather than on one (each row's figure is the
  * trimmed mean of all its steps); the last round also records each measured timeline. With a
  * session, the graph's kernels are profiled again in passes spread between the rounds
- * (profile_rounds / rounds passes before each). */
+ * (profile_rounds / rounds passes before each); with a link session, the links between CPU
+ * devices (one pass before each). */
 static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *session, PsimCliInsitu *insitu,
-                              PsimTimeline **run_tl, GError **error)
+                              PsimLinkSession *links, PsimTimeline **run_tl, GError **error)
 {
     PsimGraph *g = trials[0].g;
     for (int round = 0; round < st->rounds; round++) {
@@ -797,6 +800,13 @@ static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *sess
             progress(&st->prog, what);
             int n = INSITU_STEPS * (round + 1) / st->rounds - INSITU_STEPS * round / st->rounds;
             if (!psim_cli_insitu_pass(insitu, MAX(n, 1), error))
+                return FALSE;
+        }
+        if (links) {
+            g_autofree char *what = g_strdup_printf("%s: links pass (round %d of %d)", psim_graph_name(g),
+                                                    round + 1, st->rounds);
+            progress(&st->prog, what);
+            if (!psim_link_session_pass(links, error))
                 return FALSE;
         }
         if (session) {
@@ -817,6 +827,27 @@ static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *sess
         }
     }
     return TRUE;
+}
+
+/* How many CPU devices the cluster has (the link session's devices, where each has a worker). */
+static int32_t study_cpu_devices(const PsimCluster *c)
+{
+    int32_t n = 0;
+    for (int32_t d = 0; d < psim_cluster_n_devices(c); d++)
+        n += psim_cluster_device(c, d)->cls->host;
+    return n;
+}
+
+/* The largest tensor of g, in bytes (the largest a plan of it can transfer). */
+static uint64_t study_max_tensor_bytes(const PsimGraph *g)
+{
+    uint64_t m = 1;
+    for (int32_t v = 0; v < psim_graph_n_nodes(g); v++) {
+        const PsimNode *n = psim_graph_node(g, v);
+        for (int32_t k = 0; k < n->n_outputs; k++)
+            m = MAX(m, n->outputs[k].bytes);
+    }
+    return m;
 }
 
 /* One graph: profile, place and simulate with every algorithm, measure, refresh, compare. */
@@ -867,13 +898,25 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
             return FALSE;
         }
     }
+    /* The links between CPU devices, what a transfer leaves its source to pay and the cold-block
+     * curves likewise, one pass before each round: the study's first profile times them once,
+     * and a spell of the host then (twice as fast one way, no reclaim at all: docs/validation.md)
+     * would decide every graph's split plans. */
+    g_autoptr(PsimLinkSession) links = NULL;
+    if (prof && !st->no_refresh && study_cpu_devices(st->cluster) > 1 &&
+        !(links = psim_link_session_new(prof, st->rounds, TRUE, study_max_tensor_bytes(g), error)))
+        return FALSE;
     g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
-    gboolean ok = study_measure(st, trials, session, ci, run_tl, error);
+    gboolean ok = study_measure(st, trials, session, ci, links, run_tl, error);
     /* The refresh's rows replace the DB's; the plans are simulated again with them. */
     gboolean refreshed = FALSE;
     if (ok && ci) {
         progress(&st->prog, "storing the in-situ profile of the rounds");
         ok = refreshed = psim_cli_insitu_finish(g_steal_pointer(&ci), NULL, error);
+    }
+    if (ok && links) {
+        progress(&st->prog, "storing the links of the rounds");
+        ok = refreshed = psim_link_session_finish(g_steal_pointer(&links), NULL, error);
     }
     if (ok && session) {
         progress(&st->prog, "storing the refreshed profile");

@@ -46,7 +46,13 @@ gboolean psim__cpu_calibrate(PsimProfiler *p, int32_t dev, PsimProfileReport *re
         return FALSE;
 
     double cold[PSIM_COLD_N];
-    if (!psim__profiler_cold(p, dev, cold, error))
+    PsimColdSamples cs;
+    psim__cold_samples_init(&cs);
+    ok = psim__profiler_cold(p, dev, NULL, 7, 15, &cs, error);
+    if (ok)
+        psim__cold_curve(&cs, cold);
+    psim__cold_samples_clear(&cs);
+    if (!ok)
         return FALSE;
     for (int k = 0; k < PSIM_COLD_N; k++) {
         g_autofree char *cd = g_strdup_printf("a 1 MiB copy into a block after %" G_GUINT64_FORMAT

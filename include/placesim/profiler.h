@@ -184,8 +184,28 @@ gboolean psim_profile_session_finish(PsimProfileSession *s, PsimProfileReport *r
 void psim_profile_session_free(PsimProfileSession *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimProfileSession, psim_profile_session_free)
 
-/* Transfers between every ordered pair of devices at each size, and the fitted link model. */
+/* Transfers between every ordered pair of devices at each size, and the fitted link model. The
+ * CPU pairs in min(opts.rounds, 10) passes of a link session (below), so that a spell of a shared
+ * host decides no row. */
 gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError **error);
+/* The CPU devices' transfers profiled in passes spread over other work, as a profile session
+ * spreads kernels: each psim_link_session_pass times every ordered pair of CPU devices at every
+ * size for a share (1 / passes) of the per-size budget (min(budget_ms, 300) ms over all passes;
+ * a size whose budget is spent rests), and what a transfer leaves its source to pay (the reclaim
+ * curves); with `cold`, also a sample of each CPU device's cold-block curve at each distance.
+ * The sizes are link_min_bytes x4 up to the first at least max_bytes (0: link_max_bytes).
+ * finish (one pass first when none ran) stores the link rows from all the passes' samples, the
+ * fits, each source's send_us and handoff_us (mean over destinations and sizes of their medians),
+ * its reclaim curves (mean over destinations of the median over the passes) and, with `cold`, the
+ * cold-block curves, replacing the DB's; it frees s. `placesim study` runs one pass before each
+ * measured round. */
+typedef struct PsimLinkSession PsimLinkSession;
+PsimLinkSession *psim_link_session_new(PsimProfiler *p, int32_t passes, gboolean cold, uint64_t max_bytes,
+                                       GError **error);
+gboolean psim_link_session_pass(PsimLinkSession *s, GError **error);
+gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report, GError **error);
+void psim_link_session_free(PsimLinkSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimLinkSession, psim_link_session_free)
 /* Each device's GEMM rate, copy bandwidth and launch cost. */
 gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GError **error);
 

@@ -223,9 +223,12 @@ typedef struct {
     int32_t devices;
     int32_t transfers;
 } PsimCliCandidate;
-/* The simulator's own error bound, in percent, below which two plans' predictions are a tie:
- * the median |error| the simulator is held to (docs/validation.md). */
-#define PSIM_CLI_TIE_PCT 3.0
+/* The simulator's own error bound, in percent, below which two plans' predictions are a tie: the
+ * median |error| it showed on the held-out studies (torchvision exports and the onnx-light models
+ * on local:2, six runs on 2026-11-28: 0.63-1.25%), rounded up. Until 2026-11-28 it was 3.0, the
+ * median issue 14 holds the simulator to, wider than the errors it makes: plans predicted 2-3%
+ * faster than `single` and measured 3-4% faster lost to it (docs/validation.md, "The tie band"). */
+#define PSIM_CLI_TIE_PCT 1.5
 /* The index of the plan to choose: the lowest simulated step, except that among the plans within
  * tie_pct of it the one on fewest devices, then with fewest transfers, wins (*simpler: TRUE
  * when that rule changed the choice). -1 when no candidate has a finite step. */

@@ -404,10 +404,11 @@ int psim_cmd_place(int argc, char **argv)
         psim_cli_print_json(b);
     } else if (pick >= 0) {
         const PsimCliCandidate *c = &g_array_index(cands, PsimCliCandidate, pick);
-        printf("chosen       %s (makespan %.3f us, %d device%s, %d transfers)%s\n",
-               (const char *)g_ptr_array_index(cand_names, pick), c->sim_us, c->devices,
-               c->devices == 1 ? "" : "s", c->transfers,
-               simpler ? ": the simplest plan within the simulator's error bound (3%) of the fastest" : "");
+        printf("chosen       %s (makespan %.3f us, %d device%s, %d transfers)", (const char *)g_ptr_array_index(cand_names, pick),
+               c->sim_us, c->devices, c->devices == 1 ? "" : "s", c->transfers);
+        if (simpler)
+            printf(": the simplest plan within the simulator's error bound (%g%%) of the fastest", PSIM_CLI_TIE_PCT);
+        putchar('\n');
     }
     return n_ok || !n_fail ? 0 : 1;
 }

@@ -1060,15 +1060,17 @@ static void study_summarize(Study *st)
 /* report.md's section on the choices (g_free). */
 static char *choices_markdown(const Study *st)
 {
-    GString *md = g_string_new("\n## Choices\n\nThe plan the study would choose for each graph from its "
-                               "simulations alone (lowest simulated step; plans within 3% of it, the "
+    GString *md = g_string_new(NULL);
+    g_string_append_printf(md, "\n## Choices\n\nThe plan the study would choose for each graph from its "
+                               "simulations alone (lowest simulated step; plans within %g%% of it, the "
                                "simulator's error bound, are a tie that goes to the plan on fewer devices, then "
                                "with fewer transfers), its measured step, the fastest plan as measured, and the "
                                "regret (chosen measured / best measured - 1). Plans that are the same "
                                "placement (made by different algorithms) count as one plan, measured as the "
                                "mean of their rows.\n\n"
                                "| graph | chosen | measured µs | best | measured µs | regret | single measured µs |\n"
-                               "|---|---|---|---|---|---|---|\n");
+                               "|---|---|---|---|---|---|---|\n",
+                           PSIM_CLI_TIE_PCT);
     for (guint i = 0; st->choices && i < st->choices->len; i++) {
         const Choice *c = &g_array_index(st->choices, Choice, i);
         const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
@@ -1204,6 +1206,8 @@ static void study_print_json(const Study *st)
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
+    json_builder_set_member_name(b, "tie_pct");
+    json_builder_add_double_value(b, PSIM_CLI_TIE_PCT);
     json_builder_set_member_name(b, "choices");
     json_builder_begin_array(b);
     for (guint i = 0; st->choices && i < st->choices->len; i++) {
@@ -1308,8 +1312,11 @@ static void study_print_text(const Study *st)
         for (guint i = 0; i < st->choices->len; i++) {
             const Choice *c = &g_array_index(st->choices, Choice, i);
             const Row *ch = &g_array_index(st->rows, Row, c->chosen), *best = &g_array_index(st->rows, Row, c->best);
-            printf("%-18.18s %-12s %12.1f %-12s %12.1f %7.2f%%%s\n", ch->graph, ch->algo, c->chosen_us, best->algo,
-                   c->best_us, c->regret_pct, c->simpler ? "  (simpler plan within 3% of the fastest)" : "");
+            printf("%-18.18s %-12s %12.1f %-12s %12.1f %7.2f%%", ch->graph, ch->algo, c->chosen_us, best->algo,
+                   c->best_us, c->regret_pct);
+            if (c->simpler)
+                printf("  (simpler plan within %g%% of the fastest)", PSIM_CLI_TIE_PCT);
+            putchar('\n');
         }
         printf("regret of the choices: median %.2f%%, worst %.2f%%; chosen more than 2%% slower than single: %d "
                "(worst %+.2f%%)\n", st->regret_med, st->regret_worst, st->n_lose, st->vs_single_worst);

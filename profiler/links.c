@@ -188,7 +188,7 @@ struct PsimLinkSession {
     gboolean cold;       /* each pass also samples each device's cold-block curve */
     double budget_us;    /* per (pair, size), over all the passes */
     int32_t *cpus;       /* device index of each CPU device */
-    void **bufs;         /* per CPU device: link_max_bytes first touched by its worker */
+    void **bufs;         /* per CPU device: the largest size, first touched by its worker */
     gboolean *hop;       /* per pair: FALSE once its plan could not run (copies only) */
     GArray **samples;    /* per (pair, size): double, us */
     GArray **sends;      /* per (pair, size): the Send's time, us (hops) */
@@ -287,7 +287,7 @@ PsimLinkSession *psim_link_session_new(PsimProfiler *p, int32_t passes, gboolean
         }
     s->bufs = g_new0(void *, s->nc + 1);
     for (int32_t i = 0; i < s->nc && s->nc > 1; i++)
-        if (!(s->bufs[i] = psim__profiler_touch(p, s->cpus[i], (size_t)p->opts.link_max_bytes, error))) {
+        if (!(s->bufs[i] = psim__profiler_touch(p, s->cpus[i], (size_t)size_bytes(s, s->ns - 1), error))) {
             psim_link_session_free(s);
             return NULL;
         }

@@ -243,6 +243,8 @@ PsimLinkSession *psim_link_session_new(PsimProfiler *p, int32_t passes, gboolean
                                        GError **error)
 {
     g_return_val_if_fail(p->db, NULL);
+    if (p->t0_us == 0)
+        p->t0_us = psim_exec_now_us();
     PsimLinkSession *s = g_new0(PsimLinkSession, 1);
     s->p = p;
     s->planned = MAX(passes, 1);
@@ -310,8 +312,6 @@ static void pair_restart(PsimLinkSession *s, int32_t pair)
 gboolean psim_link_session_pass(PsimLinkSession *s, GError **error)
 {
     PsimProfiler *p = s->p;
-    if (p->t0_us == 0)
-        p->t0_us = psim_exec_now_us();
     int32_t total = s->nc * (s->nc - 1) * s->ns, done = 0;
     for (int32_t i = 0; i < s->nc && s->nc > 1; i++)
         for (int32_t j = 0; j < s->nc; j++) {
@@ -469,9 +469,6 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
     PsimProfileReport dummy = {0};
     if (!report)
         report = &dummy;
-    g_return_val_if_fail(p->db, FALSE);
-    if (p->t0_us == 0)
-        p->t0_us = psim_exec_now_us();
     int32_t passes = MIN(p->opts.rounds, LINK_PASSES);
     PsimLinkSession *s = psim_link_session_new(p, passes, FALSE, 0, error);
     if (!s)

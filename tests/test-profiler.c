@@ -51,6 +51,21 @@ static PsimProfileOptions quick(void)
     return o;
 }
 
+/* local:2, a new cost DB `db_name` in tmp_dir (its path in *path), and a quick() profiler. */
+static PsimProfiler *quick_profiler(const char *db_name, PsimCluster **c, PsimCostDb **db, char **path)
+{
+    GError *err = NULL;
+    *c = psim_cluster_from_spec("local:2", &err);
+    g_assert_no_error(err);
+    *path = g_build_filename(tmp_dir, db_name, NULL);
+    *db = psim_cost_db_open(*path, &err);
+    g_assert_no_error(err);
+    PsimProfileOptions o = quick();
+    PsimProfiler *p = psim_profiler_new(*c, *db, &o, &err);
+    g_assert_no_error(err);
+    return p;
+}
+
 static void test_measure_node(void)
 {
     g_autoptr(PsimGraph) g = graph();
@@ -112,14 +127,11 @@ static void test_run(void)
 {
     g_autoptr(PsimGraph) g = graph();
     GError *err = NULL;
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
-    g_assert_no_error(err);
-    g_autofree char *path = g_build_filename(tmp_dir, "prof.db", NULL);
-    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
-    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = NULL;
+    g_autoptr(PsimCostDb) db = NULL;
+    g_autofree char *path = NULL;
+    g_autoptr(PsimProfiler) p = quick_profiler("prof.db", &c, &db, &path);
     PsimProfileOptions o = quick();
-    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
-    g_assert_no_error(err);
     PsimGraph *gs[1] = {g};
     PsimProfileReport r;
     g_assert_true(psim_profiler_run(p, gs, 1, &r, &err));
@@ -585,14 +597,10 @@ static void test_insitu(void)
 static void test_link_session(void)
 {
     GError *err = NULL;
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:2", &err);
-    g_assert_no_error(err);
-    g_autofree char *path = g_build_filename(tmp_dir, "links.db", NULL);
-    g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
-    g_assert_no_error(err);
-    PsimProfileOptions o = quick();
-    g_autoptr(PsimProfiler) p = psim_profiler_new(c, db, &o, &err);
-    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = NULL;
+    g_autoptr(PsimCostDb) db = NULL;
+    g_autofree char *path = NULL;
+    g_autoptr(PsimProfiler) p = quick_profiler("links.db", &c, &db, &path);
     const PsimDevice *d0 = psim_cluster_device(c, 0), *d1 = psim_cluster_device(c, 1);
     /* Rows from an earlier profile taken in a bad spell. */
     PsimTimingStats bad = {.n = 1, .mean_us = 1e6, .median_us = 1e6, .min_us = 1e6};

@@ -255,6 +255,10 @@ PsimLinkSession *psim_link_session_new(PsimProfiler *p, int32_t passes, gboolean
     for (int32_t i = 0; i < p->n_devices; i++)
         if (p->workers[i] && psim_cluster_device(p->cluster, i)->cls->host)
             s->cpus[s->nc++] = i;
+    if (s->nc < 2) { /* no link between CPU devices to time */
+        psim_link_session_free(s);
+        return NULL;
+    }
     /* The sizes up to the first at least max_bytes (0: all). */
     s->ns = 0;
     for (uint64_t b = p->opts.link_min_bytes; b <= p->opts.link_max_bytes; b *= 4) {
@@ -288,7 +292,7 @@ PsimLinkSession *psim_link_session_new(PsimProfiler *p, int32_t passes, gboolean
             return NULL;
         }
     s->bufs = g_new0(void *, s->nc + 1);
-    for (int32_t i = 0; i < s->nc && s->nc > 1; i++)
+    for (int32_t i = 0; i < s->nc; i++)
         if (!(s->bufs[i] = psim__profiler_touch(p, s->cpus[i], (size_t)size_bytes(s, s->ns - 1), error))) {
             psim_link_session_free(s);
             return NULL;
@@ -313,7 +317,7 @@ gboolean psim_link_session_pass(PsimLinkSession *s, GError **error)
 {
     PsimProfiler *p = s->p;
     int32_t total = s->nc * (s->nc - 1) * s->ns, done = 0;
-    for (int32_t i = 0; i < s->nc && s->nc > 1; i++)
+    for (int32_t i = 0; i < s->nc; i++)
         for (int32_t j = 0; j < s->nc; j++) {
             if (i == j)
                 continue;
@@ -470,21 +474,16 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
     if (!report)
         report = &dummy;
     int32_t passes = MIN(p->opts.rounds, LINK_PASSES);
-    PsimLinkSession *s = psim_link_session_new(p, passes, FALSE, 0, error);
-    if (!s)
+    GError *err = NULL;
+    PsimLinkSession *s = psim_link_session_new(p, passes, FALSE, 0, &err);
+    if (err) {
+        g_propagate_error(error, err);
         return FALSE;
-    gboolean ok = TRUE;
-    if (s->nc > 1) {
-        for (int32_t r = 0; ok && r < passes; r++)
-            ok = psim_link_session_pass(s, error);
-        if (ok)
-            ok = psim_link_session_finish(s, report, error);
-        else
-            psim_link_session_free(s);
-    } else {
-        psim_link_session_free(s);
     }
-    if (!ok)
+    gboolean ok = TRUE;
+    for (int32_t r = 0; s && ok && r < passes; r++)
+        ok = psim_link_session_pass(s, error);
+    if (s && !(ok ? psim_link_session_finish(s, report, error) : (psim_link_session_free(s), FALSE)))
         return FALSE;
     /* Links of the other classes' devices (host <-> GPU, GPU <-> GPU), each class its own. */
     int32_t n_classes;

@@ -829,15 +829,6 @@ static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *sess
     return TRUE;
 }
 
-/* How many CPU devices the cluster has (the link session's devices, where each has a worker). */
-static int32_t study_cpu_devices(const PsimCluster *c)
-{
-    int32_t n = 0;
-    for (int32_t d = 0; d < psim_cluster_n_devices(c); d++)
-        n += psim_cluster_device(c, d)->cls->host;
-    return n;
-}
-
 /* The largest tensor of g, in bytes (the largest a plan of it can transfer). */
 static uint64_t study_max_tensor_bytes(const PsimGraph *g)
 {
@@ -903,9 +894,14 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
      * and a spell of the host then (twice as fast one way, no reclaim at all: docs/validation.md)
      * would decide every graph's split plans. */
     g_autoptr(PsimLinkSession) links = NULL;
-    if (prof && !st->no_refresh && study_cpu_devices(st->cluster) > 1 &&
-        !(links = psim_link_session_new(prof, st->rounds, TRUE, study_max_tensor_bytes(g), error)))
-        return FALSE;
+    if (prof && !st->no_refresh) {
+        GError *err = NULL;
+        links = psim_link_session_new(prof, st->rounds, TRUE, study_max_tensor_bytes(g), &err);
+        if (err) {
+            g_propagate_error(error, err);
+            return FALSE;
+        }
+    }
     g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
     gboolean ok = study_measure(st, trials, session, ci, links, run_tl, error);
     /* The refresh's rows replace the DB's; the plans are simulated again with them. */

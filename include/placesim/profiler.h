@@ -193,7 +193,8 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
  * size for a share (1 / passes) of the per-size budget (min(budget_ms, 300) ms over all passes;
  * a size whose budget is spent rests), and what a transfer leaves its source to pay (the reclaim
  * curves); with `cold`, also a sample of each CPU device's cold-block curve at each distance.
- * The sizes are link_min_bytes x4 up to the first at least max_bytes (0: link_max_bytes).
+ * The sizes are link_min_bytes x4 up to the first at least max_bytes (0: link_max_bytes). new
+ * returns NULL without an error where fewer than two CPU devices have a worker (no link to time).
  * finish (one pass first when none ran) stores the link rows from all the passes' samples, the
  * fits, each source's send_us and handoff_us (mean over destinations and sizes of their medians),
  * its reclaim curves (mean over destinations of the median over the passes) and, with `cold`, the

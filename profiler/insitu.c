@@ -29,7 +29,7 @@ typedef struct {
     PsimTensor *const *feeds;
     int32_t n_fetches;
     int32_t warmup, steps;
-    double warmup_ms;
+    double warmup_ms, record_ms;
     atomic_int *n_done;  /* busy runs: devices that have their `steps`; NULL when alone */
     int32_t n_devices;   /* busy runs: keep stepping until all n_devices are done */
     int32_t n_nodes;
@@ -80,19 +80,27 @@ static void run_record(Run *r)
     g_array_append_val(r->step_us, st.step_us);
 }
 
-/* On the device's worker: warm-up steps (at least `warmup` and `warmup_ms`), then `steps`
- * recorded ones (and, while other devices are still recording, more unrecorded ones, so that
- * they stay busy). */
+/* On the device's worker: warm-up steps (at least `warmup` and `warmup_ms`), then recorded
+ * ones (at least `steps` and `record_ms`; and, while other devices are still recording, more
+ * unrecorded ones, so that they stay busy). */
 static gboolean run_steps(PsimWorker *w, void *arg, GError **error)
 {
     (void)w;
     Run *r = arg;
     g_autofree PsimTensor **outs = g_new0(PsimTensor *, r->n_fetches + 1);
-    double warm_end = psim_exec_now_us() + r->warmup_ms * 1e3;
+    double warm_end = psim_exec_now_us() + r->warmup_ms * 1e3, record_end = -1;
     int32_t warm = 0, recorded = 0;
+    gboolean done = FALSE;
     for (;;) {
         gboolean warming = warm < r->warmup || psim_exec_now_us() < warm_end;
-        if (!warming && recorded >= r->steps && (!r->n_done || atomic_load(r->n_done) >= r->n_devices))
+        if (!warming && record_end < 0)
+            record_end = psim_exec_now_us() + r->record_ms * 1e3;
+        if (!warming && !done && recorded >= r->steps && psim_exec_now_us() >= record_end) {
+            done = TRUE;
+            if (r->n_done)
+                atomic_fetch_add(r->n_done, 1);
+        }
+        if (done && (!r->n_done || atomic_load(r->n_done) >= r->n_devices))
             break;
         if (!psim_executor_run_here(r->e, r->feeds, outs, error)) {
             if (r->n_done) /* the other devices would step on, waiting for this one's count */
@@ -103,10 +111,9 @@ static gboolean run_steps(PsimWorker *w, void *arg, GError **error)
             g_clear_pointer(&outs[k], psim_tensor_unref);
         if (warming) {
             warm++;
-        } else if (recorded < r->steps) {
+        } else if (!done) {
             run_record(r);
-            if (++recorded == r->steps && r->n_done)
-                atomic_fetch_add(r->n_done, 1);
+            recorded++;
         }
     }
     return TRUE;
@@ -126,6 +133,7 @@ static gboolean run_prepare(PsimProfiler *p, Run *r, const PsimGraph *g, int32_t
     r->n_fetches = n_fetches;
     r->warmup = o->warmup;
     r->warmup_ms = o->warmup_ms;
+    r->record_ms = o->record_ms;
     r->steps = o->steps;
     PsimExecOptions eo = {.spin_before_us = spin_before_us};
     r->e = psim_executor_new(g, p->workers[device], feeds ? feed_names : NULL, feeds ? n_feeds : 0,
@@ -361,9 +369,9 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
         o = *opts;
     else
         psim_insitu_options_init(&o);
-    if (o.steps < 1 || o.warmup < 0 || o.warmup_ms < 0) {
+    if (o.steps < 1 || o.warmup < 0 || !(o.warmup_ms >= 0) || !(o.record_ms >= 0)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "in-situ profile: steps >= 1, warmup >= 0 and warmup_ms >= 0 are required");
+                    "in-situ profile: steps >= 1, warmup >= 0, warmup_ms >= 0 and record_ms >= 0 are required");
         return NULL;
     }
     g_autoptr(PsimInsituSession) s = g_new0(PsimInsituSession, 1);

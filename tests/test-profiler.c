@@ -582,6 +582,23 @@ static void test_insitu(void)
         g_clear_pointer(&s, psim_insitu_session_free);
         g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
         g_assert_cmpint(st2.n, ==, 2 * io.steps);
+        /* record_ms: a pass of one step records each of its runs (alone, after each wait, all
+         * devices at once) for 20 ms, many steps of this graph of microseconds. */
+        io.record_ms = 20;
+        s = psim_insitu_session_new(p, g, feeds, &x, 1, fetches, 1, &io, &err);
+        g_assert_no_error(err);
+        gint64 t0 = g_get_monotonic_time();
+        g_assert_true(psim_insitu_session_pass(s, 1, &err));
+        g_assert_cmpint(g_get_monotonic_time() - t0, >=, 4 * 20000);
+        g_assert_true(psim_insitu_session_finish(g_steal_pointer(&s), NULL, &err));
+        g_assert_no_error(err);
+        g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "insitu", &st2, &err));
+        g_assert_cmpint(st2.n, >=, 2 * 10);
+        io.record_ms = -1;
+        g_assert_null(psim_insitu_session_new(p, g, feeds, &x, 1, fetches, 1, &io, &err));
+        g_assert_error(err, PSIM_ERROR, PSIM_ERROR_USAGE);
+        g_clear_error(&err);
+        io.record_ms = 0;
     }
 
     int64_t n = psim_cost_db_count(db, "kernels", &err);

@@ -193,6 +193,10 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 }
 
 #define WARMUP_MS 50
+/* Each round measures each plan, and runs each in-situ run of the refresh, for at least this
+ * long (and at least its share of the steps): a graph of short steps (the built-in models' are
+ * 0.2-0.5 ms) gets tens of samples a round where it got one, for little more than the warm-up. */
+#define MEASURE_MS 20
 /* In-situ steps of the refresh, spread over the measured rounds (at least one per round). */
 #define INSITU_STEPS 20
 
@@ -209,8 +213,8 @@ static gboolean trial_step(Trial *t, PsimPlanExec *px, PsimTensor **outs)
     return TRUE;
 }
 
-/* Runs the plan for real: warm-up steps, then `steps` measured ones appended to t->times.
- * With run_tl, one more step whose measured timeline goes there. */
+/* Runs the plan for real: warm-up steps, then measured ones (at least `steps` and MEASURE_MS)
+ * appended to t->times. With run_tl, one more step whose measured timeline goes there. */
 static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int steps, PsimTimeline **run_tl)
 {
     GError *err = NULL;
@@ -232,14 +236,15 @@ static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int ste
             return FALSE;
         n_warm++;
     }
-    for (int s = 0; s < steps + (run_tl ? 1 : 0); s++) {
+    gint64 measure_end = g_get_monotonic_time() + MEASURE_MS * 1000;
+    for (int s = 0; s < steps || g_get_monotonic_time() < measure_end; s++) {
         if (!trial_step(t, px, outs))
             return FALSE;
-        if (s < steps) {
-            double us = psim_plan_exec_step_us(px);
-            g_array_append_val(t->times, us);
-        }
+        double us = psim_plan_exec_step_us(px);
+        g_array_append_val(t->times, us);
     }
+    if (run_tl && !trial_step(t, px, outs))
+        return FALSE;
     if (run_tl) {
         *run_tl = psim_timeline_new(psim_graph_name(t->plan->graph), "run", t->plan->n_devices,
                                     (const char *const *)t->plan->devices);
@@ -390,7 +395,7 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
     /* report.md */
     GString *md = g_string_new("# placesim study\n\n");
     g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: %d "
-                               "measured steps (their mean without the fastest and slowest tenth, as the in-situ rows) in %d rounds, each after warm-up steps (50 ms, at least one), the "
+                               "measured steps at least (and in each round at least " G_STRINGIFY(MEASURE_MS) " ms of them; their mean without the fastest and slowest tenth, as the in-situ rows) in %d rounds, each after warm-up steps (50 ms, at least one), the "
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
@@ -558,7 +563,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"algos", 'a', 0, G_OPTION_ARG_STRING, &st->algos,
          "Comma-separated algorithms, or 'all' (default " DEFAULT_ALGOS ")", "LIST"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
-        {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per run, 1 to 100000 (default 30)", "N"},
+        {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per plan at least, 1 to 100000 (default 30; each round also measures for at least " G_STRINGIFY(MEASURE_MS) " ms)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_STRING, &st->rounds_text,
          "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 30, at most --steps)", "N"},
         {"profile-rounds", 0, 0, G_OPTION_ARG_STRING, &st->profile_rounds_text,
@@ -882,7 +887,8 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
         PsimInsituOptions io;
         psim_insitu_options_init(&io);
         io.warmup = 1;
-        io.warmup_ms = WARMUP_MS; /* as the measured steps are warmed up (trial_measure) */
+        io.warmup_ms = WARMUP_MS; /* as the measured steps are warmed up and measured (trial_measure) */
+        io.record_ms = MEASURE_MS;
         GError *err = NULL;
         if (!(ci = psim_cli_insitu_new(prof, g, &st->feeds, &io, &err)) && err) {
             g_propagate_error(error, err);

@@ -226,6 +226,8 @@ typedef struct {
     int32_t steps;  /* measured steps (default 20) */
     int32_t warmup; /* steps run first and discarded (default 3) */
     double warmup_ms; /* and warm-up lasts at least this long (default 0) */
+    double record_ms; /* and each run records steps for at least this long (default 0): a graph of
+                       * short steps gets more samples in the same wall time */
     gboolean busy;  /* also measure with every CPU device busy (default TRUE) */
 } PsimInsituOptions;
 

@@ -30,7 +30,7 @@ typedef struct {
     int32_t n_fetches;
     int32_t warmup, steps;
     double warmup_ms, record_ms;
-    atomic_int *n_done;  /* busy runs: devices that have their `steps`; NULL when alone */
+    atomic_int *n_done;  /* busy runs: devices done recording (steps and record_ms); NULL when alone */
     int32_t n_devices;   /* busy runs: keep stepping until all n_devices are done */
     int32_t n_nodes;
     GArray **per_node;   /* double */

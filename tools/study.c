@@ -243,9 +243,9 @@ static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int ste
         double us = psim_plan_exec_step_us(px);
         g_array_append_val(t->times, us);
     }
-    if (run_tl && !trial_step(t, px, outs))
-        return FALSE;
     if (run_tl) {
+        if (!trial_step(t, px, outs))
+            return FALSE;
         *run_tl = psim_timeline_new(psim_graph_name(t->plan->graph), "run", t->plan->n_devices,
                                     (const char *const *)t->plan->devices);
         psim_plan_exec_timeline_add(px, *run_tl);

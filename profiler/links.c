@@ -480,11 +480,15 @@ gboolean psim_profiler_links(PsimProfiler *p, PsimProfileReport *report, GError 
         g_propagate_error(error, err);
         return FALSE;
     }
-    gboolean ok = TRUE;
-    for (int32_t r = 0; s && ok && r < passes; r++)
-        ok = psim_link_session_pass(s, error);
-    if (s && !(ok ? psim_link_session_finish(s, report, error) : (psim_link_session_free(s), FALSE)))
-        return FALSE;
+    if (s) { /* NULL without an error: fewer than two CPU devices, no link between them */
+        for (int32_t r = 0; r < passes; r++)
+            if (!psim_link_session_pass(s, error)) {
+                psim_link_session_free(s);
+                return FALSE;
+            }
+        if (!psim_link_session_finish(s, report, error))
+            return FALSE;
+    }
     /* Links of the other classes' devices (host <-> GPU, GPU <-> GPU), each class its own. */
     int32_t n_classes;
     const PsimDeviceClass *const *classes = psim_device_classes(&n_classes, NULL);

@@ -395,7 +395,7 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
     /* report.md */
     GString *md = g_string_new("# placesim study\n\n");
     g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: %d "
-                               "measured steps at least (and in each round at least " G_STRINGIFY(MEASURE_MS) " ms of them; their mean without the fastest and slowest tenth, as the in-situ rows) in %d rounds, each after warm-up steps (50 ms, at least one), the "
+                               "measured steps at least (and in each round at least " G_STRINGIFY(MEASURE_MS) " ms of them; their mean without the fastest and slowest tenth, as the in-situ rows) in %d rounds, each after warm-up steps (" G_STRINGIFY(WARMUP_MS) " ms, at least one), the "
                                "algorithms of a graph in turn within a round. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
@@ -565,7 +565,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
         {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per plan at least, 1 to 100000 (default 30; each round also measures for at least " G_STRINGIFY(MEASURE_MS) " ms)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_STRING, &st->rounds_text,
-         "Measure in N rounds, the algorithms in turn within each, each after 50 ms of warm-up steps (default 30, at most --steps)", "N"},
+         "Measure in N rounds, the algorithms in turn within each, each after " G_STRINGIFY(WARMUP_MS) " ms of warm-up steps (default 30, at most --steps)", "N"},
         {"profile-rounds", 0, 0, G_OPTION_ARG_STRING, &st->profile_rounds_text,
          "Profile in N interleaved passes, samples pooled (default 100; see 'placesim profile')", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &st->out_dir,

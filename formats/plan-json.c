@@ -61,6 +61,8 @@ static PsimGraph *placed_graph(const PsimPlan *p, GError **error)
         for (int32_t k = 0; k < s->n_inputs; k++) {
             PsimPort in = s->inputs[k];
             int32_t x = in.node >= 0 ? p->transfer_of_recv[in.node] : -1;
+            if (in.node >= 0 && p->copy_of[in.node] >= 0)
+                in.node = p->copy_of[in.node]; /* a constant's copy: the generator itself */
             psim_graph_node_input_add(g, t, x >= 0 ? p->transfers[x].port : in);
         }
         for (int32_t k = 0; k < s->n_controls; k++) {

@@ -74,6 +74,8 @@ typedef struct {
     const char **full;   /* per device: its full name, interned in pg */
     const char *const *brief;  /* per device: its short name */
     const char *a_key, *a_bytes, *a_compressed, *a_control; /* attribute names, interned */
+    int32_t nd;
+    GHashTable *replicas; /* (u * (nd + 1) + d) -> copy's id + 1 (replica_get) */
     Buf key, name;
 } Part;
 
@@ -176,6 +178,39 @@ static int32_t transfer_get(Part *pt, int32_t u, int32_t k, int32_t d, GError **
     return (int32_t)pt->xfers->len - 1;
 }
 
+gboolean psim_plan_node_replicated(const PsimNode *n)
+{
+    return n->n_inputs == 0 && n->n_controls == 0 && !(n->flags & PSIM_NODE_FED) &&
+           (!strcmp(n->op, "Const") || !strcmp(n->op, "Constant"));
+}
+
+/* The copy of constant generator u on device d (psim_plan_node_replicated), made on first use:
+ * "u/_const_0_on_CPU_1", the same op, attributes, costs and value (shared, not copied: a
+ * tensor is immutable), its output unnamed as a Recv's is. */
+static int32_t replica_get(Part *pt, int32_t u, int32_t d, GError **error)
+{
+    int64_t key = (int64_t)u * (pt->nd + 1) + d;
+    gpointer hit = g_hash_table_lookup(pt->replicas, &key);
+    if (hit)
+        return GPOINTER_TO_INT(hit) - 1;
+    const PsimNode *un = psim_graph_node(pt->g, u);
+    xfer_name(&pt->name, un->name, 0, "const", "_on_", pt->brief[d]);
+    /* "u/_const_0_on_CPU_1": the index keeps the Send/Recv names' shape. */
+    g_autofree char *name = g_strdup(psim_graph_node_find(pt->pg, pt->name.s)
+                                         ? psim_graph_unique_name(pt->pg, pt->name.s) /* as Send/Recv names */
+                                         : pt->name.s);
+    PsimNode *c = psim__graph_node_copy_named(pt->pg, pt->g, un, name, FALSE, error);
+    if (!c)
+        return -1;
+    c->device = NULL; /* its request was the generator's; the copy is placed by the plan */
+    for (int32_t k = 0; k < c->n_outputs; k++)
+        c->outputs[k].name = NULL; /* the tensor's name stays the generator's */
+    c->assigned_device = pt->full[d];
+    pt->dev_of[c->id] = d;
+    g_hash_table_insert(pt->replicas, g_memdup2(&key, sizeof key), GINT_TO_POINTER(c->id + 1));
+    return c->id;
+}
+
 PsimPlan *psim_plan_partition(const PsimGraph *g, const int32_t *device_of, int32_t nd,
                               const char *const *devices, const char *const *short_names,
                               gboolean compress_all, PsimRounding rounding, const char *what,
@@ -213,7 +248,8 @@ PsimPlan *psim_plan_partition(const PsimGraph *g, const int32_t *device_of, int3
                .pg = pg, .table = g_new0(XferSlot, cap), .mask = cap - 1,
                .xfers = g_array_sized_new(FALSE, TRUE, sizeof(PsimTransfer), (guint)cross),
                .dev_of = g_new(int32_t, n_max + 1), .full = g_new(const char *, nd + 1),
-               .brief = short_names};
+               .brief = short_names, .nd = nd,
+               .replicas = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL)};
     for (int32_t d = 0; d < nd; d++)
         pt.full[d] = psim_graph_intern(pg, devices[d]);
     pt.a_key = psim_graph_intern(pg, "key");
@@ -228,13 +264,35 @@ PsimPlan *psim_plan_partition(const PsimGraph *g, const int32_t *device_of, int3
         if (ok)
             copy->assigned_device = pt.full[device_of[v]]; /* interned in pg above */
     }
+    /* The transfers first (plan nodes n + 2x, n + 2x + 1, in the order of the edges), then the
+     * constant copies (in the same order: psim_sim_placement_step numbers them so), then the
+     * edges, each finding what it crosses by. */
+    for (int pass = 0; pass < 2 && ok; pass++)
+        for (int32_t v = 0; v < n && ok; v++) {
+            const PsimNode *s = psim_graph_node(g, v);
+            int32_t d = device_of[v];
+            for (int32_t k = 0; k < s->n_inputs + (pass ? 0 : s->n_controls) && ok; k++) {
+                int32_t u = k < s->n_inputs ? s->inputs[k].node : s->controls[k - s->n_inputs];
+                if (u < 0 || device_of[u] == d)
+                    continue;
+                gboolean copy = k < s->n_inputs && psim_plan_node_replicated(psim_graph_node(g, u));
+                if (pass == 0 && !copy)
+                    ok = transfer_get(&pt, u, k < s->n_inputs ? s->inputs[k].index : -1, d, error) >= 0;
+                else if (pass == 1 && copy)
+                    ok = replica_get(&pt, u, d, error) >= 0;
+            }
+        }
     for (int32_t v = 0; v < n && ok; v++) {
         const PsimNode *s = psim_graph_node(g, v);
         PsimNode *t = psim_graph_node(pg, v);
         int32_t d = device_of[v];
         for (int32_t k = 0; k < s->n_inputs && ok; k++) {
             PsimPort in = s->inputs[k];
-            if (in.node >= 0 && device_of[in.node] != d) {
+            if (in.node >= 0 && device_of[in.node] != d && psim_plan_node_replicated(psim_graph_node(g, in.node))) {
+                int32_t r = replica_get(&pt, in.node, d, error);
+                ok = r >= 0;
+                in.node = r;
+            } else if (in.node >= 0 && device_of[in.node] != d) {
                 int32_t x = transfer_get(&pt, in.node, in.index, d, error);
                 ok = x >= 0;
                 if (ok)
@@ -262,6 +320,7 @@ PsimPlan *psim_plan_partition(const PsimGraph *g, const int32_t *device_of, int3
     g_free(pt.key.s);
     g_free(pt.name.s);
     if (!ok || !psim_graph_finalize(pg, error)) {
+        g_hash_table_destroy(pt.replicas);
         g_array_free(pt.xfers, TRUE);
         g_free(pt.dev_of);
         psim_graph_free(pg);
@@ -279,6 +338,12 @@ PsimPlan *psim_plan_partition(const PsimGraph *g, const int32_t *device_of, int3
     plan->transfers = (PsimTransfer *)g_array_free(pt.xfers, FALSE);
     for (int32_t i = 0; i < plan->n_transfers; i++)
         plan->transfer_of_recv[plan->transfers[i].recv] = i;
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, pt.replicas);
+    while (g_hash_table_iter_next(&it, &key, &val))
+        plan->copy_of[GPOINTER_TO_INT(val) - 1] = (int32_t)(*(const int64_t *)key / (nd + 1));
+    g_hash_table_destroy(pt.replicas);
     return plan;
 }
 typedef struct {
@@ -413,6 +478,18 @@ void psim_plan_order_set(PsimPlan *plan, const int32_t *seq, const double *key)
         if (!sorted[d]) {
             OrderCmp oc = {key, rank};
             qsort_r(plan->order[d], (size_t)plan->n_order[d], sizeof(int32_t), cmp_order, &oc);
+        }
+        /* Constant copies (no inputs, resident) first, in id order; the rest as it is. */
+        int32_t *o = plan->order[d], m = plan->n_order[d], c = 0;
+        for (int32_t i = 0; i < m; i++)
+            c += plan->copy_of[o[i]] >= 0;
+        if (c == 0)
+            continue;
+        g_autofree int32_t *copy = g_memdup2(o, sizeof(int32_t) * (size_t)m);
+        int32_t a = 0, b = c;
+        for (int32_t i = 0; i < m; i++) {
+            int32_t v = copy[i];
+            o[plan->copy_of[v] >= 0 ? a++ : b++] = v;
         }
     }
 }

@@ -21,8 +21,9 @@ PsimPlan *psim_plan_new(PsimGraph *graph, int32_t n_devices, const char *const *
     p->planned_start = g_new0(double, n ? n : 1);
     p->priority = g_new0(double, n ? n : 1);
     p->transfer_of_recv = g_new(int32_t, n ? n : 1);
+    p->copy_of = g_new(int32_t, n ? n : 1);
     for (int32_t i = 0; i < n; i++)
-        p->transfer_of_recv[i] = -1;
+        p->transfer_of_recv[i] = p->copy_of[i] = -1;
     return p;
 }
 
@@ -42,6 +43,7 @@ void psim_plan_free(PsimPlan *p)
     g_free(p->priority);
     g_free(p->transfers);
     g_free(p->transfer_of_recv);
+    g_free(p->copy_of);
     g_free(p->cluster_json);
     g_free(p->graph_source);
     g_free(p->seq);
@@ -340,13 +342,15 @@ gboolean psim_plan_check_graph(const PsimPlan *p, const char *plan_path, const P
         if (!b || strcmp(a->op, b->op))
             why = g_strdup_printf("node '%s' (%s) is not in the plan", a->name, a->op);
     }
+    /* The placed nodes: those before the Send/Recv nodes and constant copies a partition adds
+     * (n_placed), else all but Send/Recv. */
     for (int32_t v = 0; v < psim_graph_n_nodes(pg) && !why; v++) {
         const PsimNode *b = psim_graph_node(pg, v);
-        if (!is_op(b, "Send") && !is_op(b, "Recv"))
+        if (p->n_placed > 0 ? v < p->n_placed : !is_op(b, "Send") && !is_op(b, "Recv"))
             n_plan++;
     }
     if (!why && n_plan != n)
-        why = g_strdup_printf("the plan has %d nodes besides Send/Recv, the graph %d", n_plan, n);
+        why = g_strdup_printf("the plan has %d nodes besides Send/Recv and constant copies, the graph %d", n_plan, n);
     if (!why)
         return TRUE;
     g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT, "%s: graph: not a plan of %s (%s)",

@@ -104,6 +104,8 @@ static double place(PsimSimEngine *e, int32_t v, int32_t d, gboolean commit, dou
             ready = MAX(ready, e->finish[p.node]);
             continue;
         }
+        if (psim_plan_node_replicated(psim_graph_node(e->g, p.node)))
+            continue; /* a constant generator: its copy on d is resident from the start */
         ins[k++] = (In){p.node, p.index, psim_graph_node(e->g, p.node)->outputs[p.index].bytes};
     }
     for (int32_t i = 0; i < nv->n_controls; i++) {

@@ -214,6 +214,10 @@ typedef struct {
     const double *prio;
     const int32_t *xfer_of_recv;
     int32_t *own_succ_off, *own_succ; /* a placement's successor lists (owned) */
+    /* A placement's constant copies (psim_plan_node_replicated: its plan has a copy of the
+     * generator on each other device that reads it, resident there), as (generator, device). */
+    int32_t n_copies;
+    int32_t *copy_node, *copy_dev; /* owned */
     PsimCostModel *m;
     const PsimCluster *c;
     PsimOrder order;
@@ -652,6 +656,16 @@ static void dispatch(Sim *s, int32_t d, int32_t cause)
     }
 }
 
+/* Parameters and a placement's constant copies are resident from the start. */
+static void resident_add(Sim *s)
+{
+    for (int32_t v = 0; v < s->n; v++)
+        if (s->kind[v] == KIND_PARAM)
+            mem_add(s, s->dev_of[v], s->out_total[v], v);
+    for (int32_t i = 0; i < s->n_copies; i++)
+        mem_add(s, s->copy_dev[i], s->out_total[s->copy_node[i]], s->copy_node[i]);
+}
+
 static void setup_common(Sim *s);
 
 /* The step's structure from a plan: its partitioned graph, transfers and orders. */
@@ -869,7 +883,7 @@ static void pool_setup(Sim *s)
  * the transfers use, resident parameters. */
 static void setup_common(Sim *s)
 {
-    int32_t n = s->n, nd = s->nd;
+    int32_t nd = s->nd;
     s->dev = g_new0(Dev, nd + 1);
     s->dirty = g_new(int32_t, nd + 1);
     s->is_dirty = g_new0(uint8_t, nd + 1);
@@ -922,16 +936,15 @@ static void setup_common(Sim *s)
         g_hash_table_insert(pair_link, g_memdup2(&key, sizeof key), GINT_TO_POINTER(s->n_links));
         s->xfer_link[x] = s->n_links++;
     }
-    /* Parameters are resident from the start. */
-    for (int32_t v = 0; v < n; v++)
-        if (s->kind[v] == KIND_PARAM)
-            mem_add(s, s->dev_of[v], s->out_total[v], v);
+    resident_add(s);
 }
 
 static void sim_free(Sim *s)
 {
     g_free(s->own_succ_off);
     g_free(s->own_succ);
+    g_free(s->copy_node);
+    g_free(s->copy_dev);
     if (!s->p) { /* a placement's structure is the simulator's own */
         g_free((PsimTransfer *)s->xf);
         g_free((int32_t *)s->dev_of);
@@ -1170,9 +1183,7 @@ static void sim_reset(Sim *s, const int32_t *pending0, const int32_t *remaining0
         s->link[l].current = -1;
         s->link[l].waiting.n = 0;
     }
-    for (int32_t v = 0; v < n; v++)
-        if (s->kind[v] == KIND_PARAM)
-            mem_add(s, s->dev_of[v], s->out_total[v], v);
+    resident_add(s);
 }
 
 /* The step as it runs step after step: the pools of the devices at a step's start are what the
@@ -1332,8 +1343,17 @@ static int32_t placement_xfer(GArray *xf, int32_t *head, GArray *next, int32_t n
     return x;
 }
 
+/* Generator u's copy on device d (psim_plan_node_replicated), counted once. */
+static void placement_copy(GHashTable *copies, int32_t u, int32_t d)
+{
+    int64_t key = (int64_t)u << 32 | (uint32_t)d;
+    if (!g_hash_table_contains(copies, &key))
+        g_hash_table_insert(copies, g_memdup2(&key, sizeof key), GINT_TO_POINTER(g_hash_table_size(copies) + 1));
+}
+
 /* The structure psim_plan_build would make for pl, without its graph: Send/Recv of transfer x are
- * nodes n + 2x and n + 2x + 1. */
+ * nodes n + 2x and n + 2x + 1; a constant generator read on another device has a copy there
+ * (resident: its memory counted on that device). */
 static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
 {
     const PsimGraph *g = s->g;
@@ -1343,6 +1363,7 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
     g_autofree int32_t *head = g_new(int32_t, n + 1);
     for (int32_t v = 0; v < n; v++)
         head[v] = -1;
+    g_autoptr(GHashTable) copies = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     /* Per graph node: its inputs as the plan graph has them (a Recv's id for a crossing one). */
     g_autofree int32_t *in_off = g_new(int32_t, n + 2);
     GArray *in_src = g_array_new(FALSE, FALSE, sizeof(PsimPort)); /* index -1: control */
@@ -1351,7 +1372,9 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
         in_off[v] = (int32_t)in_src->len;
         for (int32_t k = 0; k < nv->n_inputs; k++) {
             PsimPort q = nv->inputs[k];
-            if (q.node >= 0 && dev[q.node] != dev[v])
+            if (q.node >= 0 && dev[q.node] != dev[v] && psim_plan_node_replicated(psim_graph_node(g, q.node)))
+                placement_copy(copies, q.node, dev[v]); /* read from its copy there: no transfer */
+            else if (q.node >= 0 && dev[q.node] != dev[v])
                 q = (PsimPort){n + 2 * placement_xfer(xf, head, next, n, g, dev, q.node, q.index, dev[v], pl->compress) + 1, 0};
             g_array_append_val(in_src, q);
         }
@@ -1365,6 +1388,17 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
     }
     in_off[n] = (int32_t)in_src->len;
     g_array_free(next, TRUE);
+    s->n_copies = (int32_t)g_hash_table_size(copies);
+    s->copy_node = g_new(int32_t, s->n_copies + 1);
+    s->copy_dev = g_new(int32_t, s->n_copies + 1);
+    GHashTableIter it;
+    gpointer ck, cv;
+    g_hash_table_iter_init(&it, copies);
+    while (g_hash_table_iter_next(&it, &ck, &cv)) {
+        int32_t i = GPOINTER_TO_INT(cv) - 1;
+        s->copy_node[i] = (int32_t)(*(const int64_t *)ck >> 32);
+        s->copy_dev[i] = (int32_t)(*(const int64_t *)ck & 0xffffffff);
+    }
     int32_t n_xf = (int32_t)xf->len, N = n + 2 * n_xf;
     s->n = N;
     s->n_xf = n_xf;
@@ -1561,16 +1595,21 @@ double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimS
             res->peak_memory[d] = s->dev[d].peak;
         res->events = s->events;
     }
-    if ((pl->plan_start || pl->plan_end) && pl->n_plan != s->n) {
+    if ((pl->plan_start || pl->plan_end) && pl->n_plan != s->n + s->n_copies) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                    "the placement's plan has %d nodes, not %d", s->n, pl->n_plan);
+                    "the placement's plan has %d nodes, not %d", s->n + s->n_copies, pl->n_plan);
         sim_free(s);
         return -1;
     }
-    if (pl->plan_start)
+    /* The plan's constant copies come after its Send/Recv nodes, resident from the start. */
+    if (pl->plan_start) {
         memcpy(pl->plan_start, s->start, sizeof(double) * (size_t)s->n);
-    if (pl->plan_end)
+        memset(pl->plan_start + s->n, 0, sizeof(double) * (size_t)s->n_copies);
+    }
+    if (pl->plan_end) {
         memcpy(pl->plan_end, s->end, sizeof(double) * (size_t)s->n);
+        memset(pl->plan_end + s->n, 0, sizeof(double) * (size_t)s->n_copies);
+    }
     if (pl->start)
         memcpy(pl->start, s->start, sizeof(double) * (size_t)n);
     if (pl->finish)

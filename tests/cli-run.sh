@@ -170,6 +170,35 @@ expect 2 "$PSIM" sim --plan "$tmp/deadlock.json" --cluster local:2
 expect 2 "$PSIM" run "$tmp/g23.json" --plan "$tmp/cplan.json" --cluster local:2
 grep -q "cplan.json: .*g23.json" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
 
+# Constants never cross devices at every step: with every Const of the cnn on CPU:0 and every
+# other node on CPU:1, the plan has no Send/Recv pair (CPU:1 gets its own copy of each weight,
+# evaluated once), and its outputs are the one-device run's, bit for bit.
+"$PSIM" export zoo:cnn -o "$tmp/cnn.json"
+"$PSIM" place zoo:cnn --cluster local:2 --algo single -o "$tmp/cnn-one.json" > /dev/null
+python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+ops = {n["name"]: n["op"] for n in json.load(open(f"{tmp}/cnn.json"))["nodes"]}
+p = json.load(open(f"{tmp}/cnn-one.json"))
+dev = "/job:localhost/replica:0/task:0/device:CPU:"
+n_const = 0
+for name in p["devices"]:
+    is_const = ops[name] in ("Const", "Constant")
+    n_const += is_const
+    p["devices"][name] = dev + ("0" if is_const else "1")
+assert n_const >= 4, f"zoo:cnn has {n_const} constants"
+json.dump(p, open(f"{tmp}/cnn-split.json", "w"))
+PY
+expect 0 "$PSIM" place zoo:cnn --cluster local:2 --algo file --placement "$tmp/cnn-split.json" --plan "$tmp/cnn-split.plan.json"
+grep -q "(0 Send/Recv pairs" "$tmp/out.txt" || { echo "FAIL: constants cross devices"; cat "$tmp/out.txt"; exit 1; }
+expect 0 "$PSIM" export --plan "$tmp/cnn-split.plan.json" -o "$tmp/cnn-split.parts.json"
+grep -q '"stem/W/_const_0_on_CPU_1' "$tmp/cnn-split.parts.json" || { echo "FAIL: no copy of stem/W on CPU:1"; exit 1; }
+expect 0 "$PSIM" run zoo:cnn --save-outputs "$tmp/cnn-one"
+expect 0 "$PSIM" run --plan "$tmp/cnn-split.plan.json" --save-outputs "$tmp/cnn-split"
+for f in "$tmp"/cnn-one/*.pb; do
+    cmp -s "$f" "$tmp/cnn-split/$(basename "$f")" || { echo "FAIL: $(basename "$f") differs from one device's"; exit 1; }
+done
+
 # A measurement that cannot see the prediction (issue 14): held Recvs wait for a node of their
 # device ("after"), never for a planned time. The same placement measures the same step with
 # every predicted time in its plan multiplied by 10 (it measured 9x longer when Recvs waited for

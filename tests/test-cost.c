@@ -285,17 +285,49 @@ static void test_signature_across_devices(void)
     const char *devices[2] = {"/job:localhost/replica:0/task:0/device:CPU:0",
                               "/job:localhost/replica:0/task:0/device:CPU:1"};
     const char *brief[2] = {"CPU_0", "CPU_1"};
-    int32_t device_of[3];
+    int32_t device_of[4];
     device_of[x->id] = 1;
-    device_of[s->id] = 0; /* the shape argument crosses */
+    device_of[s->id] = 0; /* the shape argument is on the other device */
     device_of[r->id] = 1;
+    /* A Const generator does not cross: CPU:1 has its own copy of it, with its value. */
     g_autoptr(PsimPlan) p = psim_plan_partition(g, device_of, 2, devices, brief, FALSE,
                                                 PSIM_ROUNDING_TRUNCATE, "test", &err);
     g_assert_no_error(err);
-    g_assert_cmpint(p->n_transfers, ==, 1);
+    g_assert_cmpint(p->n_transfers, ==, 0);
     const PsimNode *pr = psim_graph_node_find(p->graph, "r");
-    g_assert_cmpstr(psim_graph_node(p->graph, pr->inputs[1].node)->op, ==, "Recv");
-    g_autofree char *split = psim_cost_signature(p->graph, pr);
+    g_assert_cmpint(p->copy_of[pr->inputs[1].node], ==, s->id);
+    g_autofree char *copied = psim_cost_signature(p->graph, pr);
+    g_assert_cmpstr(copied, ==, one);
+
+    /* The same value from a node that is not a generator (it waits, by a control edge, for a
+     * node of its device) crosses by a Recv. */
+    g_autoptr(PsimGraph) g2 = psim_graph_new("split2");
+    PsimNode *x2 = psim_graph_node_add(g2, "x", "Placeholder", &err);
+    psim_graph_node_outputs_set(g2, x2, 1);
+    psim_graph_output_set(g2, x2, 0, PSIM_DTYPE_FLOAT32, 2, xd);
+    psim_graph_input_add(g2, x2->id);
+    PsimNode *c = psim_graph_node_add(g2, "c", "NoOp", &err);
+    PsimNode *s2 = psim_graph_node_add(g2, "s", "Const", &err);
+    psim_graph_node_outputs_set(g2, s2, 1);
+    psim_graph_output_value_set(g2, s2, 0, psim_graph_node(g, s->id)->outputs[0].value);
+    psim_graph_node_control_add(g2, s2, c->id);
+    PsimNode *r2 = psim_graph_node_add(g2, "r", "Reshape", &err);
+    psim_graph_node_input_add(g2, r2, (PsimPort){x2->id, 0});
+    psim_graph_node_input_add(g2, r2, (PsimPort){s2->id, 0});
+    psim_graph_output_add(g2, (PsimPort){r2->id, 0});
+    g_assert_true(psim_graph_finalize(g2, &err));
+    g_assert_no_error(err);
+    device_of[x2->id] = 1;
+    device_of[c->id] = 0;
+    device_of[s2->id] = 0;
+    device_of[r2->id] = 1;
+    g_autoptr(PsimPlan) p2 = psim_plan_partition(g2, device_of, 2, devices, brief, FALSE,
+                                                 PSIM_ROUNDING_TRUNCATE, "test", &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(p2->n_transfers, ==, 1);
+    const PsimNode *pr2 = psim_graph_node_find(p2->graph, "r");
+    g_assert_cmpstr(psim_graph_node(p2->graph, pr2->inputs[1].node)->op, ==, "Recv");
+    g_autofree char *split = psim_cost_signature(p2->graph, pr2);
     g_assert_cmpstr(split, ==, one);
 }
 

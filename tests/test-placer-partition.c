@@ -432,6 +432,62 @@ static void test_sources_follow(void)
     t_free(&t);
 }
 
+
+/* A constant generator read on two devices: the other device gets a copy of it, no Send/Recv
+ * pair, its memory resident there; the placement's own step and the plan's agree. */
+static void test_constant_copies(void)
+{
+    T t = {0};
+    PsimGraph *g = psim_graph_new("copies");
+    PsimNode *w = psim_graph_node_add(g, "w", "Const", NULL);
+    psim_graph_node_outputs_set(g, w, 1);
+    w->outputs[0].bytes = 4000000;
+    psim_graph_node_cost_set(g, w, "*", 0);
+    psim_graph_node_assigned_set(g, w, "P:0");
+    PsimNode *x = node(g, "x", 10, 1000, "P:0");
+    psim_graph_node_input_add_ref(g, x, "w");
+    PsimNode *y = node(g, "y", 50, 1000, "P:1");
+    psim_graph_node_input_add_ref(g, y, "w");
+    PsimNode *z = node(g, "z", 5, 1000, "P:1");
+    psim_graph_node_input_add_ref(g, z, "w");
+    t_run(&t, g, 2, FALSE);
+    g_assert_cmpint(t.plan->n_transfers, ==, 0);
+    g_assert_cmpint(count_op(&t, "Send"), ==, 0);
+    g_assert_cmpint(count_op(&t, "Const"), ==, 2); /* w and one copy for both readers on P:1 */
+    const PsimNode *c = pnode(&t, "w/_const_0_on_P_1");
+    g_assert_cmpint(t.plan->device_of[c->id], ==, 1);
+    g_assert_cmpint(pnode(&t, "y")->inputs[0].node, ==, c->id);
+    g_assert_cmpint(pnode(&t, "z")->inputs[0].node, ==, c->id);
+    g_assert_cmpint(pnode(&t, "x")->inputs[0].node, ==, psim_graph_node_find(g, "w")->id);
+    g_assert_cmpuint(c->outputs[0].bytes, ==, 4000000);
+    /* No transfer: P:1 runs y and z from the start. */
+    g_assert_cmpfloat(t.plan->makespan_us, ==, 55);
+    g_assert_cmpfloat(t.p->makespan_us, ==, t.plan->makespan_us);
+    PsimSimOptions so = {0};
+    PsimSimResult r;
+    g_assert_true(psim_sim_run(t.plan, t.m, &so, &r, NULL, NULL));
+    g_assert_cmpfloat(r.step_time_us, ==, 55);
+    g_assert_cmpuint(r.peak_memory[0], >=, 4000000);
+    g_assert_cmpuint(r.peak_memory[1], >=, 4000000);
+    uint64_t r1_peak = r.peak_memory[1];
+    psim_sim_result_clear(&r);
+    /* The placement's own step counts the copy's memory on P:1 too. */
+    g_autoptr(GError) err = NULL;
+    g_autofree double *table = psim_cost_table(t.m, g, &err);
+    g_assert_no_error(err);
+    int32_t n = psim_graph_n_nodes(g);
+    g_autofree double *cost = g_new(double, n);
+    for (int32_t v = 0; v < n; v++)
+        cost[v] = table[(size_t)v * 2 + t.p->device_of[v]];
+    PsimSimResult pr;
+    PsimSimPlacement pl = {.device_of = t.p->device_of, .seq = t.p->seq, .cost = cost, .result = &pr};
+    g_assert_cmpfloat(psim_sim_placement_step(g, t.m, &pl, &err), ==, 55);
+    g_assert_no_error(err);
+    g_assert_cmpuint(pr.peak_memory[1], ==, r1_peak);
+    psim_sim_result_clear(&pr);
+    t_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -445,5 +501,6 @@ int main(int argc, char **argv)
     g_test_add_func("/placer/partition/json-round-trip", test_json_round_trip);
     g_test_add_func("/placer/partition/json-typed", test_json_typed);
     g_test_add_func("/placer/partition/sources-follow", test_sources_follow);
+    g_test_add_func("/placer/partition/constant-copies", test_constant_copies);
     return g_test_run();
 }

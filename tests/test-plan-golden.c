@@ -4,7 +4,10 @@
  * gates and priorities, planned starts and makespan as exact hex floats) is compared with
  * tests/data/plan-golden.txt. That file was written by this test (`test-plan-golden --write
  * FILE`) with the plan builder of main at d6d99c3, before partitioning was rewritten over flat
- * arrays (issue 15); a plan that differs in any bit fails, naming the case. */
+ * arrays (issue 15), and written again at the commit that gave constant generators a copy on
+ * each device that reads them instead of a Send/Recv pair (only the transformer's 24 plans
+ * changed: its shape constants are read on several devices); a plan that differs in any bit
+ * fails, naming the case. */
 #include <stdio.h>
 #include <string.h>
 

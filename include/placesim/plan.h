@@ -33,6 +33,13 @@ uint32_t psim_rounding_apply(uint32_t bits, PsimRounding r);
 /* TRUE when output k of u crosses devices as 16 bits: a float32 tensor, with compression asked
  * for every transfer (--compress) or by the producer's `_compress: true` attribute. */
 gboolean psim_plan_output_compressed(const PsimNode *u, int32_t k, gboolean compress_all);
+/* TRUE when u is a constant generator (a Const or Constant with no inputs, not fed): where it
+ * feeds a node on another device, that device gets a copy of it ("u/_const_0_on_CPU_1")
+ * instead of a Send/Recv pair, so that a constant never crosses devices at every step. Each
+ * device's executor evaluates its copy once and holds it as its own constant, as kernels
+ * expect of weights (oneDNN's Conv reorders constant weights once; a weight that arrives by a
+ * Recv is reordered at every call), and the simulator charges it nothing but its memory. */
+gboolean psim_plan_node_replicated(const PsimNode *u);
 
 /* One Send/Recv pair: tensor `port` of the partitioned graph crosses from device src to dst. */
 typedef struct {
@@ -70,13 +77,14 @@ typedef struct PsimPlan {
     int32_t n_transfers;
     PsimTransfer *transfers;
     int32_t *transfer_of_recv; /* per node: transfer index if the node is a Recv, else -1 */
+    int32_t *copy_of;          /* per node: the generator it copies (psim_plan_node_replicated), else -1 */
     double makespan_us;    /* the simulator's step time of this plan (static order) */
     /* Owned, or NULL: the cluster the plan was made for, as cluster JSON
      * ("placesim.cluster/1"), so that a saved plan can be simulated and run without naming it
      * again. Set by the caller that knows the cluster (placer/ does not). */
     char *cluster_json;
     /* How the plan was partitioned (psim_plan_partition), for a plan file to make it again:
-     * the placed graph's nodes are plan nodes 0..n_placed-1 (Send and Recv nodes follow), and
+     * the placed graph's nodes are plan nodes 0..n_placed-1 (Send, Recv and constant copies follow), and
      * compression. */
     int32_t n_placed;
     int32_t *seq;          /* owned, n_placed, or NULL: the placement's order of the placed nodes */
@@ -97,7 +105,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimPlan, psim_plan_free)
 /* The placed graph g partitioned on nd devices (device_of: per node of g): g's nodes copied (ids
  * kept, each assigned its device), and for every edge that crosses devices one Send on the
  * producer's device and one Recv on the consumer's, one pair per (tensor, destination device),
- * in the order of the edges (consumers by id, their inputs, then controls). Send/Recv names use
+ * in the order of the edges (consumers by id, their inputs, then controls); an input edge from
+ * a constant generator (psim_plan_node_replicated) gets the generator's copy on the consumer's
+ * device instead, one per (generator, device), among the Send/Recv nodes. Send/Recv names use
  * short_names ("u/_send_0_to_CPU_1"); compress_all and rounding as --compress. The plan's
  * orders and schedule are left empty (psim_plan_build fills them, or a plan file). what: the
  * algorithm, for the plan and messages. */

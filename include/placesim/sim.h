@@ -87,8 +87,9 @@ typedef struct {
     double *start, *finish;
     /* Optional, n_plan each: the times of every node of the plan psim_plan_build makes of this
      * placement (as psim_sim_run's node_start and node_end give them), its Send and Recv nodes
-     * numbered after the graph's nodes, a pair per transfer in the order they are made; the
-     * step fails when n_plan is not their count. */
+     * numbered after the graph's nodes, a pair per transfer in the order they are made, then its
+     * constant copies (psim_plan_node_replicated; at 0: resident); the step fails when n_plan is
+     * not their count. */
     double *plan_start, *plan_end;
     int32_t n_plan;
     /* Optional, per cluster device: memory limits in bytes (0: none) that result->over_* are

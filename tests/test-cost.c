@@ -252,6 +252,19 @@ static void test_other_fingerprint(void)
     g_test_trap_assert_stderr_unmatched("*another device fingerprint*another device fingerprint*");
 }
 
+/* g partitioned on two CPUs, with n_transfers Send/Recv pairs. */
+static PsimPlan *split_plan(const PsimGraph *g, const int32_t *device_of, int32_t n_transfers)
+{
+    const char *devices[2] = {"/job:localhost/replica:0/task:0/device:CPU:0",
+                              "/job:localhost/replica:0/task:0/device:CPU:1"};
+    const char *brief[2] = {"CPU_0", "CPU_1"};
+    GError *err = NULL;
+    PsimPlan *p = psim_plan_partition(g, device_of, 2, devices, brief, FALSE, PSIM_ROUNDING_TRUNCATE, "test", &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(p->n_transfers, ==, n_transfers);
+    return p;
+}
+
 /* A node whose shape argument arrives from another device keeps the signature it has on one
  * device: the Recv's tensor is the Send's, value included, so the row profiled on one device
  * (in situ) answers for it in a split plan. Without that, round-robin's Slices and Reshapes
@@ -282,18 +295,12 @@ static void test_signature_across_devices(void)
     g_autofree char *one = psim_cost_signature(g, r);
     g_assert_nonnull(strstr(one, "=24"));
 
-    const char *devices[2] = {"/job:localhost/replica:0/task:0/device:CPU:0",
-                              "/job:localhost/replica:0/task:0/device:CPU:1"};
-    const char *brief[2] = {"CPU_0", "CPU_1"};
     int32_t device_of[4];
     device_of[x->id] = 1;
     device_of[s->id] = 0; /* the shape argument is on the other device */
     device_of[r->id] = 1;
     /* A Const generator does not cross: CPU:1 has its own copy of it, with its value. */
-    g_autoptr(PsimPlan) p = psim_plan_partition(g, device_of, 2, devices, brief, FALSE,
-                                                PSIM_ROUNDING_TRUNCATE, "test", &err);
-    g_assert_no_error(err);
-    g_assert_cmpint(p->n_transfers, ==, 0);
+    g_autoptr(PsimPlan) p = split_plan(g, device_of, 0);
     const PsimNode *pr = psim_graph_node_find(p->graph, "r");
     g_assert_cmpint(p->copy_of[pr->inputs[1].node], ==, s->id);
     g_autofree char *copied = psim_cost_signature(p->graph, pr);
@@ -321,10 +328,7 @@ static void test_signature_across_devices(void)
     device_of[c->id] = 0;
     device_of[s2->id] = 0;
     device_of[r2->id] = 1;
-    g_autoptr(PsimPlan) p2 = psim_plan_partition(g2, device_of, 2, devices, brief, FALSE,
-                                                 PSIM_ROUNDING_TRUNCATE, "test", &err);
-    g_assert_no_error(err);
-    g_assert_cmpint(p2->n_transfers, ==, 1);
+    g_autoptr(PsimPlan) p2 = split_plan(g2, device_of, 1);
     const PsimNode *pr2 = psim_graph_node_find(p2->graph, "r");
     g_assert_cmpstr(psim_graph_node(p2->graph, pr2->inputs[1].node)->op, ==, "Recv");
     g_autofree char *split = psim_cost_signature(p2->graph, pr2);

@@ -434,7 +434,7 @@ static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, const char *g
         int32_t N = psim_graph_n_nodes(p->graph), nt = p->n_transfers;
         const PsimJ *st = psim_j_get(o, "start");
         if (st && st->type == PSIM_J_ARRAY && st->n != (uint32_t)N)
-            FAIL("its schedule has %u nodes where its placement partitions into %d (saved before constants "
+            FAIL("field 'start' has %u numbers where its placement partitions into %d nodes (saved before constants "
                  "were copied to the devices that read them, or edited: place the graph again)",
                  st->n, N);
         if (!read_doubles(path, psim_j_get(o, "start"), "start", (uint32_t)N, p->planned_start, error) ||

@@ -338,6 +338,18 @@ static gboolean read_doubles(const char *path, const PsimJ *a, const char *what,
     return TRUE;
 }
 
+/* A graph embedded in a plan, given the values that loading it from a file gives (shape
+ * inference sets each constant's output value from its attribute): the cost model's signatures
+ * read them (a Reshape's shape argument), so without them `sim --plan` found no row for a node
+ * that `place` had costed from the same cost DB. */
+static PsimGraph *embedded_graph(const char *path, const PsimJ *gn, GError **error)
+{
+    g_autoptr(PsimGraph) g = psim__import_json_root(path, gn, error);
+    if (!g || !psim_graph_infer_shapes(g, error))
+        return NULL;
+    return g_steal_pointer(&g);
+}
+
 /* The graph of a plan/2 file: embedded, or read from its source and checked against the hash. */
 static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *graph_path,
                               char **source, GError **error)
@@ -347,7 +359,7 @@ static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *gra
         return NULL;
     }
     if (psim_j_get(gn, "format"))
-        return psim__import_json_root(path, gn, error);
+        return embedded_graph(path, gn, error);
     const char *src = psim_j_string(psim_j_get(gn, "source")), *sha = psim_j_string(psim_j_get(gn, "sha256"));
     if (!src || !sha) {
         psim__error_file(error, path, "field 'graph': expected a graph, or 'source' and 'sha256' strings");
@@ -527,7 +539,7 @@ static PsimPlan *plan1_from_root(const char *path, const PsimJ *o, GError **erro
     uint32_t nd = da->n;
     devs = device_names(da);
     {
-        PsimGraph *g = psim__import_json_root(path, gn, error);
+        PsimGraph *g = embedded_graph(path, gn, error);
         if (!g)
             goto fail;
         p = psim_plan_new(g, (int32_t)nd, (const char *const *)devs);

@@ -107,6 +107,18 @@ for algo in heft greedy etf search round-robin; do
     [ -n "$a" ] && [ "$a" = "$b" ] || fail "$algo on a bus: place reports $a, sim gives $b"
 done
 
+# The same with a cost DB: a plan file's embedded graph gives the cost model the values of its
+# constants (a Reshape's shape is in its kernel signature), so `sim --plan` finds every row that
+# `place` found (it estimated the transformer's Reshapes, 8 us over).
+"$PSIM" profile transformer --db "$tmp/tr.db" --cluster local:1 --in-situ --in-situ-steps 3 --no-links \
+    --no-calibrate --rounds 1 --budget-ms 1 >/dev/null 2>&1 || fail "profile transformer"
+pl=$("$PSIM" place transformer --db "$tmp/tr.db" --cluster local:1 --algo single --plan "$tmp/tr-plan.json" --json) ||
+    fail "place transformer"
+sm=$("$PSIM" sim --plan "$tmp/tr-plan.json" --db "$tmp/tr.db" --json) || fail "sim transformer's plan"
+a=$(echo "$pl" | sed -n 's/.*"makespan_us":\([0-9.e+-]*\).*/\1/p')
+b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "transformer with a cost DB: place reports $a, sim --plan gives $b"
+
 # The simulator and the executor run the same nodes: what the executor evaluates before the step
 # (constants, weights, known shapes) or takes as fed is not in either timeline, a Recv's consumer
 # is never folded (the tensor arrives in every step), so `compare` matches every op, on one

@@ -396,7 +396,7 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
     GString *md = g_string_new("# placesim study\n\n");
     g_string_append_printf(md, "Cluster: %s. Each plan was simulated (static order) and run for real: %d "
                                "measured steps at least (and in each round at least " G_STRINGIFY(MEASURE_MS) " ms of them; their mean without the fastest and slowest tenth, as the in-situ rows) in %d rounds, each after warm-up steps (" G_STRINGIFY(WARMUP_MS) " ms, at least one), the "
-                               "algorithms of a graph in turn within a round. Error = (simulated - "
+                               "algorithms of a graph in turn within a round, each round starting one algorithm later. Error = (simulated - "
                                "measured) / measured.\n\n", cluster_desc, steps, rounds);
     if (refreshed)
         g_string_append_printf(md, "Each graph was profiled (in situ where it runs whole on a device: the whole graph "
@@ -565,7 +565,7 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &st->db_path, "Cost DB (default OUT/costs.db); what it lacks is profiled (read only with --no-profile)", "DB"},
         {"steps", 0, 0, G_OPTION_ARG_STRING, &st->steps_text, "Measured steps per plan at least, 1 to 100000 (default 30; each round also measures for at least " G_STRINGIFY(MEASURE_MS) " ms)", "N"},
         {"rounds", 0, 0, G_OPTION_ARG_STRING, &st->rounds_text,
-         "Measure in N rounds, the algorithms in turn within each, each after " G_STRINGIFY(WARMUP_MS) " ms of warm-up steps (default 30, at most --steps)", "N"},
+         "Measure in N rounds, the algorithms in turn within each (each round from the next), each after " G_STRINGIFY(WARMUP_MS) " ms of warm-up steps (default 30, at most --steps)", "N"},
         {"profile-rounds", 0, 0, G_OPTION_ARG_STRING, &st->profile_rounds_text,
          "Profile in N interleaved passes, samples pooled (default 100; see 'placesim profile')", "N"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &st->out_dir,
@@ -787,9 +787,9 @@ static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, 
 }
 
 /* The measured rounds of one graph's trials. Every algorithm was placed and simulated; the
- * plans run in `rounds` rounds, each algorithm's steps in turn within a round, so that a slow
- * spell of a shared machine falls on all of them rather than on one (each row's figure is the
- * trimmed mean of all its steps); the last round also records each measured timeline. With a
+ * plans run in `rounds` rounds, each algorithm's steps in turn within a round (each round from
+ * the next algorithm), so that a slow spell of a shared machine falls on all of them rather
+ * than on one (each row's figure is the trimmed mean of all its steps); the last round also records each measured timeline. With a
  * session, the graph's kernels are profiled again in passes spread between the rounds
  * (profile_rounds / rounds passes before each); with a link session, the links between CPU
  * devices (one pass before each). */
@@ -821,7 +821,11 @@ static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *sess
             psim_profile_session_passes(session, st->profile_rounds * (round + 1) / st->rounds -
                                                      st->profile_rounds * round / st->rounds);
         }
-        for (int a = 0; a < st->n_algos; a++) {
+        /* Each round starts one algorithm later, so that no plan always follows the same one
+         * (what a plan leaves in the caches, or the other core's state, is then spread over
+         * all of them rather than biasing one). */
+        for (int j = 0; j < st->n_algos; j++) {
+            int a = (j + round) % st->n_algos;
             Trial *t = &trials[a];
             if (t->r->error)
                 continue;

@@ -281,6 +281,32 @@ void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve 
     g_mutex_unlock(&m->lock);
 }
 
+static Measured *measured_row(PsimCostModel *m, int32_t device, const char *sig);
+
+void psim_cost_model_node_idle_curve(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                                     PsimIdleCurve *curve)
+{
+    psim_cost_model_idle_curve(m, device, curve);
+    if (!m->db || curve->n < 1)
+        return;
+    g_autofree char *sig = psim_cost_signature(g, n);
+    PsimIdleCurve own = *curve;
+    g_mutex_lock(&m->lock);
+    int32_t k = 0;
+    for (; k < curve->n; k++) {
+        g_autofree char *key = psim_cost_idle_key(sig, curve->gap_us[k]);
+        const Measured *row = measured_row(m, device, key);
+        if (!row || !(row->median_us >= 0) || !isfinite(row->median_us))
+            break;
+        own.extra_us[k] = MIN(row->median_us, PSIM_COST_MAX_US);
+    }
+    g_mutex_unlock(&m->lock);
+    /* Only a whole curve of the signature's own: one point of it and one of the device's mean
+     * would make a curve that neither measured. */
+    if (k == curve->n)
+        *curve = own;
+}
+
 const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(4) << 10, UINT64_C(16) << 10, UINT64_C(64) << 10,
                                                      UINT64_C(256) << 10, UINT64_C(1) << 20};
 const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_4KiB_us", "reclaim_16KiB_us", "reclaim_64KiB_us",
@@ -336,6 +362,11 @@ void psim_cost_model_hop(PsimCostModel *m, int32_t device, double *send_us, doub
 char *psim_cost_insitu_node_key(const char *signature, const PsimNode *n)
 {
     return g_strconcat(signature, PSIM_COST_NODE_SEP, n->name, NULL);
+}
+
+char *psim_cost_idle_key(const char *signature, double gap_us)
+{
+    return g_strdup_printf("%s" PSIM_COST_IDLE_SEP "%.0f", signature, gap_us);
 }
 
 /* The DB's row for `sig` (a signature or a node key) on device, cached; NULL when none. */

@@ -626,12 +626,14 @@ gboolean psim_cost_db_kernel_put_weights(PsimCostDb *db, const PsimDevice *d, co
 }
 
 /* One kernels row: a kernel timed alone (with its weights mode and the host's reference when
- * given), or in situ (method 'insitu': times from whole-model runs). */
+ * given), or another method's (NULL: 'kernel'; 'insitu': times from whole-model runs; 'idle':
+ * the extra time of an op after its device waited, under psim_cost_idle_key). */
 static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *op,
                                const char *source, const char *weights, const PsimSpeedRef *ref,
-                               double mem_weight, gboolean insitu, const PsimTimingStats *s, GError **error)
+                               double mem_weight, const char *method, const PsimTimingStats *s, GError **error)
 {
     g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
+    gboolean insitu = method != NULL;
     if (insitu && db->version < 5) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: schema version %d has no in-situ rows (5 has): open it to write to migrate it",
@@ -651,7 +653,7 @@ static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *
      * can still write rows into DBs made at older schema versions. */
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
         insitu ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
-                 " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", 'insitu')"
+                 " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10)"
         : ref ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
               " median_us, source, measured_at, weights, ref_gemm_us, ref_stream_us, mem_weight)"
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10, ?11, ?12, ?13)"
@@ -666,7 +668,9 @@ static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *
     sqlite3_bind_text(st, 3, op ? op : "", -1, SQLITE_TRANSIENT);
     bind_stats(st, 4, s);
     sqlite3_bind_text(st, 9, source ? source : "clock", -1, SQLITE_TRANSIENT);
-    if (weights || ref)
+    if (insitu)
+        sqlite3_bind_text(st, 10, method, -1, SQLITE_TRANSIENT);
+    else if (weights || ref)
         sqlite3_bind_text(st, 10, weights ? weights : "", -1, SQLITE_TRANSIENT);
     if (ref) {
         if (ref->gemm_us > 0 && ref->stream_us > 0 && isfinite(mem_weight)) {
@@ -696,7 +700,7 @@ gboolean psim_cost_db_kernel_put_ref(PsimCostDb *db, const PsimDevice *d, const 
                                      const PsimSpeedRef *ref, double mem_weight,
                                      const PsimTimingStats *s, GError **error)
 {
-    return kernel_put_row(db, d, signature, op, source, weights, ref, mem_weight, FALSE, s, error);
+    return kernel_put_row(db, d, signature, op, source, weights, ref, mem_weight, NULL, s, error);
 }
 
 gboolean psim_cost_db_kernel_get(PsimCostDb *db, const PsimDevice *d, const char *signature,
@@ -838,7 +842,14 @@ gboolean psim_cost_db_kernel_put_insitu(PsimCostDb *db, const PsimDevice *d, con
                                         const char *op, const char *source, const PsimTimingStats *s,
                                         GError **error)
 {
-    return kernel_put_row(db, d, signature, op, source ? source : "monotonic", NULL, NULL, NAN, TRUE, s, error);
+    return kernel_put_row(db, d, signature, op, source ? source : "monotonic", NULL, NULL, NAN, "insitu", s, error);
+}
+
+gboolean psim_cost_db_idle_put(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *op,
+                               double gap_us, const PsimTimingStats *s, GError **error)
+{
+    g_autofree char *key = psim_cost_idle_key(signature, gap_us);
+    return kernel_put_row(db, d, key, op, "monotonic", NULL, NULL, NAN, "idle", s, error);
 }
 
 gboolean psim_cost_db_kernel_get_method(PsimCostDb *db, const PsimDevice *d, const char *signature,

@@ -484,6 +484,57 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     return TRUE;
 }
 
+/* Per signature of g, the median over its nodes of their times after a wait (idle) less
+ * without (alone), no less than 0 nor than *floor's value for the signature (the shorter wait's:
+ * an op is no faster after a longer wait), stored as the signature's 'idle' row for gap_us on
+ * every device whose hardware ran as d; *floor gets this wait's values. */
+static gboolean store_idle_rows(PsimInsituSession *s, int32_t d, const double *alone, const double *idle,
+                                int32_t n_nodes, double gap_us, GHashTable *floor, PsimInsituReport *report,
+                                GError **error)
+{
+    const PsimGraph *g = s->g;
+    g_autoptr(GHashTable) by_sig = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                                         (GDestroyNotify)g_array_unref);
+    g_autoptr(GHashTable) op_of = g_hash_table_new(g_str_hash, g_str_equal);
+    for (int32_t v = 0; v < n_nodes; v++) {
+        if (!isfinite(alone[v]) || !isfinite(idle[v]))
+            continue;
+        const PsimNode *n = psim_graph_node(g, v);
+        char *sig = psim_cost_signature(g, n);
+        GArray *a = g_hash_table_lookup(by_sig, sig);
+        if (!a) {
+            a = g_array_new(FALSE, FALSE, sizeof(double));
+            g_hash_table_insert(by_sig, sig, a);
+            g_hash_table_insert(op_of, sig, (gpointer)n->op);
+        } else {
+            g_free(sig);
+        }
+        double x = idle[v] - alone[v];
+        g_array_append_val(a, x);
+    }
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, by_sig);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        GArray *a = val;
+        double x = MAX(psim_stats_median((double *)a->data, a->len), 0.0);
+        double *lo = g_hash_table_lookup(floor, key);
+        if (lo)
+            x = MAX(x, *lo);
+        PsimTimingStats st = {.n = a->len, .mean_us = x, .min_us = x, .median_us = x};
+        for (int32_t e = 0; e < s->p->n_devices; e++) {
+            if (s->first_of[e] != d)
+                continue;
+            if (!psim_cost_db_idle_put(s->p->db, psim_cluster_device(s->p->cluster, e), key,
+                                       g_hash_table_lookup(op_of, key), gap_us, &st, error))
+                return FALSE;
+            report->idle_rows++;
+        }
+        g_hash_table_insert(floor, g_strdup(key), g_memdup2(&x, sizeof x));
+    }
+    return TRUE;
+}
+
 /* Calibration `kind` of every device whose hardware ran as d (calibrations are per device;
  * identical CPUs share the one run, a GPU runs for itself), counted in report. */
 static gboolean put_for_hardware(PsimInsituSession *s, int32_t d, const char *kind, double value,
@@ -533,6 +584,7 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
          * no less after the long wait than after the short one). CPUs only: a GPU has no idle
          * run. */
         double extra_short = 0;
+        g_autoptr(GHashTable) floor = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
         for (int k = 0; k < 2 && ok; k++) {
             g_autofree double *idle =
                 s->idle[k][d].per_node ? node_times(g, &s->idle[k][d], s->constant) : NULL;
@@ -541,6 +593,10 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             int32_t n_both = idle ? count_finite(alone[d], r->n_nodes, idle) : 0;
             if (!(a > 0 && b > 0 && n_both > 0))
                 break;
+            if (!store_idle_rows(s, d, alone[d], idle, r->n_nodes, insitu_idle_us[k], floor, report, error)) {
+                ok = FALSE;
+                break;
+            }
             double extra = MAX(k ? extra_short : 0.0, (b - a) / n_both);
             g_autofree char *detail = g_strdup_printf(
                 "in-situ: mean per op (%d ops) of %s's op times with the executor waiting %.0f us before "

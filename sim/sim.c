@@ -233,6 +233,7 @@ typedef struct {
     int32_t *out_off;
     int32_t *remaining;
     double *cost;           /* per node, on its device */
+    PsimIdleCurve *idle;    /* per node, on a device with an idle curve: its own (NULL: none) */
     uint64_t *out_total;    /* per node: bytes of all its outputs */
     int32_t *in_off, *in_slot; /* per node: the output slots it consumes (parameters excluded) */
     uint64_t *slot_bytes;   /* per output slot */
@@ -593,7 +594,7 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
     /* A node that starts after its device waited within the step runs slower (the executor
      * waits; psim_cost_model_idle_curve). */
     double extra = dv->busy == 0 && dv->ran && s->kind[v] == KIND_COMPUTE
-                       ? psim_cost_idle_extra(&dv->idle, s->now - dv->idle_since)
+                       ? psim_cost_idle_extra(s->idle ? &s->idle[v] : &dv->idle, s->now - dv->idle_since)
                        : 0;
     stream_take(s, v, d);
     /* start[v] holds the time v became ready; if it waited for its device since, what freed
@@ -912,6 +913,16 @@ static void setup_common(Sim *s)
     }
     if (s->n_pool_costs > 0)
         pool_setup(s);
+    /* Each computed node's own idle curve where its device has one (its signature's 'idle'
+     * rows: a MatMul pays microseconds after a wait, a Reshape nothing). */
+    for (int32_t v = 0; v < s->n; v++) {
+        if (s->kind[v] != KIND_COMPUTE || s->dev[s->dev_of[v]].idle.n < 1)
+            continue;
+        if (!s->idle)
+            s->idle = g_new0(PsimIdleCurve, s->n + 1);
+        psim_cost_model_node_idle_curve(s->m, s->g, psim_graph_node(s->g, v), s->cluster_dev[s->dev_of[v]],
+                                        &s->idle[v]);
+    }
     /* Links of the pairs the transfers use only: a plan over thousands of devices has far fewer
      * pairs in use than nd^2. */
     s->link = g_new0(Link, s->n_xf + 1);
@@ -966,6 +977,7 @@ static void sim_free(Sim *s)
     g_free(s->out_off);
     g_free(s->remaining);
     g_free(s->cost);
+    g_free(s->idle);
     g_free(s->out_total);
     g_free(s->in_off);
     g_free(s->in_slot);
@@ -1188,11 +1200,18 @@ static void sim_reset(Sim *s, const int32_t *pending0, const int32_t *remaining0
 
 /* The step as it runs step after step: the pools of the devices at a step's start are what the
  * step before left in them (the executor's pools keep every block), so a first pass fills them
- * and a second one, starting from them, is the step. Without pool costs one pass. */
+ * and a second one, starting from them, is the step. A device's wait does not end with the
+ * step either: one that ran its last node before the step ended waits from then into the next
+ * step, so with idle curves its first node of the second pass is charged that wait too (in a
+ * one-device plan the device ends the step: nothing). Without pool costs or idle curves one
+ * pass. */
 static gboolean sim_steady(Sim *s)
 {
     g_autofree int32_t *pending0 = NULL, *remaining0 = NULL;
-    if (s->read_remote) {
+    gboolean idle = FALSE;
+    for (int32_t d = 0; d < s->nd && !idle; d++)
+        idle = s->dev[d].idle.n > 0;
+    if (s->read_remote || idle) {
         pending0 = g_memdup2(s->pending, sizeof(int32_t) * (size_t)(s->n + 1));
         remaining0 = g_memdup2(s->remaining, sizeof(int32_t) * (size_t)(s->out_off[s->n] + 1));
     }
@@ -1200,7 +1219,20 @@ static gboolean sim_steady(Sim *s)
         return FALSE;
     if (!pending0)
         return TRUE;
+    double step = 0;
+    for (int32_t v = 0; v < s->n; v++)
+        step = MAX(step, s->end[v]);
+    g_autofree double *since = g_new(double, s->nd + 1);
+    g_autofree gboolean *ran = g_new(gboolean, s->nd + 1);
+    for (int32_t d = 0; d < s->nd; d++) {
+        ran[d] = s->dev[d].ran;
+        since[d] = s->dev[d].idle_since - step;
+    }
     sim_reset(s, pending0, remaining0);
+    for (int32_t d = 0; d < s->nd; d++) {
+        s->dev[d].ran = ran[d];
+        s->dev[d].idle_since = ran[d] ? MIN(since[d], 0.0) : 0;
+    }
     return sim_loop(s);
 }
 

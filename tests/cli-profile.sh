@@ -66,6 +66,7 @@ r = json.load(open(sys.argv[1]))
 s = r["in_situ"][0]
 assert s["ran"] and s["rows"] >= 2 and s["ops"] >= s["rows"] and s["devices_run"] == 1, s
 assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0 and s["idle_extra_us"] >= 0, s
+assert s["idle_rows"] == 4 * s["rows"], s
 assert r["measured"] == 0 and r["skipped"] == 2 * s["rows"], r
 open(sys.argv[1] + ".rows", "w").write(str(s["rows"]))
 PY
@@ -76,6 +77,14 @@ if command -v sqlite3 > /dev/null; then
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_extra_us' AND value >= 0")" = 2 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'idle_gap_us' AND value = 50")" = 2 ]
     [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM calibration WHERE kind = 'busy_factor' AND value > 0")" = 2 ]
+    # Each signature's own extra after each of the two waits, on both devices, never negative
+    # and never less after the long wait than after the short one.
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels WHERE method = 'idle' AND median_us >= 0")" = \
+        $((4 * $(cat "$tmp/insitu.json.rows"))) ]
+    [ "$(sqlite3 "$tmp/i.db" "SELECT count(*) FROM kernels a JOIN kernels b ON a.device_id = b.device_id
+        AND b.signature = replace(a.signature, char(31) || 'idle=50', char(31) || 'idle=500')
+        WHERE a.method = 'idle' AND a.signature LIKE '%idle=50' AND b.median_us >= a.median_us")" = \
+        $((2 * $(cat "$tmp/insitu.json.rows"))) ]
 fi
 # The simulator reaches those rows through the cost model: the single plan of mlp is all
 # measured, and its step is the rows plus one dispatch gap per op, the figure profile --in-situ

@@ -518,10 +518,13 @@ static void test_resnet50_trace(void)
     psim_sim_result_clear(&r);
 }
 
-/* A node that starts after its device waited within the step takes the device's idle
- * curve longer, linearly in the wait up to idle_gap_us. P:1 runs D (0..10), waits 20 us
- * for A (P:0, 0..30, arrives at once), so C (100 us) takes 100 + 15 * 20 / 50 = 106; E right
- * after C did not wait (10 us); D, its first node, is not charged. Without the rows C takes 100. */
+/* A node that starts after its device waited takes the device's idle curve longer, linearly
+ * in the wait up to idle_gap_us, flat after. Within the step: P:1 runs D (0..10), then waits
+ * for A (P:0, arrives at once) to run C (100 us); E right after C did not wait (10 us). Across
+ * steps: P:0 ends its part (A) long before the step ends and waits into the next step, so A,
+ * its first node, is charged that wait (116 us: 15); D is not (P:1 ends the step). So A runs
+ * 0..45, C waits 35 us: 100 + 15 * 35 / 50 = 110.5, and the step is 165.5. Without the rows A
+ * ends at 30, C takes 100, the step 140. */
 /* P:1 runs D (0..10) then, after a Send of A (P:0, 0..30), C (100 us): C waits 20 us. */
 static void idle_plan(B *b)
 {
@@ -591,10 +594,11 @@ static void test_idle(void)
         PsimSimResult r;
         g_autoptr(PsimTimeline) t = idle_run(&b, p, path, with, &r);
         g_assert_cmpfloat_with_epsilon(op_end(t, "D"), 10, 1e-9);
-        g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 30, 1e-9);
-        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), with ? 106 : 100, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "A"), with ? 45 : 30, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_start(t, "C"), with ? 45 : 30, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), with ? 110.5 : 100, 1e-9);
         g_assert_cmpfloat_with_epsilon(op_end(t, "E") - op_start(t, "E"), 10, 1e-9);
-        g_assert_cmpfloat_with_epsilon(r.step_time_us, with ? 146 : 140, 1e-9);
+        g_assert_cmpfloat_with_epsilon(r.step_time_us, with ? 165.5 : 140, 1e-9);
         psim_sim_result_clear(&r);
         psim_plan_free(p);
         b_free(&b);
@@ -608,8 +612,9 @@ static void test_idle(void)
     g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&two, 10), 3, 1e-12);
     g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&two, 275), 37.5, 1e-12);
     g_assert_cmpfloat_with_epsilon(psim_cost_idle_extra(&two, 5000), 60, 1e-12);
-    /* A second point from the DB (2 us after 10, 12 after 30): C's wait of 20 us between them
-     * costs 7. */
+    /* A second point from the DB (2 us after 10, 12 after 30, flat after): A waited 107 us from
+     * the step before (the first pass's step, 137, less A's end, 30), 12; so C starts at 42,
+     * having waited 32 us: 12. */
     {
         B b;
         idle_plan(&b);
@@ -632,8 +637,32 @@ static void test_idle(void)
         g_autoptr(PsimTimeline) t = NULL;
         g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
         g_assert_no_error(err);
-        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 100 + 7, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 42, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 100 + 12, 1e-9);
         psim_sim_result_clear(&r);
+        /* C's signature's own points (0.5 us after 10, 1.5 after 30: profile --in-situ's 'idle'
+         * rows) replace the device's: its 32 us wait costs 1.5 (A keeps the device's curve).
+         * One of them alone is no curve: the device's stays. */
+        const PsimNode *c_node = psim_graph_node_find(p->graph, "C");
+        g_autofree char *sig = psim_cost_signature(p->graph, c_node);
+        for (int rows = 1; rows <= 2; rows++) {
+            for (int32_t d = 0; d < 2; d++) {
+                const PsimDevice *dev = psim_cluster_device(b.c, d);
+                PsimTimingStats st = {.n = 1, .mean_us = rows == 1 ? 0.5 : 1.5, .median_us = rows == 1 ? 0.5 : 1.5};
+                g_assert_true(psim_cost_db_idle_put(db, dev, sig, c_node->op, rows == 1 ? 10 : 30, &st, &err));
+            }
+            g_autoptr(PsimCostModel) m2 = psim_cost_model_new(b.c, db);
+            PsimIdleCurve own;
+            psim_cost_model_node_idle_curve(m2, p->graph, c_node, 1, &own);
+            g_assert_cmpint(own.n, ==, 2);
+            g_assert_cmpfloat(own.extra_us[0], ==, rows == 1 ? 2 : 0.5);
+            g_autoptr(PsimTimeline) t2 = NULL;
+            g_assert_true(psim_sim_run(p, m2, &o, &r, &t2, &err));
+            g_assert_no_error(err);
+            g_assert_cmpfloat_with_epsilon(op_start(t2, "C"), 42, 1e-9);
+            g_assert_cmpfloat_with_epsilon(op_end(t2, "C") - op_start(t2, "C"), rows == 1 ? 112 : 101.5, 1e-9);
+            psim_sim_result_clear(&r);
+        }
         psim_plan_free(p);
         b_free(&b);
     }
@@ -654,8 +683,9 @@ static void b_init_by_dst(B *b, double GBps, double lat)
 }
 
 /* A copy does not end a device's wait: P:1 runs D (0..10), then copies A's 10 kB at 1 GB/s on
- * arrival (a by-destination link: 30..40), then C (100 us) waited 30 us since D: 100 + 15 * 30 /
- * 50 = 109, not 100 as if the copy had been work that ended the wait. */
+ * arrival (a by-destination link: 45..55; A, P:0's first node, waited from the step before
+ * and ends at 45, as in test_idle), then C (100 us) waited 45 us since D: 100 + 15 * 45 / 50 =
+ * 113.5, not 100 as if the copy had been work that ended the wait. */
 static void test_idle_after_copy(void)
 {
     g_autofree char *dir = g_dir_make_tmp("psim-idle-copy-XXXXXX", NULL);
@@ -669,8 +699,8 @@ static void test_idle_after_copy(void)
     PsimPlan *p = b_plan(&b);
     PsimSimResult r;
     g_autoptr(PsimTimeline) t = idle_run(&b, p, path, TRUE, &r);
-    g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 40, 1e-9);
-    g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 109, 1e-9);
+    g_assert_cmpfloat_with_epsilon(op_start(t, "C"), 55, 1e-9);
+    g_assert_cmpfloat_with_epsilon(op_end(t, "C") - op_start(t, "C"), 113.5, 1e-9);
     psim_sim_result_clear(&r);
     psim_plan_free(p);
     b_free(&b);

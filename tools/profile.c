@@ -95,6 +95,7 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
         if (ok[i]) {
             psim_cli_json_int(b, "rows", rep[i].rows);
             psim_cli_json_int(b, "node_rows", rep[i].node_rows);
+            psim_cli_json_int(b, "idle_rows", rep[i].idle_rows);
             psim_cli_json_int(b, "ops", rep[i].n_nodes);
             psim_cli_json_int(b, "devices_run", rep[i].n_runs);
             psim_cli_json_int(b, "calibrations", rep[i].calibrations);
@@ -362,11 +363,12 @@ int psim_cmd_profile(int argc, char **argv)
     for (guint i = 0; in_situ && i < graphs->len; i++)
         if (insitu_ok[i])
             printf("in-situ      %s: %d rows (and %d of single nodes), %d ops a step, step %.1f us (rows + gaps: "
-                   "%.1f us), dispatch %.2f us/op, busy x%.3f, after a wait +%.2f us/op (+%.2f after a long one)\n",
+                   "%.1f us), dispatch %.2f us/op, busy x%.3f, after a wait +%.2f us/op (+%.2f after a long one; %d rows of "
+                   "each signature's own)\n",
                    psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows, insitu[i].node_rows,
                    insitu[i].n_nodes,
                    insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us, insitu[i].busy_factor,
-                   insitu[i].idle_extra_us, insitu[i].idle_extra_long_us);
+                   insitu[i].idle_extra_us, insitu[i].idle_extra_long_us, insitu[i].idle_rows);
         else
             printf("in-situ      %s: cannot run whole; kernels timed alone\n",
                    psim_graph_name(g_ptr_array_index(graphs, i)));

@@ -88,6 +88,10 @@ typedef struct {
     double gap_us[2], extra_us[2];
 } PsimIdleCurve;
 void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve *curve);
+/* The same for node n of g: its signature's own points where the DB has an 'idle' row for each
+ * of the device's waits (psim_cost_idle_key), else the device's curve. */
+void psim_cost_model_node_idle_curve(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
+                                     PsimIdleCurve *curve);
 /* What the executor's transfer from a CPU device to another (the destination's thread copies)
  * costs around the copy (profiler/hop.c; calibrations "send_us" and "handoff_us", 0 without
  * them): the Send, on the source's thread right after the tensor's producer, and the hand-off,
@@ -373,6 +377,16 @@ gboolean psim_cost_db_kernel_put_insitu(PsimCostDb *db, const PsimDevice *d, con
  * in the step (zoo:transformer's first MatMul after a LayerNorm 3.3 us, the next two 1.8 us). */
 #define PSIM_COST_NODE_SEP "\x1f@"
 char *psim_cost_insitu_node_key(const char *signature, const PsimNode *n);
+/* The extra time of a kernel after its device waited (profile --in-situ: each op of the graph
+ * run again with the executor waiting gap_us before each, less its time without; the median
+ * over the nodes of the signature) is a 'idle' row of its own, under this key (the signature,
+ * PSIM_COST_IDLE_SEP, the wait): an op's slow-down after a wait is its own (zoo:transformer's
+ * MatMuls 1.5-3.4 us after 50 us, its Reshapes and Transposes nothing), where the device's
+ * idle_extra_us calibration is their mean. */
+#define PSIM_COST_IDLE_SEP "\x1fidle="
+char *psim_cost_idle_key(const char *signature, double gap_us);
+gboolean psim_cost_db_idle_put(PsimCostDb *db, const PsimDevice *d, const char *signature, const char *op,
+                               double gap_us, const PsimTimingStats *s, GError **error);
 /* TRUE when the DB holds any such node row (FALSE before schema 5). */
 gboolean psim_cost_db_has_node_rows(PsimCostDb *db, GError **error);
 /* The row of `method` ("kernel" or "insitu") for signature on d (or on identical hardware, as

@@ -239,6 +239,7 @@ typedef struct {
     int32_t rows;         /* (signature, device) in-situ rows stored */
     int32_t node_rows;    /* (node, device) rows of nodes sharing a signature (psim_cost_insitu_node_key) */
     int32_t calibrations; /* calibration rows stored */
+    int32_t idle_rows;    /* (signature, wait, device) rows of an op's extra time after a wait (psim_cost_idle_key) */
     double step_us;       /* the first device's median step, alone */
     double ops_us;        /* the step its rows predict: each node's row plus one dispatch gap */
     double dispatch_us;   /* its op-to-op gap (dispatch_us) */

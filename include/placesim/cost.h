@@ -194,7 +194,8 @@ static inline double psim_cost_cold_us(const PsimColdCurve *c, double distance, 
     return per * bytes / 1048576.0;
 }
 /* The microseconds the simulator adds to a node that starts on a device after idle_us of waiting
- * within the step: linear from 0 through the curve's points, then its last value. */
+ * (within the step, or since the device's last node of the step before): linear from 0 through
+ * the curve's points, then its last value. */
 static inline double psim_cost_idle_extra(const PsimIdleCurve *c, double idle_us)
 {
     if (!c || c->n < 1 || !(idle_us > 0))

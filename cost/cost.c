@@ -50,6 +50,20 @@ static void const_mask_free(ConstMask *c)
     g_free(c);
 }
 
+/* A graph's nodes' idle curves asked so far (psim_cost_model_node_idle_curve), by node id times
+ * the devices plus device: a placer simulates the same graph thousands of times. */
+typedef struct {
+    uint64_t version;
+    int32_t n_nodes, n_dev;
+    GHashTable *curves; /* int64 key -> PsimIdleCurve* */
+} IdleCache;
+
+static void idle_cache_free(IdleCache *c)
+{
+    g_hash_table_destroy(c->curves);
+    g_free(c);
+}
+
 struct PsimCostModel {
     const PsimCluster *cluster;
     PsimCostDb *db;
@@ -63,6 +77,7 @@ struct PsimCostModel {
     GHashTable *measured; /* "device\nsignature" (or node key) -> Measured*, or NULL: no row */
     int node_rows;        /* the DB has in-situ node rows: -1 not asked yet, 0, 1 */
     GHashTable *constant; /* PsimGraph* -> ConstMask*, checked against the graph's version */
+    GHashTable *idle;     /* PsimGraph* -> IdleCache*, likewise */
     gboolean db_error_warned;
 };
 
@@ -86,6 +101,7 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     m->measured = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     m->node_rows = -1;
     m->constant = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)const_mask_free);
+    m->idle = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)idle_cache_free);
     m->links = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
     m->curves = g_ptr_array_new_with_free_func((GDestroyNotify)psim_link_curve_free);
     return m;
@@ -97,6 +113,7 @@ void psim_cost_model_free(PsimCostModel *m)
         return;
     g_hash_table_destroy(m->measured);
     g_hash_table_destroy(m->constant);
+    g_hash_table_destroy(m->idle);
     g_free(m->rates);
     g_hash_table_destroy(m->links);
     g_ptr_array_unref(m->curves);
@@ -118,6 +135,7 @@ static void ensure_size(PsimCostModel *m)
     m->rates = g_new0(DeviceRates, n ? n : 1);
     m->n_dev = n;
     g_hash_table_remove_all(m->measured);
+    g_hash_table_remove_all(m->idle);
     m->node_rows = -1;
 }
 
@@ -287,24 +305,41 @@ void psim_cost_model_node_idle_curve(PsimCostModel *m, const PsimGraph *g, const
                                      PsimIdleCurve *curve)
 {
     psim_cost_model_idle_curve(m, device, curve);
-    if (!m->db || curve->n < 1)
+    if (!m->db || curve->n < 1 || device < 0)
         return;
+    g_mutex_lock(&m->lock);
+    IdleCache *c = g_hash_table_lookup(m->idle, g);
+    if (!c || c->version != psim_graph_version(g) || c->n_nodes != psim_graph_n_nodes(g) || c->n_dev != m->n_dev) {
+        c = g_new0(IdleCache, 1);
+        c->version = psim_graph_version(g);
+        c->n_nodes = psim_graph_n_nodes(g);
+        c->n_dev = m->n_dev;
+        c->curves = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, g_free);
+        g_hash_table_replace(m->idle, (gpointer)g, c);
+    }
+    gint64 key = (gint64)n->id * m->n_dev + device;
+    const PsimIdleCurve *known = g_hash_table_lookup(c->curves, &key);
+    if (known) {
+        *curve = *known;
+        g_mutex_unlock(&m->lock);
+        return;
+    }
     g_autofree char *sig = psim_cost_signature(g, n);
     PsimIdleCurve own = *curve;
-    g_mutex_lock(&m->lock);
     int32_t k = 0;
     for (; k < curve->n; k++) {
-        g_autofree char *key = psim_cost_idle_key(sig, curve->gap_us[k]);
-        const Measured *row = measured_row(m, device, key);
+        g_autofree char *rk = psim_cost_idle_key(sig, curve->gap_us[k]);
+        const Measured *row = measured_row(m, device, rk);
         if (!row || !(row->median_us >= 0) || !isfinite(row->median_us))
             break;
         own.extra_us[k] = MIN(row->median_us, PSIM_COST_MAX_US);
     }
-    g_mutex_unlock(&m->lock);
     /* Only a whole curve of the signature's own: one point of it and one of the device's mean
      * would make a curve that neither measured. */
     if (k == curve->n)
         *curve = own;
+    g_hash_table_insert(c->curves, g_memdup2(&key, sizeof key), g_memdup2(curve, sizeof *curve));
+    g_mutex_unlock(&m->lock);
 }
 
 const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(4) << 10, UINT64_C(16) << 10, UINT64_C(64) << 10,

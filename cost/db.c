@@ -633,8 +633,8 @@ static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *
                                double mem_weight, const char *method, const PsimTimingStats *s, GError **error)
 {
     g_return_val_if_fail(db && d && signature && s && s->n > 0, FALSE);
-    gboolean insitu = method != NULL;
-    if (insitu && db->version < 5) {
+    gboolean with_method = method != NULL;
+    if (with_method && db->version < 5) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_INPUT,
                     "%s: schema version %d has no in-situ rows (5 has): open it to write to migrate it",
                     db->path, db->version);
@@ -652,8 +652,8 @@ static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *
     /* Without a mode (or a reference) the columns are left out (their defaults), so that tests
      * can still write rows into DBs made at older schema versions. */
     PSIM_SQLITE_CHECK(db->sql, sqlite3_prepare_v2(db->sql,
-        insitu ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
-                 " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10)"
+        with_method ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
+                      " median_us, source, measured_at, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10)"
         : ref ? "INSERT OR REPLACE INTO kernels(signature, device_id, op, n, mean_us, stddev_us, min_us,"
               " median_us, source, measured_at, weights, ref_gemm_us, ref_stream_us, mem_weight)"
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " NOW ", ?10, ?11, ?12, ?13)"
@@ -668,7 +668,7 @@ static gboolean kernel_put_row(PsimCostDb *db, const PsimDevice *d, const char *
     sqlite3_bind_text(st, 3, op ? op : "", -1, SQLITE_TRANSIENT);
     bind_stats(st, 4, s);
     sqlite3_bind_text(st, 9, source ? source : "clock", -1, SQLITE_TRANSIENT);
-    if (insitu)
+    if (with_method)
         sqlite3_bind_text(st, 10, method, -1, SQLITE_TRANSIENT);
     else if (weights || ref)
         sqlite3_bind_text(st, 10, weights ? weights : "", -1, SQLITE_TRANSIENT);

@@ -220,27 +220,35 @@ static double step_gap(const Run *r)
     return n ? sum / (double)n : NAN;
 }
 
+/* Each node's signature where med[] has a time (NULL elsewhere); free with sigs_free. */
+static char **node_sigs(const PsimGraph *g, int32_t n, const double *med)
+{
+    char **sig_of = g_new0(char *, n + 1);
+    for (int32_t v = 0; v < n; v++)
+        if (!isnan(med[v]))
+            sig_of[v] = psim_cost_signature(g, psim_graph_node(g, v));
+    return sig_of;
+}
+
+static void sigs_free(char **sig_of, int32_t n)
+{
+    for (int32_t v = 0; sig_of && v < n; v++)
+        g_free(sig_of[v]);
+    g_free(sig_of);
+}
+
 /* Stores one row per signature on device d: the median of its nodes' times (node_times, each a
  * trimmed mean over the steps); n, mean, stddev and min over all their samples. A node whose
- * signature others share also gets a row of its own (its time; its samples). */
+ * signature others share also gets a row of its own (its time; its samples). sig_of: node_sigs
+ * of med. */
 static gboolean store_rows(PsimProfiler *p, const PsimGraph *g, const Run *r, const double *med,
-                           const PsimDevice *d, PsimInsituReport *report, GError **error)
+                           char *const *sig_of, const PsimDevice *d, PsimInsituReport *report, GError **error)
 {
-    g_autoptr(GHashTable) sigs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autoptr(GHashTable) sigs = g_hash_table_new(g_str_hash, g_str_equal);
     g_autoptr(GPtrArray) order = g_ptr_array_new(); /* first node of each signature */
-    g_autofree char **sig_of = g_new0(char *, r->n_nodes + 1);
-    for (int32_t v = 0; v < r->n_nodes; v++) {
-        if (isnan(med[v]))
-            continue;
-        char *sig = psim_cost_signature(g, psim_graph_node(g, v));
-        if (g_hash_table_contains(sigs, sig)) {
-            sig_of[v] = sig;
-        } else {
-            g_hash_table_insert(sigs, sig, GINT_TO_POINTER(v + 1));
+    for (int32_t v = 0; v < r->n_nodes; v++)
+        if (sig_of[v] && g_hash_table_add(sigs, sig_of[v]))
             g_ptr_array_add(order, GINT_TO_POINTER(v));
-            sig_of[v] = g_strdup(sig);
-        }
-    }
     gboolean ok = TRUE;
     for (guint k = 0; ok && k < order->len; k++) {
         int32_t v0 = GPOINTER_TO_INT(g_ptr_array_index(order, k));
@@ -273,8 +281,6 @@ static gboolean store_rows(PsimProfiler *p, const PsimGraph *g, const Run *r, co
                 report->node_rows++;
         }
     }
-    for (int32_t v = 0; v < r->n_nodes; v++)
-        g_free(sig_of[v]);
     return ok;
 }
 
@@ -484,53 +490,46 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     return TRUE;
 }
 
-/* Per signature of g, the median over its nodes of their times after a wait (idle) less
- * without (alone), no less than 0 nor than *floor's value for the signature (the shorter wait's:
- * an op is no faster after a longer wait), stored as the signature's 'idle' row for gap_us on
- * every device whose hardware ran as d; *floor gets this wait's values. */
+/* Per signature (sig_of: node_sigs of alone), the median over its nodes of their times after a
+ * wait (idle) less without (alone), no less than 0 nor than *floor's value for the signature
+ * (the shorter wait's: an op is no faster after a longer wait), stored as the signature's 'idle'
+ * row for gap_us on every device whose hardware ran as d; *floor gets this wait's values. */
 static gboolean store_idle_rows(PsimInsituSession *s, int32_t d, const double *alone, const double *idle,
-                                int32_t n_nodes, double gap_us, GHashTable *floor, PsimInsituReport *report,
-                                GError **error)
+                                char *const *sig_of, int32_t n_nodes, double gap_us, GHashTable *floor,
+                                PsimInsituReport *report, GError **error)
 {
-    const PsimGraph *g = s->g;
-    g_autoptr(GHashTable) by_sig = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+    g_autoptr(GHashTable) by_sig = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
                                                          (GDestroyNotify)g_array_unref);
-    g_autoptr(GHashTable) op_of = g_hash_table_new(g_str_hash, g_str_equal);
+    g_autoptr(GPtrArray) order = g_ptr_array_new(); /* first node of each signature */
     for (int32_t v = 0; v < n_nodes; v++) {
-        if (!isfinite(alone[v]) || !isfinite(idle[v]))
+        if (!sig_of[v] || !isfinite(alone[v]) || !isfinite(idle[v]))
             continue;
-        const PsimNode *n = psim_graph_node(g, v);
-        char *sig = psim_cost_signature(g, n);
-        GArray *a = g_hash_table_lookup(by_sig, sig);
+        GArray *a = g_hash_table_lookup(by_sig, sig_of[v]);
         if (!a) {
             a = g_array_new(FALSE, FALSE, sizeof(double));
-            g_hash_table_insert(by_sig, sig, a);
-            g_hash_table_insert(op_of, sig, (gpointer)n->op);
-        } else {
-            g_free(sig);
+            g_hash_table_insert(by_sig, sig_of[v], a);
+            g_ptr_array_add(order, GINT_TO_POINTER(v));
         }
         double x = idle[v] - alone[v];
         g_array_append_val(a, x);
     }
-    GHashTableIter it;
-    gpointer key, val;
-    g_hash_table_iter_init(&it, by_sig);
-    while (g_hash_table_iter_next(&it, &key, &val)) {
-        GArray *a = val;
+    for (guint k = 0; k < order->len; k++) {
+        int32_t v0 = GPOINTER_TO_INT(g_ptr_array_index(order, k));
+        GArray *a = g_hash_table_lookup(by_sig, sig_of[v0]);
         double x = MAX(psim_stats_median((double *)a->data, a->len), 0.0);
-        double *lo = g_hash_table_lookup(floor, key);
+        double *lo = g_hash_table_lookup(floor, sig_of[v0]);
         if (lo)
             x = MAX(x, *lo);
         PsimTimingStats st = {.n = a->len, .mean_us = x, .min_us = x, .median_us = x};
         for (int32_t e = 0; e < s->p->n_devices; e++) {
             if (s->first_of[e] != d)
                 continue;
-            if (!psim_cost_db_idle_put(s->p->db, psim_cluster_device(s->p->cluster, e), key,
-                                       g_hash_table_lookup(op_of, key), gap_us, &st, error))
+            if (!psim_cost_db_idle_put(s->p->db, psim_cluster_device(s->p->cluster, e), sig_of[v0],
+                                       psim_graph_node(s->g, v0)->op, gap_us, &st, error))
                 return FALSE;
             report->idle_rows++;
         }
-        g_hash_table_insert(floor, g_strdup(key), g_memdup2(&x, sizeof x));
+        g_hash_table_insert(floor, g_strdup(sig_of[v0]), g_memdup2(&x, sizeof x));
     }
     return TRUE;
 }
@@ -571,7 +570,8 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         const Run *r = &s->alone[d];
         alone[d] = node_times(g, r, s->constant);
-        ok = store_rows(p, g, r, alone[d], dev, report, error);
+        char **sig_of = node_sigs(g, r->n_nodes, alone[d]);
+        ok = store_rows(p, g, r, alone[d], sig_of, dev, report, error);
         double gap = step_gap(r);
         if (ok && !isnan(gap)) {
             g_autofree char *detail = g_strdup_printf(
@@ -593,7 +593,8 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             int32_t n_both = idle ? count_finite(alone[d], r->n_nodes, idle) : 0;
             if (!(a > 0 && b > 0 && n_both > 0))
                 break;
-            if (!store_idle_rows(s, d, alone[d], idle, r->n_nodes, insitu_idle_us[k], floor, report, error)) {
+            if (!store_idle_rows(s, d, alone[d], idle, sig_of, r->n_nodes, insitu_idle_us[k], floor, report,
+                                 error)) {
                 ok = FALSE;
                 break;
             }
@@ -610,6 +611,7 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
                 report->idle_extra_long_us = extra;
             extra_short = extra;
         }
+        sigs_free(sig_of, r->n_nodes);
         if (report->n_runs == 0) {
             report->dispatch_us = isnan(gap) ? 0 : gap;
             g_autofree double *steps = g_memdup2(r->step_us->data, sizeof(double) * r->step_us->len);

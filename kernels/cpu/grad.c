@@ -18,7 +18,7 @@ static gboolean run_relu_grad(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "ReluGrad takes dY and X of one float dtype and shape");
         return FALSE;
     }
-    PsimTensor *dx = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *dx = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!dx)
         return FALSE;
     int64_t n = x->n_elems; /* hoisted: the stores could alias the tensor structs otherwise */
@@ -151,10 +151,10 @@ static gboolean run_bn_grad(PsimKernelCtx *ctx, GError **error)
                          "scale of C and optionally the batch's mean and variance of C");
         return FALSE;
     }
-    int64_t N = x->dims[0], C = x->dims[1], len = x->n_elems / (N * C);
+    int64_t N = x->dims[0], C = x->dims[1], len = N && C ? x->n_elems / (N * C) : 0;
     double eps = psim_node_attr_float(ctx->node, "epsilon", 1e-5);
     gboolean f64 = dt == PSIM_DTYPE_FLOAT64;
-    PsimTensor *dx = psim__cpu_out(ctx, 0, dt, x->rank, x->dims, error);
+    PsimTensor *dx = psim__cpu_out_all(ctx, 0, dt, x->rank, x->dims, error);
     PsimTensor *ds = dx && ctx->n_outputs > 1 ? psim__cpu_out(ctx, 1, dt, 1, &C, error) : NULL;
     PsimTensor *db = dx && ctx->n_outputs > 2 ? psim__cpu_out(ctx, 2, dt, 1, &C, error) : NULL;
     if (!dx || (ctx->n_outputs > 1 && !ds) || (ctx->n_outputs > 2 && !db))
@@ -190,7 +190,8 @@ static gboolean run_maxpool_grad(PsimKernelCtx *ctx, GError **error)
         KERR(ctx, error, "MaxPoolGrad takes dY, its int64 Indices and X of dY's float dtype");
         return FALSE;
     }
-    PsimTensor *dx = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    /* zeroed here, once (the allocator's zeroing would be a second pass) */
+    PsimTensor *dx = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!dx)
         return FALSE;
     memset(dx->data, 0, dx->nbytes);

@@ -39,7 +39,7 @@ static inline gboolean batchnorm_any(PsimKernelCtx *ctx, int64_t N, int64_t C, i
     PsimTensor *x = ctx->inputs[0];
     const void *scale = ctx->inputs[1]->data, *bias = ctx->inputs[2]->data;
     const void *mean = ctx->inputs[3]->data, *var = ctx->inputs[4]->data;
-    PsimTensor *y = psim__cpu_out(ctx, 0, x->dtype, x->rank, x->dims, error);
+    PsimTensor *y = psim__cpu_out_all(ctx, 0, x->dtype, x->rank, x->dims, error);
     if (!y)
         return FALSE;
     const void *xd = x->data;

@@ -951,10 +951,13 @@ static void test_pool(void)
         check_pool("MaxPool", 7, 7, 3, 2, 0, TRUE, FALSE, wi);
         check_pool("MaxPool", 6, 6, 2, 2, 0, FALSE, FALSE, wi);
         /* 2 x 2, stride 2 (its own path): an odd size (the last column and row dropped), the
-         * same with ceil_mode (a window past the edge: not that path), wide rows */
+         * same with ceil_mode (a window past the edge: not that path), rows of outputs that end
+         * in a block overlapping the one before (33, 14) or in whole blocks (8) */
         check_pool("MaxPool", 7, 7, 2, 2, 0, FALSE, FALSE, wi);
         check_pool("MaxPool", 7, 7, 2, 2, 0, TRUE, FALSE, wi);
         check_pool("MaxPool", 66, 66, 2, 2, 0, FALSE, FALSE, wi);
+        check_pool("MaxPool", 28, 28, 2, 2, 0, FALSE, FALSE, wi);
+        check_pool("MaxPool", 16, 16, 2, 2, 0, FALSE, FALSE, wi);
         check_pool("MaxPool", 9, 9, 3, 1, 1, FALSE, FALSE, wi);
         /* several blocks of outputs, stride 3 (nine planes), a 5x5 window with pads of 2 */
         check_pool("MaxPool", 40, 40, 3, 2, 1, TRUE, FALSE, wi);

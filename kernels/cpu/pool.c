@@ -115,24 +115,87 @@ static gboolean pool2x2(const Geo3 *g)
            g->p0[2] == 0 && 2 * g->out[1] <= g->in[1] && 2 * g->out[2] <= g->in[2];
 }
 
-PSIM_CPU_CLONES static void maxpool2x2(const Geo3 *g, int64_t NC, const float *restrict x,
-                                       float *restrict y)
+typedef float PoolV8 __attribute__((vector_size(32)));
+typedef float PoolV8U __attribute__((vector_size(32), aligned(4)));
+typedef int32_t PoolI8 __attribute__((vector_size(32)));
+typedef int32_t PoolI8U __attribute__((vector_size(32), aligned(4)));
+
+/* One output row of a 2 x 2, stride-2 max pool from input rows r0 and r1, eight outputs a pass:
+ * each tap replaces the maximum only where strictly larger (selects on masks, not branches on
+ * the data: the scalar loop's compares became branches that random data mispredicted, 10 ns an
+ * output). With code, the tap taken per output (0-3, row-major) for the Indices, and the first
+ * tap is the start; without, -inf is (a NaN never taken). */
+PSIM_CPU_CLONES static void maxpool2x2_row(const float *restrict r0, const float *restrict r1,
+                                           int64_t Wo, float *restrict o, int32_t *restrict code)
+{
+    const PoolI8 ev = {0, 2, 4, 6, 8, 10, 12, 14}, od = {1, 3, 5, 7, 9, 11, 13, 15};
+    const PoolV8 ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                         -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t ow = 0;
+    /* Rows of 8 or more end with a block that overlaps the one before (the same values written
+     * twice) rather than a scalar tail (14 x 14 outputs: 6 of 14 in the tail). */
+    for (int64_t i = 0; Wo >= 8; i += 8) {
+        int64_t at = i + 8 <= Wo ? i : Wo - 8;
+        PoolV8 u0 = *(const PoolV8U *)(r0 + 2 * at), u1 = *(const PoolV8U *)(r0 + 2 * at + 8);
+        PoolV8 w0 = *(const PoolV8U *)(r1 + 2 * at), w1 = *(const PoolV8U *)(r1 + 2 * at + 8);
+        PoolV8 tap[4] = {__builtin_shuffle(u0, u1, ev), __builtin_shuffle(u0, u1, od),
+                         __builtin_shuffle(w0, w1, ev), __builtin_shuffle(w0, w1, od)};
+        PoolV8 m = ninf;
+        PoolI8 k = {0}, t;
+        if (code) {
+            m = tap[0];
+        } else {
+            t = tap[0] > m;
+            m = (PoolV8)(((PoolI8)tap[0] & t) | ((PoolI8)m & ~t));
+        }
+        for (int32_t j = 1; j < 4; j++) {
+            t = tap[j] > m;
+            m = (PoolV8)(((PoolI8)tap[j] & t) | ((PoolI8)m & ~t));
+            k = (k & ~t) | (t & j);
+        }
+        *(PoolV8U *)(o + at) = m;
+        if (code)
+            *(PoolI8U *)(code + at) = k;
+        if (at + 8 >= Wo) {
+            ow = Wo;
+            break;
+        }
+    }
+    for (; ow < Wo; ow++) {
+        float v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
+        float m = code ? v[0] : (v[0] > -INFINITY ? v[0] : -INFINITY);
+        int32_t k = 0;
+        for (int32_t j = 1; j < 4; j++) {
+            gboolean take = v[j] > m;
+            m = take ? v[j] : m;
+            k = take ? j : k;
+        }
+        o[ow] = m;
+        if (code)
+            code[ow] = k;
+    }
+}
+
+/* The whole 2 x 2 pool; with id, ONNX's row-major Indices (flat over N and C too). */
+static gboolean maxpool2x2(const Geo3 *g, int64_t NC, const float *x, float *y, int64_t *id,
+                           GError **error)
 {
     int64_t H = g->in[1], W = g->in[2], Ho = g->out[1], Wo = g->out[2];
+    int32_t *code = NULL;
+    if (id && !(code = psim__cpu_scratch(sizeof(int32_t) * (size_t)(Wo + 8), error)))
+        return FALSE;
     for (int64_t nc = 0; nc < NC; nc++)
         for (int64_t oh = 0; oh < Ho; oh++) {
-            const float *restrict r0 = x + (nc * H + 2 * oh) * W, *restrict r1 = r0 + W;
-            float *restrict o = y + (nc * Ho + oh) * Wo;
-            for (int64_t ow = 0; ow < Wo; ow++) {
-                float m = -INFINITY, a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow],
-                      d = r1[2 * ow + 1];
-                m = a > m ? a : m;
-                m = b > m ? b : m;
-                m = c > m ? c : m;
-                m = d > m ? d : m;
-                o[ow] = m;
-            }
+            const float *r0 = x + (nc * H + 2 * oh) * W;
+            int64_t o = (nc * Ho + oh) * Wo;
+            maxpool2x2_row(r0, r0 + W, Wo, y + o, code);
+            if (!id)
+                continue;
+            int64_t at = (nc * H + 2 * oh) * W;
+            for (int64_t ow = 0; ow < Wo; ow++)
+                id[o + ow] = at + 2 * ow + (code[ow] & 1) + (code[ow] >> 1) * W;
         }
+    return TRUE;
 }
 
 /* 2-D float32 max pooling with ONNX's row-major Indices (what the training graph's MaxPool
@@ -144,26 +207,6 @@ static void maxpool2d_idx(const Geo3 *g, int64_t NC, const float *xd, float *yd,
     if (g->p0[1] == 0 && g->p0[2] == 0 && g->d[1] == 1 && g->d[2] == 1 &&
         (Ho - 1) * sh + kh <= H && (Wo - 1) * sw + kw <= W) {
         /* Every window inside the image (no padding): no bounds to check. */
-        if (kh == 2 && kw == 2 && sh == 2 && sw == 2) { /* the common one, its taps unrolled */
-            for (int64_t nc = 0; nc < NC; nc++) {
-                const float *xp = xd + nc * H * W;
-                for (int64_t oh = 0; oh < Ho; oh++) {
-                    int64_t o = (nc * Ho + oh) * Wo;
-                    for (int64_t ow = 0; ow < Wo; ow++) {
-                        int64_t p = 2 * oh * W + 2 * ow, bi = p;
-                        float best = xp[p], v;
-                        gboolean take;
-                        v = xp[p + 1], take = v > best, best = take ? v : best, bi = take ? p + 1 : bi;
-                        v = xp[p + W], take = v > best, best = take ? v : best, bi = take ? p + W : bi;
-                        v = xp[p + W + 1], take = v > best, best = take ? v : best,
-                        bi = take ? p + W + 1 : bi;
-                        yd[o + ow] = best;
-                        id[o + ow] = nc * H * W + bi;
-                    }
-                }
-            }
-            return;
-        }
         for (int64_t nc = 0; nc < NC; nc++) {
             const float *xp = xd + nc * H * W;
             for (int64_t oh = 0; oh < Ho; oh++)
@@ -225,7 +268,7 @@ static PsimTensor *pool_out(PsimKernelCtx *ctx, const PsimWindow *w, int64_t *od
     od[1] = x->dims[1];
     for (int32_t i = 0; i < w->n; i++)
         od[2 + i] = w->out[i];
-    return psim__cpu_out(ctx, 0, x->dtype, x->rank, od, error);
+    return psim__cpu_out_all(ctx, 0, x->dtype, x->rank, od, error); /* every path writes all */
 }
 
 /* Max pooling over any window, with Indices (id, optional) as ONNX flattens them. */
@@ -284,17 +327,15 @@ static gboolean run_maxpool(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     PsimTensor *ind = NULL;
     if (psim__cpu_wants(ctx, 1) &&
-        !(ind = psim__cpu_out(ctx, 1, PSIM_DTYPE_INT64, x->rank, od, error)))
+        !(ind = psim__cpu_out_all(ctx, 1, PSIM_DTYPE_INT64, x->rank, od, error)))
         return FALSE;
     gboolean col_major = psim_node_attr_int(ctx->node, "storage_order", 0) != 0;
     Geo3 g;
     geo3(&w, &g);
     int64_t NC = x->dims[0] * x->dims[1], in_sz = g.in[0] * g.in[1] * g.in[2];
     gboolean done = FALSE;
-    if (x->dtype == PSIM_DTYPE_FLOAT32 && !ind && pool2x2(&g)) {
-        maxpool2x2(&g, NC, x->data, y->data);
-        return TRUE;
-    }
+    if (x->dtype == PSIM_DTYPE_FLOAT32 && !col_major && pool2x2(&g))
+        return maxpool2x2(&g, NC, x->data, y->data, ind ? ind->data : NULL, error);
     if (x->dtype == PSIM_DTYPE_FLOAT32 && !ind &&
         !pool2d_planes(&g, NC, TRUE, FALSE, x->data, y->data, error, &done))
         return FALSE;

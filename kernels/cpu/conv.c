@@ -15,39 +15,44 @@ typedef struct {
     int64_t Ho, Wo;
 } Geo;
 
-/* Columns of output rows [oh0, oh1): rows (c, ki, kj), columns (oh, ow); a row of col is ld
- * floats apart (the columns' count, or more when several images share the buffer). */
+/* Row (ki, kj) of channel xc's columns for output rows [oh0, oh1): (oh1 - oh0) Wo floats. */
+static inline void im2col_row(const Geo *g, const float *restrict xc, int64_t ki, int64_t kj,
+                              int64_t oh0, int64_t oh1, float *restrict dst)
+{
+    /* Output columns whose input column is inside [0, W). */
+    int64_t off = kj * g->dw - g->pw;
+    int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
+    ow1 = MIN(ow1, g->Wo);
+    ow0 = MIN(ow0, ow1);
+    for (int64_t oh = oh0; oh < oh1; oh++, dst += g->Wo) {
+        int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+        if (ih < 0 || ih >= g->H) {
+            memset(dst, 0, sizeof(float) * (size_t)g->Wo);
+            continue;
+        }
+        const float *src = xc + ih * g->W;
+        for (int64_t ow = 0; ow < ow0; ow++)
+            dst[ow] = 0.0f;
+        if (g->sw == 1 && ow1 > ow0)
+            memcpy(dst + ow0, src + ow0 + off, sizeof(float) * (size_t)(ow1 - ow0));
+        else
+            for (int64_t ow = ow0; ow < ow1; ow++)
+                dst[ow] = src[ow * g->sw + off];
+        for (int64_t ow = ow1; ow < g->Wo; ow++)
+            dst[ow] = 0.0f;
+    }
+}
+
+/* Columns of output rows [oh0, oh1): rows (c, ki, kj), columns (oh, ow), ld floats apart. */
 static void im2col_ld(const Geo *g, const float *restrict x, int64_t oh0, int64_t oh1,
                       float *restrict col, int64_t ld)
 {
     for (int64_t c = 0; c < g->C; c++)
         for (int64_t ki = 0; ki < g->kh; ki++)
-            for (int64_t kj = 0; kj < g->kw; kj++) {
-                float *restrict dst = col + ((c * g->kh + ki) * g->kw + kj) * ld;
-                /* Output columns whose input column is inside [0, W). */
-                int64_t off = kj * g->dw - g->pw;
-                int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-                int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
-                ow1 = MIN(ow1, g->Wo);
-                ow0 = MIN(ow0, ow1);
-                for (int64_t oh = oh0; oh < oh1; oh++, dst += g->Wo) {
-                    int64_t ih = oh * g->sh - g->ph + ki * g->dh;
-                    if (ih < 0 || ih >= g->H) {
-                        memset(dst, 0, sizeof(float) * (size_t)g->Wo);
-                        continue;
-                    }
-                    const float *src = x + (c * g->H + ih) * g->W;
-                    for (int64_t ow = 0; ow < ow0; ow++)
-                        dst[ow] = 0.0f;
-                    if (g->sw == 1 && ow1 > ow0)
-                        memcpy(dst + ow0, src + ow0 + off, sizeof(float) * (size_t)(ow1 - ow0));
-                    else
-                        for (int64_t ow = ow0; ow < ow1; ow++)
-                            dst[ow] = src[ow * g->sw + off];
-                    for (int64_t ow = ow1; ow < g->Wo; ow++)
-                        dst[ow] = 0.0f;
-                }
-            }
+            for (int64_t kj = 0; kj < g->kw; kj++)
+                im2col_row(g, x + c * g->H * g->W, ki, kj, oh0, oh1,
+                           col + ((c * g->kh + ki) * g->kw + kj) * ld);
 }
 
 static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t oh1,
@@ -64,13 +69,22 @@ static void im2col(const Geo *g, const float *restrict x, int64_t oh0, int64_t o
  * fit this budget. */
 #define BATCH_COL_BYTES ((size_t)32 << 20)
 
-/* The columns of group gi of all N images side by side: rows K, N * Ho * Wo columns. */
+/* The columns of group gi of all N images side by side: rows K, N * Ho * Wo columns. Row by
+ * row, the images inside: each row of the buffer is written front to back (image by image, the
+ * writes went to K rows N Ho Wo floats apart, a cache line each: 1 ms of write misses for the
+ * cnn's 4 x 4 layer at batch 64, where the copying is 0.2). */
 static void im2col_batch(const Geo *g, int64_t N, int64_t group, int64_t gi, const float *x,
                          float *col)
 {
-    int64_t hwo = g->Ho * g->Wo, hwi = g->H * g->W, cin = g->C * group;
-    for (int64_t n = 0; n < N; n++)
-        im2col_ld(g, x + (n * cin + gi * g->C) * hwi, 0, g->Ho, col + n * hwo, N * hwo);
+    int64_t hwo = g->Ho * g->Wo, hwi = g->H * g->W, cin = g->C * group, ld = N * hwo;
+    for (int64_t c = 0; c < g->C; c++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                float *row = col + ((c * g->kh + ki) * g->kw + kj) * ld;
+                for (int64_t n = 0; n < N; n++)
+                    im2col_row(g, x + (n * cin + gi * g->C + c) * hwi, ki, kj, 0, g->Ho,
+                               row + n * hwo);
+            }
 }
 
 static gboolean batch_images(const Geo *g, int64_t N, int64_t K)
@@ -669,32 +683,37 @@ gboolean psim__cpu_conv_transpose_2d(const PsimConvT2d *p, const float *x, const
  * image and group, float32: dW += dY im2col(X)^T and dX = col2im(W^T dY), two sgemms; float64
  * (the gradient checks): direct loops. */
 
+/* Adds row (ki, kj) of a channel's columns (Ho Wo floats) back into that channel's image xc. */
+static inline void col2im_row(const Geo *g, const float *restrict src, int64_t ki, int64_t kj,
+                              float *restrict xc)
+{
+    int64_t off = kj * g->dw - g->pw;
+    int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
+    ow1 = MIN(ow1, g->Wo);
+    for (int64_t oh = 0; oh < g->Ho; oh++, src += g->Wo) {
+        int64_t ih = oh * g->sh - g->ph + ki * g->dh;
+        if (ih < 0 || ih >= g->H)
+            continue;
+        float *dst = xc + ih * g->W;
+        if (g->sw == 1)
+            for (int64_t ow = ow0; ow < ow1; ow++)
+                dst[ow + off] += src[ow];
+        else
+            for (int64_t ow = ow0; ow < ow1; ow++)
+                dst[ow * g->sw + off] += src[ow];
+    }
+}
+
 /* Adds columns (rows (c, ki, kj), columns (oh, ow); rows ld floats apart) back into the image
  * they came from. */
 static void col2im_add(const Geo *g, const float *restrict col, int64_t ld, float *restrict x)
 {
-    int64_t ncol = ld;
     for (int64_t c = 0; c < g->C; c++)
         for (int64_t ki = 0; ki < g->kh; ki++)
-            for (int64_t kj = 0; kj < g->kw; kj++) {
-                const float *restrict src = col + ((c * g->kh + ki) * g->kw + kj) * ncol;
-                int64_t off = kj * g->dw - g->pw;
-                int64_t ow0 = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-                int64_t ow1 = g->W - off <= 0 ? 0 : (g->W - off + g->sw - 1) / g->sw;
-                ow1 = MIN(ow1, g->Wo);
-                for (int64_t oh = 0; oh < g->Ho; oh++, src += g->Wo) {
-                    int64_t ih = oh * g->sh - g->ph + ki * g->dh;
-                    if (ih < 0 || ih >= g->H)
-                        continue;
-                    float *dst = x + (c * g->H + ih) * g->W;
-                    if (g->sw == 1)
-                        for (int64_t ow = ow0; ow < ow1; ow++)
-                            dst[ow + off] += src[ow];
-                    else
-                        for (int64_t ow = ow0; ow < ow1; ow++)
-                            dst[ow * g->sw + off] += src[ow];
-                }
-            }
+            for (int64_t kj = 0; kj < g->kw; kj++)
+                col2im_row(g, col + ((c * g->kh + ki) * g->kw + kj) * ld, ki, kj,
+                           x + c * g->H * g->W);
 }
 
 static void conv_grad_f64(const Geo *g, int64_t N, int64_t group, int64_t M, const double *dy,
@@ -732,8 +751,16 @@ static gboolean conv_grad_batched(const Geo *g, int64_t N, int64_t group, int64_
         if (dx) {
             psim__sgemm(TRUE, FALSE, K, cols, Mg, 1.0f, wd + gi * Mg * K, K, dyb, cols, 0.0f, col,
                         cols);
-            for (int64_t n = 0; n < N; n++)
-                col2im_add(g, col + n * HWo, cols, dx + (n * Cin + gi * g->C) * HWi);
+            /* Row by row, the images inside: the columns are read front to back (as
+             * im2col_batch writes them). */
+            for (int64_t c = 0; c < g->C; c++)
+                for (int64_t ki = 0; ki < g->kh; ki++)
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        const float *row = col + ((c * g->kh + ki) * g->kw + kj) * cols;
+                        for (int64_t n = 0; n < N; n++)
+                            col2im_row(g, row + n * HWo, ki, kj,
+                                       dx + (n * Cin + gi * g->C + c) * HWi);
+                    }
         }
     }
     return TRUE;

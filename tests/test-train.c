@@ -377,12 +377,14 @@ static void test_train_step_two_devices(void)
     psim_container_reset("t-train");
 }
 
-/* ConvGrad in float32 (the batched sgemm path for several images, the per-image path for one)
- * against its float64 loops, on a grouped, strided, padded convolution. */
-static void conv_grad_case(int64_t N)
+/* ConvGrad in float32 against its float64 loops, on a strided, padded convolution: grouped
+ * (the batched sgemm path for several images, the per-image path for one), or ungrouped and
+ * dilated in height (oneDNN's backward convolutions). */
+static void conv_grad_case(int64_t N, int64_t group)
 {
     g_autoptr(GError) err = NULL;
-    int64_t xd[4] = {N, 4, 9, 8}, wd[4] = {6, 2, 3, 3};
+    int64_t dil = group == 1 ? 2 : 1;
+    int64_t xd[4] = {N, 4, 9, 8}, wd[4] = {6, 4 / group, 3, 3};
     PsimTensor *out[2][3] = {{NULL}};
     for (int f = 0; f < 2; f++) {
         PsimDType dt = f ? PSIM_DTYPE_FLOAT64 : PSIM_DTYPE_FLOAT32;
@@ -391,8 +393,8 @@ static void conv_grad_case(int64_t N)
         g_autoptr(PsimTensor) w = psim_tensor_new(dt, 4, wd, NULL);
         psim_tensor_fill(x, PSIM_TENSOR_FILL_RANDOM, 1);
         psim_tensor_fill(w, PSIM_TENSOR_FILL_RANDOM, 2);
-        /* Output 5x4 (stride 2, pad 1, dilation 1 in height; stride 2, pad 1 in width). */
-        int64_t yd[4] = {N, 6, 5, 4};
+        /* Output 5x4 (stride 2, pad 1 both ways; a dilation of 2 in height: 4x4). */
+        int64_t yd[4] = {N, 6, (9 + 2 - (2 * dil + 1)) / 2 + 1, 4};
         g_autoptr(PsimTensor) dy = psim_tensor_new(dt, 4, yd, NULL);
         psim_tensor_fill(dy, PSIM_TENSOR_FILL_RANDOM, 3);
         PsimNode *c = node1(g, "cg", "ConvGrad");
@@ -404,7 +406,8 @@ static void conv_grad_case(int64_t N)
         int64_t st[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
         psim_graph_node_attr_set_ints(g, c, "strides", 2, st);
         psim_graph_node_attr_set_ints(g, c, "pads", 4, pads);
-        psim_graph_node_attr_set_int(g, c, "group", 2);
+        psim_graph_node_attr_set_int(g, c, "group", group);
+        psim_graph_node_attr_set_ints(g, c, "dilations", 2, (int64_t[]){dil, 1});
         g_assert_true(psim_graph_finalize(g, &err));
         g_assert_true(psim_graph_infer_shapes(g, &err));
         g_autoptr(PsimCluster) cl = psim_cluster_from_spec("local:1", NULL);
@@ -429,8 +432,10 @@ static void conv_grad_case(int64_t N)
 
 static void test_conv_grad(void)
 {
-    conv_grad_case(1);
-    conv_grad_case(5);
+    conv_grad_case(1, 2);
+    conv_grad_case(5, 2);
+    conv_grad_case(1, 1);
+    conv_grad_case(5, 1);
 }
 
 /* Queues through their ops: EnqueueMany of 5 rows, DequeueMany of 2 (in order), Dequeue of one,

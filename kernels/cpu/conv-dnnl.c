@@ -325,3 +325,210 @@ out:
         drop_primitives(st);
     return taken;
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* ConvGrad on oneDNN: dX by its backward-data convolution, dW by its backward-weights one, each
+ * made with a forward (training) convolution of the same shape as its hint, as oneDNN asks. The
+ * operands are reordered from NCHW into the layouts the primitives choose and the gradients back,
+ * at every call (dY, X and W change every step). The cnn's training step at 28 x 28 and batch 64
+ * spent 54% of its time in im2col + sgemm and sgemm + col2im for these layers. */
+
+enum { GRAD_DATA, GRAD_WEIGHTS, GRAD_N };
+
+typedef struct {
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t md[3], plain[3]; /* two inputs, then the output */
+    dnnl_primitive_t re[3];             /* inputs: plain -> md; output: md -> plain; NULL same */
+    size_t bytes[3];
+    dnnl_memory_desc_t pad_md;
+    size_t pad_bytes;
+} GradPrim;
+
+struct PsimConvGradDnnl {
+    gboolean have, refused;
+    ConvKey key;
+    GradPrim p[GRAD_N];
+};
+
+PsimConvGradDnnl *psim__conv_grad_dnnl_new(void)
+{
+    return g_new0(PsimConvGradDnnl, 1);
+}
+
+static void grad_drop(PsimConvGradDnnl *st)
+{
+    for (int i = 0; i < GRAD_N; i++) {
+        GradPrim *p = &st->p[i];
+        if (p->prim)
+            dnnl_primitive_destroy(p->prim);
+        for (int k = 0; k < 3; k++)
+            if (p->re[k])
+                dnnl_primitive_destroy(p->re[k]);
+        memset(p, 0, sizeof *p);
+    }
+    st->have = st->refused = FALSE;
+}
+
+void psim__conv_grad_dnnl_free(PsimConvGradDnnl *st)
+{
+    if (!st)
+        return;
+    grad_drop(st);
+    g_free(st);
+}
+
+/* p's primitive from its descriptor and the forward hint; FALSE when oneDNN offers only its
+ * reference code for it. q: the three arguments' descriptor queries (inputs, then output). */
+static gboolean grad_make(GradPrim *p, const void *desc, const_dnnl_primitive_desc_t hint,
+                          const dnnl_query_t q[3])
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = DNNL_OK(dnnl_primitive_attr_create(&attr)) &&
+                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
+                  DNNL_OK(dnnl_primitive_desc_create(&pd, desc, attr, engine(), hint));
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    const char *impl = NULL;
+    ok = ok && DNNL_OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) && impl &&
+         !g_str_has_prefix(impl, "ref");
+    if (ok) {
+        for (int k = 0; k < 3; k++) {
+            p->md[k] = *dnnl_primitive_desc_query_md(pd, q[k], 0);
+            p->bytes[k] = dnnl_memory_desc_get_size(&p->md[k]);
+        }
+        p->pad_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        p->pad_bytes = dnnl_memory_desc_get_size(&p->pad_md);
+        ok = DNNL_OK(dnnl_primitive_create(&p->prim, pd)) &&
+             reorder(&p->plain[0], &p->md[0], &p->re[0]) &&
+             reorder(&p->plain[1], &p->md[1], &p->re[1]) &&
+             reorder(&p->md[2], &p->plain[2], &p->re[2]);
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+static gboolean grad_make_all(PsimConvGradDnnl *st)
+{
+    const ConvKey *k = &st->key;
+    dnnl_dims_t sd = {k->N, k->C, k->H, k->W}, dd = {k->N, k->M, k->Ho, k->Wo};
+    dnnl_dims_t wd = {k->M, k->C / k->group, k->kh, k->kw};
+    dnnl_dims_t gwd = {k->group, k->M / k->group, k->C / k->group, k->kh, k->kw};
+    dnnl_dims_t strides = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1}, pl = {k->ph, k->pw};
+    dnnl_dims_t pr = {(k->Ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->H - k->ph,
+                      (k->Wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->W - k->pw};
+    gboolean grouped = k->group > 1;
+    dnnl_memory_desc_t src, w, dst, src_any, w_any, dst_any;
+    if (!DNNL_OK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nchw)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nchw)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&w, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
+                                              grouped ? dnnl_goihw : dnnl_oihw)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
+                                              dnnl_format_tag_any)))
+        return FALSE;
+    dnnl_convolution_desc_t fd, bd, bw;
+    dnnl_primitive_desc_t hint = NULL;
+    gboolean ok =
+        DNNL_OK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                           dnnl_convolution_direct, &src_any,
+                                                           &w_any, NULL, &dst_any, strides, dil,
+                                                           pl, pr)) &&
+        DNNL_OK(dnnl_primitive_desc_create(&hint, &fd, NULL, engine(), NULL));
+    /* dX from dY and W; dW from X and dY. */
+    GradPrim *d = &st->p[GRAD_DATA], *g = &st->p[GRAD_WEIGHTS];
+    d->plain[0] = dst, d->plain[1] = w, d->plain[2] = src;
+    g->plain[0] = src, g->plain[1] = dst, g->plain[2] = w;
+    static const dnnl_query_t qd[3] = {dnnl_query_diff_dst_md, dnnl_query_weights_md,
+                                       dnnl_query_diff_src_md};
+    static const dnnl_query_t qw[3] = {dnnl_query_src_md, dnnl_query_diff_dst_md,
+                                       dnnl_query_diff_weights_md};
+    ok = ok &&
+         (!(k->post & 1) ||
+          (DNNL_OK(dnnl_dilated_convolution_backward_data_desc_init(
+               &bd, dnnl_convolution_direct, &src_any, &w_any, &dst_any, strides, dil, pl, pr)) &&
+           grad_make(d, &bd, hint, qd))) &&
+         (!(k->post & 2) ||
+          (DNNL_OK(dnnl_dilated_convolution_backward_weights_desc_init(
+               &bw, dnnl_convolution_direct, &src_any, &w_any, NULL, &dst_any, strides, dil, pl,
+               pr)) &&
+           grad_make(g, &bw, hint, qw)));
+    if (hint)
+        dnnl_primitive_desc_destroy(hint);
+    return ok;
+}
+
+/* Runs p on plain data (in0, in1 -> out) through its reorders, in thread scratch ws. */
+static gboolean grad_exec(const GradPrim *p, dnnl_stream_t s, const int args[3], const void *in0,
+                          const void *in1, void *out, char *ws)
+{
+    void *plain[3] = {(void *)in0, (void *)in1, out}, *data[3];
+    gboolean ok = TRUE;
+    for (int k = 0; k < 3; k++) {
+        data[k] = p->re[k] ? ws : plain[k];
+        ws += p->re[k] ? ALIGN64(p->bytes[k]) : 0;
+    }
+    for (int k = 0; k < 2 && ok; k++)
+        if (p->re[k])
+            ok = run_reorder(p->re[k], s, &p->plain[k], plain[k], &p->md[k], data[k]);
+    if (ok) {
+        int a[4] = {args[0], args[1], args[2], DNNL_ARG_SCRATCHPAD};
+        const dnnl_memory_desc_t *mds[4] = {&p->md[0], &p->md[1], &p->md[2], &p->pad_md};
+        void *d[4] = {data[0], data[1], data[2], ws};
+        ok = execute(p->prim, s, 4, a, mds, d);
+    }
+    if (ok && p->re[2])
+        ok = run_reorder(p->re[2], s, &p->md[2], data[2], &p->plain[2], out);
+    return ok;
+}
+
+static size_t grad_need(const GradPrim *p)
+{
+    size_t n = ALIGN64(p->pad_bytes);
+    for (int k = 0; k < 3; k++)
+        n += p->re[k] ? ALIGN64(p->bytes[k]) : 0;
+    return p->prim ? n : 0;
+}
+
+int psim__conv_grad_dnnl_run(PsimConvGradDnnl *st, const PsimConvGradDnnlArgs *a, GError **error)
+{
+    PsimConvGradDnnl local = {0};
+    if (!st)
+        st = &local;
+    /* key.post holds which gradients are made (1 dX, 2 dW). */
+    ConvKey key = {a->N, a->C, a->H, a->W, a->M, a->kh, a->kw, a->sh, a->sw, a->dh, a->dw, a->ph,
+                   a->pw, a->Ho, a->Wo, a->group, 0, (a->gx ? 1 : 0) | (a->gw ? 2 : 0), 0, 0};
+    dnnl_stream_t s = stream();
+    if (!st->have || memcmp(&key, &st->key, sizeof key)) {
+        grad_drop(st);
+        st->key = key;
+        st->have = TRUE;
+        st->refused = !s || !grad_make_all(st);
+    }
+    int taken = 0;
+    if (st->refused || !s)
+        goto out;
+    size_t need = MAX(grad_need(&st->p[GRAD_DATA]), grad_need(&st->p[GRAD_WEIGHTS]));
+    char *ws = need ? psim__cpu_scratch(need, error) : NULL;
+    if (need && !ws) {
+        taken = -1;
+        goto out;
+    }
+    static const int ad[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+    static const int aw[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
+    gboolean ok = (!a->gx || grad_exec(&st->p[GRAD_DATA], s, ad, a->dy, a->w, a->gx, ws)) &&
+                  (!a->gw || grad_exec(&st->p[GRAD_WEIGHTS], s, aw, a->x, a->dy, a->gw, ws));
+    if (!ok) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
+                    "oneDNN failed to run the convolution's gradients");
+        taken = -1;
+        goto out;
+    }
+    taken = 1;
+out:
+    if (st == &local)
+        grad_drop(st);
+    return taken;
+}

@@ -796,18 +796,27 @@ static gboolean run_conv_grad(PsimKernelCtx *ctx, GError **error)
         return FALSE;
     }
     PsimTensor *dx = NULL, *dw = NULL, *db = NULL;
-    if ((want & 1) && ctx->n_outputs > 0 && !(dx = psim__cpu_out(ctx, 0, dt, 4, x->dims, error)))
+    /* zeroed here when summed into (not when oneDNN writes them) */
+    if ((want & 1) && ctx->n_outputs > 0 && !(dx = psim__cpu_out_all(ctx, 0, dt, 4, x->dims, error)))
         return FALSE;
-    if ((want & 2) && ctx->n_outputs > 1 && !(dw = psim__cpu_out(ctx, 1, dt, 4, w->dims, error)))
+    if ((want & 2) && ctx->n_outputs > 1 && !(dw = psim__cpu_out_all(ctx, 1, dt, 4, w->dims, error)))
         return FALSE;
     if ((want & 4) && ctx->n_outputs > 2 && !(db = psim__cpu_out(ctx, 2, dt, 1, &M, error)))
         return FALSE;
+    if (dt == PSIM_DTYPE_FLOAT32 && (dx || dw) && dnnl_takes(g.C, group, g.kh, g.kw)) {
+        PsimConvGradDnnlArgs a = {N, Cin, g.H, g.W, M, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.ph,
+                                  g.pw, g.Ho, g.Wo, group, dy->data, x->data, w->data,
+                                  dx ? dx->data : NULL, dw ? dw->data : NULL};
+        int r = psim__conv_grad_dnnl_run(ctx->state, &a, error);
+        if (r < 0)
+            return FALSE;
+        if (r > 0)
+            dx = dw = NULL; /* written; dB (if wanted) below */
+    }
     if (dx)
         memset(dx->data, 0, dx->nbytes);
     if (dw)
         memset(dw->data, 0, dw->nbytes);
-    if (db)
-        memset(db->data, 0, db->nbytes);
     if (dt == PSIM_DTYPE_FLOAT64) {
         conv_grad_f64(&g, N, group, M, dy->data, x->data, w->data, dx ? dx->data : NULL,
                       dw ? dw->data : NULL, db ? db->data : NULL);
@@ -861,10 +870,31 @@ static gboolean run_conv_grad(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
+static gboolean conv_grad_prepare(const PsimGraph *g, const PsimNode *n, void *device,
+                                  void **state, GError **error)
+{
+    (void)g, (void)n, (void)device, (void)error;
+    *state = psim__conv_grad_dnnl_new();
+    return TRUE;
+}
+
+static void conv_grad_release(void *state)
+{
+    psim__conv_grad_dnnl_free(state);
+}
+
 void psim__cpu_register_conv_grad(void)
 {
-    static const PsimDType types[] = {PSIM_DTYPE_FLOAT32, PSIM_DTYPE_FLOAT64, -1};
-    psim__cpu_add("ConvGrad", "cpu-conv-grad-sgemm",
-                  "Conv's dX, dW, dB: im2col + sgemm and sgemm + col2im (float64: direct loops)",
-                  run_conv_grad, types, NULL);
+    static const PsimKernelDef defs[] = {
+        {.op = "ConvGrad", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT32,
+         .name = "cpu-conv-grad", .description =
+             "Conv's dX, dW, dB: oneDNN's backward-data and backward-weights convolutions where it "
+             "takes the forward one (kernels larger than 1x1), else im2col + sgemm and sgemm + "
+             "col2im",
+         .prepare = conv_grad_prepare, .release = conv_grad_release, .run = run_conv_grad},
+        {.op = "ConvGrad", .device_type = "CPU", .dtype = PSIM_DTYPE_FLOAT64,
+         .name = "cpu-conv-grad", .description = "Conv's dX, dW, dB in float64 by direct loops",
+         .run = run_conv_grad},
+    };
+    psim__kernels_add(defs, (int)G_N_ELEMENTS(defs));
 }

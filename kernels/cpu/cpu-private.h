@@ -278,6 +278,19 @@ void psim__conv_dnnl_memory(const PsimConvDnnl *st, const void **p, size_t *byte
  * be NULL (no prepare: nothing is kept). */
 int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **error);
 
+/* ConvGrad's dX and dW on oneDNN (its backward-data and backward-weights convolutions); the
+ * node's primitives are kept while the shapes stay the same. */
+typedef struct PsimConvGradDnnl PsimConvGradDnnl;
+typedef struct {
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo, group;
+    const float *dy, *x, *w;
+    float *gx, *gw; /* dX and dW, NULL when not wanted */
+} PsimConvGradDnnlArgs;
+PsimConvGradDnnl *psim__conv_grad_dnnl_new(void);
+void psim__conv_grad_dnnl_free(PsimConvGradDnnl *st);
+/* As psim__conv_dnnl_run: 1 done, 0 not taken (nothing written), -1 error; st may be NULL. */
+int psim__conv_grad_dnnl_run(PsimConvGradDnnl *st, const PsimConvGradDnnlArgs *a, GError **error);
+
 /* Element i of float32 (f64 false) or float64 data, as a double; kernels that take both types
  * write one loop and call it with f64 a constant, so that each type gets its own code. */
 #define PSIM_CPU_LOAD(f64, p, i)                                                                   \

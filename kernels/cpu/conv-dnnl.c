@@ -42,10 +42,15 @@ static gboolean post_op(const PsimAct *act, dnnl_alg_kind_t *alg, float *alpha, 
     }
 }
 
-struct PsimConvDnnl {
-    gboolean have;          /* primitives made for key */
-    gboolean refused;       /* oneDNN cannot do key well: use the fallback */
+/* Primitives made for one shape (key); remade when a call brings another. */
+typedef struct {
+    gboolean have;    /* primitives made for key */
+    gboolean refused; /* oneDNN cannot do key well: use the fallback */
     ConvKey key;
+} Keyed;
+
+struct PsimConvDnnl {
+    Keyed k;
     dnnl_primitive_t conv, src_reorder, dst_reorder, w_reorder; /* reorders NULL when plain */
     dnnl_memory_desc_t src_plain, dst_plain, w_plain, b_md, src_md, dst_md, w_md, pad_md;
     size_t src_bytes, dst_bytes, w_bytes, pad_bytes;
@@ -96,7 +101,7 @@ static void drop_primitives(PsimConvDnnl *st)
     free(st->w_blocked);
     st->w_blocked = NULL;
     st->w_source = NULL;
-    st->have = st->refused = FALSE;
+    st->k.have = st->k.refused = FALSE;
 }
 
 void psim__conv_dnnl_free(PsimConvDnnl *st)
@@ -133,56 +138,101 @@ static gboolean reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t
     return ok;
 }
 
-/* The convolution and its reorders for st->key; FALSE when oneDNN offers only its reference
- * code (or nothing) for it. */
-static gboolean make_primitives(PsimConvDnnl *st)
+/* A convolution's shape for oneDNN: strides, dilations and pads, its tensors in NCHW / (G)OIHW
+ * (src, dst, w) and in any layout (for the primitive to choose). */
+typedef struct {
+    dnnl_dims_t strides, dil, pl, pr;
+    dnnl_memory_desc_t src_any, dst_any, w_any;
+} Descs;
+
+static gboolean descs(const ConvKey *k, Descs *d, dnnl_memory_desc_t *src, dnnl_memory_desc_t *dst,
+                      dnnl_memory_desc_t *w)
 {
-    const ConvKey *k = &st->key;
-    dnnl_dims_t sd = {k->N, k->C, k->H, k->W}, dd = {k->N, k->M, k->Ho, k->Wo}, bd = {k->M};
+    dnnl_dims_t sd = {k->N, k->C, k->H, k->W}, dd = {k->N, k->M, k->Ho, k->Wo};
     dnnl_dims_t wd = {k->M, k->C / k->group, k->kh, k->kw};
     dnnl_dims_t gwd = {k->group, k->M / k->group, k->C / k->group, k->kh, k->kw};
-    dnnl_dims_t strides = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1}, pl = {k->ph, k->pw};
-    /* The end pads that give exactly Ho x Wo (ONNX's may be larger; the excess is unused). */
-    dnnl_dims_t pr = {(k->Ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->H - k->ph,
-                      (k->Wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->W - k->pw};
+    *d = (Descs){.strides = {k->sh, k->sw}, .dil = {k->dh - 1, k->dw - 1}, .pl = {k->ph, k->pw},
+                 /* the end pads that give exactly Ho x Wo (ONNX's may be larger; the excess is
+                  * unused) */
+                 .pr = {(k->Ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->H - k->ph,
+                        (k->Wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->W - k->pw}};
     gboolean grouped = k->group > 1;
-    dnnl_memory_desc_t src_any, w_any, dst_any;
-    if (!DNNL_OK(dnnl_memory_desc_init_by_tag(&st->src_plain, 4, sd, dnnl_f32, dnnl_nchw)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->dst_plain, 4, dd, dnnl_f32, dnnl_nchw)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->w_plain, grouped ? 5 : 4, grouped ? gwd : wd,
-                                              dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->b_md, 1, bd, dnnl_f32, dnnl_x)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
-                                              dnnl_format_tag_any)))
-        return FALSE;
-    dnnl_convolution_desc_t cd;
-    if (!DNNL_OK(dnnl_dilated_convolution_forward_desc_init(
-            &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any, &w_any,
-            k->bias ? &st->b_md : NULL, &dst_any, strides, dil, pl, pr)))
-        return FALSE;
+    return DNNL_OK(dnnl_memory_desc_init_by_tag(src, 4, sd, dnnl_f32, dnnl_nchw)) &&
+           DNNL_OK(dnnl_memory_desc_init_by_tag(dst, 4, dd, dnnl_f32, dnnl_nchw)) &&
+           DNNL_OK(dnnl_memory_desc_init_by_tag(w, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
+                                                grouped ? dnnl_goihw : dnnl_oihw)) &&
+           DNNL_OK(dnnl_memory_desc_init_by_tag(&d->src_any, 4, sd, dnnl_f32, dnnl_format_tag_any)) &&
+           DNNL_OK(dnnl_memory_desc_init_by_tag(&d->dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) &&
+           DNNL_OK(dnnl_memory_desc_init_by_tag(&d->w_any, grouped ? 5 : 4, grouped ? gwd : wd,
+                                                dnnl_f32, dnnl_format_tag_any));
+}
+
+/* Makes kd's primitives for key (make, after drop) when they were made for another or none;
+ * FALSE when oneDNN refuses the shape or there is no stream. */
+static gboolean keyed(Keyed *kd, const ConvKey *key, dnnl_stream_t s, void *st,
+                      void (*drop)(void *), gboolean (*make)(void *))
+{
+    if (!kd->have || memcmp(key, &kd->key, sizeof *key)) {
+        drop(st);
+        kd->key = *key;
+        kd->have = TRUE;
+        kd->refused = !s || !make(st);
+    }
+    return s && !kd->refused;
+}
+
+/* A primitive descriptor for desc with our scratchpad and post-ops po (NULL: none); hint: the
+ * forward one, for a backward desc. NULL when oneDNN offers only its reference code for it (or
+ * nothing). */
+static dnnl_primitive_desc_t fast_pd(const void *desc, const_dnnl_post_ops_t po,
+                                     const_dnnl_primitive_desc_t hint)
+{
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_post_ops_t po = NULL;
     gboolean ok = DNNL_OK(dnnl_primitive_attr_create(&attr)) &&
-                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    if (ok && k->post) {
-        float pa, pb;
-        memcpy(&pa, &k->post_a, sizeof pa);
-        memcpy(&pb, &k->post_b, sizeof pb);
-        ok = DNNL_OK(dnnl_post_ops_create(&po)) &&
-             DNNL_OK(dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)k->post, pa, pb)) &&
-             DNNL_OK(dnnl_primitive_attr_set_post_ops(attr, po));
-    }
-    ok = ok && DNNL_OK(dnnl_primitive_desc_create(&pd, &cd, attr, engine(), NULL));
-    if (po)
-        dnnl_post_ops_destroy(po);
+                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
+                  (!po || DNNL_OK(dnnl_primitive_attr_set_post_ops(attr, po))) &&
+                  DNNL_OK(dnnl_primitive_desc_create(&pd, desc, attr, engine(), hint));
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     const char *impl = NULL;
     ok = ok && DNNL_OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) && impl &&
          !g_str_has_prefix(impl, "ref");
+    if (!ok && pd) {
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+    }
+    return pd;
+}
+
+/* The convolution and its reorders for st->k.key; FALSE when oneDNN offers only its reference
+ * code (or nothing) for it. */
+static gboolean make_primitives(PsimConvDnnl *st)
+{
+    const ConvKey *k = &st->k.key;
+    Descs d;
+    dnnl_dims_t bd = {k->M};
+    if (!descs(k, &d, &st->src_plain, &st->dst_plain, &st->w_plain) ||
+        !DNNL_OK(dnnl_memory_desc_init_by_tag(&st->b_md, 1, bd, dnnl_f32, dnnl_x)))
+        return FALSE;
+    dnnl_convolution_desc_t cd;
+    if (!DNNL_OK(dnnl_dilated_convolution_forward_desc_init(
+            &cd, dnnl_forward_inference, dnnl_convolution_direct, &d.src_any, &d.w_any,
+            k->bias ? &st->b_md : NULL, &d.dst_any, d.strides, d.dil, d.pl, d.pr)))
+        return FALSE;
+    dnnl_post_ops_t po = NULL;
+    gboolean ok = TRUE;
+    if (k->post) {
+        float pa, pb;
+        memcpy(&pa, &k->post_a, sizeof pa);
+        memcpy(&pb, &k->post_b, sizeof pb);
+        ok = DNNL_OK(dnnl_post_ops_create(&po)) &&
+             DNNL_OK(dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)k->post, pa, pb));
+    }
+    dnnl_primitive_desc_t pd = ok ? fast_pd(&cd, po, NULL) : NULL;
+    if (po)
+        dnnl_post_ops_destroy(po);
+    ok = pd != NULL;
     if (ok) {
         st->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
         st->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -231,6 +281,16 @@ static gboolean run_reorder(dnnl_primitive_t r, dnnl_stream_t s, const dnnl_memo
 
 #define ALIGN64(b) (((b) + 63) & ~(size_t)63)
 
+static void drop_cb(void *st)
+{
+    drop_primitives(st);
+}
+
+static gboolean make_cb(void *st)
+{
+    return make_primitives(st);
+}
+
 int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **error)
 {
     PsimConvDnnl local = {0};
@@ -250,14 +310,8 @@ int psim__conv_dnnl_run(PsimConvDnnl *st, const PsimConvDnnlArgs *a, GError **er
     /* The stream first: it sets this thread's OpenMP team to one thread, which oneDNN reads
      * when it sizes a primitive's work split and scratchpad. */
     dnnl_stream_t s = stream();
-    if (!st->have || memcmp(&key, &st->key, sizeof key)) {
-        drop_primitives(st);
-        st->key = key;
-        st->have = TRUE;
-        st->refused = !s || !make_primitives(st);
-    }
     int taken = 0;
-    if (st->refused || !s)
+    if (!keyed(&st->k, &key, s, st, drop_cb, make_cb))
         goto out;
     /* Thread scratch: the blocked input, the blocked output, the weights when they are not
      * kept, oneDNN's scratchpad. */
@@ -345,8 +399,7 @@ typedef struct {
 } GradPrim;
 
 struct PsimConvGradDnnl {
-    gboolean have, refused;
-    ConvKey key;
+    Keyed k;
     GradPrim p[GRAD_N];
 };
 
@@ -366,7 +419,12 @@ static void grad_drop(PsimConvGradDnnl *st)
                 dnnl_primitive_destroy(p->re[k]);
         memset(p, 0, sizeof *p);
     }
-    st->have = st->refused = FALSE;
+    st->k.have = st->k.refused = FALSE;
+}
+
+static void grad_drop_cb(void *st)
+{
+    grad_drop(st);
 }
 
 void psim__conv_grad_dnnl_free(PsimConvGradDnnl *st)
@@ -382,16 +440,8 @@ void psim__conv_grad_dnnl_free(PsimConvGradDnnl *st)
 static gboolean grad_make(GradPrim *p, const void *desc, const_dnnl_primitive_desc_t hint,
                           const dnnl_query_t q[3])
 {
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = DNNL_OK(dnnl_primitive_attr_create(&attr)) &&
-                  DNNL_OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) &&
-                  DNNL_OK(dnnl_primitive_desc_create(&pd, desc, attr, engine(), hint));
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    const char *impl = NULL;
-    ok = ok && DNNL_OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl)) && impl &&
-         !g_str_has_prefix(impl, "ref");
+    dnnl_primitive_desc_t pd = fast_pd(desc, NULL, hint);
+    gboolean ok = pd != NULL;
     if (ok) {
         for (int k = 0; k < 3; k++) {
             p->md[k] = *dnnl_primitive_desc_query_md(pd, q[k], 0);
@@ -409,38 +459,26 @@ static gboolean grad_make(GradPrim *p, const void *desc, const_dnnl_primitive_de
     return ok;
 }
 
-static gboolean grad_make_all(PsimConvGradDnnl *st)
+static gboolean grad_make_all(void *user)
 {
-    const ConvKey *k = &st->key;
-    dnnl_dims_t sd = {k->N, k->C, k->H, k->W}, dd = {k->N, k->M, k->Ho, k->Wo};
-    dnnl_dims_t wd = {k->M, k->C / k->group, k->kh, k->kw};
-    dnnl_dims_t gwd = {k->group, k->M / k->group, k->C / k->group, k->kh, k->kw};
-    dnnl_dims_t strides = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1}, pl = {k->ph, k->pw};
-    dnnl_dims_t pr = {(k->Ho - 1) * k->sh + (k->kh - 1) * k->dh + 1 - k->H - k->ph,
-                      (k->Wo - 1) * k->sw + (k->kw - 1) * k->dw + 1 - k->W - k->pw};
-    gboolean grouped = k->group > 1;
-    dnnl_memory_desc_t src, w, dst, src_any, w_any, dst_any;
-    if (!DNNL_OK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nchw)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nchw)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&w, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
-                                              grouped ? dnnl_goihw : dnnl_oihw)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any)) ||
-        !DNNL_OK(dnnl_memory_desc_init_by_tag(&w_any, grouped ? 5 : 4, grouped ? gwd : wd, dnnl_f32,
-                                              dnnl_format_tag_any)))
+    PsimConvGradDnnl *st = user;
+    const ConvKey *k = &st->k.key;
+    Descs d;
+    dnnl_memory_desc_t src, w, dst;
+    if (!descs(k, &d, &src, &dst, &w))
         return FALSE;
     dnnl_convolution_desc_t fd, bd, bw;
     dnnl_primitive_desc_t hint = NULL;
     gboolean ok =
         DNNL_OK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                           dnnl_convolution_direct, &src_any,
-                                                           &w_any, NULL, &dst_any, strides, dil,
-                                                           pl, pr)) &&
+                                                           dnnl_convolution_direct, &d.src_any,
+                                                           &d.w_any, NULL, &d.dst_any, d.strides,
+                                                           d.dil, d.pl, d.pr)) &&
         DNNL_OK(dnnl_primitive_desc_create(&hint, &fd, NULL, engine(), NULL));
     /* dX from dY and W; dW from X and dY. */
-    GradPrim *d = &st->p[GRAD_DATA], *g = &st->p[GRAD_WEIGHTS];
-    d->plain[0] = dst, d->plain[1] = w, d->plain[2] = src;
-    g->plain[0] = src, g->plain[1] = dst, g->plain[2] = w;
+    GradPrim *pd = &st->p[GRAD_DATA], *pw = &st->p[GRAD_WEIGHTS];
+    pd->plain[0] = dst, pd->plain[1] = w, pd->plain[2] = src;
+    pw->plain[0] = src, pw->plain[1] = dst, pw->plain[2] = w;
     static const dnnl_query_t qd[3] = {dnnl_query_diff_dst_md, dnnl_query_weights_md,
                                        dnnl_query_diff_src_md};
     static const dnnl_query_t qw[3] = {dnnl_query_src_md, dnnl_query_diff_dst_md,
@@ -448,13 +486,14 @@ static gboolean grad_make_all(PsimConvGradDnnl *st)
     ok = ok &&
          (!(k->post & 1) ||
           (DNNL_OK(dnnl_dilated_convolution_backward_data_desc_init(
-               &bd, dnnl_convolution_direct, &src_any, &w_any, &dst_any, strides, dil, pl, pr)) &&
-           grad_make(d, &bd, hint, qd))) &&
+               &bd, dnnl_convolution_direct, &d.src_any, &d.w_any, &d.dst_any, d.strides, d.dil,
+               d.pl, d.pr)) &&
+           grad_make(pd, &bd, hint, qd))) &&
          (!(k->post & 2) ||
           (DNNL_OK(dnnl_dilated_convolution_backward_weights_desc_init(
-               &bw, dnnl_convolution_direct, &src_any, &w_any, NULL, &dst_any, strides, dil, pl,
-               pr)) &&
-           grad_make(g, &bw, hint, qw)));
+               &bw, dnnl_convolution_direct, &d.src_any, &d.w_any, NULL, &d.dst_any, d.strides,
+               d.dil, d.pl, d.pr)) &&
+           grad_make(pw, &bw, hint, qw)));
     if (hint)
         dnnl_primitive_desc_destroy(hint);
     return ok;
@@ -501,14 +540,8 @@ int psim__conv_grad_dnnl_run(PsimConvGradDnnl *st, const PsimConvGradDnnlArgs *a
     ConvKey key = {a->N, a->C, a->H, a->W, a->M, a->kh, a->kw, a->sh, a->sw, a->dh, a->dw, a->ph,
                    a->pw, a->Ho, a->Wo, a->group, 0, (a->gx ? 1 : 0) | (a->gw ? 2 : 0), 0, 0};
     dnnl_stream_t s = stream();
-    if (!st->have || memcmp(&key, &st->key, sizeof key)) {
-        grad_drop(st);
-        st->key = key;
-        st->have = TRUE;
-        st->refused = !s || !grad_make_all(st);
-    }
     int taken = 0;
-    if (st->refused || !s)
+    if (!keyed(&st->k, &key, s, st, grad_drop_cb, grad_make_all))
         goto out;
     size_t need = MAX(grad_need(&st->p[GRAD_DATA]), grad_need(&st->p[GRAD_WEIGHTS]));
     char *ws = need ? psim__cpu_scratch(need, error) : NULL;

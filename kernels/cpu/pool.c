@@ -128,7 +128,6 @@ typedef int32_t PoolI8U __attribute__((vector_size(32), aligned(4)));
 PSIM_CPU_CLONES static void maxpool2x2_row(const float *restrict r0, const float *restrict r1,
                                            int64_t Wo, float *restrict o, int32_t *restrict code)
 {
-    const PoolI8 ev = {0, 2, 4, 6, 8, 10, 12, 14}, od = {1, 3, 5, 7, 9, 11, 13, 15};
     const PoolV8 ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                          -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     int64_t ow = 0;
@@ -138,8 +137,11 @@ PSIM_CPU_CLONES static void maxpool2x2_row(const float *restrict r0, const float
         int64_t at = i + 8 <= Wo ? i : Wo - 8;
         PoolV8 u0 = *(const PoolV8U *)(r0 + 2 * at), u1 = *(const PoolV8U *)(r0 + 2 * at + 8);
         PoolV8 w0 = *(const PoolV8U *)(r1 + 2 * at), w1 = *(const PoolV8U *)(r1 + 2 * at + 8);
-        PoolV8 tap[4] = {__builtin_shuffle(u0, u1, ev), __builtin_shuffle(u0, u1, od),
-                         __builtin_shuffle(w0, w1, ev), __builtin_shuffle(w0, w1, od)};
+        /* (__builtin_shufflevector: GCC 12 and clang, the fuzz build's compiler) */
+        PoolV8 tap[4] = {__builtin_shufflevector(u0, u1, 0, 2, 4, 6, 8, 10, 12, 14),
+                         __builtin_shufflevector(u0, u1, 1, 3, 5, 7, 9, 11, 13, 15),
+                         __builtin_shufflevector(w0, w1, 0, 2, 4, 6, 8, 10, 12, 14),
+                         __builtin_shufflevector(w0, w1, 1, 3, 5, 7, 9, 11, 13, 15)};
         PoolV8 m = ninf;
         PoolI8 k = {0}, t;
         if (code) {

@@ -377,14 +377,13 @@ static void test_train_step_two_devices(void)
     psim_container_reset("t-train");
 }
 
-/* ConvGrad in float32 against its float64 loops, on a strided, padded convolution: grouped
- * (the batched sgemm path for several images, the per-image path for one), or ungrouped and
- * dilated in height (oneDNN's backward convolutions). */
-static void conv_grad_case(int64_t N, int64_t group)
+/* ConvGrad in float32 against its float64 loops, on a strided, padded convolution of C to M
+ * channels: grouped (the batched sgemm path for several images, the per-image path for one), or
+ * ungrouped (oneDNN's backward convolutions), dilated dil times in height. */
+static void conv_grad_case(int64_t N, int64_t group, int64_t C, int64_t M, int64_t dil)
 {
     g_autoptr(GError) err = NULL;
-    int64_t dil = group == 1 ? 2 : 1;
-    int64_t xd[4] = {N, 4, 9, 8}, wd[4] = {6, 4 / group, 3, 3};
+    int64_t xd[4] = {N, C, 9, 8}, wd[4] = {M, C / group, 3, 3};
     PsimTensor *out[2][3] = {{NULL}};
     for (int f = 0; f < 2; f++) {
         PsimDType dt = f ? PSIM_DTYPE_FLOAT64 : PSIM_DTYPE_FLOAT32;
@@ -394,7 +393,7 @@ static void conv_grad_case(int64_t N, int64_t group)
         psim_tensor_fill(x, PSIM_TENSOR_FILL_RANDOM, 1);
         psim_tensor_fill(w, PSIM_TENSOR_FILL_RANDOM, 2);
         /* Output 5x4 (stride 2, pad 1 both ways; a dilation of 2 in height: 4x4). */
-        int64_t yd[4] = {N, 6, (9 + 2 - (2 * dil + 1)) / 2 + 1, 4};
+        int64_t yd[4] = {N, M, (9 + 2 - (2 * dil + 1)) / 2 + 1, 4};
         g_autoptr(PsimTensor) dy = psim_tensor_new(dt, 4, yd, NULL);
         psim_tensor_fill(dy, PSIM_TENSOR_FILL_RANDOM, 3);
         PsimNode *c = node1(g, "cg", "ConvGrad");
@@ -432,10 +431,13 @@ static void conv_grad_case(int64_t N, int64_t group)
 
 static void test_conv_grad(void)
 {
-    conv_grad_case(1, 2);
-    conv_grad_case(5, 2);
-    conv_grad_case(1, 1);
-    conv_grad_case(5, 1);
+    conv_grad_case(1, 2, 4, 6, 1);
+    conv_grad_case(5, 2, 4, 6, 1);
+    conv_grad_case(1, 1, 4, 6, 2);
+    conv_grad_case(5, 1, 4, 6, 2);
+    /* undilated, channels enough for oneDNN's blocked layouts: dY reordered once for both
+     * gradients */
+    conv_grad_case(4, 1, 16, 32, 1);
 }
 
 /* Queues through their ops: EnqueueMany of 5 rows, DequeueMany of 2 (in order), Dequeue of one,

@@ -499,18 +499,20 @@ static gboolean grad_make_all(void *user)
     return ok;
 }
 
-/* Runs p on plain data (in0, in1 -> out) through its reorders, in thread scratch ws. */
+/* Runs p on plain data (in0, in1 -> out) through its reorders, in thread scratch ws; an input
+ * whose ready[k] is set is already in p's layout there (no reorder, no room in ws). */
 static gboolean grad_exec(const GradPrim *p, dnnl_stream_t s, const int args[3], const void *in0,
-                          const void *in1, void *out, char *ws)
+                          const void *in1, void *out, void *const ready[2], char *ws)
 {
     void *plain[3] = {(void *)in0, (void *)in1, out}, *data[3];
     gboolean ok = TRUE;
     for (int k = 0; k < 3; k++) {
-        data[k] = p->re[k] ? ws : plain[k];
-        ws += p->re[k] ? ALIGN64(p->bytes[k]) : 0;
+        gboolean own = p->re[k] && !(k < 2 && ready[k]);
+        data[k] = k < 2 && ready[k] ? ready[k] : own ? (void *)ws : plain[k];
+        ws += own ? ALIGN64(p->bytes[k]) : 0;
     }
     for (int k = 0; k < 2 && ok; k++)
-        if (p->re[k])
+        if (p->re[k] && !ready[k])
             ok = run_reorder(p->re[k], s, &p->plain[k], plain[k], &p->md[k], data[k]);
     if (ok) {
         int a[4] = {args[0], args[1], args[2], DNNL_ARG_SCRATCHPAD};
@@ -543,7 +545,12 @@ int psim__conv_grad_dnnl_run(PsimConvGradDnnl *st, const PsimConvGradDnnlArgs *a
     int taken = 0;
     if (!keyed(&st->k, &key, s, st, grad_drop_cb, grad_make_all))
         goto out;
-    size_t need = MAX(grad_need(&st->p[GRAD_DATA]), grad_need(&st->p[GRAD_WEIGHTS]));
+    /* Both gradients read dY: reordered once when both primitives take it in one layout. */
+    const GradPrim *pd = &st->p[GRAD_DATA], *pw = &st->p[GRAD_WEIGHTS];
+    gboolean share = a->gx && a->gw && pd->re[0] && pw->re[1] &&
+                     dnnl_memory_desc_equal(&pd->md[0], &pw->md[1]);
+    size_t dy_bytes = share ? ALIGN64(pd->bytes[0]) : 0;
+    size_t need = dy_bytes + MAX(grad_need(pd), grad_need(pw));
     char *ws = need ? psim__cpu_scratch(need, error) : NULL;
     if (need && !ws) {
         taken = -1;
@@ -551,8 +558,11 @@ int psim__conv_grad_dnnl_run(PsimConvGradDnnl *st, const PsimConvGradDnnlArgs *a
     }
     static const int ad[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
     static const int aw[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
-    gboolean ok = (!a->gx || grad_exec(&st->p[GRAD_DATA], s, ad, a->dy, a->w, a->gx, ws)) &&
-                  (!a->gw || grad_exec(&st->p[GRAD_WEIGHTS], s, aw, a->x, a->dy, a->gw, ws));
+    void *dyb = share ? ws : NULL, *none[2] = {NULL, NULL};
+    void *const rd[2] = {dyb, NULL}, *const rw[2] = {NULL, dyb};
+    gboolean ok = !share || run_reorder(pd->re[0], s, &pd->plain[0], a->dy, &pd->md[0], dyb);
+    ok = ok && (!a->gx || grad_exec(pd, s, ad, a->dy, a->w, a->gx, share ? rd : none, ws + dy_bytes)) &&
+         (!a->gw || grad_exec(pw, s, aw, a->x, a->dy, a->gw, share ? rw : none, ws + dy_bytes));
     if (!ok) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                     "oneDNN failed to run the convolution's gradients");

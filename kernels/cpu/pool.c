@@ -130,11 +130,10 @@ PSIM_CPU_CLONES static void maxpool2x2_row(const float *restrict r0, const float
 {
     const PoolV8 ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                          -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int64_t ow = 0;
     /* Rows of 8 or more end with a block that overlaps the one before (the same values written
      * twice) rather than a scalar tail (14 x 14 outputs: 6 of 14 in the tail). */
-    for (int64_t i = 0; Wo >= 8; i += 8) {
-        int64_t at = i + 8 <= Wo ? i : Wo - 8;
+    for (int64_t i = 0; Wo >= 8 && i < Wo; i += 8) {
+        int64_t at = MIN(i, Wo - 8);
         PoolV8 u0 = *(const PoolV8U *)(r0 + 2 * at), u1 = *(const PoolV8U *)(r0 + 2 * at + 8);
         PoolV8 w0 = *(const PoolV8U *)(r1 + 2 * at), w1 = *(const PoolV8U *)(r1 + 2 * at + 8);
         /* (__builtin_shufflevector: GCC 12 and clang, the fuzz build's compiler) */
@@ -158,12 +157,8 @@ PSIM_CPU_CLONES static void maxpool2x2_row(const float *restrict r0, const float
         *(PoolV8U *)(o + at) = m;
         if (code)
             *(PoolI8U *)(code + at) = k;
-        if (at + 8 >= Wo) {
-            ow = Wo;
-            break;
-        }
     }
-    for (; ow < Wo; ow++) {
+    for (int64_t ow = Wo >= 8 ? Wo : 0; ow < Wo; ow++) { /* rows of under 8 outputs */
         float v[4] = {r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1]};
         float m = code ? v[0] : (v[0] > -INFINITY ? v[0] : -INFINITY);
         int32_t k = 0;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch reference for `placesim train` (bench/train-vs-torch.sh): the same built-in model
 (mlp: 784-256-128-10; cnn: the zoo's small ResNet at 1x28x28), the same data (fashion-mnist IDX
-files, x/255, a seeded shuffle per epoch), batch and optimizer, on one thread. Prints one JSON
+files standardised by the training pixels' mean and deviation as `placesim train` does by default,
+a seeded shuffle per epoch), batch, optimizer and learning-rate schedule (a half cosine to 0 at
+the end of --epochs, or constant), on one thread. Prints one JSON
 line: examples/s over the steps run (the input batching included, evaluation not), and the test
 accuracy at the end when asked."""
 import argparse, gzip, json, os, time
@@ -63,9 +65,12 @@ def main():
     ap.add_argument('--lr', type=float, default=None)
     ap.add_argument('--threads', type=int, default=1)
     ap.add_argument('--eval', action='store_true')
+    ap.add_argument('--seed', type=int, default=0, help='seed of the weights and the shuffle')
+    ap.add_argument('--lr-schedule', default='cosine', choices=['cosine', 'constant'])
+    ap.add_argument('--inputs', default='standard', choices=['standard', 'unit'])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(a.seed)
     xs, ys = load(a.data, 'train')
     m = model(a.model)
     lr = a.lr if a.lr is not None else (0.001 if a.optimizer == 'adam' else 0.01)
@@ -75,7 +80,11 @@ def main():
     shape = (a.batch, 1, 28, 28)
     per_epoch = len(ys) // a.batch
     steps, t_run = 0, 0.0
-    rng = np.random.default_rng(42)
+    rng = np.random.default_rng(42 + a.seed)
+    std = a.inputs == 'standard'
+    mu = xs.astype(np.float64).mean() / 255 if std else 0.0
+    sd = xs.astype(np.float64).std() / 255 if std else 1.0
+    decay_steps = per_epoch * a.epochs
     for epoch in range(a.epochs if not a.steps else 1 << 30):
         order = rng.permutation(len(ys))
         for b in range(per_epoch):
@@ -83,8 +92,11 @@ def main():
                 break
             t0 = time.perf_counter()
             i = order[b * a.batch:(b + 1) * a.batch]
-            x = torch.from_numpy(xs[i].astype(np.float32) / 255.0).reshape(shape)
+            x = torch.from_numpy(xs[i].astype(np.float32) / 255.0 - mu).reshape(shape) / sd
             y = torch.from_numpy(ys[i].astype(np.int64))
+            if a.lr_schedule == 'cosine':
+                for g in opt.param_groups:
+                    g['lr'] = lr * 0.5 * (1 + np.cos(np.pi * min(steps, decay_steps) / decay_steps))
             opt.zero_grad()
             loss_fn(m(x), y).backward()
             opt.step()
@@ -101,7 +113,7 @@ def main():
         with torch.no_grad():
             correct = 0
             for s in range(0, len(ty), a.batch):
-                x = torch.from_numpy(tx[s:s + a.batch].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
+                x = torch.from_numpy(tx[s:s + a.batch].astype(np.float32) / 255.0 - mu).reshape(-1, 1, 28, 28) / sd
                 correct += int((m(x).argmax(1).numpy() == ty[s:s + a.batch]).sum())
         out['test_accuracy'] = correct / len(ty)
     print(json.dumps(out))

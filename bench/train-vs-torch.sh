@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training speed against PyTorch (issue 17): `placesim train MODEL` on one CPU device (local:1:
 # one pinned core, OpenBLAS on one thread) and bench/torch-train.py with torch.set_num_threads(1),
-# the same model, data (fashion-mnist), batch and optimizer, alternating RUNS times; each run's
+# the same model, data (fashion-mnist, standardised), batch, optimizer and cosine schedule, alternating RUNS times; each run's
 # examples/s leaves out evaluation and placesim's first step (plan preparation). Prints a
 # Markdown table of medians and the ratio placesim / PyTorch.
 # Usage: bench/train-vs-torch.sh [RUNS] [MODEL:STEPS ...]   (default 3 mlp:600 cnn:40)

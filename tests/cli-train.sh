@@ -154,17 +154,23 @@ PY
 # weights, read 5 times by each worker without a caching device, on CPU:2; the biases on CPU:3); the
 # first PS's train_op waits on the second's 6 updates through one control message (a NoOp per
 # device, as TensorFlow's group()), and the second reads the global step from the first (the
-# learning rate, a constant, has a copy on each device that reads it: it does not cross).
-"$PSIM" train mlp --batch 32 --replicas 2 --ps 2 --cluster local:4 --steps 2 --json > "$tmp/l4.json" 2>/dev/null \
-    || fail "2 PS on local:4"
-python3 - "$tmp/l4.json" <<'PY' || fail "2 PS: $(cat "$tmp/l4.json")"
+# learning rate, a constant with --lr-schedule constant, has a copy on each device that reads it:
+# it does not cross). With the cosine schedule the rate is computed once from the step, beside the
+# step on the first PS, and crosses to the second with the step: 2 messages, 8 + 4 bytes.
+for sch in constant cosine; do
+"$PSIM" train mlp --batch 32 --replicas 2 --ps 2 --cluster local:4 --steps 2 --lr-schedule $sch --json \
+    > "$tmp/l4.json" 2>/dev/null || fail "2 PS on local:4 ($sch)"
+python3 - "$tmp/l4.json" $sch <<'PY' || fail "2 PS ($sch): $(cat "$tmp/l4.json")"
 import json, sys
 links = {(l["from"][-5:], l["to"][-5:]): l for l in json.load(open(sys.argv[1]))["links"]}
 assert links[("CPU:3", "CPU:2")]["messages"] == 1 and links[("CPU:3", "CPU:2")]["bytes"] == 0, links
-assert links[("CPU:2", "CPU:3")]["messages"] == 1 and links[("CPU:2", "CPU:3")]["variable_reads"] == 1, links
+n = 1 if sys.argv[2] == "constant" else 2
+assert links[("CPU:2", "CPU:3")]["messages"] == n and links[("CPU:2", "CPU:3")]["variable_reads"] == 1, links
+assert links[("CPU:2", "CPU:3")]["bytes"] == 8 + 4 * (n - 1), links
 for w in ("CPU:0", "CPU:1"):
     assert links[("CPU:2", w)]["variable_reads"] == 5 and links[("CPU:3", w)]["variable_reads"] == 3, links
 PY
+done
 
 # Bad input: one line, exit 2.
 check2() {
@@ -176,6 +182,8 @@ check2 mlp --data "$tmp/nowhere"
 check2 mlp --optimizer rmsprop
 check2 mlp --resume
 check2 mlp --lr -1
+check2 mlp --lr-schedule step
+check2 mlp --inputs raw
 check2 mlp --replicas 3 --cluster local:2
 check2 mlp --replicas 0
 check2 mlp --async

@@ -359,6 +359,42 @@ static void test_train_step_learns(void)
     psim_container_reset("t-train");
 }
 
+/* --lr-schedule cosine: the rate each step reads is lr (1 + cos(pi min(t, T) / T)) / 2 at global
+ * step t, from lr at the first step to 0 at step T and after (T = 4 here). */
+static void test_cosine_learning_rate(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) base = psim_zoo_make("mlp", &err);
+    g_assert_no_error(err);
+    PsimTrainSpec ts = {.optimizer = PSIM_OPTIMIZER_SGD, .lr = 0.05, .lr_decay_steps = 4,
+                        .momentum = 0.9, .container = "t-train"};
+    PsimTrainInfo info;
+    g_autoptr(PsimGraph) g = psim_graph_train_step(base, &ts, &info, &err);
+    g_assert_no_error(err);
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
+    g_autoptr(PsimPlanSession) s = psim_plan_session_new(g, c, NULL, "single", NULL, FALSE, &err);
+    g_assert_no_error(err);
+    psim_container_reset("t-train");
+    int64_t xd[2] = {64, 784}, yd[1] = {64};
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, xd, NULL);
+    g_autoptr(PsimTensor) y = psim_tensor_new(PSIM_DTYPE_INT64, 1, yd, NULL);
+    GRand *r = g_rand_new_with_seed(3);
+    g_autofree char *tgt = g_strconcat("^", info.train_op, NULL);
+    const char *feeds[2] = {"input", "labels"}, *fetch[2] = {"train/learning_rate:0", tgt};
+    for (int t = 0; t < 7; t++) {
+        synth_batch(r, x, y);
+        PsimTensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
+        g_assert_true(psim_plan_session_run(s, 2, feeds, in, 2, fetch, out, &err));
+        g_assert_no_error(err);
+        double want = 0.05 * (1 + cos(G_PI * MIN(t, 4) / 4)) / 2;
+        g_assert_cmpfloat_with_epsilon(psim_tensor_get_f64(out[0], 0), want, 1e-8);
+        psim_tensor_unref(out[0]);
+    }
+    g_rand_free(r);
+    psim_train_info_clear(&info);
+    psim_container_reset("t-train");
+}
+
 /* The same steps placed round-robin on two devices (variables colocated with their Assigns,
  * tensors crossing through Send/Recv) end with the very same variables. */
 static void test_train_step_two_devices(void)
@@ -584,6 +620,7 @@ int main(int argc, char **argv)
     g_test_add_func("/train/queue/threads-and-shuffle", test_queue_threads);
     g_test_add_func("/train/conv-grad/float32-as-float64", test_conv_grad);
     g_test_add_func("/train/step/mlp-learns", test_train_step_learns);
+    g_test_add_func("/train/step/cosine-learning-rate", test_cosine_learning_rate);
     g_test_add_func("/train/step/two-devices-same-variables", test_train_step_two_devices);
     return g_test_run();
 }

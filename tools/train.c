@@ -32,7 +32,7 @@ typedef struct {
     /* Flags. */
     char *data, *optimizer, *cluster_spec, *algo, *ckpt_dir, *save_vars;
     char *epochs_s, *batch_s, *lr_s, *momentum_s, *wd_s, *steps_s, *seed_s, *every_s, *restarts_s;
-    char *replicas_s, *ps_s, *caching;
+    char *replicas_s, *ps_s, *caching, *schedule, *inputs;
     PsimVariableReads reads;
     gboolean resume, json, async;
     int64_t epochs, batch, steps, seed, every, max_restarts, replicas, n_ps;
@@ -41,6 +41,10 @@ typedef struct {
     /* State. */
     Split train, test;
     int64_t example_elems;
+    /* A pixel p goes into the graph as p * in_scale + in_bias: (p / 255 - mean) / deviation of
+     * the training images' pixels (--inputs standard), or p / 255 (--inputs unit). */
+    float in_scale, in_bias;
+    double in_mean, in_std; /* of the training pixels, over 255 */
     PsimGraph *g;
     PsimTrainInfo info;
     PsimCluster *cluster;
@@ -152,8 +156,35 @@ static int64_t *epoch_order(int64_t n, int64_t seed, int64_t epoch)
     return p;
 }
 
+/* The mean and the standard deviation of the training images' pixels over 255 (the
+ * statistics an input standardisation takes from the data, as torchvision's Normalize takes
+ * them from the training set), and the affine map of a pixel into the graph. */
+static void input_scaling(Train *t)
+{
+    const guint8 *p = t->train.images->data;
+    int64_t n = t->train.images->n_elems;
+    uint64_t hist[256] = {0};
+    for (int64_t i = 0; i < n; i++)
+        hist[p[i]]++;
+    double s = 0, ss = 0;
+    for (int v = 0; v < 256; v++) {
+        s += (double)hist[v] * v;
+        ss += (double)hist[v] * v * v;
+    }
+    double mean = n > 0 ? s / (double)n : 0, var = n > 0 ? ss / (double)n - mean * mean : 0;
+    t->in_mean = mean / 255;
+    t->in_std = var > 0 ? sqrt(var) / 255 : 1;
+    if (!strcmp(t->inputs, "unit")) {
+        t->in_scale = 1.0f / 255.0f;
+        t->in_bias = 0;
+    } else {
+        t->in_scale = (float)(1 / (255 * t->in_std));
+        t->in_bias = (float)(-t->in_mean / t->in_std);
+    }
+}
+
 /* Batch of examples idx[0..n) (n <= batch; the rest zeros) as the graph's input and labels. */
-static void batch_fill(const Split *s, const int64_t *idx, int64_t n, int64_t elems,
+static void batch_fill(const Train *t, const Split *s, const int64_t *idx, int64_t n, int64_t elems,
                        PsimTensor *x, PsimTensor *y)
 {
     float *xd = x->data;
@@ -164,7 +195,7 @@ static void batch_fill(const Split *s, const int64_t *idx, int64_t n, int64_t el
     for (int64_t b = 0; b < n; b++) {
         const guint8 *src = img + idx[b] * elems;
         for (int64_t i = 0; i < elems; i++)
-            xd[b * elems + i] = (float)src[i] * (1.0f / 255.0f);
+            xd[b * elems + i] = (float)src[i] * t->in_scale + t->in_bias;
         yd[b] = lab[idx[b]];
     }
 }
@@ -176,6 +207,15 @@ static gboolean is_builtin(const char *m)
     if (g_str_has_prefix(m, "zoo:"))
         m += 4;
     return !strcmp(m, "mlp") || !strcmp(m, "cnn");
+}
+
+/* --lr-schedule cosine: the learning rate reaches 0 at the last step of --epochs (the global
+ * step counts a synchronous step of the replicas once, an asynchronous replica's step each). */
+static int64_t lr_decay_steps(const Train *t)
+{
+    if (strcmp(t->schedule, "cosine"))
+        return 0;
+    return MAX(1, t->epochs * (epoch_batches(t) / (t->async ? 1 : t->replicas)));
 }
 
 static gboolean model_build(Train *t, GError **error)
@@ -217,7 +257,7 @@ static gboolean model_build(Train *t, GError **error)
     t->input_name = g_strdup(in->name);
     PsimTrainSpec spec = {
         .optimizer = !strcmp(t->optimizer, "adam") ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
-        .lr = t->lr, .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
+        .lr = t->lr, .lr_decay_steps = lr_decay_steps(t), .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
         .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE,
         .input_queue = QUEUE_BATCHES * t->replicas, .replicas = (int32_t)t->replicas,
         .variable_reads = t->reads};
@@ -280,7 +320,7 @@ static gboolean evaluate(Train *t, double *accuracy, GError **error)
         int64_t m = MIN(t->batch, n - at);
         for (int64_t b = 0; b < m; b++)
             idx[b] = at + b;
-        batch_fill(&t->test, idx, m, t->example_elems, x, y);
+        batch_fill(t, &t->test, idx, m, t->example_elems, x, y);
         PsimTensor *feeds[1] = {x}, *out[1] = {NULL};
         if (!psim_plan_session_run(t->session, 1, feed_names, feeds, 1, fetches, out, error))
             return FALSE;
@@ -455,7 +495,7 @@ static gpointer feeder_main(gpointer p)
             g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, in->outputs[0].rank,
                                                       in->outputs[0].dims, NULL);
             g_autoptr(PsimTensor) y = psim_tensor_new(PSIM_DTYPE_INT64, 1, ld, NULL);
-            batch_fill(&t->train, order + f->cursor * t->batch, t->batch, t->example_elems, x, y);
+            batch_fill(t, &t->train, order + f->cursor * t->batch, t->batch, t->example_elems, x, y);
             PsimTensor *feeds[2] = {x, y};
             if (!psim_executor_run(f->enqueue, feeds, NULL, &err)) {
                 if (g_atomic_int_get(&f->stop))
@@ -771,6 +811,16 @@ static gboolean options_check(Train *t, GError **error)
                     "train: --optimizer '%s' is neither sgd nor adam", t->optimizer);
         return FALSE;
     }
+    if (strcmp(t->schedule, "cosine") && strcmp(t->schedule, "constant")) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --lr-schedule '%s' is neither cosine nor constant", t->schedule);
+        return FALSE;
+    }
+    if (strcmp(t->inputs, "standard") && strcmp(t->inputs, "unit")) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
+                    "train: --inputs '%s' is neither standard nor unit", t->inputs);
+        return FALSE;
+    }
     t->lr = !strcmp(t->optimizer, "adam") ? 0.001 : 0.01;
     if (!psim_cli_flag_double("--lr", t->lr_s, 1e-12, 100, &t->lr, error))
         return FALSE;
@@ -804,6 +854,7 @@ static int train_run(Train *t)
     GError *err = NULL;
     if (!data_load(t, &err))
         return psim_cli_fail(err);
+    input_scaling(t);
     t->cluster = psim_cli_cluster(t->cluster_spec ? t->cluster_spec : "local:1", NULL, &err);
     if (!t->cluster ||
         ((t->replicas > 1 || t->ps_s) &&
@@ -854,6 +905,9 @@ static int train_run(Train *t)
         psim_cli_json_int(b, "steps", t->global_step);
         psim_cli_json_int(b, "variables", t->info.n_variables);
         psim_cli_json_int(b, "replicas", t->replicas);
+        /* What a user feeding the trained model must do to its pixels. */
+        psim_cli_json_double(b, "input_scale", t->in_scale);
+        psim_cli_json_double(b, "input_bias", t->in_bias);
         /* The last training step's transfers: messages, bytes and variable reads per link. */
         json_builder_set_member_name(b, "links");
         json_builder_begin_array(b);
@@ -944,6 +998,12 @@ int psim_cmd_train(int argc, char **argv)
          "when the cluster has no more, its first K (default 1)", "K"},
         {"optimizer", 0, 0, G_OPTION_ARG_STRING, &t.optimizer, "sgd (with momentum, the default) or adam", "NAME"},
         {"lr", 0, 0, G_OPTION_ARG_STRING, &t.lr_s, "learning rate (default 0.01 for sgd, 0.001 for adam)", "X"},
+        {"lr-schedule", 0, 0, G_OPTION_ARG_STRING, &t.schedule,
+         "cosine (the default: from --lr down to 0 at the end of --epochs, a half cosine over the "
+         "global step) or constant", "NAME"},
+        {"inputs", 0, 0, G_OPTION_ARG_STRING, &t.inputs,
+         "standard (the default: pixels less the training images' mean pixel, over their standard "
+         "deviation) or unit (pixels over 255)", "SCALE"},
         {"momentum", 0, 0, G_OPTION_ARG_STRING, &t.momentum_s, "sgd's momentum (default 0.9; 0: plain SGD)", "M"},
         {"weight-decay", 0, 0, G_OPTION_ARG_STRING, &t.wd_s, "L2 coefficient added to every gradient (default 0)", "W"},
         {"steps", 0, 0, G_OPTION_ARG_STRING, &t.steps_s, "stop once N steps are done in all", "N"},
@@ -972,6 +1032,10 @@ int psim_cmd_train(int argc, char **argv)
     t.model = argv[1];
     if (!t.optimizer)
         t.optimizer = g_strdup("sgd");
+    if (!t.schedule)
+        t.schedule = g_strdup("cosine");
+    if (!t.inputs)
+        t.inputs = g_strdup("standard");
     GError *err = NULL;
     int rc;
     if (!options_check(&t, &err))
@@ -1002,6 +1066,8 @@ int psim_cmd_train(int argc, char **argv)
     g_free(t.input_name);
     g_free(t.data);
     g_free(t.optimizer);
+    g_free(t.schedule);
+    g_free(t.inputs);
     g_free(t.cluster_spec);
     g_free(t.algo);
     g_free(t.ckpt_dir);

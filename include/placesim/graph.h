@@ -450,6 +450,11 @@ typedef enum {
 typedef struct {
     PsimOptimizer optimizer;
     double lr;
+    /* > 0: the learning rate follows a cosine from lr at global step 0 to 0 at this step and
+     * stays 0 after (Loshchilov & Hutter's SGDR without restarts; TensorFlow's cosine_decay),
+     * computed in the graph from the global step, so a restored step resumes the schedule;
+     * 0: lr throughout. */
+    int64_t lr_decay_steps;
     double momentum;     /* SGD: 0 for plain SGD */
     double beta1, beta2; /* Adam's decay rates (0.9, 0.999 are Kingma & Ba's) */
     double epsilon;      /* Adam: added to the square root of the second moment */

@@ -153,6 +153,14 @@ typedef struct {
     PsimColdCurve cold;
 } PoolCosts;
 
+/* A compute node running on one of a device's first 32 streams, while some device's ops are
+ * slowed by others running (rescale_running): its work left at factor 1, since when, at which
+ * factor, and the end its EV_NODE_END holds (any other end popped for it is stale). */
+typedef struct {
+    int32_t v; /* -1: none */
+    double work, since, factor, end;
+} Running;
+
 typedef struct {
     int32_t n_streams;
     int32_t busy;         /* streams in use */
@@ -177,6 +185,7 @@ typedef struct {
     double send_us, handoff_us, sends_until;
     /* Its ops' cost factor while other devices are busy (psim_cost_busy_scale). */
     PsimBusyScale busy_scale;
+    Running *run; /* by stream (its first 32), with s->scaled only */
 } Dev;
 
 typedef struct {
@@ -260,6 +269,7 @@ typedef struct {
     double *ref_cold;
     double touched;
     int32_t n_busy_dev; /* devices with a stream in use now */
+    gboolean scaled;    /* some device's busy_scale is not 1: running nodes change pace */
     Link *link;          /* one per ordered pair of devices that some transfer uses */
     int32_t n_links;
     int32_t *xfer_link;  /* per transfer: its link */
@@ -477,6 +487,38 @@ static void dispatch_dirty(Sim *s)
 }
 
 /* Takes a free stream of device d for node v (a Recv for a copy). */
+/* The factor device d's ops run at while n devices are busy (itself included). */
+static inline double busy_factor(const Sim *s, int32_t d, int32_t n)
+{
+    return n >= 2 ? psim_cost_busy_scale(&s->dev[d].busy_scale, n) : 1;
+}
+
+/* The number of busy devices changed: every running compute node goes on at the new pace from
+ * now (its work so far at the old), and its end moves (a new EV_NODE_END; the old one is stale).
+ * So an op is slowed for the part of it that overlaps other devices' work, not whole for a
+ * neighbour that was busy when it started. */
+static void rescale_running(Sim *s)
+{
+    if (!s->scaled)
+        return;
+    for (int32_t d = 0; d < s->nd; d++) {
+        Dev *dv = &s->dev[d];
+        if (dv->busy == 0)
+            continue;
+        double f = busy_factor(s, d, s->n_busy_dev);
+        for (int32_t k = 0; k < MIN(dv->n_streams, 32); k++) {
+            Running *r = &dv->run[k];
+            if (r->v < 0 || r->factor == f)
+                continue;
+            r->work = MAX(0, r->work - (s->now - r->since) / r->factor);
+            r->since = s->now;
+            r->factor = f;
+            r->end = s->now + r->work * f;
+            heap_push(&s->heap, r->end, r->v, EV_NODE_END);
+        }
+    }
+}
+
 static void stream_take(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
@@ -487,8 +529,10 @@ static void stream_take(Sim *s, int32_t v, int32_t d)
         dv->stream_mask |= 1u << st;
     else
         st = dv->busy;
-    if (dv->busy++ == 0)
+    if (dv->busy++ == 0) {
         s->n_busy_dev++;
+        rescale_running(s);
+    }
     s->stream[v] = st;
 }
 
@@ -496,8 +540,12 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
     dv->busy--;
-    if (dv->busy == 0)
+    if (dv->run && s->stream[v] < 32 && dv->run[s->stream[v]].v == v)
+        dv->run[s->stream[v]].v = -1;
+    if (dv->busy == 0) {
         s->n_busy_dev--;
+        rescale_running(s);
+    }
     /* A copy does not end the device's wait: the executor's thread copies what arrived and
      * runs the op that reads it, which is slow after the wait as after any other (the idle
      * curve is the op's time after its device waited, whatever it copied in between). */
@@ -619,8 +667,15 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
      * factor for as many devices as are busy when the node starts, itself included. A plan
      * whose devices take turns (round-robin on a chain) pays nothing; one whose devices run
      * side by side pays on the nodes that overlap. */
-    if (s->kind[v] == KIND_COMPUTE && s->n_busy_dev >= 2) {
-        double f = psim_cost_busy_scale(&dv->busy_scale, s->n_busy_dev);
+    if (s->kind[v] == KIND_COMPUTE && s->scaled && s->stream[v] < 32) {
+        /* Paced: the factor for the busy devices now, changed as they change. */
+        double f = busy_factor(s, d, s->n_busy_dev);
+        Running *r = &dv->run[s->stream[v]];
+        *r = (Running){.v = v, .work = cost, .since = s->now, .factor = f};
+        cost = psim_cost_bound(cost * f);
+        r->end = s->now + cost;
+    } else if (s->kind[v] == KIND_COMPUTE && s->n_busy_dev >= 2) {
+        double f = busy_factor(s, d, s->n_busy_dev);
         if (f != 1)
             cost = psim_cost_bound(cost * f);
     }
@@ -886,6 +941,7 @@ static void setup_common(Sim *s)
 {
     int32_t nd = s->nd;
     s->dev = g_new0(Dev, nd + 1);
+    s->scaled = FALSE;
     s->dirty = g_new(int32_t, nd + 1);
     s->is_dirty = g_new0(uint8_t, nd + 1);
     s->dirty_cause = g_new(int32_t, nd + 1);
@@ -893,6 +949,7 @@ static void setup_common(Sim *s)
         const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
         s->dev[d].n_streams = MAX(1, dv->n_streams);
         psim_cost_model_busy(s->m, s->cluster_dev[d], &s->dev[d].busy_scale);
+        s->scaled |= nd >= 2 && psim_cost_busy_scale(&s->dev[d].busy_scale, nd) != 1;
         psim_cost_model_idle_curve(s->m, s->cluster_dev[d], &s->dev[d].idle);
         PoolCosts pc;
         memset(&pc, 0, sizeof pc);
@@ -910,6 +967,11 @@ static void setup_common(Sim *s)
             s->dev[d].pool_ix = s->n_pool_costs - 1;
         }
         s->dev[d].capacity = s->cap ? s->cap[d] : dv->memory_bytes;
+    }
+    for (int32_t d = 0; s->scaled && d < nd; d++) {
+        s->dev[d].run = g_new(Running, MIN(s->dev[d].n_streams, 32));
+        for (int32_t k = 0; k < MIN(s->dev[d].n_streams, 32); k++)
+            s->dev[d].run[k].v = -1;
     }
     if (s->n_pool_costs > 0)
         pool_setup(s);
@@ -997,6 +1059,8 @@ static void sim_free(Sim *s)
         }
     for (int32_t d = 0; s->dev && d < s->nd; d++)
         g_free(s->dev[d].pool.a);
+    for (int32_t d = 0; s->dev && d < s->nd; d++)
+        g_free(s->dev[d].run);
     g_free(s->dev);
     g_free(s->pool_costs);
     g_free(s->read_remote);
@@ -1075,6 +1139,11 @@ static gboolean sim_loop(Sim *s)
         switch (e.kind) {
         case EV_NODE_END: {
             int32_t d = s->dev_of[e.id];
+            if (s->scaled && (s->done[e.id] || (s->stream[e.id] < 32 && s->dev[d].run[s->stream[e.id]].v == e.id &&
+                                                s->dev[d].run[s->stream[e.id]].end != e.t))) {
+                s->events--; /* an end its node's change of pace moved */
+                break;
+            }
             stream_release(s, e.id, d);
             node_done(s, e.id);
             mark_dirty(s, d, e.id);
@@ -1189,6 +1258,8 @@ static void sim_reset(Sim *s, const int32_t *pending0, const int32_t *remaining0
         dv->idle_since = 0;
         dv->ran = FALSE;
         dv->sends_until = 0;
+        for (int32_t k = 0; dv->run && k < MIN(dv->n_streams, 32); k++)
+            dv->run[k].v = -1;
     }
     for (int32_t l = 0; l < s->n_links; l++) {
         s->link[l].busy = FALSE;

@@ -670,6 +670,49 @@ static void test_idle(void)
     g_rmdir(dir);
 }
 
+/* Ops slowed by a busy neighbour are slowed for the part they overlap it (busy_factor 1.5 with 2
+ * devices): A (100 us, P:0) beside B then C (20 and 10 us, P:1, from 0 to 45 at 1.5x) does 30 us
+ * of its work by 45 and the other 70 alone: it ends at 115, not at 150 as when a node paid the
+ * factor whole for a neighbour busy when it started. Without the calibration: 100 and 30. */
+static void test_busy_overlap(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("psim-busy-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "c.db", NULL);
+    for (int with = 0; with < 2; with++) {
+        B b;
+        b_init(&b, 2, 0, 0, TRUE);
+        for (int32_t d = 0; d < 2; d++)
+            psim_cluster_device(b.c, d)->description = g_strdup("test device");
+        b_node(&b, "A", 100, 0, 0, NULL, NULL);
+        b_node(&b, "B", 20, 0, 1, NULL, NULL);
+        b_node(&b, "C", 10, 0, 1, "B", NULL);
+        PsimPlan *p = b_plan(&b);
+        GError *err = NULL;
+        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        g_assert_no_error(err);
+        for (int32_t d = 0; d < 2 && with; d++) {
+            const PsimDevice *dev = psim_cluster_device(b.c, d);
+            g_assert_true(psim_cost_db_calibration_put(db, dev, "busy_factor", 1.5, "t", &err) &&
+                          psim_cost_db_calibration_put(db, dev, "busy_devices", 2, "t", &err));
+        }
+        g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+        PsimSimOptions o = {.order = PSIM_ORDER_STATIC};
+        PsimSimResult r;
+        g_autoptr(PsimTimeline) t = NULL;
+        g_assert_true(psim_sim_run(p, m, &o, &r, &t, &err));
+        g_assert_no_error(err);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "B"), with ? 30 : 20, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "C"), with ? 45 : 30, 1e-9);
+        g_assert_cmpfloat_with_epsilon(op_end(t, "A"), with ? 115 : 100, 1e-9);
+        g_assert_cmpfloat_with_epsilon(r.step_time_us, with ? 115 : 100, 1e-9);
+        psim_sim_result_clear(&r);
+        psim_plan_free(p);
+        b_free(&b);
+        db_unlink(path);
+    }
+    g_rmdir(dir);
+}
+
 /* Two devices of one model ("test device": they share cost-DB rows) joined by a shared link
  * whose destination makes the copy (the executor's CPU devices). */
 static void b_init_by_dst(B *b, double GBps, double lat)
@@ -915,6 +958,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/sim/shared-link", test_shared_link);
     g_test_add_func("/sim/idle", test_idle);
+    g_test_add_func("/sim/busy-overlap", test_busy_overlap);
     g_test_add_func("/sim/idle/after-copy", test_idle_after_copy);
     g_test_add_func("/sim/reclaim", test_reclaim);
     g_test_add_func("/sim/cold-block", test_cold_block);

@@ -59,8 +59,8 @@ void psim_cost_model_set_speed_ref(PsimCostModel *m, int32_t device, const PsimS
  * device (profile --in-situ: its ops' time with every device of the cluster running the model at
  * once, over their time alone; measured with "busy_devices" devices), 1 + (factor - 1) *
  * min(1, (n_busy - 1) / (busy_devices - 1)); else 1. The cost model does not know the plan: the
- * simulator multiplies the cost of a node by it, n_busy being the number of devices busy when
- * the node starts. */
+ * simulator runs a node at this fraction of its pace while n_busy devices are busy, changing it
+ * as they change (sim/sim.c, rescale_running). */
 double psim_cost_model_busy_scale(PsimCostModel *m, int32_t device, int32_t n_busy);
 /* The same from the device's two calibrations, read once (psim_cost_model_busy): factor 1 and
  * devices 0 without them. */

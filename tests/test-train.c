@@ -306,15 +306,17 @@ static void synth_batch(GRand *r, PsimTensor *x, PsimTensor *y)
     }
 }
 
-/* Runs `steps` training steps of the mlp on cluster spec/algo; returns the mean loss of the
- * first and last five steps. */
-static void train_steps(const char *spec, const char *algo, int steps, double *first, double *last)
+/* Runs `steps` training steps of the mlp on cluster spec/algo (the learning rate decayed to 0
+ * over `decay` steps, 0: constant; each step's rate in lr[step] when lr is not NULL); returns
+ * the mean loss of the first and last five steps. */
+static void train_steps_with(const char *spec, const char *algo, int steps, int64_t decay, double *lr,
+                             double *first, double *last)
 {
     g_autoptr(GError) err = NULL;
     g_autoptr(PsimGraph) base = psim_zoo_make("mlp", &err);
     g_assert_no_error(err);
-    PsimTrainSpec ts = {.optimizer = PSIM_OPTIMIZER_SGD, .lr = 0.05, .momentum = 0.9,
-                        .container = "t-train"};
+    PsimTrainSpec ts = {.optimizer = PSIM_OPTIMIZER_SGD, .lr = 0.05, .lr_decay_steps = decay,
+                        .momentum = 0.9, .container = "t-train"};
     PsimTrainInfo info;
     g_autoptr(PsimGraph) g = psim_graph_train_step(base, &ts, &info, &err);
     g_assert_no_error(err);
@@ -328,15 +330,19 @@ static void train_steps(const char *spec, const char *algo, int steps, double *f
     g_autoptr(PsimTensor) y = psim_tensor_new(PSIM_DTYPE_INT64, 1, yd, NULL);
     GRand *r = g_rand_new_with_seed(3);
     g_autofree char *tgt = g_strconcat("^", info.train_op, NULL);
-    const char *feeds[2] = {"input", "labels"}, *fetch[2] = {info.loss, tgt};
+    const char *feeds[2] = {"input", "labels"}, *fetch[3] = {info.loss, tgt, "train/learning_rate:0"};
     *first = *last = 0;
     for (int i = 0; i < steps; i++) {
         synth_batch(r, x, y);
-        PsimTensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
-        g_assert_true(psim_plan_session_run(s, 2, feeds, in, 2, fetch, out, &err));
+        PsimTensor *in[2] = {x, y}, *out[3] = {NULL, NULL, NULL};
+        g_assert_true(psim_plan_session_run(s, 2, feeds, in, lr ? 3 : 2, fetch, out, &err));
         g_assert_no_error(err);
         double l = psim_tensor_get_f64(out[0], 0);
         psim_tensor_unref(out[0]);
+        if (lr) {
+            lr[i] = psim_tensor_get_f64(out[2], 0);
+            psim_tensor_unref(out[2]);
+        }
         if (i < 5)
             *first += l / 5;
         if (i >= steps - 5)
@@ -348,6 +354,11 @@ static void train_steps(const char *spec, const char *algo, int steps, double *f
     g_auto(GStrv) names = psim_container_names("t-train");
     g_assert_cmpint(g_strv_length(names), ==, 13); /* 6 weights, 6 momenta, the step */
     psim_train_info_clear(&info);
+}
+
+static void train_steps(const char *spec, const char *algo, int steps, double *first, double *last)
+{
+    train_steps_with(spec, algo, steps, 0, NULL, first, last);
 }
 
 static void test_train_step_learns(void)
@@ -363,35 +374,10 @@ static void test_train_step_learns(void)
  * step t, from lr at the first step to 0 at step T and after (T = 4 here). */
 static void test_cosine_learning_rate(void)
 {
-    g_autoptr(GError) err = NULL;
-    g_autoptr(PsimGraph) base = psim_zoo_make("mlp", &err);
-    g_assert_no_error(err);
-    PsimTrainSpec ts = {.optimizer = PSIM_OPTIMIZER_SGD, .lr = 0.05, .lr_decay_steps = 4,
-                        .momentum = 0.9, .container = "t-train"};
-    PsimTrainInfo info;
-    g_autoptr(PsimGraph) g = psim_graph_train_step(base, &ts, &info, &err);
-    g_assert_no_error(err);
-    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", &err);
-    g_autoptr(PsimPlanSession) s = psim_plan_session_new(g, c, NULL, "single", NULL, FALSE, &err);
-    g_assert_no_error(err);
-    psim_container_reset("t-train");
-    int64_t xd[2] = {64, 784}, yd[1] = {64};
-    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 2, xd, NULL);
-    g_autoptr(PsimTensor) y = psim_tensor_new(PSIM_DTYPE_INT64, 1, yd, NULL);
-    GRand *r = g_rand_new_with_seed(3);
-    g_autofree char *tgt = g_strconcat("^", info.train_op, NULL);
-    const char *feeds[2] = {"input", "labels"}, *fetch[2] = {"train/learning_rate:0", tgt};
-    for (int t = 0; t < 7; t++) {
-        synth_batch(r, x, y);
-        PsimTensor *in[2] = {x, y}, *out[2] = {NULL, NULL};
-        g_assert_true(psim_plan_session_run(s, 2, feeds, in, 2, fetch, out, &err));
-        g_assert_no_error(err);
-        double want = 0.05 * (1 + cos(G_PI * MIN(t, 4) / 4)) / 2;
-        g_assert_cmpfloat_with_epsilon(psim_tensor_get_f64(out[0], 0), want, 1e-8);
-        psim_tensor_unref(out[0]);
-    }
-    g_rand_free(r);
-    psim_train_info_clear(&info);
+    double first, last, lr[7];
+    train_steps_with("local:1", "single", 7, 4, lr, &first, &last);
+    for (int t = 0; t < 7; t++)
+        g_assert_cmpfloat_with_epsilon(lr[t], 0.05 * (1 + cos(G_PI * MIN(t, 4) / 4)) / 2, 1e-8);
     psim_container_reset("t-train");
 }
 

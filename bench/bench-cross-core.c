@@ -52,8 +52,11 @@ static void pin(int core)
 
 static void wait_turn(Bench *b, int mine)
 {
-    while (atomic_load(&b->turn) != mine)
+    while (atomic_load(&b->turn) != mine) {
+#if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
+#endif
+    }
 }
 
 /* Core 1: in a `read` round, copies the destination block out first; then writes the source. */

@@ -45,16 +45,20 @@ static PsimNode *scalar(Step *s, const char *name, PsimDType dt, double v)
     return n;
 }
 
-/* Node a op b (one output) from two ports. */
-static PsimNode *binary(Step *s, const char *name, const char *op, PsimPort a, PsimPort b)
+/* Node `op` (one output) of the first outputs of its n inputs; NULL when one of them is (an
+ * earlier node failed: the error is set) or with the error. */
+static PsimNode *apply(Step *s, const char *name, const char *op, int n, PsimNode *const *in)
 {
-    PsimNode *n = add(s, name, op);
-    if (n) {
-        psim_graph_node_input_add(s->g, n, a);
-        psim_graph_node_input_add(s->g, n, b);
-    }
-    return n;
+    for (int i = 0; i < n; i++)
+        if (!in[i])
+            return NULL;
+    PsimNode *v = add(s, name, op);
+    for (int i = 0; v && i < n; i++)
+        psim_graph_node_input_add(s->g, v, (PsimPort){in[i]->id, 0});
+    return v;
 }
+#define UNARY(s, name, op, a) apply(s, name, op, 1, (PsimNode *const[]){a})
+#define BINARY(s, name, op, a, b) apply(s, name, op, 2, (PsimNode *const[]){a, b})
 
 /* The learning rate at the step's global step t: lr * (1 + cos(pi * min(t, T) / T)) / 2 for T =
  * spec->lr_decay_steps, float32, from the step's read of the counter (the value the optimizers'
@@ -62,28 +66,18 @@ static PsimNode *binary(Step *s, const char *name, const char *op, PsimPort a, P
 static PsimNode *cosine_lr(Step *s, PsimNode *step, const PsimTrainSpec *spec)
 {
     double T = (double)spec->lr_decay_steps;
-    PsimNode *cast = add(s, "train/lr_schedule/step", "Cast");
+    PsimNode *cast = UNARY(s, "train/lr_schedule/step", "Cast", step);
     PsimNode *last = scalar(s, "train/lr_schedule/decay_steps", PSIM_DTYPE_FLOAT32, T);
     PsimNode *rad = scalar(s, "train/lr_schedule/radians_per_step", PSIM_DTYPE_FLOAT32, G_PI / T);
     PsimNode *one = scalar(s, "train/lr_schedule/one", PSIM_DTYPE_FLOAT32, 1);
     PsimNode *half = scalar(s, "train/lr_schedule/half_lr", PSIM_DTYPE_FLOAT32, spec->lr / 2);
-    if (!cast || !last || !rad || !one || !half)
-        return NULL;
-    psim_graph_node_input_add(s->g, cast, (PsimPort){step->id, 0});
-    psim_graph_node_attr_set_int(s->g, cast, "to", 1); /* ONNX TensorProto FLOAT */
-    PsimNode *t = binary(s, "train/lr_schedule/clipped", "Min", (PsimPort){cast->id, 0},
-                         (PsimPort){last->id, 0});
-    PsimNode *a = t ? binary(s, "train/lr_schedule/angle", "Mul", (PsimPort){t->id, 0},
-                             (PsimPort){rad->id, 0})
-                    : NULL;
-    PsimNode *c = a ? add(s, "train/lr_schedule/cos", "Cos") : NULL;
-    if (!c)
-        return NULL;
-    psim_graph_node_input_add(s->g, c, (PsimPort){a->id, 0});
-    PsimNode *u = binary(s, "train/lr_schedule/one_plus_cos", "Add", (PsimPort){c->id, 0},
-                         (PsimPort){one->id, 0});
-    return u ? binary(s, "train/learning_rate", "Mul", (PsimPort){u->id, 0}, (PsimPort){half->id, 0})
-             : NULL;
+    if (cast)
+        psim_graph_node_attr_set_int(s->g, cast, "to", 1); /* ONNX TensorProto FLOAT */
+    PsimNode *t = BINARY(s, "train/lr_schedule/clipped", "Min", cast, last);
+    PsimNode *a = BINARY(s, "train/lr_schedule/angle", "Mul", t, rad);
+    PsimNode *c = UNARY(s, "train/lr_schedule/cos", "Cos", a);
+    PsimNode *u = BINARY(s, "train/lr_schedule/one_plus_cos", "Add", c, one);
+    return BINARY(s, "train/learning_rate", "Mul", u, half);
 }
 
 /* Makes node n a Variable whose initial value is t (a reference is kept). */
@@ -576,16 +570,16 @@ PsimGraph *psim_graph_train_step(const PsimGraph *g, const PsimTrainSpec *spec,
     PsimNode *train_op = psim_graph_node_add_unique(t, "train_op", "NoOp", error);
     PsimNode *step = add(&s, "global_step", "Const");
     PsimNode *one = scalar(&s, "train/one", PSIM_DTYPE_INT64, 1);
-    PsimNode *lr = spec->lr_decay_steps > 0 ? NULL
-                                            : scalar(&s, "train/learning_rate", PSIM_DTYPE_FLOAT32, spec->lr);
-    if (!train_op || !step || !one || (!lr && spec->lr_decay_steps <= 0))
+    if (!train_op || !step || !one)
         return NULL;
     g_autoptr(PsimTensor) zero = psim_tensor_new(PSIM_DTYPE_INT64, 0, NULL, error);
     if (!zero)
         return NULL;
     psim_graph_output_set(t, step, 0, PSIM_DTYPE_INT64, 0, NULL);
     make_variable(&s, step, zero);
-    if (!lr && !(lr = cosine_lr(&s, step, spec)))
+    PsimNode *lr = spec->lr_decay_steps > 0 ? cosine_lr(&s, step, spec)
+                                            : scalar(&s, "train/learning_rate", PSIM_DTYPE_FLOAT32, spec->lr);
+    if (!lr)
         return NULL;
     /* Adam's update count starts at 1 for the first step (bias correction as in Kingma & Ba);
      * Momentum's at 0 (ONNX: the first step takes the gradient whole). */

@@ -486,7 +486,6 @@ static void dispatch_dirty(Sim *s)
     s->n_dirty = 0;
 }
 
-/* Takes a free stream of device d for node v (a Recv for a copy). */
 /* The factor device d's ops run at while n devices are busy (itself included). */
 static inline double busy_factor(const Sim *s, int32_t d, int32_t n)
 {
@@ -519,6 +518,18 @@ static void rescale_running(Sim *s)
     }
 }
 
+/* An EV_NODE_END for v at t that a change of pace replaced (rescale_running pushed another). */
+static inline gboolean end_moved(const Sim *s, int32_t v, double t)
+{
+    if (!s->scaled)
+        return FALSE;
+    if (s->done[v])
+        return TRUE;
+    const Running *r = s->stream[v] < 32 ? &s->dev[s->dev_of[v]].run[s->stream[v]] : NULL;
+    return r && r->v == v && r->end != t;
+}
+
+/* Takes a free stream of device d for node v (a Recv for a copy). */
 static void stream_take(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
@@ -667,17 +678,13 @@ static void node_start(Sim *s, int32_t v, int32_t d, int32_t cause)
      * factor for as many devices as are busy when the node starts, itself included. A plan
      * whose devices take turns (round-robin on a chain) pays nothing; one whose devices run
      * side by side pays on the nodes that overlap. */
-    if (s->kind[v] == KIND_COMPUTE && s->scaled && s->stream[v] < 32) {
-        /* Paced: the factor for the busy devices now, changed as they change. */
-        double f = busy_factor(s, d, s->n_busy_dev);
-        Running *r = &dv->run[s->stream[v]];
-        *r = (Running){.v = v, .work = cost, .since = s->now, .factor = f};
-        cost = psim_cost_bound(cost * f);
-        r->end = s->now + cost;
-    } else if (s->kind[v] == KIND_COMPUTE && s->n_busy_dev >= 2) {
-        double f = busy_factor(s, d, s->n_busy_dev);
+    if (s->kind[v] == KIND_COMPUTE) {
+        /* The factor for the busy devices now; paced (rescale_running) where factors apply. */
+        double f = busy_factor(s, d, s->n_busy_dev), work = cost;
         if (f != 1)
             cost = psim_cost_bound(cost * f);
+        if (s->scaled && s->stream[v] < 32)
+            dv->run[s->stream[v]] = (Running){.v = v, .work = work, .since = s->now, .factor = f, .end = s->now + cost};
     }
     if (s->kind[v] != KIND_PARAM)
         mem_add(s, d, s->out_total[v], v);
@@ -1139,9 +1146,8 @@ static gboolean sim_loop(Sim *s)
         switch (e.kind) {
         case EV_NODE_END: {
             int32_t d = s->dev_of[e.id];
-            if (s->scaled && (s->done[e.id] || (s->stream[e.id] < 32 && s->dev[d].run[s->stream[e.id]].v == e.id &&
-                                                s->dev[d].run[s->stream[e.id]].end != e.t))) {
-                s->events--; /* an end its node's change of pace moved */
+            if (end_moved(s, e.id, e.t)) {
+                s->events--;
                 break;
             }
             stream_release(s, e.id, d);

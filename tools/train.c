@@ -44,7 +44,6 @@ typedef struct {
     /* A pixel p goes into the graph as p * in_scale + in_bias: (p / 255 - mean) / deviation of
      * the training images' pixels (--inputs standard), or p / 255 (--inputs unit). */
     float in_scale, in_bias;
-    double in_mean, in_std; /* of the training pixels, over 255 */
     PsimGraph *g;
     PsimTrainInfo info;
     PsimCluster *cluster;
@@ -161,6 +160,10 @@ static int64_t *epoch_order(int64_t n, int64_t seed, int64_t epoch)
  * them from the training set), and the affine map of a pixel into the graph. */
 static void input_scaling(Train *t)
 {
+    t->in_scale = 1.0f / 255.0f;
+    t->in_bias = 0;
+    if (!strcmp(t->inputs, "unit") || t->train.images->n_elems == 0)
+        return;
     const guint8 *p = t->train.images->data;
     int64_t n = t->train.images->n_elems;
     uint64_t hist[256] = {0};
@@ -171,16 +174,10 @@ static void input_scaling(Train *t)
         s += (double)hist[v] * v;
         ss += (double)hist[v] * v * v;
     }
-    double mean = n > 0 ? s / (double)n : 0, var = n > 0 ? ss / (double)n - mean * mean : 0;
-    t->in_mean = mean / 255;
-    t->in_std = var > 0 ? sqrt(var) / 255 : 1;
-    if (!strcmp(t->inputs, "unit")) {
-        t->in_scale = 1.0f / 255.0f;
-        t->in_bias = 0;
-    } else {
-        t->in_scale = (float)(1 / (255 * t->in_std));
-        t->in_bias = (float)(-t->in_mean / t->in_std);
-    }
+    double mean = s / (double)n / 255, var = ss / (double)n - (s / (double)n) * (s / (double)n);
+    double dev = var > 0 ? sqrt(var) / 255 : 1;
+    t->in_scale = (float)(1 / (255 * dev));
+    t->in_bias = (float)(-mean / dev);
 }
 
 /* Batch of examples idx[0..n) (n <= batch; the rest zeros) as the graph's input and labels. */
@@ -257,7 +254,8 @@ static gboolean model_build(Train *t, GError **error)
     t->input_name = g_strdup(in->name);
     PsimTrainSpec spec = {
         .optimizer = !strcmp(t->optimizer, "adam") ? PSIM_OPTIMIZER_ADAM : PSIM_OPTIMIZER_SGD,
-        .lr = t->lr, .lr_decay_steps = lr_decay_steps(t), .momentum = t->momentum, .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
+        .lr = t->lr, .lr_decay_steps = lr_decay_steps(t), .momentum = t->momentum,
+        .beta1 = 0.9, .beta2 = 0.999, .epsilon = 1e-8,
         .weight_decay = t->weight_decay, .container = CONTAINER, .checkpoint_ops = TRUE,
         .input_queue = QUEUE_BATCHES * t->replicas, .replicas = (int32_t)t->replicas,
         .variable_reads = t->reads};

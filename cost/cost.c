@@ -342,13 +342,15 @@ void psim_cost_model_node_idle_curve(PsimCostModel *m, const PsimGraph *g, const
     g_mutex_unlock(&m->lock);
 }
 
-const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(4) << 10, UINT64_C(16) << 10, UINT64_C(64) << 10,
-                                                     UINT64_C(256) << 10, UINT64_C(1) << 20};
-const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_4KiB_us", "reclaim_16KiB_us", "reclaim_64KiB_us",
-                                                        "reclaim_256KiB_us", "reclaim_1MiB_us"};
+const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N] = {UINT64_C(4) << 10,   UINT64_C(16) << 10, UINT64_C(64) << 10,
+                                                     UINT64_C(256) << 10, UINT64_C(1) << 20,  UINT64_C(4) << 20,
+                                                     UINT64_C(16) << 20};
+const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_4KiB_us",   "reclaim_16KiB_us", "reclaim_64KiB_us",
+                                                        "reclaim_256KiB_us", "reclaim_1MiB_us",  "reclaim_4MiB_us",
+                                                        "reclaim_16MiB_us"};
 const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N] = {
     "reclaim_copy_4KiB_us", "reclaim_copy_16KiB_us", "reclaim_copy_64KiB_us", "reclaim_copy_256KiB_us",
-    "reclaim_copy_1MiB_us"};
+    "reclaim_copy_1MiB_us", "reclaim_copy_4MiB_us",  "reclaim_copy_16MiB_us"};
 
 const uint64_t psim_cold_distance_bytes[PSIM_COLD_N] = {UINT64_C(1) << 20, UINT64_C(4) << 20, UINT64_C(16) << 20,
                                                         UINT64_C(64) << 20, UINT64_C(256) << 20};

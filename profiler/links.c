@@ -358,7 +358,8 @@ gboolean psim_link_session_pass(PsimLinkSession *s, GError **error)
             }
             double us[2 * PSIM_RECLAIM_N];
             if (s->hop[pair]) {
-                if (!psim__profiler_reclaim(p, a, b, us, us + PSIM_RECLAIM_N, error))
+                /* Its sizes up to the largest transfer timed. */
+                if (!psim__profiler_reclaim(p, a, b, size_bytes(s, s->ns - 1), us, us + PSIM_RECLAIM_N, error))
                     return FALSE;
                 g_array_append_vals(s->reclaim[pair], us, 2 * PSIM_RECLAIM_N);
             }
@@ -371,14 +372,18 @@ gboolean psim_link_session_pass(PsimLinkSession *s, GError **error)
     return TRUE;
 }
 
-/* The median of the per-pass values v[pass * stride + k]. */
-static double pass_median(const GArray *v, int32_t stride, int32_t k)
+/* The trimmed mean (PSIM_STATS_TRIM at each end) of the per-pass values v[pass * stride + k]
+ * that were measured (not NAN); NAN without any. A mean, as a study's measured step is: the host
+ * switches for minutes at a time between its vCPUs sharing a last-level cache and not, and a
+ * median over the passes followed the more frequent state where the steps pay for both. */
+static double pass_mean(const GArray *v, int32_t stride, int32_t k)
 {
-    int32_t n = (int32_t)(v->len / (guint)stride);
+    int32_t n = (int32_t)(v->len / (guint)stride), m = 0;
     g_autofree double *x = g_new(double, n + 1);
     for (int32_t r = 0; r < n; r++)
-        x[r] = g_array_index(v, double, r * stride + k);
-    return psim_stats_median(x, n);
+        if (isfinite(g_array_index(v, double, r * stride + k)))
+            x[m++] = g_array_index(v, double, r * stride + k);
+    return m > 0 ? psim_stats_trimmed_mean(x, m, PSIM_STATS_TRIM) : NAN;
 }
 
 gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report, GError **error)
@@ -391,9 +396,10 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
     for (int32_t i = 0; ok && i < s->nc; i++) {
         const PsimDevice *da = psim_cluster_device(p->cluster, s->cpus[i]);
         /* Per source: the sums over its destinations' hops of the Send's and the hand-off's
-         * medians, and over its destinations of the reclaim curves' medians over the passes. */
+         * medians, and over its destinations of the reclaim curves' means over the passes (per
+         * point: the destinations that measured it). */
         double send_sum = 0, handoff_sum = 0, reclaim_sum[2 * PSIM_RECLAIM_N] = {0};
-        int32_t hop_n = 0, reclaim_n = 0;
+        int32_t hop_n = 0, reclaim_n[2 * PSIM_RECLAIM_N] = {0};
         for (int32_t j = 0; ok && j < s->nc; j++) {
             if (i == j)
                 continue;
@@ -415,24 +421,28 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
                 }
             }
             ok = ok && psim__profiler_fit_pair(p, s->cpus[i], s->cpus[j], report, error);
-            if (s->reclaim[pair]->len > 0) {
-                for (int32_t k = 0; k < 2 * PSIM_RECLAIM_N; k++)
-                    reclaim_sum[k] += pass_median(s->reclaim[pair], 2 * PSIM_RECLAIM_N, k);
-                reclaim_n++;
+            for (int32_t k = 0; s->reclaim[pair]->len > 0 && k < 2 * PSIM_RECLAIM_N; k++) {
+                double v = pass_mean(s->reclaim[pair], 2 * PSIM_RECLAIM_N, k);
+                if (isfinite(v)) {
+                    reclaim_sum[k] += v;
+                    reclaim_n[k]++;
+                }
             }
         }
         /* Each source's reclaim curves: the mean over its destinations. */
-        for (int32_t k = 0; ok && reclaim_n > 0 && k < 2 * PSIM_RECLAIM_N; k++) {
+        for (int32_t k = 0; ok && k < 2 * PSIM_RECLAIM_N; k++) {
+            if (reclaim_n[k] == 0)
+                continue;
             gboolean copy = k >= PSIM_RECLAIM_N;
             g_autofree char *detail =
-                g_strdup_printf("mean over %d destination(s) of the median over %d pass(es) of a %" G_GUINT64_FORMAT
+                g_strdup_printf("mean over %d destination(s) of the trimmed mean over %d pass(es) of a %" G_GUINT64_FORMAT
                                 "-byte %s's median time (stores drained) after the destination's worker "
                                 "read the block less after it read another",
-                                reclaim_n, s->passes, psim_reclaim_bytes[k % PSIM_RECLAIM_N],
+                                reclaim_n[k], s->passes, psim_reclaim_bytes[k % PSIM_RECLAIM_N],
                                 copy ? "copy from a block the destination wrote" : "write");
             ok = psim__profiler_calibration_put(
                 p, da, (copy ? psim_reclaim_copy_kinds : psim_reclaim_kinds)[k % PSIM_RECLAIM_N],
-                reclaim_sum[k] / reclaim_n, detail, report, error);
+                reclaim_sum[k] / reclaim_n[k], detail, report, error);
         }
         /* Each source's Send and hand-off: the mean over its destinations and sizes. */
         for (int32_t k = 0; ok && hop_n > 0 && k < 2; k++) {

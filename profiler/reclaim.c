@@ -18,7 +18,13 @@
  * overlap most of the cost). Between two writes the destination's worker reads either that block
  * (crossing) or a block of its own of the same size (baseline), in turn, so that both kinds of
  * sample see the same rhythm of turns. The cost is the crossing samples' median less the
- * baseline's. */
+ * baseline's.
+ *
+ * Sizes up to 16 MiB: where the host runs the two vCPUs on cores that share their last-level
+ * cache, the cost stops growing at about the size of the other core's own cache (256 KiB-1 MiB);
+ * where it runs them on cores that do not (the same VM switches between the two for minutes at a
+ * time), a block the other core read keeps megabytes of lines there, and a 1 MiB copy into it
+ * took 150-200 us more instead of 0-1 (docs/validation.md, "Reclaim past 1 MiB"). */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -85,13 +91,18 @@ static gboolean side_job(PsimWorker *w, void *arg, GError **error)
     return TRUE;
 }
 
-/* Samples of each kind per size: a few milliseconds in all. */
+/* Samples of each kind per size up to 1 MiB: a few milliseconds in all; fewer above, where one
+ * round takes a millisecond or more (a median of each pass's few, then the passes' mean). */
 #define RECLAIM_SAMPLES 150
+#define RECLAIM_SAMPLES_LARGE 8
 
-gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op_us[PSIM_RECLAIM_N],
-                                double copy_us[PSIM_RECLAIM_N], GError **error)
+gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, uint64_t max_bytes,
+                                double op_us[PSIM_RECLAIM_N], double copy_us[PSIM_RECLAIM_N], GError **error)
 {
-    const size_t max = PSIM_RECLAIM_MAX_BYTES;
+    int32_t n_sizes = psim_reclaim_points(max_bytes); /* NAN for the others */
+    for (int32_t k = 0; k < PSIM_RECLAIM_N; k++)
+        op_us[k] = copy_us[k] = NAN;
+    const size_t max = psim_reclaim_bytes[n_sizes - 1];
     /* On a: x, then y; on b: the copy's destination, its own block, then zb. */
     char *on_a = psim__profiler_touch(p, a, 2 * max, error);
     if (!on_a)
@@ -107,9 +118,13 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op
     double us[ROUNDS], cross[RECLAIM_SAMPLES], base[RECLAIM_SAMPLES];
     for (int k = 0; k < 2 * PSIM_RECLAIM_N && ok; k++) {
         gboolean copy = k >= PSIM_RECLAIM_N;
+        uint64_t bytes = psim_reclaim_bytes[k % PSIM_RECLAIM_N];
+        if (k % PSIM_RECLAIM_N >= n_sizes)
+            continue;
+        int rounds = WARM + 2 * (bytes > (UINT64_C(1) << 20) ? RECLAIM_SAMPLES_LARGE : RECLAIM_SAMPLES);
         Turns t = {.opts = &p->opts,
-                   .rounds = ROUNDS,
-                   .bytes = psim_reclaim_bytes[k % PSIM_RECLAIM_N],
+                   .rounds = rounds,
+                   .bytes = bytes,
                    .copy = copy,
                    .x = on_a,
                    .y = on_a + max,
@@ -123,7 +138,7 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, double op
         ok = psim_worker_wait(p->workers[a], error);
         ok = psim_worker_wait(p->workers[b], ok ? error : NULL) && ok;
         int nc = 0, nb = 0;
-        for (int r = WARM; r < ROUNDS; r++) {
+        for (int r = WARM; r < rounds; r++) {
             /* Round r's write comes after round r - 1's read. */
             if ((r - 1) & 1)
                 cross[nc++] = us[r];

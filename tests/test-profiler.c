@@ -150,9 +150,11 @@ static void test_run(void)
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 8);
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
     /* Three per device (gemm, copy, launch) and the points of its cold-block curve, and, from the
-     * links, the points of its two reclaim curves (by an op, by a copy; each no less than 0) and
-     * its Send's and hand-off's times. */
-    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + PSIM_COLD_N * n_dev + 2 * PSIM_RECLAIM_N * n_dev + 2 * n_dev);
+     * links, the points of its two reclaim curves up to the largest transfer timed (4, 16 and
+     * 64 KiB; by an op, by a copy; each no less than 0) and its Send's and hand-off's times. */
+    int32_t n_reclaim = psim_reclaim_points(64 << 10);
+    g_assert_cmpint(n_reclaim, ==, 3);
+    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + PSIM_COLD_N * n_dev + 2 * n_reclaim * n_dev + 2 * n_dev);
     for (int32_t d = 0; d < n_dev; d++) {
         g_autoptr(PsimCostModel) cm = psim_cost_model_new(c, db);
         PsimColdCurve cold;
@@ -173,10 +175,14 @@ static void test_run(void)
     for (int32_t d = 0; d < n_dev; d++)
         for (int k = 0; k < 2 * PSIM_RECLAIM_N; k++) {
             double v = -1;
+            /* The points past the largest transfer are not measured. */
             g_assert_true(psim_cost_db_calibration_get(
-                db, psim_cluster_device(c, d),
-                (k < PSIM_RECLAIM_N ? psim_reclaim_kinds : psim_reclaim_copy_kinds)[k % PSIM_RECLAIM_N], &v, &err));
-            g_assert_cmpfloat(v, >=, 0);
+                              db, psim_cluster_device(c, d),
+                              (k < PSIM_RECLAIM_N ? psim_reclaim_kinds : psim_reclaim_copy_kinds)[k % PSIM_RECLAIM_N],
+                              &v, &err) == (k % PSIM_RECLAIM_N < n_reclaim));
+            g_assert_no_error(err);
+            if (k % PSIM_RECLAIM_N < n_reclaim)
+                g_assert_cmpfloat(v, >=, 0);
         }
     /* Those sizes are timed through the executor (a two-device plan's hop, not a bare memcpy):
      * at 1 KiB the hand-off is several times the copy's 0.1-0.3 us. */
@@ -636,7 +642,9 @@ static void test_link_session(void)
     g_assert_no_error(err);
     g_assert_cmpint(r.link_rows, ==, 2 * 3);
     g_assert_cmpint(r.link_pairs, ==, 2);
-    g_assert_cmpint(r.calibrations, ==, 2 * (2 * PSIM_RECLAIM_N + 2 + PSIM_COLD_N));
+    /* The reclaim curves up to the largest transfer timed: 4 and 16 KiB. */
+    g_assert_cmpint(psim_reclaim_points(16 << 10), ==, 2);
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 2 + 2 + PSIM_COLD_N));
     /* 6 rows, and the 64 KiB one left as it was. */
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 7);
     sqlite3 *sq;
@@ -673,7 +681,8 @@ static void test_link_session(void)
     g_assert_true(psim_link_session_finish(s, &r, &err));
     g_assert_no_error(err);
     g_assert_cmpint(r.link_rows, ==, 2);
-    g_assert_cmpint(r.calibrations, ==, 2 * (2 * PSIM_RECLAIM_N + 2));
+    g_assert_cmpint(psim_reclaim_points(1024), ==, 1); /* 4 KiB */
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 1 + 2));
 }
 
 int main(int argc, char **argv)

@@ -820,7 +820,8 @@ static void test_reclaim(void)
     g_assert_cmpint(cap, ==, 131072);
     g_assert_cmpint(psim_pool_class(131072 + 64, NULL), !=, psim_pool_class(131072, NULL));
     g_assert_cmpint(psim_pool_block_bytes(1000), ==, 1024);
-    static const double op_us[PSIM_RECLAIM_N] = {1, 2, 4, 10, 16}, copy_us[PSIM_RECLAIM_N] = {0.5, 1, 2, 5, 8};
+    static const double op_us[PSIM_RECLAIM_N] = {1, 2, 4, 10, 16, 40, 100},
+                        copy_us[PSIM_RECLAIM_N] = {0.5, 1, 2, 5, 8, 20, 50};
     g_autofree char *dir = g_dir_make_tmp("psim-reclaim-XXXXXX", NULL);
     for (int with = 0; with < 3; with++) {
         g_autofree char *path = g_strdup_printf("%s/c%d.db", dir, with);
@@ -843,9 +844,10 @@ static void test_reclaim(void)
         GError *err = NULL;
         PsimCostDb *db = psim_cost_db_open(path, &err);
         g_assert_no_error(err);
-        /* with 1: both curves; 2: the op curve's last three points only. */
+        /* with 1: both curves; 2: the op curve's 64 KiB, 256 KiB and 1 MiB points only (a DB
+         * from before the small and the large sizes). */
         for (int32_t d = 0; d < 2 && with; d++)
-            for (int k = with == 1 ? 0 : 2; k < PSIM_RECLAIM_N; k++) {
+            for (int k = with == 1 ? 0 : 2; k < (with == 1 ? PSIM_RECLAIM_N : 5); k++) {
                 g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), psim_reclaim_kinds[k],
                                                            op_us[k], "t", &err));
                 if (with == 1)

@@ -127,12 +127,25 @@ static inline int32_t psim_pool_class(uint64_t bytes, uint64_t *cap)
  * block less one after it read another, the store buffer drained), and a copy from another
  * device landing there ("reclaim_copy_4KiB_us" ...: its reads of the other core's lines overlap
  * most of it). The simulator charges the curve at a copied tensor's bytes to the next node or copy
- * of the source device that takes a block of the same pool class. */
-#define PSIM_RECLAIM_N 5
-#define PSIM_RECLAIM_MAX_BYTES (UINT64_C(1) << 20)
+ * of the source device that takes a block of the same pool class. Points from 4 KiB to 16 MiB:
+ * where the two cores do not share a last-level cache (a hypervisor's placement of the vCPUs can
+ * change from one minute to the next), a block the other core read keeps its lines in that
+ * core's cache up to megabytes, and the cost grows with the block well past 1 MiB
+ * (docs/validation.md, "Reclaim past 1 MiB"). */
+#define PSIM_RECLAIM_N 7
+#define PSIM_RECLAIM_MAX_BYTES (UINT64_C(16) << 20)
 extern const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N];
 extern const char *const psim_reclaim_kinds[PSIM_RECLAIM_N];
 extern const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N];
+/* How many of psim_reclaim_bytes a profile measures for transfers of at most max_bytes: the
+ * sizes up to the first at least max_bytes (0: all). */
+static inline int32_t psim_reclaim_points(uint64_t max_bytes)
+{
+    int32_t n = 1;
+    while (n < PSIM_RECLAIM_N && (max_bytes == 0 || psim_reclaim_bytes[n - 1] < max_bytes))
+        n++;
+    return n;
+}
 typedef struct {
     int32_t n; /* points (0: none) */
     double bytes[PSIM_RECLAIM_N], us[PSIM_RECLAIM_N];
@@ -141,7 +154,7 @@ typedef struct {
  * curve, from before the copy curve was measured, gives the op curve for both). */
 void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve *op, PsimReclaimCurve *copy);
 /* The curve at `bytes`: linear from 0 through its points, then its last value (a block larger
- * than the other core's cache has left most of its lines there anyway). */
+ * than the other core's cache has left no more of its lines there). */
 static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double bytes)
 {
     double x0 = 0, y0 = 0;

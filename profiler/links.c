@@ -1,7 +1,8 @@
 /* Transfers between devices at sizes from link_min_bytes to link_max_bytes (x4 steps), timed
  * per ordered pair, and the fitted latency + bytes/bandwidth model. CPU to CPU up to
- * PSIM_PROFILE_HOP_MAX_BYTES: the whole hop through the executor (hop.c; rows with source
- * 'executor'). Larger: timed as the executor makes the copy (exec/transport.c): the source device has just written the tensor
+ * PSIM_PROFILE_HOP_MAX_BYTES (64 MiB): the whole hop through the executor (hop.c; rows with source
+ * 'executor'), its copy into a block the destination's pool just gave back (the simulator adds
+ * the cold-block curve where a step's block is colder). Larger: timed as the executor makes the copy (exec/transport.c): the source device has just written the tensor
  * (its lines dirty in the source core's caches), and the destination's thread copies it into a
  * buffer of its own that is not in the caches (a pooled block last used long before). Each sample is one copy: the source's thread rewrites the buffer, then the
  * destination's thread times the memcpy. Copying the same clean source over and over instead

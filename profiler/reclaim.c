@@ -24,7 +24,8 @@
  * cache, the cost stops growing at about the size of the other core's own cache (256 KiB-1 MiB);
  * where it runs them on cores that do not (the same VM switches between the two for minutes at a
  * time), a block the other core read keeps megabytes of lines there, and a 1 MiB copy into it
- * took 150-200 us more instead of 0-1 (docs/validation.md, "Reclaim past 1 MiB"). */
+ * took 150-200 us more instead of 0-1 (docs/validation.md, "reclaim past 1 MiB, and copies
+ * into warm blocks"). */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>

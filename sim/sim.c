@@ -621,7 +621,7 @@ static double pool_take(Sim *s, int32_t d, uint64_t bytes, gboolean copy, double
     double remote;
     double cold = pool_pop(&dv->pool, &s->pool_costs[dv->pool_ix].cold, blk, s->touched, copy, &remote);
     s->touched += (double)blk;
-    /* A large copy's link time was measured into a cold block already. */
+    /* A copy above PSIM_COST_HOP_MAX_BYTES: its link row was timed into a cold block already. */
     if (copy && bytes > PSIM_COST_HOP_MAX_BYTES)
         cold = 0;
     return MAX(cold, remote) - ref_cold;

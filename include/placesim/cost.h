@@ -131,7 +131,7 @@ static inline int32_t psim_pool_class(uint64_t bytes, uint64_t *cap)
  * where the two cores do not share a last-level cache (a hypervisor's placement of the vCPUs can
  * change from one minute to the next), a block the other core read keeps its lines in that
  * core's cache up to megabytes, and the cost grows with the block well past 1 MiB
- * (docs/validation.md, "Reclaim past 1 MiB"). */
+ * (docs/validation.md, "reclaim past 1 MiB, and copies into warm blocks"). */
 #define PSIM_RECLAIM_N 7
 #define PSIM_RECLAIM_MAX_BYTES (UINT64_C(16) << 20)
 extern const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N];
@@ -175,10 +175,14 @@ static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double byte
  * 1, 4, 16, 64 and 256 MiB of other writes over the same write into a block just used
  * ("cold_1MiB_us_per_MiB" ...), in microseconds per MiB written (profiler/cold.c). */
 /* CPU-to-CPU link rows up to this size are timed through the executor's hop, whose copy lands
- * in a block the destination's pool just gave back (warm); larger ones by the copy alone into a
- * block evicted from the caches (cold: profiler/links.c). A copy's cold-block time is in the
- * larger rows already. */
-#define PSIM_COST_HOP_MAX_BYTES (UINT64_C(1) << 20)
+ * in a block the destination's pool just gave back (warm), and the simulator charges a copy the
+ * cold-block curve for the block it takes, as a node; larger ones by the copy alone into a block
+ * evicted from the caches (cold: profiler/links.c), whose cold-block time is in the row already.
+ * 64 MiB since 2026-11-29 (1 MiB before: the 4 and 16 MiB rows were copies into evicted blocks,
+ * 1.5x a step's copy into a warm block on a chain of 4 MiB tensors, and the copies of a split
+ * plan that landed in a cold block paid no more: docs/validation.md, "reclaim past 1 MiB, and
+ * copies into warm blocks"). */
+#define PSIM_COST_HOP_MAX_BYTES (UINT64_C(64) << 20)
 #define PSIM_COLD_N 5
 extern const uint64_t psim_cold_distance_bytes[PSIM_COLD_N];
 extern const char *const psim_cold_kinds[PSIM_COLD_N];

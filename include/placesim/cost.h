@@ -133,7 +133,6 @@ static inline int32_t psim_pool_class(uint64_t bytes, uint64_t *cap)
  * core's cache up to megabytes, and the cost grows with the block well past 1 MiB
  * (docs/validation.md, "reclaim past 1 MiB, and copies into warm blocks"). */
 #define PSIM_RECLAIM_N 7
-#define PSIM_RECLAIM_MAX_BYTES (UINT64_C(16) << 20)
 extern const uint64_t psim_reclaim_bytes[PSIM_RECLAIM_N];
 extern const char *const psim_reclaim_kinds[PSIM_RECLAIM_N];
 extern const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N];

@@ -381,9 +381,11 @@ static double pass_mean(const GArray *v, int32_t stride, int32_t k)
 {
     int32_t n = (int32_t)(v->len / (guint)stride), m = 0;
     g_autofree double *x = g_new(double, n + 1);
-    for (int32_t r = 0; r < n; r++)
-        if (isfinite(g_array_index(v, double, r * stride + k)))
-            x[m++] = g_array_index(v, double, r * stride + k);
+    for (int32_t r = 0; r < n; r++) {
+        double y = g_array_index(v, double, r * stride + k);
+        if (isfinite(y))
+            x[m++] = y;
+    }
     return m > 0 ? psim_stats_trimmed_mean(x, m, PSIM_STATS_TRIM) : NAN;
 }
 

@@ -118,10 +118,10 @@ gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, uint64_t 
     enum { WARM = 4, ROUNDS = WARM + 2 * RECLAIM_SAMPLES };
     double us[ROUNDS], cross[RECLAIM_SAMPLES], base[RECLAIM_SAMPLES];
     for (int k = 0; k < 2 * PSIM_RECLAIM_N && ok; k++) {
-        gboolean copy = k >= PSIM_RECLAIM_N;
-        uint64_t bytes = psim_reclaim_bytes[k % PSIM_RECLAIM_N];
         if (k % PSIM_RECLAIM_N >= n_sizes)
             continue;
+        gboolean copy = k >= PSIM_RECLAIM_N;
+        uint64_t bytes = psim_reclaim_bytes[k % PSIM_RECLAIM_N];
         int rounds = WARM + 2 * (bytes > (UINT64_C(1) << 20) ? RECLAIM_SAMPLES_LARGE : RECLAIM_SAMPLES);
         Turns t = {.opts = &p->opts,
                    .rounds = rounds,

@@ -142,6 +142,8 @@ char *psim_plan_to_json_full(const PsimPlan *p, const char *graph_sha256, unsign
         psim__json_string(s, p->graph_source);
         g_string_append(s, ", \"sha256\": ");
         psim__json_string(s, graph_sha256);
+        if (p->graph_fused)
+            g_string_append(s, ", \"fused\": true");
         g_string_append_printf(s, ", \"nodes\": %d}", p->n_placed);
     } else {
         g_autoptr(PsimGraph) g = placed_graph(p, error);
@@ -350,10 +352,19 @@ static PsimGraph *embedded_graph(const char *path, const PsimJ *gn, GError **err
     return g_steal_pointer(&g);
 }
 
-/* The graph of a plan/2 file: embedded, or read from its source and checked against the hash. */
-static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *graph_path,
-                              char **source, GError **error)
+static PsimPlanFuseFunc fuse_func;
+
+void psim_plan_set_fuse_func(PsimPlanFuseFunc fn)
 {
+    fuse_func = fn;
+}
+
+/* The graph of a plan/2 file: embedded, or read from its source and checked against the hash
+ * (then fused for cluster_json where the reference says so: *fused). */
+static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *graph_path, const char *cluster_json,
+                              char **source, gboolean *fused, GError **error)
+{
+    *fused = FALSE;
     if (!gn || gn->type != PSIM_J_OBJECT) {
         psim__error_file(error, path, "field 'graph' is missing or not an object");
         return NULL;
@@ -400,6 +411,22 @@ static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *gra
                          src, now, sha);
         return NULL;
     }
+    PsimJsonAt at = {path, "graph"};
+    if (!psim_j_get_bool(&at, gn, "fused", fused, error))
+        return NULL;
+    if (*fused) {
+        g_autoptr(GError) ferr = NULL;
+        if (!fuse_func || !cluster_json) {
+            psim__error_file(error, path, "field 'graph': its graph '%s' is to be fused for %s, which only placesim "
+                                          "does (psim_plan_set_fuse_func)",
+                             src, cluster_json ? "its cluster" : "a cluster it does not carry");
+            return NULL;
+        }
+        if (!fuse_func(&g, cluster_json, &ferr)) {
+            psim__error_file(error, path, "its graph '%s' cannot be fused for its cluster: %s", src, ferr->message);
+            return NULL;
+        }
+    }
     *source = g_strdup(src);
     return g_steal_pointer(&g);
 }
@@ -412,7 +439,7 @@ static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, const char *g
     const char *algo = "", *rounding = "truncate";
     double makespan = 0;
     const PsimJ *da = NULL;
-    gboolean compress = FALSE;
+    gboolean compress = FALSE, graph_fused = FALSE;
     PsimJsonAt at = {path, NULL};
     if (!read_head(path, o, &algo, &makespan, &da, &cluster_json, error) ||
         !psim_j_get_bool(&at, o, "compress", &compress, error) ||
@@ -425,7 +452,8 @@ static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, const char *g
     devs = device_names(da);
     shorts = short_names(devs, nd);
     {
-        g_autoptr(PsimGraph) g = plan2_graph(path, psim_j_get(o, "graph"), graph_path, &source, error);
+        g_autoptr(PsimGraph) g = plan2_graph(path, psim_j_get(o, "graph"), graph_path, cluster_json, &source,
+                                             &graph_fused, error);
         if (!g)
             goto fail;
         psim_graph_set_source(g, path); /* messages about the plan name the plan file */
@@ -442,6 +470,7 @@ static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, const char *g
     p->makespan_us = makespan;
     p->cluster_json = g_steal_pointer(&cluster_json);
     p->graph_source = g_steal_pointer(&source);
+    p->graph_fused = p->graph_source && graph_fused;
     {
         int32_t N = psim_graph_n_nodes(p->graph), nt = p->n_transfers;
         const PsimJ *st = psim_j_get(o, "start");

@@ -41,6 +41,19 @@ rm "$tmp/g.json"
 python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["graph"]; sys.exit(g.get("format") != "placesim.graph/1")' "$tmp/cplan.json" \
     || fail "a plan of a changed graph holds it"
 "$PSIM" sim --plan "$tmp/cplan.json" --json | grep -q '"step_time_us":80.0' || fail "sim of a plan holding its graph"
+# A graph fused for the cluster (the transformer's GELU) is referred to as fused, not held: the
+# reader fuses its source again; the plan is a few kB, and simulates and runs as placed.
+out=$("$PSIM" place zoo:transformer --cluster local:2 --algo round-robin --plan "$tmp/fplan.json" --json) || fail "place transformer"
+python3 -c 'import json, sys; g = json.load(open(sys.argv[1]))["graph"]; sys.exit(g != {"source": "zoo:transformer", "sha256": g.get("sha256"), "fused": True, "nodes": g.get("nodes")})' \
+    "$tmp/fplan.json" || fail "a fused graph's reference: $(head -c 600 "$tmp/fplan.json")"
+[ "$(wc -c < "$tmp/fplan.json")" -lt 20000 ] || fail "a plan that refers to its fused graph holds it: $(wc -c < "$tmp/fplan.json") bytes"
+sim=$("$PSIM" sim --plan "$tmp/fplan.json" --json) || fail "sim of a plan of a fused graph"
+python3 -c 'import json, sys; a = json.loads(sys.argv[1])["makespan_us"]; b = json.loads(sys.argv[2])["plan_makespan_us"]; sys.exit(abs(a - b) > 1e-9 * a)' \
+    "$out" "$sim" || fail "the fused plan read back is not the plan placed: $out / $sim"
+"$PSIM" run --plan "$tmp/fplan.json" --steps 1 >/dev/null || fail "run of a plan of a fused graph"
+sed 's/"fused": true/"fused": "yes"/' "$tmp/fplan.json" > "$tmp/fbad.json"
+"$PSIM" sim --plan "$tmp/fbad.json" >/dev/null 2>"$tmp/e" && fail "sim of a plan with a bad 'fused'"
+[ "$?" = 2 ] && grep -q "fbad.json" "$tmp/e" && grep -q "fused" "$tmp/e" && [ "$(wc -l < "$tmp/e")" = 1 ] || fail "bad fused: $(cat "$tmp/e")"
 grep -q '"format" : "placesim.placement/1"' "$tmp/p.json" || fail "placement file"
 out=$("$PSIM" place "$ex" --cluster uniform:3:0.001 --algo file --placement "$tmp/p.json" --json) || fail "file"
 echo "$out" | grep -q '"makespan_us":80.0' || fail "file makespan: $out"

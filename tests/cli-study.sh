@@ -20,6 +20,22 @@ if command -v sqlite3 >/dev/null; then
     [ "$n" = 2 ] || fail "timelines of both kinds expected, got $n"
 fi
 "$PSIM" compare "$tmp/s/mlp-round-robin.sim.json" "$tmp/s/mlp-round-robin.run.json" >/dev/null || fail "compare"
+# Each row's plan, named in --json: it carries its cluster and refers to the built-in model, so
+# `sim --plan` needs no other argument and gives the row's simulated step, and `run --plan` runs it.
+for a in single round-robin; do
+    p="$tmp/s/mlp-$a.plan.json"
+    echo "$out" | grep -q "\"plan\":\"mlp-$a.plan.json\"" || fail "json names no plan for $a: $out"
+    grep -q '"source": *"zoo:mlp"' "$p" || fail "$a plan does not refer to zoo:mlp"
+    sim=$("$PSIM" sim --plan "$p" --json) || fail "sim --plan $a exited $?"
+    python3 -c '
+import json, sys
+rows = json.loads(sys.argv[1])["rows"]
+row = [r for r in rows if r["algo"] == sys.argv[3]][0]
+sim = json.loads(sys.argv[2])
+assert abs(sim["step_time_us"] - row["sim_us"]) <= 1e-9 * row["sim_us"], (sim["step_time_us"], row["sim_us"])' \
+        "$out" "$sim" "$a" || fail "sim --plan of the $a plan differs from its row: $sim"
+    "$PSIM" run --plan "$p" --steps 1 >/dev/null || fail "run --plan $a exited $?"
+done
 # Cost sources (issue 20 item 21): no DB, so every node of mlp is estimated or free, per row in
 # --json and per op in the simulated trace.
 [ "$(echo "$out" | grep -o '"cost_sources":{"measured":0,"estimated":7,"annotated":0,"free":7}' | wc -l)" = 2 ] ||

@@ -186,6 +186,22 @@ gboolean psim_cli_graph_options_given(const PsimCliGraphOptions *o)
     return o->batch || o->shapes || o->cse || o->n_fuse_removed > 0;
 }
 
+gboolean psim_cli_graph_as_read(const PsimCliGraphOptions *o)
+{
+    return !o->batch && !o->shapes && !o->cse && !o->training;
+}
+
+gboolean psim_cli_plan_fuse(PsimGraph **g, const char *cluster_json, GError **error)
+{
+    g_autoptr(PsimCluster) c = psim_cluster_parse("the plan's cluster", cluster_json, strlen(cluster_json), error);
+    if (!c)
+        return FALSE;
+    PsimCliGraphOptions go = {0};
+    gboolean ok = psim_cli_graph_fuse(g, c, &go, error);
+    psim_cli_graph_options_clear(&go);
+    return ok;
+}
+
 /* Every device of the cluster has a kernel for op at dt. */
 static gboolean cluster_runs(const char *op, PsimDType dt, void *user)
 {

@@ -61,13 +61,12 @@ static void add_result(JsonBuilder *b, const PsimPlacement *p, const PsimPlan *p
 }
 
 /* Where a plan file finds the placed graph: the file (absolute path) or "zoo:NAME" it was read
- * from, when it was read with the default options and nothing changed it; else NULL (the plan
- * embeds it). */
+ * from, when it was read with the default options and nothing but fusion changed it (the plan
+ * says so: PsimPlan.graph_fused); else NULL (the plan embeds it). */
 static char *graph_source(const char *spec, const PsimCliGraphOptions *go, char **requests,
                           char **colocates)
 {
-    if (psim_cli_graph_options_given(go) || go->training || (requests && *requests) ||
-        (colocates && *colocates))
+    if (!psim_cli_graph_as_read(go) || (requests && *requests) || (colocates && *colocates))
         return NULL;
     return psim_cli_graph_source(spec);
 }
@@ -349,8 +348,10 @@ int psim_cmd_place(int argc, char **argv)
         gint64 t_write = g_get_monotonic_time();
         if (plan_tmp && !plan->cluster_json)
             plan->cluster_json = plan_cluster_json(cluster, opt.mem_limit); /* sim --plan needs no --cluster */
-        if (plan_tmp && !plan->graph_source)
+        if (plan_tmp && !plan->graph_source) {
             plan->graph_source = graph_source(argv[1], &go, requests, colocates);
+            plan->graph_fused = plan->graph_source && go.n_fuse_removed > 0;
+        }
         if ((out_tmp && !psim_placement_save(pctx, p, out_tmp, &err)) ||
             (plan_tmp && !psim_plan_save_full(plan, plan_tmp, plan_orders ? PSIM_PLAN_JSON_ORDERS : 0, &err))) {
             if (b)

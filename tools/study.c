@@ -29,6 +29,7 @@ typedef struct {
                            * in one graph are the same plan measured twice */
     double place_ms, sim_ms;
     char *gantt;          /* file name of the side-by-side plot, or NULL */
+    char *plan_file;      /* file name of its plan (placesim.plan/2), or NULL */
     char *error;          /* why this row has no figures, or NULL */
     PsimCliCostSources sources; /* where its simulation's node costs came from */
 } Row;
@@ -38,6 +39,7 @@ static void row_free(Row *r)
     g_free(r->graph);
     g_free(r->algo);
     g_free(r->gantt);
+    g_free(r->plan_file);
     g_free(r->error);
 }
 
@@ -294,6 +296,31 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, Ps
     psim_compare_clear(&cmp);
 }
 
+/* The row's plan as OUT/GRAPH-ALGO.plan.json, carrying its cluster and referring to its graph by
+ * source (fused: as fused for the cluster; no source: holding it), so that `placesim sim --plan`
+ * and `run --plan` take it as it is. A failure to write is the row's error. */
+static void trial_save_plan(Trial *t, const PsimCluster *cluster, const char *source, gboolean fused,
+                            const char *out_dir, PsimCliOutputs *outs)
+{
+    GError *err = NULL;
+    if (!t->plan->cluster_json)
+        t->plan->cluster_json = psim_cluster_to_json(cluster);
+    if (!t->plan->graph_source && source) {
+        t->plan->graph_source = g_strdup(source);
+        t->plan->graph_fused = fused;
+    }
+    g_autofree char *base = g_strdup_printf("%s-%s", t->r->graph, t->r->algo);
+    g_autofree char *safe = safe_name(base);
+    g_autofree char *name = g_strdup_printf("%s.plan.json", safe);
+    g_autofree char *path = g_build_filename(out_dir, name, NULL);
+    const char *tmp = psim_cli_output(outs, path, FALSE, &err);
+    if (!tmp || !psim_plan_save(t->plan, tmp, &err)) {
+        trial_fail(t, err);
+        return;
+    }
+    t->r->plan_file = g_steal_pointer(&name);
+}
+
 /* The results table, beside the timelines in results.sqlite. */
 static gboolean write_sqlite(GArray *rows, const char *path, GError **error)
 {
@@ -423,6 +450,12 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                r->measured_max_us, r->error_pct, r->placed_sim_us, r->placed_error_pct, r->plan_us,
                                r->op_error_pct, r->n_transfers, r->n_devices_used);
     }
+    g_string_append(md, "\nEach row's plan is in `GRAPH-ALGORITHM.plan.json` (its cluster, placement, orders and "
+                        "transfer schedule; it refers to the graph file, fused again as it is read where the "
+                        "study fused it, or holds the graph where options changed it): `placesim sim --plan` and `placesim run --plan` take it as it is; `sim --plan "
+                        "--db costs.db` simulates it with the rows as the study left them, the last graph's as its "
+                        "rows were simulated (an earlier graph's device calibrations, such as the in-situ gap "
+                        "between ops, are the later graphs' by then).\n");
     if (choices_md)
         g_string_append(md, choices_md);
     if (plot)
@@ -505,6 +538,9 @@ typedef struct {
     char *sqlite_path;
     const char *sqlite_tmp; /* owned by outs */
     GPtrArray *graphs;
+    GPtrArray *sources; /* per graph: what its plans refer to (psim_cli_graph_source), or NULL:
+                         * they embed it (graph options given) */
+    GArray *fused;      /* per graph (gboolean): fused for the cluster since read */
     PsimCluster *cluster;
     PsimCostDb *db;
     Progress prog;
@@ -544,6 +580,10 @@ static void study_clear(Study *st)
     g_free(st->sqlite_path);
     if (st->graphs)
         g_ptr_array_free(st->graphs, TRUE);
+    if (st->sources)
+        g_ptr_array_free(st->sources, TRUE);
+    if (st->fused)
+        g_array_free(st->fused, TRUE);
     psim_cluster_free(st->cluster);
     psim_cost_db_close(st->db);
     for (guint i = 0; st->rows && i < st->rows->len; i++)
@@ -592,7 +632,8 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
     g_option_context_set_summary(ctx,
         "For each graph and algorithm: profile what the cost DB lacks, place, simulate one step,\n"
         "run the same plan for real, and compare. Writes OUT/report.md, OUT/results.csv,\n"
-        "OUT/results.sqlite, Chrome traces and plots. Without GRAPH it studies the built-in models.");
+        "OUT/results.sqlite, each row's plan (OUT/GRAPH-ALGO.plan.json, for 'sim --plan' and 'run --plan'),\n"
+        "Chrome traces and plots. Without GRAPH it studies the built-in models.");
     g_option_context_add_main_entries(ctx, entries, NULL);
     psim_cli_graph_options_add(ctx, &st->go, PSIM_CLI_GRAPH_PLUGIN | PSIM_CLI_GRAPH_SHAPES | PSIM_CLI_GRAPH_FUSE);
     if (!psim_cli_parse(ctx, argc, argv, "study"))
@@ -697,30 +738,32 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
     g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
     st->gnuplot = gnuplot != NULL;
     st->graphs = g_ptr_array_new_with_free_func((GDestroyNotify)psim_graph_free);
-    if (argc > 1) {
-        for (int i = 1; i < argc; i++) {
-            PsimGraph *g = psim_cli_graph_load(argv[i], &st->go, error);
-            if (!g)
-                return FALSE;
-            g_ptr_array_add(st->graphs, g);
-        }
-    } else {
-        int32_t n = 0;
-        const char *const *zoo = psim_zoo_list(&n);
-        for (int32_t i = 0; i < n; i++) {
-            PsimGraph *g = psim_cli_graph_load(zoo[i], &st->go, error);
-            if (!g)
-                return FALSE;
-            g_ptr_array_add(st->graphs, g);
-        }
+    st->sources = g_ptr_array_new_with_free_func(g_free);
+    st->fused = g_array_new(FALSE, FALSE, sizeof(gboolean));
+    int32_t n_zoo = 0;
+    const char *const *zoo = psim_zoo_list(&n_zoo);
+    int32_t n_specs = argc > 1 ? argc - 1 : n_zoo;
+    for (int32_t i = 0; i < n_specs; i++) {
+        PsimGraph *g = psim_cli_graph_load(argc > 1 ? argv[i + 1] : zoo[i], &st->go, error);
+        if (!g)
+            return FALSE;
+        g_ptr_array_add(st->graphs, g);
     }
     st->cluster = psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
                                    st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
     if (!st->cluster)
         return FALSE;
-    for (guint i = 0; i < st->graphs->len; i++)
+    for (guint i = 0; i < st->graphs->len; i++) {
+        int32_t removed = st->go.n_fuse_removed;
         if (!psim_cli_graph_fuse((PsimGraph **)&st->graphs->pdata[i], st->cluster, &st->go, error))
             return FALSE;
+        /* Its plan files refer to the graph where it is the file (or built-in model) as read,
+         * fused or not (as `place --plan` does); changed by graph options, they embed it. */
+        g_ptr_array_add(st->sources, psim_cli_graph_as_read(&st->go)
+                                         ? psim_cli_graph_source(argc > 1 ? argv[i + 1] : zoo[i])
+                                         : NULL);
+        g_array_append_val(st->fused, (gboolean){st->go.n_fuse_removed > removed});
+    }
     study_unique_names(st->graphs, argc > 1 ? argv + 1 : NULL);
     if (!psim_cli_feeds_check(&st->feeds, (PsimGraph *const *)st->graphs->pdata, (int32_t)st->graphs->len, error))
         return FALSE;
@@ -937,6 +980,9 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     for (int a = 0; a < st->n_algos; a++) {
         if (ok && !trials[a].r->error)
             trial_finish(&trials[a], run_tl[a], st->out_dir, st->outs, st->sqlite_tmp, st->gnuplot);
+        if (ok && !trials[a].r->error)
+            trial_save_plan(&trials[a], st->cluster, g_ptr_array_index(st->sources, gi),
+                            g_array_index(st->fused, gboolean, gi), st->out_dir, st->outs);
         psim_timeline_free(run_tl[a]);
         trial_clear(&trials[a]);
         st->prog.done++;
@@ -1207,6 +1253,10 @@ static void study_print_json(const Study *st)
             g_snprintf(key, sizeof key, "%016" G_GINT64_MODIFIER "x", r->plan_key);
             json_builder_set_member_name(b, "placement");
             json_builder_add_string_value(b, key);
+            if (r->plan_file) {
+                json_builder_set_member_name(b, "plan");
+                json_builder_add_string_value(b, r->plan_file);
+            }
             psim_cli_cost_sources_json(b, &r->sources);
         }
         json_builder_end_object(b);

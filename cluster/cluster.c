@@ -4,6 +4,7 @@
 
 #include "placesim/cluster.h"
 #include "placesim/graph.h"
+#include "placesim/kernels.h"
 
 /* Everything is linear in devices plus links: names are hashed, and only the links set for a
  * pair are stored (a dense n x n matrix of 65536 devices is 34 GB). */
@@ -339,4 +340,20 @@ double psim_link_occupancy(const PsimLink *l, uint64_t bytes)
         return curve_time(l->curve, (double)bytes) - l->curve->us[0];
     return l->bandwidth_GBps > 0 && isfinite(l->bandwidth_GBps)
                ? (double)bytes / (l->bandwidth_GBps * 1e3) : 0;
+}
+
+/* Every device of the cluster has a kernel for op at dt. */
+static gboolean cluster_runs(const char *op, PsimDType dt, void *user)
+{
+    const PsimCluster *c = user;
+    for (int32_t d = 0; d < psim_cluster_n_devices(c); d++)
+        if (!psim_kernel_lookup(op, psim_cluster_device(c, d)->type, dt))
+            return FALSE;
+    return psim_cluster_n_devices(c) > 0;
+}
+
+gboolean psim_cluster_fuse(const PsimCluster *c, const PsimGraph *g, PsimGraph **fused, int32_t *n_removed,
+                           GError **error)
+{
+    return psim_graph_fuse(g, cluster_runs, (void *)c, fused, n_removed, error);
 }

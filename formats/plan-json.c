@@ -7,6 +7,7 @@
  * Written by hand so that save -> load -> save is byte-identical; read through the yajl document
  * (graph/jdoc.c) with every index checked. */
 #include "graph/graph-private.h"
+#include "placesim/cluster.h"
 #include "placesim/formats.h"
 
 #include <json-glib/json-glib.h>
@@ -352,13 +353,6 @@ static PsimGraph *embedded_graph(const char *path, const PsimJ *gn, GError **err
     return g_steal_pointer(&g);
 }
 
-static PsimPlanFuseFunc fuse_func;
-
-void psim_plan_set_fuse_func(PsimPlanFuseFunc fn)
-{
-    fuse_func = fn;
-}
-
 /* The graph of a plan/2 file: embedded, or read from its source and checked against the hash
  * (then fused for cluster_json where the reference says so: *fused). */
 static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *graph_path, const char *cluster_json,
@@ -415,16 +409,22 @@ static PsimGraph *plan2_graph(const char *path, const PsimJ *gn, const char *gra
     if (!psim_j_get_bool(&at, gn, "fused", fused, error))
         return NULL;
     if (*fused) {
-        g_autoptr(GError) ferr = NULL;
-        if (!fuse_func || !cluster_json) {
-            psim__error_file(error, path, "field 'graph': its graph '%s' is to be fused for %s, which only placesim "
-                                          "does (psim_plan_set_fuse_func)",
-                             src, cluster_json ? "its cluster" : "a cluster it does not carry");
+        if (!cluster_json) {
+            psim__error_file(error, path, "field 'graph': its graph '%s' is fused for a cluster the plan does not carry",
+                             src);
             return NULL;
         }
-        if (!fuse_func(&g, cluster_json, &ferr)) {
+        g_autoptr(GError) ferr = NULL;
+        g_autoptr(PsimCluster) c = psim_cluster_parse(path, cluster_json, strlen(cluster_json), &ferr);
+        PsimGraph *f = NULL;
+        int32_t removed = 0;
+        if (!c || !psim_cluster_fuse(c, g, &f, &removed, &ferr)) {
             psim__error_file(error, path, "its graph '%s' cannot be fused for its cluster: %s", src, ferr->message);
             return NULL;
+        }
+        if (f) {
+            psim_graph_free(g);
+            g = f;
         }
     }
     *source = g_strdup(src);
@@ -470,7 +470,7 @@ static PsimPlan *plan2_from_root(const char *path, const PsimJ *o, const char *g
     p->makespan_us = makespan;
     p->cluster_json = g_steal_pointer(&cluster_json);
     p->graph_source = g_steal_pointer(&source);
-    p->graph_fused = p->graph_source && graph_fused;
+    p->graph_fused = graph_fused;
     {
         int32_t N = psim_graph_n_nodes(p->graph), nt = p->n_transfers;
         const PsimJ *st = psim_j_get(o, "start");

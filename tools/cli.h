@@ -104,9 +104,6 @@ gboolean psim_cli_graph_options_check(PsimCliGraphOptions *o, GError **error);
 gboolean psim_cli_graph_options_given(const PsimCliGraphOptions *o);
 /* No option changed the graph as its file (or built-in model) gives it; fusion aside. */
 gboolean psim_cli_graph_as_read(const PsimCliGraphOptions *o);
-/* psim_plan_set_fuse_func's function: *g fused as psim_cli_graph_fuse fuses a graph for the
- * cluster of cluster_json with the default options. */
-gboolean psim_cli_plan_fuse(PsimGraph **g, const char *cluster_json, GError **error);
 /* psim_cli_load_graph_with the options, then CSE when asked (o->n_cse_removed set). */
 PsimGraph *psim_cli_graph_load(const char *spec, PsimCliGraphOptions *o, GError **error);
 /* Once the cluster is known: fuses *g (psim_graph_fuse: Conv + activation, Swish, GELU) where

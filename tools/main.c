@@ -102,8 +102,6 @@ int main(int argc, char **argv)
         printf("placesim 0.1.0\n");
         return 0;
     }
-    /* Plans that refer to a graph fused for their cluster are fused again as they are read. */
-    psim_plan_set_fuse_func(psim_cli_plan_fuse);
     for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].main(argc - 1, argv + 1);

@@ -191,34 +191,13 @@ gboolean psim_cli_graph_as_read(const PsimCliGraphOptions *o)
     return !o->batch && !o->shapes && !o->cse && !o->training;
 }
 
-gboolean psim_cli_plan_fuse(PsimGraph **g, const char *cluster_json, GError **error)
-{
-    g_autoptr(PsimCluster) c = psim_cluster_parse("the plan's cluster", cluster_json, strlen(cluster_json), error);
-    if (!c)
-        return FALSE;
-    PsimCliGraphOptions go = {0};
-    gboolean ok = psim_cli_graph_fuse(g, c, &go, error);
-    psim_cli_graph_options_clear(&go);
-    return ok;
-}
-
-/* Every device of the cluster has a kernel for op at dt. */
-static gboolean cluster_runs(const char *op, PsimDType dt, void *user)
-{
-    const PsimCluster *c = user;
-    for (int32_t d = 0; d < psim_cluster_n_devices(c); d++)
-        if (!psim_kernel_lookup(op, psim_cluster_device(c, d)->type, dt))
-            return FALSE;
-    return psim_cluster_n_devices(c) > 0;
-}
-
 gboolean psim_cli_graph_fuse(PsimGraph **g, const PsimCluster *c, PsimCliGraphOptions *o, GError **error)
 {
     if (o->no_fuse || o->training || !c)
         return TRUE;
     PsimGraph *f = NULL;
     int32_t removed = 0;
-    if (!psim_graph_fuse(*g, cluster_runs, (void *)c, &f, &removed, error))
+    if (!psim_cluster_fuse(c, *g, &f, &removed, error))
         return FALSE;
     if (f) {
         psim_graph_free(*g);

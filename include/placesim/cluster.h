@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "placesim/device.h"
+#include "placesim/graph.h"
 
 G_BEGIN_DECLS
 
@@ -117,6 +118,11 @@ uint64_t psim_cluster_version(const PsimCluster *c);
 /* Cluster JSON ("placesim.cluster/1"). Errors name the file and the device or field. */
 PsimCluster *psim_cluster_load(const char *path, GError **error);
 PsimCluster *psim_cluster_parse(const char *path, const char *data, gsize len, GError **error);
+/* psim_graph_fuse for cluster c: a chain fuses where every device of c has a kernel for the
+ * fused op (the fusions every command makes by default, and a plan file's reader makes again
+ * for a graph it refers to as fused). *fused and *n_removed as psim_graph_fuse. */
+gboolean psim_cluster_fuse(const PsimCluster *c, const PsimGraph *g, PsimGraph **fused, int32_t *n_removed,
+                           GError **error);
 char *psim_cluster_to_json(const PsimCluster *c);
 /* "local", "local:N" (this machine: N CPU devices on disjoint cores, plus every CUDA GPU), or a
  * cluster file. */

@@ -110,12 +110,6 @@ gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
 /* psim_plan_save with PSIM_PLAN_JSON_* flags. */
 gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags, GError **error);
 PsimPlan *psim_plan_load(const char *path, GError **error);
-/* How a plan file whose graph reference says "fused" (PsimPlan.graph_fused) gets its graph from
- * the source: *g fused for the plan's cluster (cluster_json), replaced in place. The fusions
- * belong to the command line (which decides them from the cluster's kernels), so it sets this
- * once at start; without it such a plan is an INPUT error naming the file. */
-typedef gboolean (*PsimPlanFuseFunc)(PsimGraph **g, const char *cluster_json, GError **error);
-void psim_plan_set_fuse_func(PsimPlanFuseFunc fn);
 /* psim_plan_load, a plan that refers to its graph reading it from graph_path (a file or
  * "zoo:NAME"; NULL: the plan's source) instead: the same bytes, checked by SHA-256. */
 PsimPlan *psim_plan_load_with(const char *path, const char *graph_path, GError **error);

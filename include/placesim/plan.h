@@ -95,8 +95,8 @@ typedef struct PsimPlan {
      * file then refers to it (path and SHA-256) instead of holding it. */
     char *graph_source;
     /* With graph_source: the placed graph is that source's graph fused for the plan's cluster
-     * (the fusions of the command line, psim_plan_set_fuse_func), which a plan file records so
-     * that its reader fuses the source again rather than the file holding the graph. */
+     * (psim_cluster_fuse), which a plan file records so that its reader fuses the source again
+     * rather than the file holding the graph. */
     gboolean graph_fused;
 } PsimPlan;
 

@@ -19,7 +19,7 @@ static const char *const insitu_idle_kinds[2][2] = {{"idle_extra_us", "idle_gap_
 
 void psim_insitu_options_init(PsimInsituOptions *o)
 {
-    *o = (PsimInsituOptions){.steps = 20, .warmup = 3, .busy = TRUE};
+    *o = (PsimInsituOptions){.steps = 20, .warmup = 3, .busy = TRUE, .passes = 1};
 }
 
 /* The samples of one device's run, step by step: per node of the graph, its durations (NULL:
@@ -557,8 +557,12 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
     if (!report)
         report = &dummy;
     *report = (PsimInsituReport){.busy_factor = 1};
-    if (s->passes == 0 && !psim_insitu_session_pass(s, s->o.steps, error))
-        return FALSE;
+    /* Without passes of the caller's, o.passes of them share o.steps (each at least one). */
+    int32_t passes = s->passes == 0 ? MAX(s->o.passes, 1) : 0;
+    for (int32_t k = 0; k < passes; k++)
+        if (!psim_insitu_session_pass(s, MAX(s->o.steps * (k + 1) / passes - s->o.steps * k / passes, 1), error))
+            return FALSE;
+    report->passes = s->passes;
     PsimProfiler *p = s->p;
     const PsimGraph *g = s->g;
     g_autofree double **alone = g_new0(double *, p->n_devices + 1);

@@ -59,12 +59,13 @@ set -e
 # devices' busy factors. A graph that cannot run whole (an int64 input
 # without a default feed) falls back to kernels timed alone, with a warning.
 "$PSIM" profile zoo:mlp "${opts[@]}" --db "$tmp/i.db" --no-links --no-calibrate --in-situ \
-    --in-situ-steps 5 --json > "$tmp/insitu.json" 2>/dev/null
+    --in-situ-steps 5 --in-situ-passes 3 --json > "$tmp/insitu.json" 2>/dev/null
 python3 - "$tmp/insitu.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["in_situ"][0]
 assert s["ran"] and s["rows"] >= 2 and s["ops"] >= s["rows"] and s["devices_run"] == 1, s
+assert s["passes"] == 3, s
 assert s["step_us"] > 0 and s["dispatch_us"] >= 0 and s["busy_factor"] > 0 and s["idle_extra_us"] >= 0, s
 assert s["idle_rows"] == 4 * s["rows"], s
 assert r["measured"] == 0 and r["skipped"] == 2 * s["rows"], r
@@ -100,6 +101,9 @@ PY
 "$PSIM" profile "$tmp/g.json" --cluster local:2 --db "$tmp/i.db" --no-links --no-calibrate --in-situ-steps 0 \
     2> "$tmp/err.txt" && exit 1
 grep -q "in-situ-steps" "$tmp/err.txt"
+"$PSIM" profile "$tmp/g.json" --cluster local:2 --db "$tmp/i.db" --no-links --no-calibrate --in-situ-passes 1001 \
+    2> "$tmp/err.txt" && exit 1
+[ "$(wc -l < "$tmp/err.txt")" = 1 ] && grep -q "in-situ-passes" "$tmp/err.txt"
 cat > "$tmp/int.json" <<'JSON'
 {"format": "placesim.graph/1", "name": "int", "nodes": [
  {"name": "i", "op": "Placeholder", "outputs": [{"dtype": "int64", "shape": [64]}]},

@@ -531,6 +531,7 @@ static void test_insitu(void)
     PsimTimingStats st;
     g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), sig, "insitu", &st, &err));
     g_assert_cmpint(st.n, ==, 2 * io.steps); /* m1 and m2 pooled */
+    g_assert_cmpint(r.passes, ==, 1);
     g_assert_false(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 0), sig, "kernel", NULL, &err));
     double gap = -1;
     g_assert_true(psim_cost_db_calibration_get(db, psim_cluster_device(c, 0), "dispatch_us", &gap, &err));
@@ -550,6 +551,23 @@ static void test_insitu(void)
         g_assert_cmpfloat_with_epsilon(psim_cost_node(m, g, m1, 1, &src), s1.median_us + gap, 1e-9);
         g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
     }
+    /* In passes: the steps shared among them (at least one each), the samples pooled. */
+    io.passes = 3;
+    io.steps = 4;
+    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(r.passes, ==, 3);
+    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k1, "insitu", &s1, &err));
+    g_assert_cmpint(s1.n, ==, 4);
+    io.passes = 5;
+    io.steps = 2;
+    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
+    g_assert_cmpint(r.passes, ==, 5);
+    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k1, "insitu", &s1, &err));
+    g_assert_cmpint(s1.n, ==, 5);
+    io.passes = 1;
+    io.steps = 5;
+    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
     /* The kernels timed alone skip what in-situ rows cover. */
     PsimGraph *gs[1] = {g};
     PsimProfileReport pr;

@@ -185,6 +185,16 @@ void psim_cli_default_fetches(const PsimGraph *g, GArray *ports);
 /* Does feed name `name` designate output 0 of node n? (node name, "node:0", tensor name) */
 gboolean psim_cli_feed_names_input(const PsimNode *n, const char *name);
 
+/* The in-situ options of the CLI's profiles (`profile --in-situ`, the profile `study` places
+ * with, its refresh passes): `steps` recorded steps in `passes` passes one after another, each
+ * warmed up for at least PSIM_CLI_WARMUP_MS and recording for at least PSIM_CLI_MEASURE_MS, as
+ * the study's plans are measured. */
+#define PSIM_CLI_INSITU_PASSES 10
+/* A measured run's warm-up and least recording time, in `study`'s rounds and in situ. */
+#define PSIM_CLI_WARMUP_MS 50
+#define PSIM_CLI_MEASURE_MS 20
+void psim_cli_insitu_options(PsimInsituOptions *o, int32_t steps, int32_t passes);
+
 /* Profiles g in situ (psim_profiler_insitu) fed as `--feed` says (psim_cli_feeds_make: the
  * inputs of g named there, the default fill for the rest) and with default fetches, as `run`
  * has them (tools/insitu.c). *ran FALSE, with a warning on stderr, when g cannot run whole (a

@@ -62,6 +62,16 @@ PsimCliInsitu *psim_cli_insitu_new(PsimProfiler *p, const PsimGraph *g, const Ps
     return g_steal_pointer(&ci);
 }
 
+void psim_cli_insitu_options(PsimInsituOptions *o, int32_t steps, int32_t passes)
+{
+    psim_insitu_options_init(o);
+    o->steps = steps;
+    o->passes = passes;
+    o->warmup = 1;
+    o->warmup_ms = PSIM_CLI_WARMUP_MS;
+    o->record_ms = PSIM_CLI_MEASURE_MS;
+}
+
 gboolean psim_cli_insitu_pass(PsimCliInsitu *ci, int32_t steps, GError **error)
 {
     return psim_insitu_session_pass(ci->s, steps, error);

@@ -69,12 +69,11 @@ static void on_progress(const PsimProfileProgress *p, void *user)
 /* --in-situ: each graph run whole (psim_profiler_insitu); one that cannot run whole (no kernel
  * for a node, an input without a default feed) is left to the kernels timed alone, with a
  * warning. FALSE only on errors that end the command (the DB, a kernel failing). */
-static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, const PsimCliFeeds *feeds, int32_t steps,
+static gboolean profile_insitu(PsimProfiler *p, GPtrArray *graphs, const PsimCliFeeds *feeds, int32_t steps, int32_t passes,
                                PsimInsituReport *rep, gboolean *ok, GError **error)
 {
     PsimInsituOptions io;
-    psim_insitu_options_init(&io);
-    io.steps = steps;
+    psim_cli_insitu_options(&io, steps, passes);
     for (guint i = 0; i < graphs->len; i++) {
         const PsimGraph *g = g_ptr_array_index(graphs, i);
         if (!psim_cli_profile_insitu(p, g, feeds, &io, &rep[i], &ok[i], error))
@@ -98,6 +97,7 @@ static void insitu_json(JsonBuilder *b, GPtrArray *graphs, const PsimInsituRepor
             psim_cli_json_int(b, "idle_rows", rep[i].idle_rows);
             psim_cli_json_int(b, "ops", rep[i].n_nodes);
             psim_cli_json_int(b, "devices_run", rep[i].n_runs);
+            psim_cli_json_int(b, "passes", rep[i].passes);
             psim_cli_json_int(b, "calibrations", rep[i].calibrations);
             psim_cli_json_double(b, "step_us", rep[i].step_us);
             psim_cli_json_double(b, "ops_us", rep[i].ops_us);
@@ -153,7 +153,7 @@ int psim_cmd_profile(int argc, char **argv)
 {
     gboolean json = FALSE, force = FALSE, no_links = FALSE, no_calibrate = FALSE, in_situ = FALSE;
     gboolean mpi = FALSE;
-    g_autofree char *insitu_steps_text = NULL;
+    g_autofree char *insitu_steps_text = NULL, *insitu_passes_text = NULL;
     g_autofree char *spec = NULL, *db_path = NULL, *clock = NULL, *weights = NULL;
     g_autofree char *reps_text = NULL, *rounds_text = NULL, *max_rel_text = NULL;
     g_autofree char *budget_text = NULL, *warmup_text = NULL, *link_max_text = NULL;
@@ -197,7 +197,12 @@ int psim_cmd_profile(int argc, char **argv)
          "500 us before it (per signature, and the device's mean); kernels are then timed alone only where a graph cannot run "
          "whole or the executor skipped them", NULL},
         {"in-situ-steps", 0, 0, G_OPTION_ARG_STRING, &insitu_steps_text,
-         "Measured steps of --in-situ, after 3 warm-up steps (default 20)", "N"},
+         "Measured steps of --in-situ in all (default 20), shared by its passes", "N"},
+        {"in-situ-passes", 0, 0, G_OPTION_ARG_STRING, &insitu_passes_text,
+         "Run --in-situ in N passes one after another, each warmed up again (at least one step and "
+         G_STRINGIFY(PSIM_CLI_WARMUP_MS) " ms) and recording at least " G_STRINGIFY(PSIM_CLI_MEASURE_MS)
+         " ms, samples pooled: a shared host's slow spells last 50 ms to seconds (default "
+         G_STRINGIFY(PSIM_CLI_INSITU_PASSES) ", 1 to 1000)", "N"},
         {"force", 0, 0, G_OPTION_ARG_NONE, &force, "Measure again what the DB already has", NULL},
         {"no-links", 0, 0, G_OPTION_ARG_NONE, &no_links, "Do not measure transfers (the links between devices, and what a transfer leaves its source CPU device to pay: the reclaim calibrations)", NULL},
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
@@ -228,10 +233,11 @@ int psim_cmd_profile(int argc, char **argv)
     GError *err = NULL;
     if (mpi)
         return profile_mpi(&argc, &argv, db_path, link_max_text);
-    int64_t reps = o.reps, rounds = o.rounds, insitu_steps = 20;
+    int64_t reps = o.reps, rounds = o.rounds, insitu_steps = 20, insitu_passes = PSIM_CLI_INSITU_PASSES;
     if (!psim_cli_flag_int("--reps", reps_text, 1, 1000000, &reps, &err) ||
         !psim_cli_flag_int("--rounds", rounds_text, 1, 1000, &rounds, &err) ||
         !psim_cli_flag_int("--in-situ-steps", insitu_steps_text, 1, 100000, &insitu_steps, &err) ||
+        !psim_cli_flag_int("--in-situ-passes", insitu_passes_text, 1, 1000, &insitu_passes, &err) ||
         !psim_cli_flag_double("--max-rel-stddev", max_rel_text, 0, 1e6, &o.max_rel_stddev, &err) ||
         !psim_cli_flag_double("--budget-ms", budget_text, 0, PSIM_CLI_MAX_MS, &o.budget_ms, &err) ||
         !psim_cli_flag_double("--warmup-ms", warmup_text, 0, PSIM_CLI_MAX_MS, &o.warmup_ms, &err) ||
@@ -294,7 +300,7 @@ int psim_cmd_profile(int argc, char **argv)
     }
     g_autofree PsimInsituReport *insitu = g_new0(PsimInsituReport, graphs->len + 1);
     g_autofree gboolean *insitu_ok = g_new0(gboolean, graphs->len + 1);
-    if (in_situ && !profile_insitu(p, graphs, &feeds, (int32_t)insitu_steps, insitu, insitu_ok, &err))
+    if (in_situ && !profile_insitu(p, graphs, &feeds, (int32_t)insitu_steps, (int32_t)insitu_passes, insitu, insitu_ok, &err))
         return psim_cli_fail(err);
     PsimProfileReport r;
     gboolean ok = psim_profiler_run(p, (PsimGraph *const *)graphs->pdata, (int32_t)graphs->len, &r, &err);
@@ -363,10 +369,10 @@ int psim_cmd_profile(int argc, char **argv)
                llc / 1048576.0);
     for (guint i = 0; in_situ && i < graphs->len; i++)
         if (insitu_ok[i])
-            printf("in-situ      %s: %d rows (and %d of single nodes), %d ops a step, step %.1f us (rows + gaps: "
+            printf("in-situ      %s: %d passes, %d rows (and %d of single nodes), %d ops a step, step %.1f us (rows + gaps: "
                    "%.1f us), dispatch %.2f us/op, busy x%.3f, after a wait +%.2f us/op (+%.2f after a long one; %d rows of "
                    "each signature's own)\n",
-                   psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].rows, insitu[i].node_rows,
+                   psim_graph_name(g_ptr_array_index(graphs, i)), insitu[i].passes, insitu[i].rows, insitu[i].node_rows,
                    insitu[i].n_nodes,
                    insitu[i].step_us, insitu[i].ops_us, insitu[i].dispatch_us, insitu[i].busy_factor,
                    insitu[i].idle_extra_us, insitu[i].idle_extra_long_us, insitu[i].idle_rows);

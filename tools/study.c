@@ -194,11 +194,11 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
     return TRUE;
 }
 
-#define WARMUP_MS 50
+#define WARMUP_MS PSIM_CLI_WARMUP_MS
 /* Each round measures each plan, and runs each in-situ run of the refresh, for at least this
  * long (and at least its share of the steps): a graph of short steps (the built-in models' are
  * 0.2-0.5 ms) gets tens of samples a round where it got one, for little more than the warm-up. */
-#define MEASURE_MS 20
+#define MEASURE_MS PSIM_CLI_MEASURE_MS
 /* In-situ steps of the refresh, spread over the measured rounds (at least one per round). */
 #define INSITU_STEPS 20
 
@@ -801,7 +801,9 @@ static gboolean study_insitu(Study *st, PsimProfiler *prof, PsimGraph *g, gboole
         return TRUE;
     g_autofree char *what = g_strdup_printf("%s: profiling in situ", psim_graph_name(g));
     progress(&st->prog, what);
-    return psim_cli_profile_insitu(prof, g, &st->feeds, NULL, NULL, ran, error);
+    PsimInsituOptions io;
+    psim_cli_insitu_options(&io, INSITU_STEPS, PSIM_CLI_INSITU_PASSES);
+    return psim_cli_profile_insitu(prof, g, &st->feeds, &io, NULL, ran, error);
 }
 
 /* Graph gi's kernels that the DB lacks. Each graph is profiled right before its plans run, not
@@ -931,11 +933,8 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
      * and the rows should sample the same spells as the steps they predict. */
     g_autoptr(PsimCliInsitu) ci = NULL;
     if (insitu && !st->no_refresh) {
-        PsimInsituOptions io;
-        psim_insitu_options_init(&io);
-        io.warmup = 1;
-        io.warmup_ms = WARMUP_MS; /* as the measured steps are warmed up and measured (trial_measure) */
-        io.record_ms = MEASURE_MS;
+        PsimInsituOptions io; /* as the measured steps are warmed up and measured (trial_measure) */
+        psim_cli_insitu_options(&io, INSITU_STEPS, 1);
         GError *err = NULL;
         if (!(ci = psim_cli_insitu_new(prof, g, &st->feeds, &io, &err)) && err) {
             g_propagate_error(error, err);

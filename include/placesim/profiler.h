@@ -229,12 +229,17 @@ typedef struct {
     double record_ms; /* and each run records steps for at least this long (default 0): a graph of
                        * short steps gets more samples in the same wall time */
     gboolean busy;  /* also measure with every CPU device busy (default TRUE) */
+    int32_t passes; /* psim_profiler_insitu and a session finished without a pass: the steps in
+                     * this many passes one after another, each warmed up again (default 1; the
+                     * CLI's 10: a shared host's slow spells last 50 ms to seconds, and one
+                     * stretch of steps samples one of them) */
 } PsimInsituOptions;
 
 void psim_insitu_options_init(PsimInsituOptions *o);
 
 typedef struct {
     int32_t n_runs;       /* devices the graph ran on alone */
+    int32_t passes;       /* passes whose samples were pooled */
     int32_t n_nodes;      /* nodes timed per step (first device) */
     int32_t rows;         /* (signature, device) in-situ rows stored */
     int32_t node_rows;    /* (node, device) rows of nodes sharing a signature (psim_cost_insitu_node_key) */
@@ -264,7 +269,7 @@ gboolean psim_profiler_insitu(PsimProfiler *p, const PsimGraph *g, const char *c
  * feeds, fetches and g stay borrowed until the session is freed); each
  * psim_insitu_session_pass runs `warmup` steps (and warmup_ms) and then `steps` recorded steps
  * on each device alone and, with `busy`, on all at once, adding to the samples; finish (which
- * runs one pass of opts.steps when none ran) stores the rows and calibrations from all the
+ * runs opts.passes passes sharing opts.steps when none ran) stores the rows and calibrations from all the
  * passes' samples and frees the session. `placesim study` runs one pass before each of its
  * measured rounds, so that the rows and the steps they are compared with sample the same
  * minutes of a shared host (docs/validation.md). psim_profiler_insitu is new, finish. */

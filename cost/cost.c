@@ -21,7 +21,7 @@ typedef struct {
     PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
     PsimReclaimCurve reclaim, reclaim_copy; /* psim_cost_model_reclaim (n 0: none) */
     PsimColdCurve cold;                     /* psim_cost_model_cold (n 0: none) */
-    double send_us, handoff_us;             /* psim_cost_model_hop (0: none) */
+    PsimHopCurve send, handoff;             /* psim_cost_model_hop (n 0: none) */
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -190,10 +190,17 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
         }
         if (!err && psim_cost_db_calibration_get(m->db, d, "dispatch_us", &v, &err) && v >= 0 && isfinite(v))
             r->dispatch_us = MIN(v, PSIM_COST_MAX_US);
-        if (!err && psim_cost_db_calibration_get(m->db, d, "send_us", &v, &err) && v >= 0 && isfinite(v))
-            r->send_us = MIN(v, PSIM_COST_MAX_US);
-        if (!err && psim_cost_db_calibration_get(m->db, d, "handoff_us", &v, &err) && v >= 0 && isfinite(v))
-            r->handoff_us = MIN(v, PSIM_COST_MAX_US);
+        /* The hop's curves; a DB from before them has one figure for all sizes. */
+        r->send.n = curve_points(m, d, psim_hop_send_kinds, psim_hop_bytes, PSIM_HOP_N, r->send.bytes, r->send.us, &err);
+        r->handoff.n = curve_points(m, d, psim_hop_handoff_kinds, psim_hop_bytes, PSIM_HOP_N, r->handoff.bytes,
+                                    r->handoff.us, &err);
+        static const char *const hop_all_sizes[2] = {"send_us", "handoff_us"};
+        for (int k = 0; k < 2 && !err; k++) {
+            PsimHopCurve *c = k ? &r->handoff : &r->send;
+            if (c->n == 0 && psim_cost_db_calibration_get(m->db, d, hop_all_sizes[k], &v, &err) && v >= 0 &&
+                isfinite(v))
+                *c = (PsimHopCurve){.n = 1, .bytes = {0}, .us = {MIN(v, PSIM_COST_MAX_US)}};
+        }
         if (!err && psim_cost_db_calibration_get(m->db, d, "busy_factor", &v, &err) && v > 0 && isfinite(v) &&
             psim_cost_db_calibration_get(m->db, d, "busy_devices", &r->busy_devices, &err) &&
             r->busy_devices >= 2 && isfinite(r->busy_devices))
@@ -386,13 +393,23 @@ void psim_cost_model_reclaim(PsimCostModel *m, int32_t device, PsimReclaimCurve 
     g_mutex_unlock(&m->lock);
 }
 
-void psim_cost_model_hop(PsimCostModel *m, int32_t device, double *send_us, double *handoff_us)
+const uint64_t psim_hop_bytes[PSIM_HOP_N] = {UINT64_C(1) << 10,  UINT64_C(4) << 10,  UINT64_C(16) << 10,
+                                             UINT64_C(64) << 10, UINT64_C(256) << 10, UINT64_C(1) << 20,
+                                             UINT64_C(4) << 20,  UINT64_C(16) << 20,  UINT64_C(64) << 20};
+const char *const psim_hop_send_kinds[PSIM_HOP_N] = {"send_1KiB_us",   "send_4KiB_us", "send_16KiB_us",
+                                                     "send_64KiB_us",  "send_256KiB_us", "send_1MiB_us",
+                                                     "send_4MiB_us",   "send_16MiB_us", "send_64MiB_us"};
+const char *const psim_hop_handoff_kinds[PSIM_HOP_N] = {
+    "handoff_1KiB_us",   "handoff_4KiB_us", "handoff_16KiB_us", "handoff_64KiB_us", "handoff_256KiB_us",
+    "handoff_1MiB_us",   "handoff_4MiB_us", "handoff_16MiB_us", "handoff_64MiB_us"};
+
+void psim_cost_model_hop(PsimCostModel *m, int32_t device, PsimHopCurve *send, PsimHopCurve *handoff)
 {
     g_mutex_lock(&m->lock);
     ensure_size(m);
     const DeviceRates *r = device >= 0 && device < m->n_dev ? rates(m, device) : NULL;
-    *send_us = r ? r->send_us : 0;
-    *handoff_us = r ? r->handoff_us : 0;
+    *send = r ? r->send : (PsimHopCurve){0};
+    *handoff = r ? r->handoff : (PsimHopCurve){0};
     g_mutex_unlock(&m->lock);
 }
 

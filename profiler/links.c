@@ -403,6 +403,9 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
          * point: the destinations that measured it). */
         double send_sum = 0, handoff_sum = 0, reclaim_sum[2 * PSIM_RECLAIM_N] = {0};
         int32_t hop_n = 0, reclaim_n[2 * PSIM_RECLAIM_N] = {0};
+        /* And per hop size (psim_hop_bytes): the sums over its destinations. */
+        double size_send[PSIM_HOP_N] = {0}, size_handoff[PSIM_HOP_N] = {0};
+        int32_t size_n[PSIM_HOP_N] = {0};
         for (int32_t j = 0; ok && j < s->nc; j++) {
             if (i == j)
                 continue;
@@ -418,9 +421,18 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
                                            hop ? "executor" : psim_profile_clock_name(p->opts.clock), &st, error);
                 report->link_rows += ok;
                 if (hop && s->sends[x]->len > 0) {
-                    send_sum += MAX(psim_stats_median((double *)s->sends[x]->data, s->sends[x]->len), 0.0);
-                    handoff_sum += MAX(psim_stats_median((double *)s->handoffs[x]->data, s->handoffs[x]->len), 0.0);
+                    double send = MAX(psim_stats_median((double *)s->sends[x]->data, s->sends[x]->len), 0.0);
+                    double handoff =
+                        MAX(psim_stats_median((double *)s->handoffs[x]->data, s->handoffs[x]->len), 0.0);
+                    send_sum += send;
+                    handoff_sum += handoff;
                     hop_n++;
+                    for (int32_t h = 0; h < PSIM_HOP_N; h++)
+                        if (psim_hop_bytes[h] == bytes) {
+                            size_send[h] += send;
+                            size_handoff[h] += handoff;
+                            size_n[h]++;
+                        }
                 }
             }
             ok = ok && psim__profiler_fit_pair(p, s->cpus[i], s->cpus[j], report, error);
@@ -456,6 +468,22 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
                 s->passes);
             ok = psim__profiler_calibration_put(p, da, k ? "handoff_us" : "send_us",
                                                 (k ? handoff_sum : send_sum) / hop_n, detail, report, error);
+        }
+        /* And at each hop size: the mean over its destinations (the cost model's curves). */
+        for (int32_t h = 0; ok && h < PSIM_HOP_N; h++) {
+            if (size_n[h] == 0)
+                continue;
+            for (int32_t k = 0; ok && k < 2; k++) {
+                g_autofree char *detail = g_strdup_printf(
+                    "mean over %d destination(s) of the median %s of a %" G_GUINT64_FORMAT "-byte executor hop over %d pass(es)",
+                    size_n[h],
+                    k ? "time from the Send's end to the start of the destination's copy"
+                      : "time from the producer's end to its Send's end on this device",
+                    psim_hop_bytes[h], s->passes);
+                ok = psim__profiler_calibration_put(p, da, (k ? psim_hop_handoff_kinds : psim_hop_send_kinds)[h],
+                                                    (k ? size_handoff[h] : size_send[h]) / size_n[h], detail, report,
+                                                    error);
+            }
         }
         /* Its cold-block curve, where the passes sampled it (psim_profiler_calibrate's otherwise). */
         if (ok && s->cold && s->cold_samples[i].hot->len > 0) {

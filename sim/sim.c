@@ -180,9 +180,10 @@ typedef struct {
     Pool pool;
     int32_t pool_ix;
     /* The executor's transfers to a device that copies them (psim_cost_model_hop): its Sends hold
-     * its thread for send_us each, one after another until sends_until; a hand-off of handoff_us
-     * after each Send's end holds neither device. */
-    double send_us, handoff_us, sends_until;
+     * its thread (each its transfer's s->xfer_send_us), one after another until sends_until; the
+     * hand-off after each Send's end (s->xfer_handoff_us) holds neither device. */
+    PsimHopCurve send, handoff;
+    double sends_until;
     /* Its ops' cost factor while other devices are busy (psim_cost_busy_scale). */
     PsimBusyScale busy_scale;
     Running *run; /* by stream (its first 32), with s->scaled only */
@@ -273,6 +274,7 @@ typedef struct {
     Link *link;          /* one per ordered pair of devices that some transfer uses */
     int32_t n_links;
     int32_t *xfer_link;  /* per transfer: its link */
+    double *xfer_send_us, *xfer_handoff_us; /* per transfer: its source's hop at its size */
     Heap heap;
     int32_t *dirty;       /* devices with new ready nodes, dispatched once per time step */
     uint8_t *is_dirty;
@@ -414,7 +416,7 @@ static void xfer_request(Sim *s, int32_t x)
     if (l->by_dst) {
         /* The destination copies it when it is between nodes, lowest priority first, once the
          * hand-off after the Send is over. */
-        double ready = s->xfer_request[x] + s->dev[t->src].handoff_us;
+        double ready = s->xfer_request[x] + s->xfer_handoff_us[x];
         if (ready > s->now) {
             heap_push(&s->heap, ready, x, EV_XFER_READY);
             return;
@@ -450,11 +452,11 @@ static void node_ready(Sim *s, int32_t v, int32_t cause)
         int32_t x = s->send_xfer[v];
         Dev *dv = &s->dev[s->dev_of[v]];
         s->start[v] = s->now;
-        if (x >= 0 && dv->send_us > 0 && s->link[s->xfer_link[x]].by_dst) {
+        if (x >= 0 && s->xfer_send_us[x] > 0 && s->link[s->xfer_link[x]].by_dst) {
             /* The executor runs a Send on its device's thread as soon as it is ready, before the
              * device's next node or copy (dispatch waits until sends_until). */
             s->start[v] = MAX(s->now, dv->sends_until);
-            dv->sends_until = s->start[v] + dv->send_us;
+            dv->sends_until = s->start[v] + s->xfer_send_us[x];
             heap_push(&s->heap, dv->sends_until, v, EV_SEND_END);
             return;
         }
@@ -643,7 +645,7 @@ static void copy_start(Sim *s, int32_t x, int32_t d, int32_t cause)
     if (s->read_remote && s->out_off[t->recv] < s->out_off[t->recv + 1])
         s->slot_mark[s->out_off[t->recv]] = s->touched;
     /* The link's time runs from the Send's end; the hand-off before the copy held no device. */
-    double copy = MAX(link_latency(l) + link_occupy(l, t->bytes) - s->dev[t->src].handoff_us, 0.0);
+    double copy = MAX(link_latency(l) + link_occupy(l, t->bytes) - s->xfer_handoff_us[x], 0.0);
     heap_push(&s->heap, s->now + copy + debt, x, EV_COPY_END);
 }
 
@@ -962,7 +964,7 @@ static void setup_common(Sim *s)
         memset(&pc, 0, sizeof pc);
         psim_cost_model_reclaim(s->m, s->cluster_dev[d], &pc.op, &pc.copy);
         psim_cost_model_cold(s->m, s->cluster_dev[d], &pc.cold);
-        psim_cost_model_hop(s->m, s->cluster_dev[d], &s->dev[d].send_us, &s->dev[d].handoff_us);
+        psim_cost_model_hop(s->m, s->cluster_dev[d], &s->dev[d].send, &s->dev[d].handoff);
         s->dev[d].pool_ix = -1;
         if (pc.op.n > 0 || pc.copy.n > 0 || pc.cold.n > 0) {
             /* Devices of one calibration share one copy (a cluster of thousands of CPU devices
@@ -996,9 +998,13 @@ static void setup_common(Sim *s)
      * pairs in use than nd^2. */
     s->link = g_new0(Link, s->n_xf + 1);
     s->xfer_link = g_new(int32_t, s->n_xf + 1);
+    s->xfer_send_us = g_new(double, s->n_xf + 1);
+    s->xfer_handoff_us = g_new(double, s->n_xf + 1);
     g_autoptr(GHashTable) pair_link = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, NULL);
     for (int32_t x = 0; x < s->n_xf; x++) {
         const PsimTransfer *t = &s->xf[x];
+        s->xfer_send_us[x] = psim_cost_hop_us(&s->dev[t->src].send, (double)t->bytes);
+        s->xfer_handoff_us[x] = psim_cost_hop_us(&s->dev[t->src].handoff, (double)t->bytes);
         gint64 key = (gint64)(((guint64)(guint32)t->src << 32) | (guint32)t->dst);
         gpointer found;
         if (g_hash_table_lookup_extended(pair_link, &key, NULL, &found)) {
@@ -1081,6 +1087,8 @@ static void sim_free(Sim *s)
         g_free(s->link[i].waiting.a);
     g_free(s->link);
     g_free(s->xfer_link);
+    g_free(s->xfer_send_us);
+    g_free(s->xfer_handoff_us);
     g_free(s->heap.a);
 }
 

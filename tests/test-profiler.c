@@ -151,10 +151,12 @@ static void test_run(void)
     g_assert_cmpint(psim_cost_db_count(db, "link_fits", &err), ==, 2);
     /* Three per device (gemm, copy, launch) and the points of its cold-block curve, and, from the
      * links, the points of its two reclaim curves up to the largest transfer timed (4, 16 and
-     * 64 KiB; by an op, by a copy; each no less than 0) and its Send's and hand-off's times. */
+     * 64 KiB; by an op, by a copy; each no less than 0) and its Send's and hand-off's times, over
+     * all sizes and at each of the 4 sizes (the cost model's curves). */
     int32_t n_reclaim = psim_reclaim_points(64 << 10);
     g_assert_cmpint(n_reclaim, ==, 3);
-    g_assert_cmpint(r.calibrations, ==, 3 * n_dev + PSIM_COLD_N * n_dev + 2 * n_reclaim * n_dev + 2 * n_dev);
+    g_assert_cmpint(r.calibrations, ==,
+                    3 * n_dev + PSIM_COLD_N * n_dev + 2 * n_reclaim * n_dev + 2 * n_dev + 2 * 4 * n_dev);
     for (int32_t d = 0; d < n_dev; d++) {
         g_autoptr(PsimCostModel) cm = psim_cost_model_new(c, db);
         PsimColdCurve cold;
@@ -172,6 +174,18 @@ static void test_run(void)
              * destination's thread may wait for its core, up to milliseconds.) */
             g_assert_cmpfloat(v, >=, 0);
         }
+    for (int32_t d = 0; d < n_dev; d++) {
+        g_autoptr(PsimCostModel) cm = psim_cost_model_new(c, db);
+        PsimHopCurve send, handoff;
+        psim_cost_model_hop(cm, d, &send, &handoff);
+        g_assert_cmpint(send.n, ==, 4); /* 1, 4, 16 and 64 KiB */
+        g_assert_cmpint(handoff.n, ==, 4);
+        for (int k = 0; k < 4; k++) {
+            g_assert_cmpfloat(send.bytes[k], ==, (double)(UINT64_C(1024) << (2 * k)));
+            g_assert_cmpfloat(send.us[k], >=, 0);
+            g_assert_cmpfloat(handoff.us[k], >=, 0);
+        }
+    }
     for (int32_t d = 0; d < n_dev; d++)
         for (int k = 0; k < 2 * PSIM_RECLAIM_N; k++) {
             double v = -1;
@@ -660,9 +674,10 @@ static void test_link_session(void)
     g_assert_no_error(err);
     g_assert_cmpint(r.link_rows, ==, 2 * 3);
     g_assert_cmpint(r.link_pairs, ==, 2);
-    /* The reclaim curves up to the largest transfer timed: 4 and 16 KiB. */
+    /* The reclaim curves up to the largest transfer timed: 4 and 16 KiB; the Send and hand-off
+     * over all sizes and at each of the 3. */
     g_assert_cmpint(psim_reclaim_points(16 << 10), ==, 2);
-    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 2 + 2 + PSIM_COLD_N));
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 2 + 2 + 2 * 3 + PSIM_COLD_N));
     /* 6 rows, and the 64 KiB one left as it was. */
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 7);
     sqlite3 *sq;
@@ -700,7 +715,7 @@ static void test_link_session(void)
     g_assert_no_error(err);
     g_assert_cmpint(r.link_rows, ==, 2);
     g_assert_cmpint(psim_reclaim_points(1024), ==, 1); /* 4 KiB */
-    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 1 + 2));
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 1 + 2 + 2 * 1));
 }
 
 int main(int argc, char **argv)

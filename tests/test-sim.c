@@ -780,10 +780,12 @@ static void test_send_handoff(void)
             }
             {
                 g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
-                double send, handoff;
+                PsimHopCurve send, handoff;
                 psim_cost_model_hop(m, 0, &send, &handoff);
-                g_assert_cmpfloat(send, ==, with ? 2 : 0);
-                g_assert_cmpfloat(handoff, ==, with ? 3 : 0);
+                g_assert_cmpint(send.n, ==, with ? 1 : 0); /* one figure for every size */
+                g_assert_cmpfloat(psim_cost_hop_us(&send, 1000), ==, with ? 2 : 0);
+                g_assert_cmpfloat(psim_cost_hop_us(&send, 1e9), ==, with ? 2 : 0);
+                g_assert_cmpfloat(psim_cost_hop_us(&handoff, 1000), ==, with ? 3 : 0);
             }
             g_autoptr(PsimTimeline) t = db_run(&b, db);
             double copy_start = busy ? 30 : with ? 15 : 10, copy = with ? 3 : 6;
@@ -794,6 +796,56 @@ static void test_send_handoff(void)
             psim_cost_db_close(db);
             db_unlink(path);
         }
+    g_rmdir(dir);
+}
+
+/* The Send and the hand-off by transfer size (send_1KiB_us .. , handoff_1KiB_us ..; the
+ * figures for all sizes, send_us 100 and handoff_us 100, are then not read): P:0's Send of 1 KiB
+ * takes 1 us and of 64 KiB 5 (linear between, flat outside), its hand-off 2 and 4. A (0..10) on
+ * P:0 sends its output to P:1 (link 1 GB/s + 50 us from the Send's end to the consumer's start):
+ * G, A's successor on P:0, starts when the Send ends, the copy when the hand-off does. */
+static void test_send_handoff_sizes(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("psim-hop-sizes-XXXXXX", NULL);
+    const uint64_t sizes[3] = {1024, 65536, 16384};
+    for (int k = 0; k < 3; k++) {
+        g_autofree char *path = g_strdup_printf("%s/c%d.db", dir, k);
+        B b;
+        b_init_by_dst(&b, 1, 50);
+        b_node(&b, "A", 10, sizes[k], 0, NULL, NULL);
+        b_node(&b, "G", 20, 0, 0, "A", NULL);
+        b_xfer(&b, "A", 1, "rA", NULL, 0);
+        b_node(&b, "B", 7, 0, 1, "rA", NULL);
+        GError *err = NULL;
+        PsimCostDb *db = psim_cost_db_open(path, &err);
+        g_assert_no_error(err);
+        const PsimDevice *d0 = psim_cluster_device(b.c, 0);
+        g_assert_true(psim_cost_db_calibration_put(db, d0, "send_us", 100, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, d0, "handoff_us", 100, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, d0, "send_1KiB_us", 1, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, d0, "send_64KiB_us", 5, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, d0, "handoff_1KiB_us", 2, "t", &err));
+        g_assert_true(psim_cost_db_calibration_put(db, d0, "handoff_64KiB_us", 4, "t", &err));
+        double send = k == 0 ? 1 : k == 1 ? 5 : 1 + 4.0 * (16384 - 1024) / (65536 - 1024);
+        double handoff = k == 0 ? 2 : k == 1 ? 4 : 2 + 2.0 * (16384 - 1024) / (65536 - 1024);
+        {
+            g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+            PsimHopCurve cs, ch;
+            psim_cost_model_hop(m, 0, &cs, &ch);
+            g_assert_cmpint(cs.n, ==, 2);
+            g_assert_cmpfloat_with_epsilon(psim_cost_hop_us(&cs, (double)sizes[k]), send, 1e-9);
+            g_assert_cmpfloat_with_epsilon(psim_cost_hop_us(&ch, (double)sizes[k]), handoff, 1e-9);
+            g_assert_cmpfloat(psim_cost_hop_us(&cs, 10), ==, 1);
+            g_assert_cmpfloat(psim_cost_hop_us(&cs, 1e9), ==, 5);
+        }
+        g_autoptr(PsimTimeline) t = db_run(&b, db);
+        double link = 50 + (double)sizes[k] / 1e3; /* 1 GB/s: 1 byte per ns */
+        g_assert_cmpfloat_with_epsilon(op_start(t, "G"), 10 + send, 1e-9);
+        g_assert_cmpfloat_with_epsilon(xfer(t, "rA")->start, 10 + send + handoff, 1e-9);
+        g_assert_cmpfloat_with_epsilon(xfer(t, "rA")->end, 10 + send + link, 1e-6);
+        psim_cost_db_close(db);
+        db_unlink(path);
+    }
     g_rmdir(dir);
 }
 
@@ -965,6 +1017,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/reclaim", test_reclaim);
     g_test_add_func("/sim/cold-block", test_cold_block);
     g_test_add_func("/sim/send-handoff", test_send_handoff);
+    g_test_add_func("/sim/send-handoff-sizes", test_send_handoff_sizes);
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);
     g_test_add_func("/sim/by-destination", test_by_destination);

@@ -93,12 +93,38 @@ void psim_cost_model_idle_curve(PsimCostModel *m, int32_t device, PsimIdleCurve 
 void psim_cost_model_node_idle_curve(PsimCostModel *m, const PsimGraph *g, const PsimNode *n, int32_t device,
                                      PsimIdleCurve *curve);
 /* What the executor's transfer from a CPU device to another (the destination's thread copies)
- * costs around the copy (profiler/hop.c; calibrations "send_us" and "handoff_us", 0 without
- * them): the Send, on the source's thread right after the tensor's producer, and the hand-off,
- * from the Send's end until the destination can start its copy, which holds neither device. The
- * link rows of such a pair time the Send's end to the consumer's start; the simulator charges
- * them less the hand-off to the destination, starting no earlier than the hand-off's end. */
-void psim_cost_model_hop(PsimCostModel *m, int32_t device, double *send_us, double *handoff_us);
+ * costs around the copy (profiler/hop.c), by the transfer's size: the Send, on the source's
+ * thread right after the tensor's producer, and the hand-off, from the Send's end until the
+ * destination can start its copy, which holds neither device. The link rows of such a pair time
+ * the Send's end to the consumer's start; the simulator charges them less the hand-off to the
+ * destination, starting no earlier than the hand-off's end. Both are calibrated per source
+ * device at the link profile's hop sizes, 1 KiB x4 to 64 MiB ("send_1KiB_us" ..
+ * "send_64MiB_us", "handoff_1KiB_us" ..): a Send of 1 KiB to 4 MiB takes 0.25-0.4 us on the
+ * development VM and one of 64 MiB 4.5-7 us, so one figure for all sizes charged every small
+ * transfer the large ones' Send (docs/validation.md). A DB with only the older figures for all
+ * sizes ("send_us", "handoff_us") gives them at every size; without either, 0. */
+#define PSIM_HOP_N 9
+extern const uint64_t psim_hop_bytes[PSIM_HOP_N];
+extern const char *const psim_hop_send_kinds[PSIM_HOP_N];
+extern const char *const psim_hop_handoff_kinds[PSIM_HOP_N];
+typedef struct {
+    int32_t n; /* points (0: none, 0 us at every size) */
+    double bytes[PSIM_HOP_N], us[PSIM_HOP_N];
+} PsimHopCurve;
+void psim_cost_model_hop(PsimCostModel *m, int32_t device, PsimHopCurve *send, PsimHopCurve *handoff);
+/* The curve at `bytes`: linear between its points, its first value below them and its last
+ * above (a fixed cost: not through 0). */
+static inline double psim_cost_hop_us(const PsimHopCurve *c, double bytes)
+{
+    if (c->n == 0)
+        return 0;
+    if (bytes <= c->bytes[0])
+        return c->us[0];
+    for (int32_t k = 1; k < c->n; k++)
+        if (bytes <= c->bytes[k])
+            return c->us[k - 1] + (c->us[k] - c->us[k - 1]) * (bytes - c->bytes[k - 1]) / (c->bytes[k] - c->bytes[k - 1]);
+    return c->us[c->n - 1];
+}
 /* The executor's host memory (exec/worker.c): a tensor's block is its bytes rounded up to 64 B,
  * taken from its worker's pool by size class (four classes per power of two, at most 25% slack)
  * and put back on top of its class when freed, so the next block of a class a device takes is

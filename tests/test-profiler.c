@@ -566,22 +566,16 @@ static void test_insitu(void)
         g_assert_cmpint(src, ==, PSIM_COST_SOURCE_MEASURED);
     }
     /* In passes: the steps shared among them (at least one each), the samples pooled. */
-    io.passes = 3;
-    io.steps = 4;
-    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
-    g_assert_no_error(err);
-    g_assert_cmpint(r.passes, ==, 3);
-    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k1, "insitu", &s1, &err));
-    g_assert_cmpint(s1.n, ==, 4);
-    io.passes = 5;
-    io.steps = 2;
-    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
-    g_assert_cmpint(r.passes, ==, 5);
-    g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k1, "insitu", &s1, &err));
-    g_assert_cmpint(s1.n, ==, 5);
-    io.passes = 1;
-    io.steps = 5;
-    g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
+    static const int32_t passes_steps_n[3][3] = {{3, 4, 4}, {5, 2, 5}, {1, 5, 5}};
+    for (int k = 0; k < 3; k++) {
+        io.passes = passes_steps_n[k][0];
+        io.steps = passes_steps_n[k][1];
+        g_assert_true(psim_profiler_insitu(p, g, feeds, &x, 1, fetches, 1, &io, &r, &err));
+        g_assert_no_error(err);
+        g_assert_cmpint(r.passes, ==, io.passes);
+        g_assert_true(psim_cost_db_kernel_get_method(db, psim_cluster_device(c, 1), k1, "insitu", &s1, &err));
+        g_assert_cmpint(s1.n, ==, passes_steps_n[k][2]);
+    }
     /* The kernels timed alone skip what in-situ rows cover. */
     PsimGraph *gs[1] = {g};
     PsimProfileReport pr;

@@ -751,6 +751,20 @@ static void test_idle_after_copy(void)
     g_rmdir(dir);
 }
 
+/* A hop on a by-destination link of 1 GB/s and `lat` us: A (10 us, `bytes` out) on P:0, its
+ * successor G (20) there, its Recv rA on P:1 and rA's consumer B (7); with `busy`, D (30) on P:1
+ * first. */
+static void b_hop(B *b, double lat, uint64_t bytes, gboolean busy)
+{
+    b_init_by_dst(b, 1, lat);
+    if (busy)
+        b_node(b, "D", 30, 0, 1, NULL, NULL);
+    b_node(b, "A", 10, bytes, 0, NULL, NULL);
+    b_node(b, "G", 20, 0, 0, "A", NULL);
+    b_xfer(b, "A", 1, "rA", NULL, 0);
+    b_node(b, "B", 7, 0, 1, "rA", NULL);
+}
+
 /* A transfer's Send and hand-off (psim_cost_model_hop; P:0's send_us 2, handoff_us 3; the link
  * 1 GB/s + 5 us from the Send's end to the consumer's start). A (0..10) on P:0 sends 1000 bytes
  * to P:1: the Send holds P:0 until 12, so G starts at 12, not 10; the copy can start at 15. With
@@ -764,13 +778,7 @@ static void test_send_handoff(void)
         for (int busy = 0; busy < 2; busy++) {
             g_autofree char *path = g_strdup_printf("%s/c%d%d.db", dir, with, busy);
             B b;
-            b_init_by_dst(&b, 1, 5);
-            if (busy)
-                b_node(&b, "D", 30, 0, 1, NULL, NULL);
-            b_node(&b, "A", 10, 1000, 0, NULL, NULL);
-            b_node(&b, "G", 20, 0, 0, "A", NULL);
-            b_xfer(&b, "A", 1, "rA", NULL, 0);
-            b_node(&b, "B", 7, 0, 1, "rA", NULL);
+            b_hop(&b, 5, 1000, busy);
             GError *err = NULL;
             PsimCostDb *db = psim_cost_db_open(path, &err);
             g_assert_no_error(err);
@@ -811,11 +819,7 @@ static void test_send_handoff_sizes(void)
     for (int k = 0; k < 3; k++) {
         g_autofree char *path = g_strdup_printf("%s/c%d.db", dir, k);
         B b;
-        b_init_by_dst(&b, 1, 50);
-        b_node(&b, "A", 10, sizes[k], 0, NULL, NULL);
-        b_node(&b, "G", 20, 0, 0, "A", NULL);
-        b_xfer(&b, "A", 1, "rA", NULL, 0);
-        b_node(&b, "B", 7, 0, 1, "rA", NULL);
+        b_hop(&b, 50, sizes[k], FALSE);
         GError *err = NULL;
         PsimCostDb *db = psim_cost_db_open(path, &err);
         g_assert_no_error(err);

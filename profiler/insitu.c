@@ -426,14 +426,17 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
                     psim_graph_name(g));
         return NULL;
     }
+    /* Every CPU device runs alone (its own pace: on a VM one vCPU takes the interrupts, and a
+     * one-device plan measured 6.7% slower there than on the other, docs/validation.md); the
+     * runs after a wait, one per kind of hardware. */
     for (int32_t k = 0; k < s->n_cpus; k++) {
         int32_t d = s->cpus[k];
-        if (s->first_of[d] == d &&
-            (!run_prepare(p, &s->alone[d], g, d, 0, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error) ||
-             !run_prepare(p, &s->idle[0][d], g, d, insitu_idle_us[0], feed_names, feeds, n_feeds, fetches,
-                          n_fetches, &o, error) ||
-             !run_prepare(p, &s->idle[1][d], g, d, insitu_idle_us[1], feed_names, feeds, n_feeds, fetches,
-                          n_fetches, &o, error)))
+        if (!run_prepare(p, &s->alone[d], g, d, 0, feed_names, feeds, n_feeds, fetches, n_fetches, &o, error) ||
+            (s->first_of[d] == d &&
+             (!run_prepare(p, &s->idle[0][d], g, d, insitu_idle_us[0], feed_names, feeds, n_feeds, fetches,
+                           n_fetches, &o, error) ||
+              !run_prepare(p, &s->idle[1][d], g, d, insitu_idle_us[1], feed_names, feeds, n_feeds, fetches,
+                           n_fetches, &o, error))))
             return NULL;
     }
     for (int32_t k = 0; k < s->n_gpus; k++)
@@ -459,14 +462,13 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     int32_t stages = s->n_cpus + s->n_gpus + (s->busy ? 1 : 0), stage = 0;
     for (int32_t k = 0; k < s->n_cpus; k++) {
         int32_t d = s->cpus[k];
-        if (s->first_of[d] != d)
-            continue;
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         g_autofree char *item = g_strdup_printf("%s on %s", psim_graph_name(s->g), dev->short_name);
         psim__profiler_progress(p, "in-situ", stage++, stages, item);
         s->alone[d].steps = s->idle[0][d].steps = s->idle[1][d].steps = steps;
-        if (!run_all(p, &s->alone[d], &d, 1, error) || !run_all(p, &s->idle[0][d], &d, 1, error) ||
-            !run_all(p, &s->idle[1][d], &d, 1, error))
+        if (!run_all(p, &s->alone[d], &d, 1, error) ||
+            (s->first_of[d] == d &&
+             (!run_all(p, &s->idle[0][d], &d, 1, error) || !run_all(p, &s->idle[1][d], &d, 1, error))))
             return FALSE;
     }
     for (int32_t k = 0; k < s->n_gpus; k++) {
@@ -628,12 +630,35 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
         }
         report->n_runs++;
     }
-    /* Each device's ops with every device busy against its hardware's run alone (the same
-     * graph, so the same nodes). */
+    /* The other devices of each kind of hardware: their own rows and dispatch gap from their own
+     * runs alone (the DB reads a device's own row before one of identical hardware); the waits'
+     * rows and figures stay their hardware's. */
+    for (int32_t k = 0; ok && k < s->n_cpus; k++) {
+        int32_t d = s->cpus[k];
+        if (s->first_of[d] == d)
+            continue;
+        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+        const Run *r = &s->alone[d];
+        alone[d] = node_times(g, r, s->constant);
+        char **sig_of = node_sigs(g, r->n_nodes, alone[d]);
+        ok = store_rows(p, g, r, alone[d], sig_of, dev, report, error);
+        sigs_free(sig_of, r->n_nodes);
+        double gap = step_gap(r);
+        if (ok && !isnan(gap)) {
+            g_autofree char *detail = g_strdup_printf(
+                "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
+                r->step_us->len, s->passes, psim_graph_name(g));
+            ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
+            report->calibrations += ok;
+        }
+        report->n_runs++;
+    }
+    /* Each device's ops with every device busy against its run alone (the same graph, so the
+     * same nodes). */
     for (int32_t k = 0; ok && s->busy && k < s->n_cpus; k++) {
         int32_t d = s->cpus[k];
         g_autofree double *busy = node_times(g, &s->busy[k], s->constant);
-        double *ref = alone[s->first_of[d]];
+        double *ref = alone[d] ? alone[d] : alone[s->first_of[d]];
         double a = sum_finite(ref, s->busy[k].n_nodes, busy), b = sum_finite(busy, s->busy[k].n_nodes, ref);
         if (!(a > 0 && b > 0))
             continue;

@@ -188,13 +188,13 @@ int psim_cmd_profile(int argc, char **argv)
          "come from a graph input get its feed, all others the KIND (default random: N(0,1), seed 42)",
          PSIM_CLI_FEED_ARG},
         {"in-situ", 0, 0, G_OPTION_ARG_NONE, &in_situ,
-         "First run each graph whole on each kind of CPU device (identical devices share one run; as a one-device plan; warm-up steps "
+         "First run each graph whole on each CPU device (as a one-device plan; warm-up steps "
          "discarded) and store every op's time as the executor measured it in the step (trimmed mean over "
          "steps; per signature the median over its nodes, and a row of its own for each node sharing "
          "it), which the cost model prefers to the kernel timed "
          "alone, with each device's median gap between ops (dispatch), its slow-down while every "
          "device runs the graph at once, and each op's slow-down after the executor waited 50 and "
-         "500 us before it (per signature, and the device's mean); kernels are then timed alone only where a graph cannot run "
+         "500 us before it (per signature, and the device's mean; one run per kind of hardware); kernels are then timed alone only where a graph cannot run "
          "whole or the executor skipped them", NULL},
         {"in-situ-steps", 0, 0, G_OPTION_ARG_STRING, &insitu_steps_text,
          "Measured steps of --in-situ in all (default 20), shared by its passes", "N"},

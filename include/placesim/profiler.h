@@ -211,7 +211,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimLinkSession, psim_link_session_free)
 gboolean psim_profiler_calibrate(PsimProfiler *p, PsimProfileReport *report, GError **error);
 
 /* In-situ profiling (profile --in-situ): the whole graph runs on each CPU device of the cluster
- * (one device per fingerprint: identical hardware shares rows) as a single-device executor, for
+ * (each device its own rows; the runs after a wait below once per fingerprint, shared by
+ * identical hardware) as a single-device executor, for
  * `warmup` discarded steps and then `steps` measured ones; each op's time comes from the
  * executor's own per-op clock. Stored in the cost DB: per kernel signature a method 'insitu' row
  * (median_us: the median over the nodes sharing the signature of each node's trimmed mean over

@@ -21,7 +21,8 @@ typedef struct {
     PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
     PsimReclaimCurve reclaim, reclaim_copy; /* psim_cost_model_reclaim (n 0: none) */
     PsimColdCurve cold;                     /* psim_cost_model_cold (n 0: none) */
-    PsimHopCurve send, handoff;             /* psim_cost_model_hop (n 0: none) */
+    PsimHopCurve *hop; /* psim_cost_model_hop: the Send's and the hand-off's curves; NULL: none
+                        * (a cluster of 65,536 devices without a DB holds no curves) */
 } DeviceRates;
 
 /* A measured row as the model keeps it. */
@@ -107,6 +108,8 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     return m;
 }
 
+static void rates_free(PsimCostModel *m);
+
 void psim_cost_model_free(PsimCostModel *m)
 {
     if (!m)
@@ -114,7 +117,7 @@ void psim_cost_model_free(PsimCostModel *m)
     g_hash_table_destroy(m->measured);
     g_hash_table_destroy(m->constant);
     g_hash_table_destroy(m->idle);
-    g_free(m->rates);
+    rates_free(m);
     g_hash_table_destroy(m->links);
     g_ptr_array_unref(m->curves);
     g_mutex_clear(&m->lock);
@@ -125,12 +128,19 @@ const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m) { return m->c
 
 /* Per-device caches follow the cluster if devices were added after the model was made. Called
  * with the lock held. */
+static void rates_free(PsimCostModel *m)
+{
+    for (int32_t d = 0; m->rates && d < m->n_dev; d++)
+        g_free(m->rates[d].hop);
+    g_clear_pointer(&m->rates, g_free);
+}
+
 static void ensure_size(PsimCostModel *m)
 {
     int32_t n = psim_cluster_n_devices(m->cluster);
     if (n == m->n_dev)
         return;
-    g_free(m->rates);
+    rates_free(m);
     g_hash_table_remove_all(m->links);
     m->rates = g_new0(DeviceRates, n ? n : 1);
     m->n_dev = n;
@@ -191,16 +201,17 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
         if (!err && psim_cost_db_calibration_get(m->db, d, "dispatch_us", &v, &err) && v >= 0 && isfinite(v))
             r->dispatch_us = MIN(v, PSIM_COST_MAX_US);
         /* The hop's curves; a DB from before them has one figure for all sizes. */
-        r->send.n = curve_points(m, d, psim_hop_send_kinds, psim_hop_bytes, PSIM_HOP_N, r->send.bytes, r->send.us, &err);
-        r->handoff.n = curve_points(m, d, psim_hop_handoff_kinds, psim_hop_bytes, PSIM_HOP_N, r->handoff.bytes,
-                                    r->handoff.us, &err);
+        PsimHopCurve hop[2] = {{0}, {0}};
+        hop[0].n = curve_points(m, d, psim_hop_send_kinds, psim_hop_bytes, PSIM_HOP_N, hop[0].bytes, hop[0].us, &err);
+        hop[1].n = curve_points(m, d, psim_hop_handoff_kinds, psim_hop_bytes, PSIM_HOP_N, hop[1].bytes, hop[1].us,
+                                &err);
         static const char *const hop_all_sizes[2] = {"send_us", "handoff_us"};
-        for (int k = 0; k < 2 && !err; k++) {
-            PsimHopCurve *c = k ? &r->handoff : &r->send;
-            if (c->n == 0 && psim_cost_db_calibration_get(m->db, d, hop_all_sizes[k], &v, &err) && v >= 0 &&
+        for (int k = 0; k < 2 && !err; k++)
+            if (hop[k].n == 0 && psim_cost_db_calibration_get(m->db, d, hop_all_sizes[k], &v, &err) && v >= 0 &&
                 isfinite(v))
-                *c = (PsimHopCurve){.n = 1, .bytes = {0}, .us = {MIN(v, PSIM_COST_MAX_US)}};
-        }
+                hop[k] = (PsimHopCurve){.n = 1, .bytes = {0}, .us = {MIN(v, PSIM_COST_MAX_US)}};
+        if (hop[0].n > 0 || hop[1].n > 0)
+            r->hop = g_memdup2(hop, sizeof hop);
         if (!err && psim_cost_db_calibration_get(m->db, d, "busy_factor", &v, &err) && v > 0 && isfinite(v) &&
             psim_cost_db_calibration_get(m->db, d, "busy_devices", &r->busy_devices, &err) &&
             r->busy_devices >= 2 && isfinite(r->busy_devices))
@@ -408,8 +419,8 @@ void psim_cost_model_hop(PsimCostModel *m, int32_t device, PsimHopCurve *send, P
     g_mutex_lock(&m->lock);
     ensure_size(m);
     const DeviceRates *r = device >= 0 && device < m->n_dev ? rates(m, device) : NULL;
-    *send = r ? r->send : (PsimHopCurve){0};
-    *handoff = r ? r->handoff : (PsimHopCurve){0};
+    *send = r && r->hop ? r->hop[0] : (PsimHopCurve){0};
+    *handoff = r && r->hop ? r->hop[1] : (PsimHopCurve){0};
     g_mutex_unlock(&m->lock);
 }
 

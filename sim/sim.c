@@ -182,7 +182,7 @@ typedef struct {
     /* The executor's transfers to a device that copies them (psim_cost_model_hop): its Sends hold
      * its thread (each its transfer's s->xfer_send_us), one after another until sends_until; the
      * hand-off after each Send's end (s->xfer_handoff_us) holds neither device. */
-    PsimHopCurve send, handoff;
+    int32_t hop_ix; /* its Send's and hand-off's curves: s->hops[2 * hop_ix ..] (-1: none) */
     double sends_until;
     /* Its ops' cost factor while other devices are busy (psim_cost_busy_scale). */
     PsimBusyScale busy_scale;
@@ -259,6 +259,8 @@ typedef struct {
     PoolCosts *pool_costs; /* the distinct pool costs of the devices */
     uint8_t *read_remote; /* per output slot: another device copied it (NULL without curves) */
     int32_t n_pool_costs;
+    PsimHopCurve *hops; /* the distinct (Send, hand-off) curve pairs of the devices */
+    int32_t n_hops;
     /* With pool costs (read_remote set): per output slot, whether it is a block of its device's
      * pool (a computed node's output of some bytes that is not a view of its input, or a Recv's
      * copy), when
@@ -731,6 +733,13 @@ static void resident_add(Sim *s)
         mem_add(s, s->copy_dev[i], s->out_total[s->copy_node[i]], s->copy_node[i]);
 }
 
+/* The same points (the struct's padding aside). */
+static gboolean hop_same(const PsimHopCurve *a, const PsimHopCurve *b)
+{
+    return a->n == b->n && !memcmp(a->bytes, b->bytes, sizeof(double) * (size_t)a->n) &&
+           !memcmp(a->us, b->us, sizeof(double) * (size_t)a->n);
+}
+
 static void setup_common(Sim *s);
 
 /* The step's structure from a plan: its partitioned graph, transfers and orders. */
@@ -964,7 +973,18 @@ static void setup_common(Sim *s)
         memset(&pc, 0, sizeof pc);
         psim_cost_model_reclaim(s->m, s->cluster_dev[d], &pc.op, &pc.copy);
         psim_cost_model_cold(s->m, s->cluster_dev[d], &pc.cold);
-        psim_cost_model_hop(s->m, s->cluster_dev[d], &s->dev[d].send, &s->dev[d].handoff);
+        PsimHopCurve hop[2];
+        psim_cost_model_hop(s->m, s->cluster_dev[d], &hop[0], &hop[1]);
+        s->dev[d].hop_ix = -1;
+        if (hop[0].n > 0 || hop[1].n > 0) {
+            /* Devices of one calibration share one copy, as their pool costs do. */
+            if (s->n_hops == 0 || !hop_same(&s->hops[2 * (s->n_hops - 1)], hop) ||
+                !hop_same(&s->hops[2 * (s->n_hops - 1) + 1], hop + 1)) {
+                s->hops = g_renew(PsimHopCurve, s->hops, 2 * (s->n_hops + 1));
+                memcpy(&s->hops[2 * s->n_hops++], hop, sizeof hop);
+            }
+            s->dev[d].hop_ix = s->n_hops - 1;
+        }
         s->dev[d].pool_ix = -1;
         if (pc.op.n > 0 || pc.copy.n > 0 || pc.cold.n > 0) {
             /* Devices of one calibration share one copy (a cluster of thousands of CPU devices
@@ -1003,8 +1023,9 @@ static void setup_common(Sim *s)
     g_autoptr(GHashTable) pair_link = g_hash_table_new_full(psim_int64_hash, g_int64_equal, g_free, NULL);
     for (int32_t x = 0; x < s->n_xf; x++) {
         const PsimTransfer *t = &s->xf[x];
-        s->xfer_send_us[x] = psim_cost_hop_us(&s->dev[t->src].send, (double)t->bytes);
-        s->xfer_handoff_us[x] = psim_cost_hop_us(&s->dev[t->src].handoff, (double)t->bytes);
+        int32_t h = s->dev[t->src].hop_ix;
+        s->xfer_send_us[x] = h >= 0 ? psim_cost_hop_us(&s->hops[2 * h], (double)t->bytes) : 0;
+        s->xfer_handoff_us[x] = h >= 0 ? psim_cost_hop_us(&s->hops[2 * h + 1], (double)t->bytes) : 0;
         gint64 key = (gint64)(((guint64)(guint32)t->src << 32) | (guint32)t->dst);
         gpointer found;
         if (g_hash_table_lookup_extended(pair_link, &key, NULL, &found)) {
@@ -1089,6 +1110,7 @@ static void sim_free(Sim *s)
     g_free(s->xfer_link);
     g_free(s->xfer_send_us);
     g_free(s->xfer_handoff_us);
+    g_free(s->hops);
     g_free(s->heap.a);
 }
 

@@ -552,6 +552,34 @@ static gboolean put_for_hardware(PsimInsituSession *s, int32_t d, const char *ki
     return TRUE;
 }
 
+/* Device d's run alone: its op times into alone[d], their signatures into *sig_of (the caller
+ * frees them), its rows and its dispatch gap (*gap; NAN without one), stored for d, or with
+ * `hardware` for every device of its hardware. */
+static gboolean store_alone(PsimInsituSession *s, int32_t d, gboolean hardware, double **alone, char ***sig_of,
+                            double *gap, PsimInsituReport *report, GError **error)
+{
+    PsimProfiler *p = s->p;
+    const PsimGraph *g = s->g;
+    const PsimDevice *dev = psim_cluster_device(p->cluster, d);
+    const Run *r = &s->alone[d];
+    alone[d] = node_times(g, r, s->constant);
+    *sig_of = node_sigs(g, r->n_nodes, alone[d]);
+    if (!store_rows(p, g, r, alone[d], *sig_of, dev, report, error))
+        return FALSE;
+    *gap = step_gap(r);
+    if (isnan(*gap))
+        return TRUE;
+    g_autofree char *detail = g_strdup_printf(
+        "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops", r->step_us->len,
+        s->passes, psim_graph_name(g));
+    if (hardware)
+        return put_for_hardware(s, d, "dispatch_us", *gap, detail, report, error);
+    if (!psim_cost_db_calibration_put(p->db, dev, "dispatch_us", *gap, detail, error))
+        return FALSE;
+    report->calibrations++;
+    return TRUE;
+}
+
 /* Stores the rows and calibrations of s's samples (psim_insitu_session_finish). */
 static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GError **error)
 {
@@ -573,18 +601,10 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
     for (int32_t d = 0; ok && d < p->n_devices; d++) {
         if (s->first_of[d] != d)
             continue;
-        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         const Run *r = &s->alone[d];
-        alone[d] = node_times(g, r, s->constant);
-        char **sig_of = node_sigs(g, r->n_nodes, alone[d]);
-        ok = store_rows(p, g, r, alone[d], sig_of, dev, report, error);
-        double gap = step_gap(r);
-        if (ok && !isnan(gap)) {
-            g_autofree char *detail = g_strdup_printf(
-                "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
-                r->step_us->len, s->passes, psim_graph_name(g));
-            ok = put_for_hardware(s, d, "dispatch_us", gap, detail, report, error);
-        }
+        char **sig_of = NULL;
+        double gap = NAN;
+        ok = store_alone(s, d, TRUE, alone, &sig_of, &gap, report, error);
         /* The same ops after each wait of insitu_idle_us, less them straight on, per op (a
          * slower op after a wait is a few microseconds whatever its size; no less than 0, and
          * no less after the long wait than after the short one). CPUs only: a GPU has no idle
@@ -637,20 +657,10 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
         int32_t d = s->cpus[k];
         if (s->first_of[d] == d)
             continue;
-        const PsimDevice *dev = psim_cluster_device(p->cluster, d);
-        const Run *r = &s->alone[d];
-        alone[d] = node_times(g, r, s->constant);
-        char **sig_of = node_sigs(g, r->n_nodes, alone[d]);
-        ok = store_rows(p, g, r, alone[d], sig_of, dev, report, error);
-        sigs_free(sig_of, r->n_nodes);
-        double gap = step_gap(r);
-        if (ok && !isnan(gap)) {
-            g_autofree char *detail = g_strdup_printf(
-                "in-situ: trimmed mean over %u steps (%d passes) of %s of the step's mean gap between ops",
-                r->step_us->len, s->passes, psim_graph_name(g));
-            ok = psim_cost_db_calibration_put(p->db, dev, "dispatch_us", gap, detail, error);
-            report->calibrations += ok;
-        }
+        char **sig_of = NULL;
+        double gap;
+        ok = store_alone(s, d, FALSE, alone, &sig_of, &gap, report, error);
+        sigs_free(sig_of, s->alone[d].n_nodes);
         report->n_runs++;
     }
     /* Each device's ops with every device busy against its run alone (the same graph, so the

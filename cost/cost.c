@@ -108,7 +108,13 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db)
     return m;
 }
 
-static void rates_free(PsimCostModel *m);
+/* Frees the per-device caches (with the lock held, or from psim_cost_model_free). */
+static void rates_free(PsimCostModel *m)
+{
+    for (int32_t d = 0; m->rates && d < m->n_dev; d++)
+        g_free(m->rates[d].hop);
+    g_clear_pointer(&m->rates, g_free);
+}
 
 void psim_cost_model_free(PsimCostModel *m)
 {
@@ -128,13 +134,6 @@ const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m) { return m->c
 
 /* Per-device caches follow the cluster if devices were added after the model was made. Called
  * with the lock held. */
-static void rates_free(PsimCostModel *m)
-{
-    for (int32_t d = 0; m->rates && d < m->n_dev; d++)
-        g_free(m->rates[d].hop);
-    g_clear_pointer(&m->rates, g_free);
-}
-
 static void ensure_size(PsimCostModel *m)
 {
     int32_t n = psim_cluster_n_devices(m->cluster);

@@ -5,6 +5,7 @@
 #  - Rank 0 sends each task exactly one setup message (the plan with its graph) and then one
 #    message per step holding only the handle, the step id and that task's feeds: no graph bytes
 #    after the first step.
+#  - study --mpi studies plans over the tasks' devices, with the links timed through the transport.
 #  - Bad use is one line and exit 2.
 # Skipped (77) only when mpirun is absent.
 set -u
@@ -96,6 +97,27 @@ d = json.load(open(sys.argv[1]))
 assert d["mpi"]["simulated_us"] > 0, d["mpi"]
 PY
 
+# study --mpi: rank 0 studies the plans over the MPI tasks' devices, the other ranks serve them;
+# the links between the tasks are timed through the transport (rows of source 'mpi', both ways),
+# every row is simulated and measured, and a split plan's transfers cross the tasks.
+"${MPIRUN[@]}" -np 2 "$PSIM" study zoo:mlp --mpi --algos single,round-robin --steps 4 --rounds 2 \
+    --profile-budget-ms 5 -o "$tmp/study" --json >"$tmp/st.json" 2>"$tmp/st.err" \
+    || { echo "study --mpi failed: $(tail -3 "$tmp/st.err")"; fail=1; }
+python3 - "$tmp/st.json" "$tmp/study" <<'PY' || fail=1
+import json, os, sqlite3, sys
+d = json.load(open(sys.argv[1])); out = sys.argv[2]
+rows = {r["algo"]: r for r in d["rows"]}
+assert set(rows) == {"single", "round-robin"}, rows
+for r in rows.values():
+    assert "error" not in r, r
+    assert r["sim_us"] > 0 and r["measured_us"] > 0, r
+assert rows["round-robin"]["transfers"] > 0, rows["round-robin"]
+db = sqlite3.connect(os.path.join(out, "costs.db"))
+n = db.execute("SELECT COUNT(*) FROM links WHERE source = 'mpi'").fetchone()[0]
+assert n >= 2, n
+assert os.path.exists(os.path.join(out, "mlp-round-robin.plan.json"))
+PY
+
 # Failures. Killing task 1 (SIGKILL) as step 7 starts ends every rank within 2 s of the kill:
 # the job's time less that of the same job stopped after 7 steps. One line from rank 0 names the
 # task and the step: rank 0 watches the process of a task on its host, and so speaks before
@@ -127,7 +149,8 @@ for args in "--mpi" "--mpi --algo heft --cluster local:2" "--mpi --algo nosuch";
     [ $rc -eq 2 ] || { echo "run zoo:mlp $args: exit $rc, expected 2: $(cat "$tmp/e")"; fail=1; }
     [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "run zoo:mlp $args: not one line: $(cat "$tmp/e")"; fail=1; }
 done
-for cmd in "cluster --mpi --cluster local:2" "profile --mpi --db $tmp/x.db zoo:mlp"; do
+for cmd in "cluster --mpi --cluster local:2" "profile --mpi --db $tmp/x.db zoo:mlp" \
+           "study --mpi --cluster local:2 zoo:mlp -o $tmp/bad" "study --mpi nosuch.onnx -o $tmp/bad"; do
     "${MPIRUN[@]}" -np 2 "$PSIM" $cmd >"$tmp/o" 2>"$tmp/e"
     rc=$?
     [ $rc -eq 2 ] && [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "$cmd: exit $rc, expected 2 and one line: $(cat "$tmp/e")"; fail=1; }

@@ -203,10 +203,11 @@ static gboolean trial_prepare(Trial *t, PsimCostModel *m, PsimOrder order)
 #define INSITU_STEPS 20
 
 /* One step of the plan, its fetched outputs dropped. FALSE (the row's error set) on failure. */
-static gboolean trial_step(Trial *t, PsimPlanExec *px, PsimTensor **outs)
+static gboolean trial_step(Trial *t, PsimPlanExec *px, PsimMpiExec *mx, PsimTensor **outs)
 {
     GError *err = NULL;
-    if (!psim_plan_exec_run(px, (PsimTensor *const *)t->feeds->pdata, outs, &err)) {
+    PsimTensor *const *in = (PsimTensor *const *)t->feeds->pdata;
+    if (!(mx ? psim_mpi_exec_run(mx, in, outs, &err) : psim_plan_exec_run(px, in, outs, &err))) {
         trial_fail(t, err);
         return FALSE;
     }
@@ -217,14 +218,21 @@ static gboolean trial_step(Trial *t, PsimPlanExec *px, PsimTensor **outs)
 
 /* Runs the plan for real: warm-up steps, then measured ones (at least `steps` and MEASURE_MS)
  * appended to t->times. With run_tl, one more step whose measured timeline goes there. */
-static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int steps, PsimTimeline **run_tl)
+static gboolean trial_measure(Trial *t, PsimCluster *c, PsimMpi *m, PsimOrder order, int steps,
+                              PsimTimeline **run_tl)
 {
     GError *err = NULL;
-    g_autoptr(PsimPlanExec) px =
-        psim_plan_exec_new(t->plan, c, (const char *const *)t->feed_names->pdata, (int32_t)t->feeds->len,
-                           (const char *const *)t->fetches->pdata, (int32_t)t->fetches->len,
-                           order == PSIM_ORDER_DYNAMIC, &err);
-    if (!px) {
+    const char *const *feed_names = (const char *const *)t->feed_names->pdata;
+    const char *const *fetches = (const char *const *)t->fetches->pdata;
+    g_autoptr(PsimPlanExec) px = NULL;
+    g_autoptr(PsimMpiExec) mx = NULL;
+    if (m)
+        mx = psim_mpi_exec_new(m, t->plan, feed_names, (int32_t)t->feeds->len, fetches, (int32_t)t->fetches->len,
+                               &err);
+    else
+        px = psim_plan_exec_new(t->plan, c, feed_names, (int32_t)t->feeds->len, fetches, (int32_t)t->fetches->len,
+                                order == PSIM_ORDER_DYNAMIC, &err);
+    if (!px && !mx) {
         trial_fail(t, err);
         return FALSE;
     }
@@ -234,19 +242,19 @@ static gboolean trial_measure(Trial *t, PsimCluster *c, PsimOrder order, int ste
     gint64 warm_end = g_get_monotonic_time() + WARMUP_MS * 1000;
     int n_warm = 0;
     while (n_warm < 1 || (n_warm < 10000 && g_get_monotonic_time() < warm_end)) {
-        if (!trial_step(t, px, outs))
+        if (!trial_step(t, px, mx, outs))
             return FALSE;
         n_warm++;
     }
     gint64 measure_end = g_get_monotonic_time() + MEASURE_MS * 1000;
     for (int s = 0; s < steps || g_get_monotonic_time() < measure_end; s++) {
-        if (!trial_step(t, px, outs))
+        if (!trial_step(t, px, mx, outs))
             return FALSE;
-        double us = psim_plan_exec_step_us(px);
+        double us = mx ? psim_mpi_exec_step_us(mx) : psim_plan_exec_step_us(px);
         g_array_append_val(t->times, us);
     }
-    if (run_tl) {
-        if (!trial_step(t, px, outs))
+    if (run_tl && px) { /* over MPI, no measured timeline (as 'run --mpi') */
+        if (!trial_step(t, px, mx, outs))
             return FALSE;
         *run_tl = psim_timeline_new(psim_graph_name(t->plan->graph), "run", t->plan->n_devices,
                                     (const char *const *)t->plan->devices);
@@ -271,7 +279,7 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, Ps
     r->error_pct = 100 * (r->sim_us - r->measured_us) / r->measured_us;
     r->placed_error_pct = 100 * (r->placed_sim_us - r->measured_us) / r->measured_us;
     PsimCompare cmp = {0};
-    if (psim_timeline_compare(t->sim_tl, run_tl, &cmp, NULL))
+    if (run_tl && psim_timeline_compare(t->sim_tl, run_tl, &cmp, NULL))
         r->op_error_pct = cmp.median_abs_op_error_pct;
     g_autofree char *base = g_strdup_printf("%s-%s", r->graph, r->algo);
     g_autofree char *safe = safe_name(base);
@@ -279,15 +287,16 @@ static void trial_finish(Trial *t, PsimTimeline *run_tl, const char *out_dir, Ps
     g_autofree char *run_trace = g_strdup_printf("%s/%s.run.json", out_dir, safe);
     const char *sim_tmp = NULL, *run_tmp = NULL;
     if (!(sim_tmp = psim_cli_output(outs, sim_trace, FALSE, &err)) ||
-        !(run_tmp = psim_cli_output(outs, run_trace, FALSE, &err)) ||
-        !psim_timeline_save_chrome(t->sim_tl, sim_tmp, &err) || !psim_timeline_save_chrome(run_tl, run_tmp, &err) ||
+        (run_tl && !(run_tmp = psim_cli_output(outs, run_trace, FALSE, &err))) ||
+        !psim_timeline_save_chrome(t->sim_tl, sim_tmp, &err) ||
+        (run_tl && !psim_timeline_save_chrome(run_tl, run_tmp, &err)) ||
         psim_timeline_save_sqlite(t->sim_tl, sqlite_tmp, base, &err) < 0 ||
-        psim_timeline_save_sqlite(run_tl, sqlite_tmp, base, &err) < 0) {
+        (run_tl && psim_timeline_save_sqlite(run_tl, sqlite_tmp, base, &err) < 0)) {
         trial_fail(t, err);
         psim_compare_clear(&cmp);
         return;
     }
-    if (gnuplot) {
+    if (gnuplot && run_tl) {
         g_autofree char *png = g_strdup_printf("%s/%s.png", out_dir, safe);
         const char *png_tmp = psim_cli_output(outs, png, FALSE, NULL);
         if (png_tmp && psim_compare_plot(t->sim_tl, run_tl, &cmp, png_tmp, NULL))
@@ -522,7 +531,7 @@ typedef struct {
     char *cluster_spec, *algos, *db_path, *out_dir, *order_name, *profile_weights;
     char *steps_text, *rounds_text, *profile_rounds_text, *budget_text;
     char **feed_args;
-    gboolean json, no_profile, no_refresh, no_in_situ;
+    gboolean json, no_profile, no_refresh, no_in_situ, mpi;
     PsimCliGraphOptions go;
     /* Checked. */
     int steps, rounds, profile_rounds;
@@ -541,7 +550,8 @@ typedef struct {
     GPtrArray *sources; /* per graph: what its plans refer to (psim_cli_graph_source), or NULL:
                          * they embed it (graph options given) */
     GArray *fused;      /* per graph (gboolean): fused for the cluster since read */
-    PsimCluster *cluster;
+    PsimMpi *m;         /* --mpi: rank 0's handle (the other ranks serve); NULL without */
+    PsimCluster *cluster; /* with --mpi the MPI world's (psim_mpi_cluster), not owned */
     PsimCostDb *db;
     Progress prog;
     PsimProfileOptions po;
@@ -584,7 +594,8 @@ static void study_clear(Study *st)
         g_ptr_array_free(st->sources, TRUE);
     if (st->fused)
         g_array_free(st->fused, TRUE);
-    psim_cluster_free(st->cluster);
+    if (!st->m)
+        psim_cluster_free(st->cluster);
     psim_cost_db_close(st->db);
     for (guint i = 0; st->rows && i < st->rows->len; i++)
         row_free(&g_array_index(st->rows, Row, i));
@@ -626,6 +637,11 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
          "Time kernels alone only (by default each graph that can run whole on a device is profiled in situ "
          "first, as 'placesim profile --in-situ', in runs separate from the measured ones, and again after "
          "them instead of the kernels' refresh)", NULL},
+        {"mpi", 0, 0, G_OPTION_ARG_NONE, &st->mpi,
+         "Under mpirun: the cluster is the MPI tasks' devices (as 'run --mpi'); rank 0 studies, the others "
+         "serve its plans. Kernels are profiled (in situ too) in rank 0's process on each device's cores, "
+         "the links between tasks through the transport (as 'profile --mpi') before each graph is placed",
+         NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &st->json, "Print one JSON object with the rows", NULL},
         {NULL}};
     g_autoptr(GOptionContext) ctx = g_option_context_new("[GRAPH...] - place, simulate, run and compare");
@@ -686,6 +702,10 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         st->algo_list = (GStrv)g_ptr_array_free(a, FALSE);
     }
     st->n_algos = (int)g_strv_length(st->algo_list);
+    if (st->mpi && st->cluster_spec) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--mpi: the cluster is the MPI tasks' devices; drop --cluster");
+        return FALSE;
+    }
     return psim_cli_graph_options_check(&st->go, error);
 }
 
@@ -749,8 +769,9 @@ static gboolean study_open(Study *st, int argc, char **argv, GError **error)
             return FALSE;
         g_ptr_array_add(st->graphs, g);
     }
-    st->cluster = psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
-                                   st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
+    st->cluster = st->m ? psim_mpi_cluster(st->m)
+                        : psim_cli_cluster(st->cluster_spec ? st->cluster_spec : "local",
+                                           st->graphs->len ? g_ptr_array_index(st->graphs, 0) : NULL, error);
     if (!st->cluster)
         return FALSE;
     for (guint i = 0; i < st->graphs->len; i++) {
@@ -813,7 +834,8 @@ static gboolean study_insitu(Study *st, PsimProfiler *prof, PsimGraph *g, gboole
 static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, GError **error)
 {
     PsimGraph *g = g_ptr_array_index(st->graphs, gi);
-    st->po.links = st->po.calibrate = gi == 0;
+    st->po.calibrate = gi == 0;
+    st->po.links = gi == 0 && !st->m; /* over MPI the links are the transport's (study_mpi_links) */
     g_autoptr(PsimProfiler) prof = psim_profiler_new(st->cluster, st->db, &st->po, error);
     if (!prof || !study_insitu(st, prof, g, insitu, error))
         return NULL;
@@ -877,7 +899,13 @@ static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *sess
             g_autofree char *what = g_strdup_printf("%s / %s (round %d of %d)", t->r->graph, t->r->algo,
                                                     round + 1, st->rounds);
             progress(&st->prog, what);
-            trial_measure(t, st->cluster, st->order, k, round == st->rounds - 1 ? &run_tl[a] : NULL);
+            if (!trial_measure(t, st->cluster, st->m, st->order, k, round == st->rounds - 1 ? &run_tl[a] : NULL) &&
+                st->m) {
+                /* Over MPI a plan that failed may have left the tasks mid-step: the study ends. */
+                g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "%s / %s: %s", t->r->graph, t->r->algo,
+                            t->r->error);
+                return FALSE;
+            }
         }
     }
     return TRUE;
@@ -895,6 +923,19 @@ static uint64_t study_max_tensor_bytes(const PsimGraph *g)
     return m;
 }
 
+/* Over MPI: the links between rank 0's task and every other, timed through the transport (as
+ * `profile --mpi`) from 1 KiB to the first size x4 at or past g's largest tensor, right before
+ * its plans are placed. */
+static gboolean study_mpi_links(Study *st, PsimGraph *g, GError **error)
+{
+    g_autofree char *what = g_strdup_printf("%s: timing the links between MPI tasks", psim_graph_name(g));
+    progress(&st->prog, what);
+    uint64_t max = 1024, largest = study_max_tensor_bytes(g);
+    while (max < largest)
+        max *= 4;
+    return psim_mpi_profile_links(st->m, st->db, 1024, max, error) >= 0;
+}
+
 /* One graph: profile, place and simulate with every algorithm, measure, refresh, compare. */
 static gboolean study_graph(Study *st, guint gi, GError **error)
 {
@@ -902,6 +943,8 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     g_autoptr(PsimProfiler) prof = NULL;
     gboolean insitu = FALSE;
     if (!st->no_profile && !(prof = study_profile_graph(st, gi, &insitu, error)))
+        return FALSE;
+    if (prof && st->m && !study_mpi_links(st, g, error))
         return FALSE;
     g_autoptr(PsimCostModel) model = psim_cost_model_new(st->cluster, st->db);
     guint first = st->rows->len;
@@ -946,7 +989,7 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
      * and a spell of the host then (twice as fast one way, no reclaim at all: docs/validation.md)
      * would decide every graph's split plans. */
     g_autoptr(PsimLinkSession) links = NULL;
-    if (prof && !st->no_refresh) {
+    if (prof && !st->no_refresh && !st->m) {
         GError *err = NULL;
         links = psim_link_session_new(prof, st->rounds, TRUE, study_max_tensor_bytes(g), &err);
         if (err) {
@@ -1200,8 +1243,9 @@ static gboolean study_write(Study *st, GError **error)
 {
     gboolean refreshed = !st->no_profile && !st->no_refresh;
     int32_t nd = psim_cluster_n_devices(st->cluster);
-    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", st->cluster_spec ? st->cluster_spec : "local", nd,
-                                             nd == 1 ? "" : "s");
+    g_autofree char *mpi_desc = st->m ? g_strdup_printf("%d MPI tasks", psim_mpi_size(st->m)) : NULL;
+    g_autofree char *cdesc = g_strdup_printf("%s (%d device%s)", mpi_desc ? mpi_desc : st->cluster_spec ? st->cluster_spec : "local",
+                                             nd, nd == 1 ? "" : "s");
     g_autofree char *choices_md = choices_markdown(st);
     if (st->gnuplot && st->rows->len) {
         g_autofree char *path = g_build_filename(st->out_dir, "accuracy.png", NULL);
@@ -1218,6 +1262,10 @@ static void study_print_json(const Study *st)
 {
     JsonBuilder *b = json_builder_new();
     json_builder_begin_object(b);
+    if (st->m) {
+        json_builder_set_member_name(b, "mpi_tasks");
+        json_builder_add_int_value(b, psim_mpi_size(st->m));
+    }
     json_builder_set_member_name(b, "rows");
     json_builder_begin_array(b);
     for (guint i = 0; i < st->rows->len; i++) {
@@ -1403,13 +1451,38 @@ int psim_cmd_study(int argc, char **argv)
     Study st = {0};
     GError *err = NULL;
     int code = 0;
-    if (!study_parse(&st, &argc, &argv, &err) || !study_open(&st, argc, argv, &err)) {
+    if (!study_parse(&st, &argc, &argv, &err)) {
+        psim_cli_mpi_flags(st.mpi);
+        code = err ? psim_cli_fail(err) : 2;
+        goto out;
+    }
+    if (st.mpi) {
+        if (!(st.m = psim_mpi_new(&argc, &argv, &err))) {
+            code = psim_cli_fail(err);
+            goto out;
+        }
+        psim_cli_mpi_flags(FALSE);
+        if (psim_mpi_rank(st.m) != 0) { /* a task: serves rank 0's plans, prints nothing else */
+            if (!psim_mpi_serve(st.m, &err)) {
+                psim_cli_fail(err);
+                psim_mpi_abort(st.m);
+            }
+            goto out;
+        }
+    }
+    if (!study_open(&st, argc, argv, &err)) { /* the tasks are told to quit (psim_mpi_free) */
         code = err ? psim_cli_fail(err) : 2;
         goto out;
     }
     for (guint gi = 0; gi < st.graphs->len; gi++)
         if (!study_graph(&st, gi, &err)) {
-            code = psim_cli_fail(err);
+            /* Over MPI, a failure said by a task ends every rank at once (said once). */
+            if (st.m && psim_mpi_said(st.m))
+                g_error_free(err);
+            else
+                code = psim_cli_fail(err);
+            if (st.m)
+                psim_mpi_abort(st.m);
             goto out;
         }
     progress(&st.prog, "done");
@@ -1425,5 +1498,6 @@ int psim_cmd_study(int argc, char **argv)
     code = st.n_ok == (int)st.rows->len ? 0 : 1;
 out:
     study_clear(&st);
+    psim_mpi_free(st.m);
     return code;
 }

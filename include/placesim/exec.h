@@ -445,6 +445,7 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
 double psim_mpi_exec_step_us(const PsimMpiExec *e);
 /* Rank 0: also tells every task to stop. */
 void psim_mpi_exec_free(PsimMpiExec *e);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimMpiExec, psim_mpi_exec_free)
 /* Rank 0: `rounds` times half the round trip of `bytes` to task `task` and back through the
  * transport (the plan x on task 0 -> Identity on `task` -> Identity on task 0, its step's span
  * over both, after 3 warm-ups) into us[0..rounds). */

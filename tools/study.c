@@ -924,16 +924,16 @@ static uint64_t study_max_tensor_bytes(const PsimGraph *g)
 }
 
 /* Over MPI: the links between rank 0's task and every other, timed through the transport (as
- * `profile --mpi`) from 1 KiB to the first size x4 at or past g's largest tensor, right before
- * its plans are placed. */
+ * `profile --mpi`) at the profiler's link sizes (x4 steps) up to the first at or past g's
+ * largest tensor, right before its plans are placed. */
 static gboolean study_mpi_links(Study *st, PsimGraph *g, GError **error)
 {
     g_autofree char *what = g_strdup_printf("%s: timing the links between MPI tasks", psim_graph_name(g));
     progress(&st->prog, what);
-    uint64_t max = 1024, largest = study_max_tensor_bytes(g);
-    while (max < largest)
+    uint64_t max = st->po.link_min_bytes, largest = study_max_tensor_bytes(g);
+    while (max < largest && max * 4 <= st->po.link_max_bytes)
         max *= 4;
-    return psim_mpi_profile_links(st->m, st->db, 1024, max, error) >= 0;
+    return psim_mpi_profile_links(st->m, st->db, st->po.link_min_bytes, max, error) >= 0;
 }
 
 /* One graph: profile, place and simulate with every algorithm, measure, refresh, compare. */

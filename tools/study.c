@@ -380,7 +380,7 @@ out:
 static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *outs, gboolean gnuplot,
                               const char *cluster_desc, int steps, int rounds, gboolean refreshed, double med,
                               double worst, double placed_med, double placed_worst, const char *choices_md,
-                              GError **error)
+                              const char *links_note, GError **error)
 {
     /* results.csv */
     GString *csv = g_string_new("graph,algo,sim_us,measured_us,error_pct,measured_min_us,measured_max_us,"
@@ -439,12 +439,12 @@ static gboolean write_results(GArray *rows, const char *dir, PsimCliOutputs *out
                                    "run in runs of its own, each op timed by the executor; kernels timed alone for what "
                                    "the cost DB still lacked), placed and simulated; then profiled again (in situ in "
                                    "passes of its own, one before each measured round; otherwise its kernels profiled again in passes between its "
-                                   "measured rounds; on several CPU devices, the links between them, what a transfer "
-                                   "leaves its source to pay and the cold-block curves too, a pass before each round), "
+                                   "measured rounds%s), "
                                    "and each plan "
                                    "simulated again with those rows (the placement unchanged): the simulated and the "
                                    "measured steps saw the same minutes of the host. \"At placement\" is the first "
-                                   "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", placed_med, placed_worst);
+                                   "simulation: median |error| %.2f%%, worst %.2f%%.\n\n", links_note, placed_med,
+                               placed_worst);
     g_string_append_printf(md, "**Median |error| %.2f%%, worst %.2f%%** over %u runs.\n\n", med, worst, rows->len);
     g_string_append(md, "| graph | algorithm | simulated µs | measured µs (min–max) | error | at placement: simulated µs, error | plan estimate µs | op median |error| | transfers | devices |\n"
                         "|---|---|---|---|---|---|---|---|---|---|\n");
@@ -1254,7 +1254,11 @@ static gboolean study_write(Study *st, GError **error)
             accuracy_plot(st->rows, png);
     }
     return write_results(st->rows, st->out_dir, st->outs, st->gnuplot, cdesc, st->steps, st->rounds, refreshed,
-                         st->med, st->worst, st->placed_med, st->placed_worst, choices_md, error) &&
+                         st->med, st->worst, st->placed_med, st->placed_worst, choices_md,
+                         st->m ? "; the links between MPI tasks timed through the transport once, before placing"
+                               : "; on several CPU devices, the links between them, what a transfer leaves its source "
+                                 "to pay and the cold-block curves too, a pass before each round",
+                         error) &&
            write_sqlite(st->rows, st->sqlite_tmp, error) && psim_cli_outputs_commit(st->outs, error);
 }
 

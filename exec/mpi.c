@@ -1501,10 +1501,77 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_
     return ok;
 }
 
-int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, uint64_t max_bytes,
-                               GError **error)
+/* The links between rank 0's task and every other timed in passes, each size's half round
+ * trips pooled over the passes (a host's spells last seconds: the samples of one stretch would
+ * time one of them). */
+struct PsimMpiLinkSession {
+    PsimMpi *m;
+    int32_t passes, n_sizes;
+    uint64_t *bytes;  /* [n_sizes] */
+    GArray **samples; /* [(task - 1) * n_sizes + k]: half round trips, us */
+};
+
+/* Rounds of a size in all: many of the short ones (their latency is noisy), few of the long. */
+static int32_t link_rounds(uint64_t bytes)
 {
-    g_return_val_if_fail(m->rank == 0, -1);
+    return bytes <= (64u << 10) ? 50 : bytes <= (4u << 20) ? 20 : 8;
+}
+
+PsimMpiLinkSession *psim_mpi_link_session_new(PsimMpi *m, uint64_t min_bytes, uint64_t max_bytes,
+                                              int32_t passes)
+{
+    g_return_val_if_fail(m->rank == 0 && passes > 0, NULL);
+    PsimMpiLinkSession *s = g_new0(PsimMpiLinkSession, 1);
+    s->m = m;
+    s->passes = passes;
+    for (uint64_t b = MAX(min_bytes, 4); b <= max_bytes; b *= 4)
+        s->n_sizes++;
+    s->bytes = g_new(uint64_t, s->n_sizes + 1);
+    int32_t k = 0;
+    for (uint64_t b = MAX(min_bytes, 4); b <= max_bytes; b *= 4)
+        s->bytes[k++] = b;
+    int32_t n = (m->size - 1) * s->n_sizes;
+    s->samples = g_new0(GArray *, n + 1);
+    for (int32_t i = 0; i < n; i++)
+        s->samples[i] = g_array_new(FALSE, FALSE, sizeof(double));
+    return s;
+}
+
+void psim_mpi_link_session_free(PsimMpiLinkSession *s)
+{
+    if (!s)
+        return;
+    for (int32_t i = 0; i < (s->m->size - 1) * s->n_sizes; i++)
+        g_array_free(s->samples[i], TRUE);
+    g_free(s->samples);
+    g_free(s->bytes);
+    g_free(s);
+}
+
+gboolean psim_mpi_link_session_pass(PsimMpiLinkSession *s, GError **error)
+{
+    PsimMpi *m = s->m;
+    for (int32_t t = 1; t < m->size; t++)
+        for (int32_t k = 0; k < s->n_sizes; k++) {
+            uint64_t bytes = s->bytes[k];
+            /* This pass's share of the size's rounds, at least 2. */
+            int32_t rounds = MAX((link_rounds(bytes) + s->passes - 1) / s->passes, 2);
+            g_autofree double *us = g_new(double, rounds);
+            if (!psim_mpi_pingpong(m, t, bytes, rounds, us, error))
+                return FALSE;
+            g_array_append_vals(s->samples[(t - 1) * s->n_sizes + k], us, (guint)rounds);
+            if (isatty(STDERR_FILENO))
+                fprintf(stderr, "\rplacesim: mpi links: task 0 <-> task %d, %" G_GUINT64_FORMAT " bytes   ", t,
+                        bytes);
+        }
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\r%60s\r", "");
+    return TRUE;
+}
+
+int32_t psim_mpi_link_session_finish(PsimMpiLinkSession *s, PsimCostDb *db, GError **error)
+{
+    PsimMpi *m = s->m;
     int32_t rows = 0;
     for (int32_t t = 1; t < m->size; t++) {
         const PsimDevice *d0 = NULL, *dt = NULL;
@@ -1515,27 +1582,35 @@ int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, u
             if (!dt && task_of_name(d->name) == t)
                 dt = d;
         }
-        for (uint64_t bytes = MAX(min_bytes, 4); bytes <= max_bytes; bytes *= 4) {
-            /* Many rounds of the short ones (their latency is noisy), few of the long ones. */
-            int32_t rounds = bytes <= (64u << 10) ? 50 : bytes <= (4u << 20) ? 20 : 8;
-            g_autofree double *us = g_new(double, rounds);
-            if (!psim_mpi_pingpong(m, t, bytes, rounds, us, error))
-                return -1;
+        for (int32_t k = 0; k < s->n_sizes; k++) {
+            GArray *a = s->samples[(t - 1) * s->n_sizes + k];
+            if (a->len == 0)
+                continue;
             PsimTimingStats st;
-            psim_timing_stats(us, rounds, &st);
+            psim_timing_stats((double *)a->data, (int)a->len, &st);
             /* Both ways: the ping-pong times the pair's round trip. */
-            if (!psim_cost_db_link_put(db, d0, dt, bytes, "mpi", &st, error) ||
-                !psim_cost_db_link_put(db, dt, d0, bytes, "mpi", &st, error))
+            if (!psim_cost_db_link_put(db, d0, dt, s->bytes[k], "mpi", &st, error) ||
+                !psim_cost_db_link_put(db, dt, d0, s->bytes[k], "mpi", &st, error)) {
+                psim_mpi_link_session_free(s);
                 return -1;
+            }
             rows += 2;
-            if (isatty(STDERR_FILENO))
-                fprintf(stderr, "\rplacesim: profile --mpi: task 0 <-> task %d, %" G_GUINT64_FORMAT
-                        " bytes: %.1f us   ", t, bytes, st.median_us);
         }
     }
-    if (isatty(STDERR_FILENO))
-        fprintf(stderr, "\n");
+    psim_mpi_link_session_free(s);
     return rows;
+}
+
+int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, uint64_t max_bytes,
+                               GError **error)
+{
+    g_return_val_if_fail(m->rank == 0, -1);
+    PsimMpiLinkSession *s = psim_mpi_link_session_new(m, min_bytes, max_bytes, 1);
+    if (!psim_mpi_link_session_pass(s, error)) {
+        psim_mpi_link_session_free(s);
+        return -1;
+    }
+    return psim_mpi_link_session_finish(s, db, error);
 }
 
 #else /* no MPI in this build */
@@ -1615,5 +1690,28 @@ int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, u
     no_mpi(error);
     return -1;
 }
+
+PsimMpiLinkSession *psim_mpi_link_session_new(PsimMpi *m, uint64_t min_bytes, uint64_t max_bytes,
+                                              int32_t passes)
+{
+    (void)m, (void)min_bytes, (void)max_bytes, (void)passes;
+    return NULL;
+}
+
+gboolean psim_mpi_link_session_pass(PsimMpiLinkSession *s, GError **error)
+{
+    (void)s;
+    no_mpi(error);
+    return FALSE;
+}
+
+int32_t psim_mpi_link_session_finish(PsimMpiLinkSession *s, PsimCostDb *db, GError **error)
+{
+    (void)s, (void)db;
+    no_mpi(error);
+    return -1;
+}
+
+void psim_mpi_link_session_free(PsimMpiLinkSession *s) { (void)s; }
 
 #endif

@@ -98,9 +98,10 @@ assert d["mpi"]["simulated_us"] > 0, d["mpi"]
 PY
 
 # study --mpi: rank 0 studies the plans over the MPI tasks' devices, the other ranks serve them;
-# the links between the tasks are timed through the transport (rows of source 'mpi', both ways),
+# the links between the tasks are timed through the transport (rows of source 'mpi', both ways)
+# before placing and again in passes between the rounds,
 # every row is simulated and measured, and a split plan's transfers cross the tasks.
-"${MPIRUN[@]}" -np 2 "$PSIM" study zoo:mlp --mpi --algos single,round-robin --steps 4 --rounds 2 \
+"${MPIRUN[@]}" -np 2 "$PSIM" study zoo:mlp --mpi --algos single,round-robin --steps 3 --rounds 3 \
     --profile-budget-ms 5 -o "$tmp/study" --json >"$tmp/st.json" 2>"$tmp/st.err" \
     || { echo "study --mpi failed: $(tail -3 "$tmp/st.err")"; fail=1; }
 python3 - "$tmp/st.json" "$tmp/study" <<'PY' || fail=1
@@ -115,6 +116,10 @@ assert rows["round-robin"]["transfers"] > 0, rows["round-robin"]
 db = sqlite3.connect(os.path.join(out, "costs.db"))
 n = db.execute("SELECT COUNT(*) FROM links WHERE source = 'mpi'").fetchone()[0]
 assert n >= 2, n
+# Timed again in 3 passes, one before each round, samples pooled: 1 KiB's 50 ping-pongs as
+# 3 x 17 (the timing before placing alone stores 50).
+k = db.execute("SELECT MIN(n), MAX(n) FROM links WHERE source = 'mpi' AND bytes = 1024").fetchone()
+assert k == (51, 51), k
 assert os.path.exists(os.path.join(out, "mlp-round-robin.plan.json"))
 PY
 

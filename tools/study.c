@@ -640,7 +640,8 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         {"mpi", 0, 0, G_OPTION_ARG_NONE, &st->mpi,
          "Under mpirun: the cluster is the MPI tasks' devices (as 'run --mpi'); rank 0 studies, the others "
          "serve its plans. Kernels are profiled (in situ too) in rank 0's process on each device's cores, "
-         "the links between tasks through the transport (as 'profile --mpi') before each graph is placed",
+         "the links between tasks through the transport (as 'profile --mpi') before each graph is placed "
+         "and again in passes between its measured rounds",
          NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &st->json, "Print one JSON object with the rows", NULL},
         {NULL}};
@@ -861,7 +862,8 @@ static PsimProfiler *study_profile_graph(Study *st, guint gi, gboolean *insitu, 
  * (profile_rounds / rounds passes before each); with a link session, the links between CPU
  * devices (one pass before each). */
 static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *session, PsimCliInsitu *insitu,
-                              PsimLinkSession *links, PsimTimeline **run_tl, GError **error)
+                              PsimLinkSession *links, PsimMpiLinkSession *mpi_links, PsimTimeline **run_tl,
+                              GError **error)
 {
     PsimGraph *g = trials[0].g;
     for (int round = 0; round < st->rounds; round++) {
@@ -879,6 +881,13 @@ static gboolean study_measure(Study *st, Trial *trials, PsimProfileSession *sess
                                                     round + 1, st->rounds);
             progress(&st->prog, what);
             if (!psim_link_session_pass(links, error))
+                return FALSE;
+        }
+        if (mpi_links) {
+            g_autofree char *what = g_strdup_printf("%s: links between MPI tasks (round %d of %d)",
+                                                    psim_graph_name(g), round + 1, st->rounds);
+            progress(&st->prog, what);
+            if (!psim_mpi_link_session_pass(mpi_links, error))
                 return FALSE;
         }
         if (session) {
@@ -926,14 +935,19 @@ static uint64_t study_max_tensor_bytes(const PsimGraph *g)
 /* Over MPI: the links between rank 0's task and every other, timed through the transport (as
  * `profile --mpi`) at the profiler's link sizes (x4 steps) up to the first at or past g's
  * largest tensor, right before its plans are placed. */
+static uint64_t study_mpi_link_max(Study *st, PsimGraph *g)
+{
+    uint64_t max = st->po.link_min_bytes, largest = study_max_tensor_bytes(g);
+    while (max < largest && max * 4 <= st->po.link_max_bytes)
+        max *= 4;
+    return max;
+}
+
 static gboolean study_mpi_links(Study *st, PsimGraph *g, GError **error)
 {
     g_autofree char *what = g_strdup_printf("%s: timing the links between MPI tasks", psim_graph_name(g));
     progress(&st->prog, what);
-    uint64_t max = st->po.link_min_bytes, largest = study_max_tensor_bytes(g);
-    while (max < largest && max * 4 <= st->po.link_max_bytes)
-        max *= 4;
-    return psim_mpi_profile_links(st->m, st->db, st->po.link_min_bytes, max, error) >= 0;
+    return psim_mpi_profile_links(st->m, st->db, st->po.link_min_bytes, study_mpi_link_max(st, g), error) >= 0;
 }
 
 /* One graph: profile, place and simulate with every algorithm, measure, refresh, compare. */
@@ -997,8 +1011,12 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
             return FALSE;
         }
     }
+    /* Over MPI, the links between the tasks likewise, through the transport. */
+    g_autoptr(PsimMpiLinkSession) mpi_links = NULL;
+    if (prof && !st->no_refresh && st->m)
+        mpi_links = psim_mpi_link_session_new(st->m, st->po.link_min_bytes, study_mpi_link_max(st, g), st->rounds);
     g_autofree PsimTimeline **run_tl = g_new0(PsimTimeline *, st->n_algos + 1);
-    gboolean ok = study_measure(st, trials, session, ci, links, run_tl, error);
+    gboolean ok = study_measure(st, trials, session, ci, links, mpi_links, run_tl, error);
     /* The refresh's rows replace the DB's; the plans are simulated again with them. */
     gboolean refreshed = FALSE;
     if (ok && ci) {
@@ -1008,6 +1026,10 @@ static gboolean study_graph(Study *st, guint gi, GError **error)
     if (ok && links) {
         progress(&st->prog, "storing the links of the rounds");
         ok = refreshed = psim_link_session_finish(g_steal_pointer(&links), NULL, error);
+    }
+    if (ok && mpi_links) {
+        progress(&st->prog, "storing the links between MPI tasks of the rounds");
+        ok = refreshed = psim_mpi_link_session_finish(g_steal_pointer(&mpi_links), st->db, error) >= 0;
     }
     if (ok && session) {
         progress(&st->prog, "storing the refreshed profile");
@@ -1255,7 +1277,8 @@ static gboolean study_write(Study *st, GError **error)
     }
     return write_results(st->rows, st->out_dir, st->outs, st->gnuplot, cdesc, st->steps, st->rounds, refreshed,
                          st->med, st->worst, st->placed_med, st->placed_worst, choices_md,
-                         st->m ? "; the links between MPI tasks timed through the transport once, before placing"
+                         st->m ? "; the links between MPI tasks, timed through the transport before placing, "
+                                 "again in passes, one before each round"
                                : "; on several CPU devices, the links between them, what a transfer leaves its source "
                                  "to pay and the cold-block curves too, a pass before each round",
                          error) &&

@@ -462,6 +462,16 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_
  * with an error. */
 int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, uint64_t max_bytes,
                                GError **error);
+/* The same in passes (a study's rounds): new, then `passes` calls of pass (each its share of
+ * every size's ping-pongs, at least 2), then finish stores each size's samples of all passes
+ * pooled (and frees the session; the rows stored, or -1 with an error). Rank 0. */
+typedef struct PsimMpiLinkSession PsimMpiLinkSession;
+PsimMpiLinkSession *psim_mpi_link_session_new(PsimMpi *m, uint64_t min_bytes, uint64_t max_bytes,
+                                              int32_t passes);
+gboolean psim_mpi_link_session_pass(PsimMpiLinkSession *s, GError **error);
+int32_t psim_mpi_link_session_finish(PsimMpiLinkSession *s, PsimCostDb *db, GError **error);
+void psim_mpi_link_session_free(PsimMpiLinkSession *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimMpiLinkSession, psim_mpi_link_session_free)
 /* A task (rank > 0): for each plan rank 0 sends, builds its part from the setup message and runs
  * steps until told to stop; returns when rank 0 has no more plans (psim_mpi_free). FALSE with
  * an error when it could not (rank 0 silent, aborted, a malformed message). */

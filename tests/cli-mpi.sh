@@ -155,7 +155,8 @@ for args in "--mpi" "--mpi --algo heft --cluster local:2" "--mpi --algo nosuch";
     [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "run zoo:mlp $args: not one line: $(cat "$tmp/e")"; fail=1; }
 done
 for cmd in "cluster --mpi --cluster local:2" "profile --mpi --db $tmp/x.db zoo:mlp" \
-           "study --mpi --cluster local:2 zoo:mlp -o $tmp/bad" "study --mpi nosuch.onnx -o $tmp/bad"; do
+           "study --mpi --cluster local:2 zoo:mlp -o $tmp/bad" "study --mpi nosuch.onnx -o $tmp/bad" \
+           "study --mpi --order dynamic zoo:mlp -o $tmp/bad"; do
     "${MPIRUN[@]}" -np 2 "$PSIM" $cmd >"$tmp/o" 2>"$tmp/e"
     rc=$?
     [ $rc -eq 2 ] && [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "$cmd: exit $rc, expected 2 and one line: $(cat "$tmp/e")"; fail=1; }

@@ -707,6 +707,11 @@ static gboolean study_parse(Study *st, int *argc, char ***argv, GError **error)
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--mpi: the cluster is the MPI tasks' devices; drop --cluster");
         return FALSE;
     }
+    if (st->mpi && st->order == PSIM_ORDER_DYNAMIC) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--mpi: the MPI tasks run their plans in the static order; "
+                                                         "drop --order dynamic");
+        return FALSE;
+    }
     return psim_cli_graph_options_check(&st->go, error);
 }
 

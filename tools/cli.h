@@ -9,6 +9,7 @@
 
 #include "placesim/cluster.h"
 #include "placesim/cost.h"
+#include "placesim/exec.h"
 #include "placesim/formats.h"
 #include "placesim/graph.h"
 #include "placesim/plan.h"
@@ -32,6 +33,10 @@ int psim_cli_fail(GError *err);
  * so that rank 0 alone says what is wrong; call it again with FALSE once MPI runs (a task's own
  * failures are then its to say). */
 void psim_cli_mpi_flags(gboolean mpi);
+/* Under mpirun, once every rank has checked its flags: starts MPI and returns rank 0's handle.
+ * The other ranks serve rank 0's plans until it has no more (a failure is said and ends the
+ * job) and get NULL with *code 0; NULL with *code set (said) when MPI could not start. */
+PsimMpi *psim_cli_mpi_start(int *argc, char ***argv, int *code);
 /* A usage error "placesim: SUB: message (see 'placesim SUB --help')" through psim_cli_fail: 2. */
 int psim_cli_usage(const char *sub, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 /* Parses options with GOption; on error prints it and returns FALSE (the caller exits 2). */

@@ -34,19 +34,11 @@ static int print_cluster(PsimCluster *c, const char *db_path, gboolean json);
 /* cluster --mpi: every task's devices and the links between tasks as rank 0 measured them. */
 static int cluster_mpi(int *argc, char ***argv, const char *db_path, gboolean json)
 {
-    GError *err = NULL;
-    PsimMpi *m = psim_mpi_new(argc, argv, &err);
-    if (!m)
-        return psim_cli_fail(err);
-    psim_cli_mpi_flags(FALSE);
     int code = 0;
-    if (psim_mpi_rank(m) != 0) {
-        if (!psim_mpi_serve(m, &err)) {
-            psim_cli_fail(err);
-            psim_mpi_abort(m);
-        }
-    } else
-        code = print_cluster(psim_mpi_cluster(m), db_path, json);
+    PsimMpi *m = psim_cli_mpi_start(argc, argv, &code);
+    if (!m)
+        return code;
+    code = print_cluster(psim_mpi_cluster(m), db_path, json);
     psim_mpi_free(m);
     return code;
 }

@@ -128,6 +128,26 @@ void psim_cli_mpi_flags(gboolean mpi)
     quiet_rank = mpi && rank && strcmp(rank, "0");
 }
 
+PsimMpi *psim_cli_mpi_start(int *argc, char ***argv, int *code)
+{
+    GError *err = NULL;
+    *code = 0;
+    PsimMpi *m = psim_mpi_new(argc, argv, &err);
+    if (!m) {
+        *code = psim_cli_fail(err);
+        return NULL;
+    }
+    psim_cli_mpi_flags(FALSE);
+    if (psim_mpi_rank(m) == 0)
+        return m;
+    if (!psim_mpi_serve(m, &err)) {
+        psim_cli_fail(err);
+        psim_mpi_abort(m);
+    }
+    psim_mpi_free(m);
+    return NULL;
+}
+
 int psim_cli_fail(GError *err)
 {
     int code = psim_cli_exit_code(err);

@@ -121,21 +121,13 @@ static int profile_mpi(int *argc, char ***argv, const char *db_path, const char 
         return psim_cli_usage("profile", "--mpi times links only: profile GRAPH's kernels without --mpi");
     if (!psim_cli_flag_size("--link-max-bytes", link_max_text, 1024, UINT64_C(1) << 34, &max_bytes, &err))
         return psim_cli_fail(err);
-    PsimMpi *m = psim_mpi_new(argc, argv, &err);
+    int code = 0;
+    PsimMpi *m = psim_cli_mpi_start(argc, argv, &code);
     if (!m)
-        return psim_cli_fail(err);
-    psim_cli_mpi_flags(FALSE);
-    if (psim_mpi_rank(m) != 0) {
-        if (!psim_mpi_serve(m, &err)) {
-            psim_cli_fail(err);
-            psim_mpi_abort(m);
-        }
-        psim_mpi_free(m);
-        return 0;
-    }
+        return code;
     g_autoptr(PsimCostDb) db = psim_cost_db_open(db_path, &err);
     if (!db) {
-        int code = psim_cli_fail(err);
+        code = psim_cli_fail(err);
         psim_mpi_free(m);
         return code;
     }

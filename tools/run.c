@@ -720,20 +720,8 @@ int psim_cmd_run(int argc, char **argv)
         code = err ? psim_cli_fail(err) : 2;
         goto out;
     }
-    if (r.mpi) {
-        if (!(r.m = psim_mpi_new(&argc, &argv, &err))) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        psim_cli_mpi_flags(FALSE);
-        if (psim_mpi_rank(r.m) != 0) { /* a task: serves rank 0's steps, prints nothing else */
-            if (!psim_mpi_serve(r.m, &err)) {
-                psim_cli_fail(err);
-                psim_mpi_abort(r.m);
-            }
-            goto out;
-        }
-    }
+    if (r.mpi && !(r.m = psim_cli_mpi_start(&argc, &argv, &code)))
+        goto out; /* a task that served rank 0's steps, or MPI did not start */
     if (!run_load(&r, argc > 1 ? argv[1] : NULL, &err) || !run_feeds(&r, &err) || !run_prepare(&r, &err) ||
         !run_execute(&r, &err) || !run_write(&r, &err) || !run_check(&r, &err)) {
         /* Over MPI, once tasks hold the plan a failure ends every rank at once (said once). */

@@ -1488,20 +1488,8 @@ int psim_cmd_study(int argc, char **argv)
         code = err ? psim_cli_fail(err) : 2;
         goto out;
     }
-    if (st.mpi) {
-        if (!(st.m = psim_mpi_new(&argc, &argv, &err))) {
-            code = psim_cli_fail(err);
-            goto out;
-        }
-        psim_cli_mpi_flags(FALSE);
-        if (psim_mpi_rank(st.m) != 0) { /* a task: serves rank 0's plans, prints nothing else */
-            if (!psim_mpi_serve(st.m, &err)) {
-                psim_cli_fail(err);
-                psim_mpi_abort(st.m);
-            }
-            goto out;
-        }
-    }
+    if (st.mpi && !(st.m = psim_cli_mpi_start(&argc, &argv, &code)))
+        goto out; /* a task that served rank 0's plans, or MPI did not start */
     if (!study_open(&st, argc, argv, &err)) { /* the tasks are told to quit (psim_mpi_free) */
         code = err ? psim_cli_fail(err) : 2;
         goto out;

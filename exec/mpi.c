@@ -41,10 +41,12 @@ enum {
     TAG_HEARTBEAT, /* both ways, every PSIM_MPI_HEARTBEAT_US */
     TAG_ABORT,     /* rank 0 -> task: a task failed, end now */
     TAG_QUIT,      /* rank 0 -> task: no more plans */
+    TAG_TRACE,     /* rank 0 -> task: the last step's timeline (answered with a TAG_REPLY) */
 };
 
 #define HANDLE 1u                     /* the one cached plan's handle */
 #define SETUP_STEP UINT64_MAX         /* a reply to the setup message */
+#define TRACE_STEP (UINT64_MAX - 1)   /* a reply to TAG_TRACE */
 #define CHUNK_BYTES (64u << 20)       /* large tensors go as several messages */
 #define IDLE_SPIN_US 2000.0           /* after activity, poll without sleeping this long */
 #define PSIM_MPI_IDLE_SLEEP_US 1000 /* an idle thread's longest sleep */
@@ -855,6 +857,7 @@ struct PsimMpiExec {
     RecvSet *recv;
     uint64_t step;
     double step_us;
+    double first_us; /* rank 0: the last step's start over all tasks, on rank 0's clock */
 };
 
 /* The rank whose task holds device `name` (its /task:T), or -1. */
@@ -1285,6 +1288,109 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
         return FALSE;
     }
     e->step_us = isfinite(first) && isfinite(last) ? last - first : 0;
+    e->first_us = first;
+    return TRUE;
+}
+
+/* A task's answer to TAG_TRACE: its last step's ops and transfers, times from its own origin
+ * (on its clock; NAN when its devices ran nothing). */
+static void reply_trace(PsimMpiExec *e)
+{
+    GByteArray *b = g_byte_array_new();
+    put_u64(b, TRACE_STEP);
+    put_u64(b, 1); /* status ok, where every reply has it (take_ctrl reads it) */
+    g_autoptr(PsimTimeline) tl = psim_timeline_new("", "run", e->plan->n_devices,
+                                                   (const char *const *)e->plan->devices);
+    gboolean busy = e->px && psim__plan_exec_busy(e->px);
+    if (busy)
+        psim_plan_exec_timeline_add(e->px, tl);
+    put_f64(b, busy ? psim__plan_exec_origin_us(e->px) : NAN);
+    put_u64(b, tl->ops->len);
+    for (guint i = 0; i < tl->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(tl->ops, PsimTimelineOp, i);
+        put_u64(b, (uint64_t)o->node);
+        put_u64(b, (uint64_t)o->device);
+        put_u64(b, (uint64_t)o->stream);
+        put_f64(b, o->start);
+        put_f64(b, o->end);
+    }
+    put_u64(b, tl->xfers->len);
+    for (guint i = 0; i < tl->xfers->len; i++) {
+        const PsimTimelineXfer *x = &g_array_index(tl->xfers, PsimTimelineXfer, i);
+        put_u64(b, (uint64_t)x->transfer);
+        put_f64(b, x->start);
+        put_f64(b, x->end);
+        put_u64(b, x->bytes);
+    }
+    post_ctrl(e->m, 0, TAG_REPLY, b);
+}
+
+gboolean psim_mpi_exec_timeline_add(PsimMpiExec *e, PsimTimeline *t, GError **error)
+{
+    PsimMpi *m = e->m;
+    g_return_val_if_fail(m->rank == 0, FALSE);
+    const PsimPlan *p = e->plan;
+    int32_t n_nodes = psim_graph_n_nodes(p->graph);
+    double first = isfinite(e->first_us) ? e->first_us : 0;
+    /* Rank 0's own devices: from its origin to the step's. */
+    if (e->px && psim__plan_exec_busy(e->px)) {
+        g_autoptr(PsimTimeline) mine = psim_timeline_new("", "run", t->n_devices,
+                                                         (const char *const *)t->devices);
+        psim_plan_exec_timeline_add(e->px, mine);
+        double off = psim__plan_exec_origin_us(e->px) - first;
+        for (guint i = 0; i < mine->ops->len; i++) {
+            const PsimTimelineOp *o = &g_array_index(mine->ops, PsimTimelineOp, i);
+            psim_timeline_op_add(t, o->name, o->op, o->node, o->device, o->stream, o->start + off, o->end + off);
+        }
+        for (guint i = 0; i < mine->xfers->len; i++) {
+            const PsimTimelineXfer *x = &g_array_index(mine->xfers, PsimTimelineXfer, i);
+            psim_timeline_xfer_add(t, x->name, x->key, x->transfer, x->src, x->dst, x->start + off, x->end + off,
+                                   x->bytes);
+        }
+        for (int32_t d = 0; d < t->n_devices && d < mine->n_devices; d++)
+            t->peak_memory[d] = MAX(t->peak_memory[d], mine->peak_memory[d]);
+    }
+    /* Every task's, brought to rank 0's clock. */
+    for (int r = 1; r < m->size; r++) {
+        post_ctrl(m, r, TAG_TRACE, g_byte_array_new());
+        Msg *msg = expect(m, TAG_REPLY, e->step, error);
+        if (!msg)
+            return FALSE;
+        Reader rd = {msg->data, msg->data + msg->n, FALSE};
+        gboolean ok = get_u64(&rd) == TRACE_STEP;
+        ok = get_u64(&rd) == 1 && ok;
+        double origin = get_f64(&rd);
+        double off = origin - m->clock_offset[r] - first;
+        uint64_t n_ops = ok ? get_u64(&rd) : 0;
+        for (uint64_t i = 0; ok && !rd.bad && i < n_ops; i++) {
+            uint64_t v = get_u64(&rd), d = get_u64(&rd), st = get_u64(&rd);
+            double s0 = get_f64(&rd), s1 = get_f64(&rd);
+            ok = !rd.bad && v < (uint64_t)n_nodes && d < (uint64_t)t->n_devices;
+            if (ok) {
+                const PsimNode *n = psim_graph_node(p->graph, (int32_t)v);
+                psim_timeline_op_add(t, n->name, n->op, (int32_t)v, (int32_t)d, (int32_t)st, s0 + off, s1 + off);
+            }
+        }
+        uint64_t n_x = ok && !rd.bad ? get_u64(&rd) : 0;
+        for (uint64_t i = 0; ok && !rd.bad && i < n_x; i++) {
+            uint64_t x = get_u64(&rd);
+            double s0 = get_f64(&rd), s1 = get_f64(&rd);
+            uint64_t bytes = get_u64(&rd);
+            ok = !rd.bad && x < (uint64_t)p->n_transfers;
+            if (ok) {
+                const PsimTransfer *tr = &p->transfers[x];
+                psim_timeline_xfer_add(t, psim_graph_node(p->graph, tr->recv)->name, tr->key, (int32_t)x, tr->src,
+                                       tr->dst, s0 + off, s1 + off, bytes);
+            }
+        }
+        msg_free(msg);
+        if (!ok || rd.bad) {
+            g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "mpi: task %d: a malformed trace of step %" G_GUINT64_FORMAT,
+                        r, e->step);
+            return FALSE;
+        }
+    }
+    t->step_time_us = e->step_us;
     return TRUE;
 }
 
@@ -1369,6 +1475,11 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
         if (msg->tag == TAG_STOP) {
             msg_free(msg);
             break;
+        }
+        if (msg->tag == TAG_TRACE) {
+            msg_free(msg);
+            reply_trace(e);
+            continue;
         }
         if (msg->tag != TAG_STEP) {
             g_async_queue_push_front(m->inbox, msg);
@@ -1662,6 +1773,12 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
     return FALSE;
 }
 double psim_mpi_exec_step_us(const PsimMpiExec *e) { return e ? 0 : 0; }
+gboolean psim_mpi_exec_timeline_add(PsimMpiExec *e, PsimTimeline *t, GError **error)
+{
+    (void)e, (void)t;
+    no_mpi(error);
+    return FALSE;
+}
 void psim_mpi_exec_free(PsimMpiExec *e) { (void)e; }
 gboolean psim_mpi_serve(PsimMpi *m, GError **error)
 {

@@ -5,7 +5,8 @@
 #  - Rank 0 sends each task exactly one setup message (the plan with its graph) and then one
 #    message per step holding only the handle, the step id and that task's feeds: no graph bytes
 #    after the first step.
-#  - study --mpi studies plans over the tasks' devices, with the links timed through the transport.
+#  - study --mpi studies plans over the tasks' devices, with the links timed through the transport;
+#    run --mpi --trace (and the study's measured timelines) hold every task's part of the step.
 #  - Bad use is one line and exit 2.
 # Skipped (77) only when mpirun is absent.
 set -u
@@ -121,6 +122,27 @@ assert n >= 2, n
 k = db.execute("SELECT MIN(n), MAX(n) FROM links WHERE source = 'mpi' AND bytes = 1024").fetchone()
 assert k == (51, 51), k
 assert os.path.exists(os.path.join(out, "mlp-round-robin.plan.json"))
+# The measured timeline of its last round holds both tasks' ops, on one clock within the step.
+t = json.load(open(os.path.join(out, "mlp-round-robin.run.json")))
+ops = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "op"]
+assert {e["pid"] for e in ops} == {0, 1}, {e["pid"] for e in ops}
+step = t["otherData"]["placesim"]["step_time_us"]
+assert all(-1 <= e["ts"] and e["ts"] + e["dur"] <= step + 1 for e in ops), step
+PY
+
+# run --mpi --trace: the last step of every task on rank 0's clock, one op per node that ran.
+"${MPIRUN[@]}" -np 2 "$PSIM" run zoo:cnn --mpi --algo round-robin --steps 3 --trace "$tmp/mt.json" >/dev/null 2>"$tmp/mt.err" \
+    || { echo "run --mpi --trace failed: $(cat "$tmp/mt.err")"; fail=1; }
+python3 - "$tmp/mt.json" <<'PY' || fail=1
+import json, sys
+t = json.load(open(sys.argv[1]))
+ops = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "op"]
+names = [e["name"] for e in ops]
+assert len(names) == len(set(names)) and len(names) > 10, len(names)
+assert {e["pid"] for e in ops} == {0, 1}
+step = t["otherData"]["placesim"]["step_time_us"]
+assert step > 0 and min(e["ts"] for e in ops) < 0.5 * step, step
+assert all(e["ts"] + e["dur"] <= step + 1 for e in ops), step
 PY
 
 # Failures. Killing task 1 (SIGKILL) as step 7 starts ends every rank within 2 s of the kill:
@@ -148,7 +170,8 @@ grep -q "placesim: mpi: task 1 (rank 1) stopped responding at step 7" "$tmp/h.er
     || { echo "a silent task: expected one line naming task 1: $(cat "$tmp/h.err")"; fail=1; }
 
 # Bad use: one line, exit 2.
-for args in "--mpi" "--mpi --algo heft --cluster local:2" "--mpi --algo nosuch"; do
+for args in "--mpi" "--mpi --algo heft --cluster local:2" "--mpi --algo nosuch" \
+            "--mpi --algo heft --trace $tmp/x.json --trace-steps 2 --steps 3"; do
     "${MPIRUN[@]}" -np 2 "$PSIM" run zoo:mlp $args >"$tmp/o" 2>"$tmp/e"
     rc=$?
     [ $rc -eq 2 ] || { echo "run zoo:mlp $args: exit $rc, expected 2: $(cat "$tmp/e")"; fail=1; }

@@ -232,7 +232,8 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
          "place with this algorithm first (see 'placesim place'), then run on several devices",
          "NAME"},
         {"trace", 0, 0, G_OPTION_ARG_FILENAME, &r->trace_path,
-         "write the last step's per-node start and end as a Chrome trace (Perfetto)", "FILE"},
+         "write the last step's per-node start and end as a Chrome trace (Perfetto); with --mpi every "
+         "task's part, on rank 0's clock", "FILE"},
         {"trace-steps", 0, 0, G_OPTION_ARG_STRING, &r->trace_steps_text,
          "with --trace: the last N measured steps (default 1), each where it ran on one clock, for the "
          "spread from step to step (at most --steps and 10000)", "N"},
@@ -290,10 +291,13 @@ static gboolean run_parse(Run *r, int *argc, char ***argv, GError **error)
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--mpi: give --algo or --plan");
         return FALSE;
     }
-    if (r->mpi && (r->cluster_spec || r->device || r->placement_path || r->trace_path)) {
+    if (r->mpi && (r->cluster_spec || r->device || r->placement_path)) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE,
-                    "--mpi: the cluster is the MPI tasks' devices; --cluster, --device, --placement and "
-                    "--trace do not apply");
+                    "--mpi: the cluster is the MPI tasks' devices; --cluster, --device and --placement do not apply");
+        return FALSE;
+    }
+    if (r->mpi && r->trace_steps > 1) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "--mpi: --trace holds the last step only; drop --trace-steps");
         return FALSE;
     }
     if (r->algo && !psim_placer_lookup(r->algo)) {
@@ -544,7 +548,14 @@ static gboolean run_write(Run *r, GError **error)
     }
     if (!r->trace_path)
         return TRUE;
-    g_autoptr(PsimTimeline) last = r->traced ? NULL : step_timeline(r);
+    g_autoptr(PsimTimeline) last = NULL;
+    if (r->mx) { /* every task's part of the last step, on rank 0's clock */
+        last = psim_timeline_new(psim_graph_name(r->g), "run", r->plan->n_devices,
+                                 (const char *const *)r->plan->devices);
+        if (!psim_mpi_exec_timeline_add(r->mx, last, error))
+            return FALSE;
+    } else if (!r->traced)
+        last = step_timeline(r);
     const PsimTimeline *tl = r->traced ? r->traced : last;
     const char *tmp = psim_cli_output(r->outs, r->trace_path, FALSE, error);
     return tmp && psim_timeline_save_chrome(tl, tmp, error);

@@ -253,12 +253,17 @@ static gboolean trial_measure(Trial *t, PsimCluster *c, PsimMpi *m, PsimOrder or
         double us = mx ? psim_mpi_exec_step_us(mx) : psim_plan_exec_step_us(px);
         g_array_append_val(t->times, us);
     }
-    if (run_tl && px) { /* over MPI, no measured timeline (as 'run --mpi') */
+    if (run_tl) {
         if (!trial_step(t, px, mx, outs))
             return FALSE;
         *run_tl = psim_timeline_new(psim_graph_name(t->plan->graph), "run", t->plan->n_devices,
                                     (const char *const *)t->plan->devices);
-        psim_plan_exec_timeline_add(px, *run_tl);
+        if (px)
+            psim_plan_exec_timeline_add(px, *run_tl);
+        else if (!psim_mpi_exec_timeline_add(mx, *run_tl, &err)) { /* every task's part */
+            trial_fail(t, err);
+            return FALSE;
+        }
     }
     return TRUE;
 }

@@ -443,6 +443,10 @@ gboolean psim_mpi_exec_run(PsimMpiExec *e, PsimTensor *const *feeds, PsimTensor 
 /* The last step's span over every task: the first device's start to the last one's end, the
  * tasks' clocks brought to rank 0's. */
 double psim_mpi_exec_step_us(const PsimMpiExec *e);
+/* Rank 0: the last step's ops and transfers on every task (each task asked for its own),
+ * on rank 0's clock from the step's start over all tasks (the tasks' clock offsets applied),
+ * appended to t (made for the plan's devices). FALSE with an error when a task is silent. */
+gboolean psim_mpi_exec_timeline_add(PsimMpiExec *e, PsimTimeline *t, GError **error);
 /* Rank 0: also tells every task to stop. */
 void psim_mpi_exec_free(PsimMpiExec *e);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimMpiExec, psim_mpi_exec_free)

@@ -177,11 +177,15 @@ for args in "--mpi" "--mpi --algo heft --cluster local:2" "--mpi --algo nosuch" 
     [ $rc -eq 2 ] || { echo "run zoo:mlp $args: exit $rc, expected 2: $(cat "$tmp/e")"; fail=1; }
     [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "run zoo:mlp $args: not one line: $(cat "$tmp/e")"; fail=1; }
 done
+# The lines placesim wrote: in the AddressSanitizer build a process that started MPI ends with
+# LeakSanitizer's table of the suppressions it used (dashes, a header, counts), which is not
+# placesim's output.
+placesim_lines() { grep -v -E '^(-+|Suppressions used:| *count +bytes +template| +[0-9]+ +[0-9]+ +[^ ]+)$' "$1" | grep -c .; }
 for cmd in "cluster --mpi --cluster local:2" "profile --mpi --db $tmp/x.db zoo:mlp" \
            "study --mpi --cluster local:2 zoo:mlp -o $tmp/bad" "study --mpi nosuch.onnx -o $tmp/bad" \
            "study --mpi --order dynamic zoo:mlp -o $tmp/bad"; do
     "${MPIRUN[@]}" -np 2 "$PSIM" $cmd >"$tmp/o" 2>"$tmp/e"
     rc=$?
-    [ $rc -eq 2 ] && [ "$(grep -c . "$tmp/e")" -eq 1 ] || { echo "$cmd: exit $rc, expected 2 and one line: $(cat "$tmp/e")"; fail=1; }
+    [ $rc -eq 2 ] && [ "$(placesim_lines "$tmp/e")" -eq 1 ] || { echo "$cmd: exit $rc, expected 2 and one line: $(cat "$tmp/e")"; fail=1; }
 done
 exit $fail

@@ -1337,18 +1337,7 @@ gboolean psim_mpi_exec_timeline_add(PsimMpiExec *e, PsimTimeline *t, GError **er
         g_autoptr(PsimTimeline) mine = psim_timeline_new("", "run", t->n_devices,
                                                          (const char *const *)t->devices);
         psim_plan_exec_timeline_add(e->px, mine);
-        double off = psim__plan_exec_origin_us(e->px) - first;
-        for (guint i = 0; i < mine->ops->len; i++) {
-            const PsimTimelineOp *o = &g_array_index(mine->ops, PsimTimelineOp, i);
-            psim_timeline_op_add(t, o->name, o->op, o->node, o->device, o->stream, o->start + off, o->end + off);
-        }
-        for (guint i = 0; i < mine->xfers->len; i++) {
-            const PsimTimelineXfer *x = &g_array_index(mine->xfers, PsimTimelineXfer, i);
-            psim_timeline_xfer_add(t, x->name, x->key, x->transfer, x->src, x->dst, x->start + off, x->end + off,
-                                   x->bytes);
-        }
-        for (int32_t d = 0; d < t->n_devices && d < mine->n_devices; d++)
-            t->peak_memory[d] = MAX(t->peak_memory[d], mine->peak_memory[d]);
+        psim_timeline_append(t, mine, psim__plan_exec_origin_us(e->px) - first);
     }
     /* Every task's, brought to rank 0's clock. */
     for (int r = 1; r < m->size; r++) {
@@ -1540,6 +1529,17 @@ static gboolean serve_plan(PsimMpi *m, Msg *msg, GError **error)
 
 /* --- Timing the transport --------------------------------------------------------------- */
 
+/* The first device of task `task` in the world cluster, or NULL. */
+static const PsimDevice *task_device(PsimMpi *m, int32_t task)
+{
+    for (int32_t i = 0; i < psim_cluster_n_devices(m->cluster); i++) {
+        const PsimDevice *d = psim_cluster_device(m->cluster, i);
+        if (task_of_name(d->name) == task)
+            return d;
+    }
+    return NULL;
+}
+
 gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
                            GError **error)
 {
@@ -1551,14 +1551,7 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_
 {
     g_return_val_if_fail(m->rank == 0 && task > 0 && task < m->size && rounds > 0, FALSE);
     g_return_val_if_fail(hops > 0 && hops <= 4096, FALSE);
-    const PsimDevice *d0 = NULL, *dt = NULL;
-    for (int32_t i = 0; i < psim_cluster_n_devices(m->cluster); i++) {
-        const PsimDevice *d = psim_cluster_device(m->cluster, i);
-        if (!d0 && task_of_name(d->name) == 0)
-            d0 = d;
-        if (!dt && task_of_name(d->name) == task)
-            dt = d;
-    }
+    const PsimDevice *d0 = task_device(m, 0), *dt = task_device(m, task);
     g_return_val_if_fail(d0 && dt, FALSE);
     uint64_t n = MAX(bytes / 4, 1);
     /* w0 on task 0 -> y0 on `task` -> w1 on task 0 -> ... -> w<hops> on task 0. */
@@ -1635,12 +1628,11 @@ PsimMpiLinkSession *psim_mpi_link_session_new(PsimMpi *m, uint64_t min_bytes, ui
     PsimMpiLinkSession *s = g_new0(PsimMpiLinkSession, 1);
     s->m = m;
     s->passes = passes;
+    GArray *sizes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     for (uint64_t b = MAX(min_bytes, 4); b <= max_bytes; b *= 4)
-        s->n_sizes++;
-    s->bytes = g_new(uint64_t, s->n_sizes + 1);
-    int32_t k = 0;
-    for (uint64_t b = MAX(min_bytes, 4); b <= max_bytes; b *= 4)
-        s->bytes[k++] = b;
+        g_array_append_val(sizes, b);
+    s->n_sizes = (int32_t)sizes->len;
+    s->bytes = (uint64_t *)g_array_free(sizes, FALSE);
     int32_t n = (m->size - 1) * s->n_sizes;
     s->samples = g_new0(GArray *, n + 1);
     for (int32_t i = 0; i < n; i++)
@@ -1685,14 +1677,7 @@ int32_t psim_mpi_link_session_finish(PsimMpiLinkSession *s, PsimCostDb *db, GErr
     PsimMpi *m = s->m;
     int32_t rows = 0;
     for (int32_t t = 1; t < m->size; t++) {
-        const PsimDevice *d0 = NULL, *dt = NULL;
-        for (int32_t i = 0; i < psim_cluster_n_devices(m->cluster); i++) {
-            const PsimDevice *d = psim_cluster_device(m->cluster, i);
-            if (!d0 && task_of_name(d->name) == 0)
-                d0 = d;
-            if (!dt && task_of_name(d->name) == t)
-                dt = d;
-        }
+        const PsimDevice *d0 = task_device(m, 0), *dt = task_device(m, t);
         for (int32_t k = 0; k < s->n_sizes; k++) {
             GArray *a = s->samples[(t - 1) * s->n_sizes + k];
             if (a->len == 0)

@@ -33,6 +33,13 @@ int psim_cli_fail(GError *err);
  * so that rank 0 alone says what is wrong; call it again with FALSE once MPI runs (a task's own
  * failures are then its to say). */
 void psim_cli_mpi_flags(gboolean mpi);
+/* A command's flags did not check out: every rank of an MPI job (mpi) reports through rank 0
+ * alone; err's line (or, when a parse error was already printed, none) and the exit code 2. */
+int psim_cli_flags_failed(GError *err, gboolean mpi);
+/* Rank 0's failure once the MPI tasks hold its plan (m; NULL: no MPI job, or no plan out yet):
+ * said once (not again when a task has said why) and every rank ended, never returning; without
+ * m, said, and its exit code returned. */
+int psim_cli_mpi_fail(PsimMpi *m, GError *err);
 /* Under mpirun, once every rank has checked its flags: starts MPI and returns rank 0's handle.
  * The other ranks serve rank 0's plans until it has no more (a failure is said and ends the
  * job) and get NULL with *code 0; NULL with *code set (said) when MPI could not start. */

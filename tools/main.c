@@ -128,6 +128,23 @@ void psim_cli_mpi_flags(gboolean mpi)
     quiet_rank = mpi && rank && strcmp(rank, "0");
 }
 
+int psim_cli_flags_failed(GError *err, gboolean mpi)
+{
+    psim_cli_mpi_flags(mpi);
+    return err ? psim_cli_fail(err) : 2;
+}
+
+int psim_cli_mpi_fail(PsimMpi *m, GError *err)
+{
+    if (!m)
+        return psim_cli_fail(err);
+    if (psim_mpi_said(m))
+        g_error_free(err);
+    else
+        psim_cli_fail(err);
+    psim_mpi_abort(m);
+}
+
 PsimMpi *psim_cli_mpi_start(int *argc, char ***argv, int *code)
 {
     GError *err = NULL;

@@ -465,17 +465,7 @@ static void trace_step(Run *r, double t0_us)
         r->traced_t0 = t0_us;
     }
     double off = t0_us - r->traced_t0;
-    for (guint i = 0; i < tl->ops->len; i++) {
-        const PsimTimelineOp *o = &g_array_index(tl->ops, PsimTimelineOp, i);
-        psim_timeline_op_add(r->traced, o->name, o->op, o->node, o->device, o->stream, o->start + off, o->end + off);
-    }
-    for (guint i = 0; i < tl->xfers->len; i++) {
-        const PsimTimelineXfer *x = &g_array_index(tl->xfers, PsimTimelineXfer, i);
-        psim_timeline_xfer_add(r->traced, x->name, x->key, x->transfer, x->src, x->dst, x->start + off,
-                               x->end + off, x->bytes);
-    }
-    for (int32_t d = 0; d < tl->n_devices && d < r->traced->n_devices; d++)
-        r->traced->peak_memory[d] = MAX(r->traced->peak_memory[d], tl->peak_memory[d]);
+    psim_timeline_append(r->traced, tl, off);
     r->traced->step_time_us = off + tl->step_time_us;
 }
 
@@ -727,8 +717,7 @@ int psim_cmd_run(int argc, char **argv)
     GError *err = NULL;
     int code = 0;
     if (!run_parse(&r, &argc, &argv, &err)) {
-        psim_cli_mpi_flags(r.mpi);
-        code = err ? psim_cli_fail(err) : 2;
+        code = psim_cli_flags_failed(err, r.mpi);
         goto out;
     }
     if (r.mpi && !(r.m = psim_cli_mpi_start(&argc, &argv, &code)))
@@ -736,12 +725,7 @@ int psim_cmd_run(int argc, char **argv)
     if (!run_load(&r, argc > 1 ? argv[1] : NULL, &err) || !run_feeds(&r, &err) || !run_prepare(&r, &err) ||
         !run_execute(&r, &err) || !run_write(&r, &err) || !run_check(&r, &err)) {
         /* Over MPI, once tasks hold the plan a failure ends every rank at once (said once). */
-        if (r.mx && psim_mpi_said(r.m))
-            g_error_free(err);
-        else
-            code = psim_cli_fail(err);
-        if (r.mx)
-            psim_mpi_abort(r.m);
+        code = psim_cli_mpi_fail(r.mx ? r.m : NULL, err);
         goto out;
     }
     /* The figures are printed whether the check passed or not; the files are kept only when

@@ -1489,8 +1489,7 @@ int psim_cmd_study(int argc, char **argv)
     GError *err = NULL;
     int code = 0;
     if (!study_parse(&st, &argc, &argv, &err)) {
-        psim_cli_mpi_flags(st.mpi);
-        code = err ? psim_cli_fail(err) : 2;
+        code = psim_cli_flags_failed(err, st.mpi);
         goto out;
     }
     if (st.mpi && !(st.m = psim_cli_mpi_start(&argc, &argv, &code)))
@@ -1501,13 +1500,7 @@ int psim_cmd_study(int argc, char **argv)
     }
     for (guint gi = 0; gi < st.graphs->len; gi++)
         if (!study_graph(&st, gi, &err)) {
-            /* Over MPI, a failure said by a task ends every rank at once (said once). */
-            if (st.m && psim_mpi_said(st.m))
-                g_error_free(err);
-            else
-                code = psim_cli_fail(err);
-            if (st.m)
-                psim_mpi_abort(st.m);
+            code = psim_cli_mpi_fail(st.m, err); /* over MPI every rank ends at once */
             goto out;
         }
     progress(&st.prog, "done");

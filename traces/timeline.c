@@ -62,3 +62,19 @@ void psim_timeline_xfer_add(PsimTimeline *t, const char *name, const char *key, 
                           .bytes = bytes};
     g_array_append_val(t->xfers, x);
 }
+
+void psim_timeline_append(PsimTimeline *t, const PsimTimeline *src, double offset_us)
+{
+    for (guint i = 0; i < src->ops->len; i++) {
+        const PsimTimelineOp *o = &g_array_index(src->ops, PsimTimelineOp, i);
+        psim_timeline_op_add(t, o->name, o->op, o->node, o->device, o->stream, o->start + offset_us,
+                             o->end + offset_us);
+    }
+    for (guint i = 0; i < src->xfers->len; i++) {
+        const PsimTimelineXfer *x = &g_array_index(src->xfers, PsimTimelineXfer, i);
+        psim_timeline_xfer_add(t, x->name, x->key, x->transfer, x->src, x->dst, x->start + offset_us,
+                               x->end + offset_us, x->bytes);
+    }
+    for (int32_t d = 0; d < t->n_devices && d < src->n_devices; d++)
+        t->peak_memory[d] = MAX(t->peak_memory[d], src->peak_memory[d]);
+}

@@ -54,6 +54,9 @@ void psim_timeline_op_add(PsimTimeline *t, const char *name, const char *op, int
 void psim_timeline_op_set_cost(PsimTimeline *t, guint i, const char *source, int64_t db_row);
 void psim_timeline_xfer_add(PsimTimeline *t, const char *name, const char *key, int32_t transfer,
                             int32_t src, int32_t dst, double start, double end, uint64_t bytes);
+/* Appends src's ops and transfers to t, each shifted by offset_us (a step placed on another
+ * step's clock); each device's peak memory the larger of the two. */
+void psim_timeline_append(PsimTimeline *t, const PsimTimeline *src, double offset_us);
 
 /* Chrome Trace Event Format (readable by Perfetto and chrome://tracing): one pid per device,
  * one tid per compute stream and per link ("to DEV" on the sender, "from DEV" on the receiver),

@@ -20,6 +20,7 @@ typedef struct {
     double dispatch_us, busy_factor, busy_devices;
     PsimIdleCurve idle; /* per op after the device waited (n 0: none) */
     PsimReclaimCurve reclaim, reclaim_copy; /* psim_cost_model_reclaim (n 0: none) */
+    PsimReclaimAfter reclaim_after;         /* psim_cost_model_reclaim_after (n 0: none) */
     PsimColdCurve cold;                     /* psim_cost_model_cold (n 0: none) */
     PsimHopCurve *hop; /* psim_cost_model_hop: the Send's and the hand-off's curves; NULL: none
                         * (a cluster of 65,536 devices without a DB holds no curves) */
@@ -236,6 +237,25 @@ static DeviceRates *rates(PsimCostModel *m, int32_t device)
                                          r->reclaim_copy.bytes, r->reclaim_copy.us, &err);
         if (r->reclaim_copy.n == 0)
             r->reclaim_copy = r->reclaim;
+        /* What is left of it after the reader wrote more: the sizes with every point. */
+        for (int32_t k = 0; k < PSIM_RECLAIM_N && !err; k++) {
+            PsimReclaimAfter *a = &r->reclaim_after;
+            double us0;
+            if (!psim_cost_db_calibration_get(m->db, d, psim_reclaim_kinds[k], &us0, &err) || !(us0 >= 0) ||
+                !isfinite(us0))
+                continue;
+            int32_t j = 0;
+            for (; j < PSIM_RECLAIM_AFTER_N && !err; j++)
+                if (!psim_cost_db_calibration_get(m->db, d, psim_reclaim_after_kind(k, j), &v, &err) || !(v >= 0) ||
+                    !isfinite(v))
+                    break;
+                else
+                    a->us[a->n][j] = MIN(v, PSIM_COST_MAX_US);
+            if (j == PSIM_RECLAIM_AFTER_N) {
+                a->us0[a->n] = MIN(us0, PSIM_COST_MAX_US);
+                a->bytes[a->n++] = (double)psim_reclaim_bytes[k];
+            }
+        }
         r->cold.n = curve_points(m, d, psim_cold_kinds, psim_cold_distance_bytes, PSIM_COLD_N, r->cold.distance,
                                  r->cold.us_per_mib, &err);
         if (err)
@@ -368,6 +388,36 @@ const char *const psim_reclaim_kinds[PSIM_RECLAIM_N] = {"reclaim_4KiB_us",   "re
 const char *const psim_reclaim_copy_kinds[PSIM_RECLAIM_N] = {
     "reclaim_copy_4KiB_us", "reclaim_copy_16KiB_us", "reclaim_copy_64KiB_us", "reclaim_copy_256KiB_us",
     "reclaim_copy_1MiB_us", "reclaim_copy_4MiB_us",  "reclaim_copy_16MiB_us"};
+
+const uint64_t psim_reclaim_after_bytes[PSIM_RECLAIM_AFTER_N] = {UINT64_C(128) << 10, UINT64_C(512) << 10,
+                                                                 UINT64_C(2) << 20, UINT64_C(8) << 20};
+
+const char *psim_reclaim_after_kind(int32_t k, int32_t j)
+{
+    static const char *const sizes[PSIM_RECLAIM_N] = {"4KiB", "16KiB", "64KiB", "256KiB", "1MiB", "4MiB", "16MiB"};
+    static const char *const after[PSIM_RECLAIM_AFTER_N] = {"128KiB", "512KiB", "2MiB", "8MiB"};
+    static char kinds[PSIM_RECLAIM_N * PSIM_RECLAIM_AFTER_N][48];
+    static gsize once = 0;
+    if (g_once_init_enter(&once)) {
+        for (int32_t a = 0; a < PSIM_RECLAIM_N; a++)
+            for (int32_t b = 0; b < PSIM_RECLAIM_AFTER_N; b++)
+                g_snprintf(kinds[a * PSIM_RECLAIM_AFTER_N + b], sizeof kinds[0], "reclaim_%s_after_%s_us",
+                           sizes[a], after[b]);
+        g_once_init_leave(&once, 1);
+    }
+    g_return_val_if_fail(k >= 0 && k < PSIM_RECLAIM_N && j >= 0 && j < PSIM_RECLAIM_AFTER_N, NULL);
+    return kinds[k * PSIM_RECLAIM_AFTER_N + j];
+}
+
+void psim_cost_model_reclaim_after(PsimCostModel *m, int32_t device, PsimReclaimAfter *out)
+{
+    g_mutex_lock(&m->lock);
+    ensure_size(m);
+    *out = (PsimReclaimAfter){0};
+    if (device >= 0 && device < m->n_dev)
+        *out = rates(m, device)->reclaim_after;
+    g_mutex_unlock(&m->lock);
+}
 
 const uint64_t psim_cold_distance_bytes[PSIM_COLD_N] = {UINT64_C(1) << 20, UINT64_C(4) << 20, UINT64_C(16) << 20,
                                                         UINT64_C(64) << 20, UINT64_C(256) << 20};

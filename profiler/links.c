@@ -14,6 +14,10 @@
 
 #include "profiler/profiler-private.h"
 
+/* Per pass and pair: psim__profiler_reclaim's op and copy curves, then the op curve after the
+ * destination wrote more. */
+#define RECLAIM_VALUES (2 * PSIM_RECLAIM_N + PSIM_RECLAIM_N * PSIM_RECLAIM_AFTER_N)
+
 typedef struct {
     size_t bytes;
     void *buf;
@@ -195,7 +199,7 @@ struct PsimLinkSession {
     GArray **sends;      /* per (pair, size): the Send's time, us (hops) */
     GArray **handoffs;   /* per (pair, size): the hand-off, us (hops) */
     double *spent_us;    /* per (pair, size) */
-    GArray **reclaim;    /* per pair: 2 * PSIM_RECLAIM_N values per pass (op, then copy) */
+    GArray **reclaim;    /* per pair: RECLAIM_VALUES per pass (op, copy, then the op curve after more) */
     PsimColdSamples *cold_samples; /* per CPU device */
     void **cold_bufs;              /* per CPU device with `cold`: psim__profiler_cold's buffer */
 };
@@ -357,12 +361,13 @@ gboolean psim_link_session_pass(PsimLinkSession *s, GError **error)
                 if (!ok)
                     return FALSE;
             }
-            double us[2 * PSIM_RECLAIM_N];
+            double us[RECLAIM_VALUES];
             if (s->hop[pair]) {
                 /* Its sizes up to the largest transfer timed. */
-                if (!psim__profiler_reclaim(p, a, b, size_bytes(s, s->ns - 1), us, us + PSIM_RECLAIM_N, error))
+                if (!psim__profiler_reclaim(p, a, b, size_bytes(s, s->ns - 1), us, us + PSIM_RECLAIM_N,
+                                            us + 2 * PSIM_RECLAIM_N, error))
                     return FALSE;
-                g_array_append_vals(s->reclaim[pair], us, 2 * PSIM_RECLAIM_N);
+                g_array_append_vals(s->reclaim[pair], us, RECLAIM_VALUES);
             }
         }
     for (int32_t i = 0; s->cold && i < s->nc; i++)
@@ -401,8 +406,8 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
         /* Per source: the sums over its destinations' hops of the Send's and the hand-off's
          * medians, and over its destinations of the reclaim curves' means over the passes (per
          * point: the destinations that measured it). */
-        double send_sum = 0, handoff_sum = 0, reclaim_sum[2 * PSIM_RECLAIM_N] = {0};
-        int32_t hop_n = 0, reclaim_n[2 * PSIM_RECLAIM_N] = {0};
+        double send_sum = 0, handoff_sum = 0, reclaim_sum[RECLAIM_VALUES] = {0};
+        int32_t hop_n = 0, reclaim_n[RECLAIM_VALUES] = {0};
         /* And per hop size (psim_hop_bytes): the sums over its destinations. */
         double size_send[PSIM_HOP_N] = {0}, size_handoff[PSIM_HOP_N] = {0};
         int32_t size_n[PSIM_HOP_N] = {0};
@@ -436,28 +441,40 @@ gboolean psim_link_session_finish(PsimLinkSession *s, PsimProfileReport *report,
                 }
             }
             ok = ok && psim__profiler_fit_pair(p, s->cpus[i], s->cpus[j], report, error);
-            for (int32_t k = 0; s->reclaim[pair]->len > 0 && k < 2 * PSIM_RECLAIM_N; k++) {
-                double v = pass_mean(s->reclaim[pair], 2 * PSIM_RECLAIM_N, k);
+            for (int32_t k = 0; s->reclaim[pair]->len > 0 && k < RECLAIM_VALUES; k++) {
+                double v = pass_mean(s->reclaim[pair], RECLAIM_VALUES, k);
                 if (isfinite(v)) {
                     reclaim_sum[k] += v;
                     reclaim_n[k]++;
                 }
             }
         }
-        /* Each source's reclaim curves: the mean over its destinations. */
-        for (int32_t k = 0; ok && k < 2 * PSIM_RECLAIM_N; k++) {
+        /* Each source's reclaim curves, and the op curve after the destination wrote more: the
+         * mean over its destinations. */
+        for (int32_t k = 0; ok && k < RECLAIM_VALUES; k++) {
             if (reclaim_n[k] == 0)
                 continue;
-            gboolean copy = k >= PSIM_RECLAIM_N;
-            g_autofree char *detail =
-                g_strdup_printf("mean over %d destination(s) of the trimmed mean over %d pass(es) of a %" G_GUINT64_FORMAT
-                                "-byte %s's median time (stores drained) after the destination's worker "
-                                "read the block less after it read another",
-                                reclaim_n[k], s->passes, psim_reclaim_bytes[k % PSIM_RECLAIM_N],
-                                copy ? "copy from a block the destination wrote" : "write");
-            ok = psim__profiler_calibration_put(
-                p, da, (copy ? psim_reclaim_copy_kinds : psim_reclaim_kinds)[k % PSIM_RECLAIM_N],
-                reclaim_sum[k] / reclaim_n[k], detail, report, error);
+            g_autofree char *detail = NULL;
+            const char *kind;
+            if (k < 2 * PSIM_RECLAIM_N) {
+                gboolean copy = k >= PSIM_RECLAIM_N;
+                detail = g_strdup_printf("mean over %d destination(s) of the trimmed mean over %d pass(es) of a %" G_GUINT64_FORMAT
+                                         "-byte %s's median time (stores drained) after the destination's worker "
+                                         "read the block less after it read another",
+                                         reclaim_n[k], s->passes, psim_reclaim_bytes[k % PSIM_RECLAIM_N],
+                                         copy ? "copy from a block the destination wrote" : "write");
+                kind = (copy ? psim_reclaim_copy_kinds : psim_reclaim_kinds)[k % PSIM_RECLAIM_N];
+            } else {
+                int32_t size = (k - 2 * PSIM_RECLAIM_N) / PSIM_RECLAIM_AFTER_N,
+                        j = (k - 2 * PSIM_RECLAIM_N) % PSIM_RECLAIM_AFTER_N;
+                detail = g_strdup_printf("mean over %d destination(s) of the trimmed mean over %d pass(es) of a %" G_GUINT64_FORMAT
+                                         "-byte write's median time (stores drained) after the destination's worker "
+                                         "read the block and then copied %" G_GUINT64_FORMAT " bytes of its own, less "
+                                         "after it read another and copied as much",
+                                         reclaim_n[k], s->passes, psim_reclaim_bytes[size], psim_reclaim_after_bytes[j]);
+                kind = psim_reclaim_after_kind(size, j);
+            }
+            ok = psim__profiler_calibration_put(p, da, kind, reclaim_sum[k] / reclaim_n[k], detail, report, error);
         }
         /* Each source's Send and hand-off: the mean over its destinations and sizes. */
         for (int32_t k = 0; ok && hop_n > 0 && k < 2; k++) {

@@ -72,9 +72,11 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
 /* What a transfer from CPU device a to CPU device b leaves a to pay, per size of
  * psim_reclaim_bytes up to the first at least max_bytes (0: all; NAN for the sizes above it)
  * (profiler/reclaim.c): the next write into the block by an op (op_us) and by a copy from b
- * (copy_us). */
+ * (copy_us), and op_us when b has copied psim_reclaim_after_bytes[j] of its own between its read
+ * and the write (after[k * PSIM_RECLAIM_AFTER_N + j]). */
 gboolean psim__profiler_reclaim(PsimProfiler *p, int32_t a, int32_t b, uint64_t max_bytes,
-                                double op_us[PSIM_RECLAIM_N], double copy_us[PSIM_RECLAIM_N], GError **error);
+                                double op_us[PSIM_RECLAIM_N], double copy_us[PSIM_RECLAIM_N],
+                                double after[PSIM_RECLAIM_N * PSIM_RECLAIM_AFTER_N], GError **error);
 /* A CPU device's cold-block curve (profiler/cold.c): per distance of psim_cold_distance_bytes, the
  * extra microseconds per MiB of a write into a block that many bytes of writes after it was last
  * touched. psim__profiler_cold adds n_hot timed writes into a block just written and n_cold per

@@ -123,12 +123,13 @@ enum { KIND_COMPUTE = 0, KIND_SEND = 1, KIND_RECV = 2, KIND_PARAM = 3 };
 
 /* A block back in its device's pool (exec/worker.c's, mirrored): its size class, when it was
  * last touched (the bytes written until then, Sim.touched), and, where another device copied it
- * and nothing has written it since, what its lines in that core's cache cost the next write (an
- * op, a copy: the reclaim curves at its bytes; 0 otherwise). */
+ * and nothing has written it since, that device and what it had written (Dev.written) when it
+ * read it: the next write pays for the block's lines still in that core's cache (the reclaim
+ * curves at its bytes, less what the reader has written since: psim_cost_reclaim_left). */
 typedef struct {
     int32_t cls;
-    float op_us, copy_us;
-    double mark;
+    int32_t reader; /* -1: none */
+    double mark, read_mark;
 } Freed;
 
 /* A pool: the blocks freed and not taken again, newest last (allocated on the first push). */
@@ -150,6 +151,7 @@ static void pool_push(Pool *p, Freed f)
  * and the cold-block curve (psim_cost_model_cold). */
 typedef struct {
     PsimReclaimCurve op, copy;
+    PsimReclaimAfter after;
     PsimColdCurve cold;
 } PoolCosts;
 
@@ -179,6 +181,7 @@ typedef struct {
      * (devices of the same calibration share them; -1: none, no pool kept). */
     Pool pool;
     int32_t pool_ix;
+    double written; /* bytes of the blocks it took (its outputs, copies into it), all passes */
     /* The executor's transfers to a device that copies them (psim_cost_model_hop): its Sends hold
      * its thread (each its transfer's s->xfer_send_us), one after another until sends_until; the
      * hand-off after each Send's end (s->xfer_handoff_us) holds neither device. */
@@ -258,6 +261,8 @@ typedef struct {
     Dev *dev;
     PoolCosts *pool_costs; /* the distinct pool costs of the devices */
     uint8_t *read_remote; /* per output slot: another device copied it (NULL without curves) */
+    int32_t *read_dev;    /* per output slot: the device that copied it last */
+    double *read_mark;    /* per output slot: that device's Dev.written then */
     int32_t n_pool_costs;
     PsimHopCurve *hops; /* the distinct (Send, hand-off) curve pairs of the devices */
     int32_t n_hops;
@@ -583,26 +588,25 @@ static void pool_put(Sim *s, int32_t slot)
         return;
     const PoolCosts *pc = &s->pool_costs[dv->pool_ix];
     uint64_t blk = psim_pool_block_bytes(s->slot_bytes[slot]);
-    gboolean remote = s->read_remote[slot];
+    gboolean remote = s->read_remote[slot] && (pc->op.n > 0 || pc->copy.n > 0);
     pool_push(&dv->pool, (Freed){.cls = psim_pool_class(blk, NULL),
-                                 .op_us = remote ? (float)psim_cost_reclaim_us(&pc->op, (double)blk) : 0,
-                                 .copy_us = remote ? (float)psim_cost_reclaim_us(&pc->copy, (double)blk) : 0,
-                                 .mark = s->slot_mark[slot]});
+                                 .reader = remote ? s->read_dev[slot] : -1,
+                                 .mark = s->slot_mark[slot],
+                                 .read_mark = remote ? s->read_mark[slot] : 0});
     s->read_remote[slot] = 0;
 }
 
 /* What the cold-block curve charges a write of `blk` bytes into the newest block of its class in
- * pool p, taken off (*remote: the reclaim curve's time when another core read it), at `touched`
- * bytes written so far; no such block: fresh memory, the farthest point. */
-static double pool_pop(Pool *p, const PsimColdCurve *cold, uint64_t blk, double touched, gboolean copy,
-                       double *remote)
+ * pool p, taken off (*got: that block; reader -1 when there is none), at `touched` bytes written
+ * so far; no such block: fresh memory, the farthest point. */
+static double pool_pop(Pool *p, const PsimColdCurve *cold, uint64_t blk, double touched, Freed *got)
 {
     int32_t cls = psim_pool_class(blk, NULL);
-    *remote = 0;
+    got->reader = -1;
     for (int32_t i = p->n - 1; i >= 0; i--)
         if (p->a[i].cls == cls) {
             double dist = MAX(touched - p->a[i].mark, 0.0);
-            *remote = copy ? p->a[i].copy_us : p->a[i].op_us;
+            *got = p->a[i];
             memmove(&p->a[i], &p->a[i + 1], sizeof p->a[0] * (size_t)(p->n - 1 - i));
             p->n--;
             return psim_cost_cold_us(cold, dist, (double)blk);
@@ -612,7 +616,8 @@ static double pool_pop(Pool *p, const PsimColdCurve *cold, uint64_t blk, double 
 
 /* A node's output or a copy takes a block of `bytes` on device d: what it pays beyond what its
  * time already holds. The block the executor hands out is the newest of its class; where
- * another core read it, its lines must come back (the reclaim curve); where many bytes were
+ * another core read it, its lines still in that core's cache must come back (the reclaim curve,
+ * less what the reader has written since: psim_cost_reclaim_left); where many bytes were
  * written since it was last touched, they come from farther away (the cold curve); it pays the
  * larger. A node's in-situ time already holds what its block cost in the one-device run
  * (ref_cold: the same pool run over the one-device order); a copy has none there. */
@@ -622,9 +627,14 @@ static double pool_take(Sim *s, int32_t d, uint64_t bytes, gboolean copy, double
     if (!s->read_remote || dv->pool_ix < 0 || bytes == 0)
         return 0;
     uint64_t blk = psim_pool_block_bytes(bytes);
-    double remote;
-    double cold = pool_pop(&dv->pool, &s->pool_costs[dv->pool_ix].cold, blk, s->touched, copy, &remote);
+    const PoolCosts *pc = &s->pool_costs[dv->pool_ix];
+    Freed got;
+    double cold = pool_pop(&dv->pool, &pc->cold, blk, s->touched, &got), remote = 0;
+    if (got.reader >= 0)
+        remote = psim_cost_reclaim_us(copy ? &pc->copy : &pc->op, (double)blk) *
+                 psim_cost_reclaim_left(&pc->after, (double)blk, s->dev[got.reader].written - got.read_mark);
     s->touched += (double)blk;
+    dv->written += (double)blk;
     /* A copy above PSIM_COST_HOP_MAX_BYTES: its link row was timed into a cold block already. */
     if (copy && bytes > PSIM_COST_HOP_MAX_BYTES)
         cold = 0;
@@ -912,8 +922,8 @@ static void pool_reference(Sim *s, const int32_t *slot_node)
                 if (!s->slot_block[k])
                     continue;
                 uint64_t blk = psim_pool_block_bytes(s->slot_bytes[k]);
-                double remote;
-                double c = pool_pop(&pool, cold, blk, touched, FALSE, &remote);
+                Freed got;
+                double c = pool_pop(&pool, cold, blk, touched, &got);
                 touched += (double)blk;
                 mark[k] = touched;
                 if (pass == 1)
@@ -923,10 +933,12 @@ static void pool_reference(Sim *s, const int32_t *slot_node)
             for (int32_t i = s->in_off[v]; i < s->in_off[v + 1]; i++)
                 if (--rem[in[i]] == 0 && s->slot_block[in[i]])
                     pool_push(&pool, (Freed){.cls = psim_pool_class(psim_pool_block_bytes(s->slot_bytes[in[i]]), NULL),
+                                             .reader = -1,
                                              .mark = mark[in[i]]});
             for (int32_t k = s->out_off[v]; k < s->out_off[v + 1]; k++)
                 if (rem[k] == 0 && s->slot_block[k])
                     pool_push(&pool, (Freed){.cls = psim_pool_class(psim_pool_block_bytes(s->slot_bytes[k]), NULL),
+                                             .reader = -1,
                                              .mark = mark[k]});
         }
     }
@@ -938,6 +950,8 @@ static void pool_setup(Sim *s)
 {
     int32_t n = s->n, n_slots = s->out_off[n];
     s->read_remote = g_new0(uint8_t, n_slots + 1);
+    s->read_dev = g_new0(int32_t, n_slots + 1);
+    s->read_mark = g_new0(double, n_slots + 1);
     s->slot_block = g_new0(uint8_t, n_slots + 1);
     s->slot_mark = g_new0(double, n_slots + 1);
     s->ref_cold = g_new0(double, n_slots + 1);
@@ -972,6 +986,7 @@ static void setup_common(Sim *s)
         PoolCosts pc;
         memset(&pc, 0, sizeof pc);
         psim_cost_model_reclaim(s->m, s->cluster_dev[d], &pc.op, &pc.copy);
+        psim_cost_model_reclaim_after(s->m, s->cluster_dev[d], &pc.after);
         psim_cost_model_cold(s->m, s->cluster_dev[d], &pc.cold);
         PsimHopCurve hop[2];
         psim_cost_model_hop(s->m, s->cluster_dev[d], &hop[0], &hop[1]);
@@ -1100,6 +1115,8 @@ static void sim_free(Sim *s)
     g_free(s->read_remote);
     g_free(s->slot_block);
     g_free(s->slot_mark);
+    g_free(s->read_dev);
+    g_free(s->read_mark);
     g_free(s->ref_cold);
     g_free(s->dirty);
     g_free(s->is_dirty);
@@ -1190,8 +1207,12 @@ static gboolean sim_loop(Sim *s)
             stream_release(s, t->recv, t->dst);
             /* The source's block now has its lines in the destination's cache: whatever takes
              * it once it is free pays (release_inputs). */
-            if (s->read_remote && s->in_off[t->send] < s->in_off[t->send + 1])
-                s->read_remote[s->in_slot[s->in_off[t->send]]] = 1;
+            if (s->read_remote && s->in_off[t->send] < s->in_off[t->send + 1]) {
+                int32_t slot = s->in_slot[s->in_off[t->send]];
+                s->read_remote[slot] = 1;
+                s->read_dev[slot] = t->dst;
+                s->read_mark[slot] = s->dev[t->dst].written;
+            }
             s->start[t->recv] = s->xfer_start[e.id];
             release_inputs(s, t->send);
             node_done(s, t->recv);

@@ -160,12 +160,13 @@ if command -v sqlite3 >/dev/null; then
         fail "no in-situ rows after study"
     [ "$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM calibration WHERE kind = 'dispatch_us'")" -gt 0 ] ||
         fail "no dispatch_us after study"
-    # The links between the two CPU devices, their reclaim and cold-block curves were timed again
+    # The links between the two CPU devices, their reclaim curves (5 sizes by an op and by a copy,
+    # and by an op after 4 distances), cold-block curves and hops were timed again
     # in a pass before each of the rounds (two: --steps 2), pooled (psim_link_session_*).
     grep -q 'links pass (round 2 of 2)' "$tmp/p.err" || fail "no links pass before each round: $(cat "$tmp/p.err")"
     [ "$(sqlite3 "$tmp/p/costs.db" "SELECT count(*) FROM calibration WHERE detail LIKE '%over 2 pass(es)%'
         AND (kind LIKE 'reclaim%' OR kind LIKE 'cold%' OR kind IN ('send_us', 'handoff_us'))")" = \
-      $((2 * (10 + 5 + 2))) ] || fail "the refreshed calibrations are not pooled over the rounds"
+      $((2 * (10 + 20 + 5 + 2))) ] || fail "the refreshed calibrations are not pooled over the rounds"
     "$PSIM" study zoo:mlp --cluster local:2 --algos single --steps 2 --profile-budget-ms 5 --profile-rounds 4 \
         --no-in-situ --out "$tmp/k" >/dev/null 2>&1 || fail "study --no-in-situ"
     [ "$(sqlite3 "$tmp/k/costs.db" "SELECT count(*) FROM kernels WHERE method = 'insitu'")" = 0 ] ||

@@ -152,11 +152,24 @@ static void test_run(void)
     /* Three per device (gemm, copy, launch) and the points of its cold-block curve, and, from the
      * links, the points of its two reclaim curves up to the largest transfer timed (4, 16 and
      * 64 KiB; by an op, by a copy; each no less than 0) and its Send's and hand-off's times, over
-     * all sizes and at each of the 4 sizes (the cost model's curves). */
+     * all sizes and at each of the 4 sizes (the cost model's curves), and the op curve's points
+     * after the destination wrote more (each distance, each size). */
     int32_t n_reclaim = psim_reclaim_points(64 << 10);
     g_assert_cmpint(n_reclaim, ==, 3);
     g_assert_cmpint(r.calibrations, ==,
-                    3 * n_dev + PSIM_COLD_N * n_dev + 2 * n_reclaim * n_dev + 2 * n_dev + 2 * 4 * n_dev);
+                    3 * n_dev + PSIM_COLD_N * n_dev + 2 * n_reclaim * n_dev + 2 * n_dev + 2 * 4 * n_dev +
+                        PSIM_RECLAIM_AFTER_N * n_reclaim * n_dev);
+    for (int32_t d = 0; d < n_dev; d++) {
+        g_autoptr(PsimCostModel) cm = psim_cost_model_new(c, db);
+        PsimReclaimAfter after;
+        psim_cost_model_reclaim_after(cm, d, &after);
+        g_assert_cmpint(after.n, ==, n_reclaim);
+        for (int32_t k = 0; k < n_reclaim; k++) {
+            g_assert_cmpfloat(after.bytes[k], ==, (double)psim_reclaim_bytes[k]);
+            for (int32_t j = 0; j < PSIM_RECLAIM_AFTER_N; j++)
+                g_assert_cmpfloat(after.us[k][j], >=, 0);
+        }
+    }
     for (int32_t d = 0; d < n_dev; d++) {
         g_autoptr(PsimCostModel) cm = psim_cost_model_new(c, db);
         PsimColdCurve cold;
@@ -681,10 +694,11 @@ static void test_link_session(void)
     g_assert_no_error(err);
     g_assert_cmpint(r.link_rows, ==, 2 * 3);
     g_assert_cmpint(r.link_pairs, ==, 2);
-    /* The reclaim curves up to the largest transfer timed: 4 and 16 KiB; the Send and hand-off
-     * over all sizes and at each of the 3. */
+    /* The reclaim curves up to the largest transfer timed: 4 and 16 KiB (by an op, by a copy,
+     * and by an op after each distance); the Send and hand-off over all sizes and at each of the
+     * 3. */
     g_assert_cmpint(psim_reclaim_points(16 << 10), ==, 2);
-    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 2 + 2 + 2 * 3 + PSIM_COLD_N));
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 2 + 2 * PSIM_RECLAIM_AFTER_N + 2 + 2 * 3 + PSIM_COLD_N));
     /* 6 rows, and the 64 KiB one left as it was. */
     g_assert_cmpint(psim_cost_db_count(db, "links", &err), ==, 7);
     sqlite3 *sq;
@@ -722,7 +736,7 @@ static void test_link_session(void)
     g_assert_no_error(err);
     g_assert_cmpint(r.link_rows, ==, 2);
     g_assert_cmpint(psim_reclaim_points(1024), ==, 1); /* 4 KiB */
-    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 1 + 2 + 2 * 1));
+    g_assert_cmpint(r.calibrations, ==, 2 * (2 * 1 + PSIM_RECLAIM_AFTER_N + 2 + 2 * 1));
 }
 
 int main(int argc, char **argv)

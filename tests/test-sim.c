@@ -956,6 +956,72 @@ static void test_reclaim(void)
     g_rmdir(dir);
 }
 
+/* What is left of the reclaim once the reader has written more (psim_cost_model_reclaim_after):
+ * per block size, the op curve's point at 0, then the times after 128 KiB, 512 KiB, 2 MiB and 8
+ * MiB, linear between them and flat after; a fraction of the point at 0, interpolated in the
+ * block's size. In a step: A's 128 KiB is copied to P:1, which then writes W's 1 MiB and W2's
+ * 64 bytes before K, on P:0, takes A's block: with the curves at 1, 1/2, 1/4 and 1/4 of each
+ * point, K pays 6 us (the op curve at 128 KiB) times 1/2 - 1/4 * (1,048,640 - 524,288) /
+ * (2,097,152 - 524,288); without W in between (P:1 wrote nothing since), all 6 us; without the
+ * curves, 6 us either way. */
+static void test_reclaim_after(void)
+{
+    PsimReclaimAfter a = {.n = 2, .bytes = {65536, 262144}, .us0 = {4, 10}, .us = {{4, 2, 1, 1}, {10, 5, 1, 0}}};
+    PsimReclaimAfter none = {0};
+    g_assert_cmpfloat(psim_cost_reclaim_left(&none, 65536, 1e9), ==, 1);
+    g_assert_cmpfloat(psim_cost_reclaim_left(&a, 65536, 0), ==, 1);
+    g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_left(&a, 65536, 65536), 1, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_left(&a, 65536, 327680), 0.75, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_left(&a, 262144, 327680), 0.75, 1e-12);
+    g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_left(&a, 4096, 1e9), 0.25, 1e-12);  /* below: the first */
+    g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_left(&a, 1 << 24, 1e9), 0, 1e-12);   /* above: the last */
+    g_assert_cmpfloat_with_epsilon(psim_cost_reclaim_left(&a, 163840, 1e9), 0.125, 1e-12); /* between */
+    g_assert_cmpstr(psim_reclaim_after_kind(3, 1), ==, "reclaim_256KiB_after_512KiB_us");
+    static const double op_us[PSIM_RECLAIM_N] = {1, 2, 4, 10, 16, 40, 100};
+    static const double left[PSIM_RECLAIM_AFTER_N] = {1, 0.5, 0.25, 0.25};
+    g_autofree char *dir = g_dir_make_tmp("psim-reclaim-after-XXXXXX", NULL);
+    for (int with = 0; with < 2; with++)
+        for (int between = 0; between < 2; between++) {
+            g_autofree char *path = g_strdup_printf("%s/c%d%d.db", dir, with, between);
+            GError *err = NULL;
+            PsimCostDb *db = psim_cost_db_open(path, &err);
+            g_assert_no_error(err);
+            B b;
+            b_init_by_dst(&b, 1, 5);
+            b_node(&b, "A", 10, 131072, 0, NULL, NULL);
+            b_xfer(&b, "A", 1, "rA", NULL, 0);
+            b_node(&b, "W", 20, between ? 1048576 : 64, 1, "rA", NULL);
+            b_node(&b, "W2", 5, 64, 1, "W", NULL);
+            b_xfer(&b, "W2", 0, "rW2", NULL, 0);
+            b_node(&b, "K", 30, 131072, 0, "rW2", NULL);
+            for (int32_t d = 0; d < 2; d++)
+                for (int k = 0; k < PSIM_RECLAIM_N; k++) {
+                    g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d), psim_reclaim_kinds[k],
+                                                               op_us[k], "t", &err));
+                    for (int j = 0; with && j < PSIM_RECLAIM_AFTER_N; j++)
+                        g_assert_true(psim_cost_db_calibration_put(db, psim_cluster_device(b.c, d),
+                                                                   psim_reclaim_after_kind(k, j), op_us[k] * left[j],
+                                                                   "t", &err));
+                }
+            {
+                g_autoptr(PsimCostModel) m = psim_cost_model_new(b.c, db);
+                PsimReclaimAfter got;
+                psim_cost_model_reclaim_after(m, 1, &got);
+                g_assert_cmpint(got.n, ==, with ? PSIM_RECLAIM_N : 0);
+                if (with) {
+                    g_assert_cmpfloat(got.us0[3], ==, 10);
+                    g_assert_cmpfloat(got.us[3][1], ==, 5);
+                }
+            }
+            g_autoptr(PsimTimeline) t = db_run(&b, db);
+            double f = with && between ? 0.5 - 0.25 * (1048640.0 - 524288) / (2097152.0 - 524288) : 1;
+            g_assert_cmpfloat_with_epsilon(op_end(t, "K") - op_start(t, "K"), 30 + 6 * f, 1e-9);
+            psim_cost_db_close(db);
+            db_unlink(path);
+        }
+    g_rmdir(dir);
+}
+
 /* Cold blocks (psim_cost_model_cold): the curve per MiB, linear from 0 through its points, flat
  * after the last, fresh memory (a negative distance) at the last; and in a step, what a node's
  * block costs beyond what the one-device run its time comes from paid. On one device the
@@ -1019,6 +1085,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/busy-overlap", test_busy_overlap);
     g_test_add_func("/sim/idle/after-copy", test_idle_after_copy);
     g_test_add_func("/sim/reclaim", test_reclaim);
+    g_test_add_func("/sim/reclaim-after", test_reclaim_after);
     g_test_add_func("/sim/cold-block", test_cold_block);
     g_test_add_func("/sim/send-handoff", test_send_handoff);
     g_test_add_func("/sim/send-handoff-sizes", test_send_handoff_sizes);

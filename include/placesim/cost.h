@@ -191,6 +191,65 @@ static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double byte
     }
     return y0;
 }
+/* How much of that cost is left once the reading core has moved on: its copy of the block sits in
+ * its own caches only until it has written enough else to push it out, and then the next write
+ * on the source pays (almost) nothing. Measured per source device (profiler/reclaim.c) as the op
+ * curve is, with the destination copying psim_reclaim_after_bytes[j] of its own (as many bytes
+ * read as written, as a kernel's inputs and output) between its read and the write
+ * ("reclaim_256KiB_after_512KiB_us" ...), at each block size of the reclaim curve. On the
+ * development VM (AMD EPYC, 512 KiB of L2 per core), while its two vCPUs share a last-level
+ * cache, a 256 KiB block's 23 us fell to 19 us after 256 KiB, 6-8 us after 512 KiB and 1.5-2 us
+ * after 1-8 MiB; while they do not, the lines stay in the other core's last-level cache and most
+ * of the cost is left after 8 MiB (docs/validation.md, "What the reader's cache still holds").
+ * The simulator scales both curves by the fraction left (psim_cost_reclaim_left) at what the
+ * reading device has written (its nodes' output blocks and the copies into it) from the read to
+ * the write. */
+#define PSIM_RECLAIM_AFTER_N 4
+extern const uint64_t psim_reclaim_after_bytes[PSIM_RECLAIM_AFTER_N];
+/* The calibration kind of block size k, distance j (a static string). */
+const char *psim_reclaim_after_kind(int32_t k, int32_t j);
+typedef struct {
+    int32_t n; /* block sizes with the op curve's point and every distance's (0: none) */
+    double bytes[PSIM_RECLAIM_N];
+    double us0[PSIM_RECLAIM_N]; /* the op curve's point: right after the read */
+    double us[PSIM_RECLAIM_N][PSIM_RECLAIM_AFTER_N];
+} PsimReclaimAfter;
+void psim_cost_model_reclaim_after(PsimCostModel *m, int32_t device, PsimReclaimAfter *out);
+/* Size row k's fraction left after `written` bytes: its time linear from the op curve's point
+ * at 0 through its points, then its last, over that point (1 where the point is 0). */
+static inline double psim_cost_reclaim_after_row(const PsimReclaimAfter *a, int32_t k, double written)
+{
+    if (a->us0[k] <= 0)
+        return 1;
+    double x0 = 0, y0 = a->us0[k], y = -1;
+    for (int32_t j = 0; j < PSIM_RECLAIM_AFTER_N && y < 0; j++) {
+        double x = (double)psim_reclaim_after_bytes[j];
+        if (written <= x)
+            y = y0 + (a->us[k][j] - y0) * (written - x0) / (x - x0);
+        x0 = x;
+        y0 = a->us[k][j];
+    }
+    if (y < 0)
+        y = y0;
+    return y >= a->us0[k] ? 1 : y / a->us0[k];
+}
+/* The fraction left of a `bytes` block's reclaim after the reader wrote `written` bytes: linear
+ * in the block's size between the sizes measured, the nearest one's outside them; 1 without a
+ * curve. */
+static inline double psim_cost_reclaim_left(const PsimReclaimAfter *a, double bytes, double written)
+{
+    if (a->n == 0 || written <= 0)
+        return 1;
+    if (bytes <= a->bytes[0])
+        return psim_cost_reclaim_after_row(a, 0, written);
+    for (int32_t k = 1; k < a->n; k++)
+        if (bytes <= a->bytes[k]) {
+            double lo = psim_cost_reclaim_after_row(a, k - 1, written);
+            double hi = psim_cost_reclaim_after_row(a, k, written);
+            return lo + (hi - lo) * (bytes - a->bytes[k - 1]) / (a->bytes[k] - a->bytes[k - 1]);
+        }
+    return psim_cost_reclaim_after_row(a, a->n - 1, written);
+}
 /* What writing into a pooled block costs once its lines have gone cold: the executor hands a
  * node (or a copy) the block of its size class freed last, and how much of it is still in the
  * caches depends on how many bytes were written since it was last touched (its reuse distance).

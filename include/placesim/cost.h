@@ -197,7 +197,7 @@ static inline double psim_cost_reclaim_us(const PsimReclaimCurve *c, double byte
  * curve is, with the destination copying psim_reclaim_after_bytes[j] of its own (as many bytes
  * read as written, as a kernel's inputs and output) between its read and the write
  * ("reclaim_256KiB_after_512KiB_us" ...), at each block size of the reclaim curve. On the
- * development VM (AMD EPYC, 512 KiB of L2 per core), while its two vCPUs share a last-level
+ * development VM (AMD EPYC, 1 MiB of L2 per vCPU), while its two vCPUs share a last-level
  * cache, a 256 KiB block's 23 us fell to 19 us after 256 KiB, 6-8 us after 512 KiB and 1.5-2 us
  * after 1-8 MiB; while they do not, the lines stay in the other core's last-level cache and most
  * of the cost is left after 8 MiB (docs/validation.md, "What the reader's cache still holds").

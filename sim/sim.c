@@ -586,9 +586,8 @@ static void pool_put(Sim *s, int32_t slot)
     Dev *dv = &s->dev[s->slot_dev[slot]];
     if (dv->pool_ix < 0)
         return;
-    const PoolCosts *pc = &s->pool_costs[dv->pool_ix];
     uint64_t blk = psim_pool_block_bytes(s->slot_bytes[slot]);
-    gboolean remote = s->read_remote[slot] && (pc->op.n > 0 || pc->copy.n > 0);
+    gboolean remote = s->read_remote[slot];
     pool_push(&dv->pool, (Freed){.cls = psim_pool_class(blk, NULL),
                                  .reader = remote ? s->read_dev[slot] : -1,
                                  .mark = s->slot_mark[slot],

@@ -219,19 +219,17 @@ void psim_cost_model_reclaim_after(PsimCostModel *m, int32_t device, PsimReclaim
  * at 0 through its points, then its last, over that point (1 where the point is 0). */
 static inline double psim_cost_reclaim_after_row(const PsimReclaimAfter *a, int32_t k, double written)
 {
-    if (a->us0[k] <= 0)
-        return 1;
-    double x0 = 0, y0 = a->us0[k], y = -1;
-    for (int32_t j = 0; j < PSIM_RECLAIM_AFTER_N && y < 0; j++) {
+    double x0 = 0, y0 = a->us0[k], y = a->us[k][PSIM_RECLAIM_AFTER_N - 1];
+    for (int32_t j = 0; j < PSIM_RECLAIM_AFTER_N; j++) {
         double x = (double)psim_reclaim_after_bytes[j];
-        if (written <= x)
+        if (written <= x) {
             y = y0 + (a->us[k][j] - y0) * (written - x0) / (x - x0);
+            break;
+        }
         x0 = x;
         y0 = a->us[k][j];
     }
-    if (y < 0)
-        y = y0;
-    return y >= a->us0[k] ? 1 : y / a->us0[k];
+    return a->us0[k] <= 0 || y >= a->us0[k] ? 1 : y / a->us0[k];
 }
 /* The fraction left of a `bytes` block's reclaim after the reader wrote `written` bytes: linear
  * in the block's size between the sizes measured, the nearest one's outside them; 1 without a

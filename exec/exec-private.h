@@ -104,9 +104,10 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
  * (PSIM_EXEC_PAUSE_SPIN_US by default; 0: it yields at once, for a process whose transfers are
  * progressed by another thread on the same cores). */
 /* The device's core is shared with another process's threads (more MPI tasks than cores): a
- * device waiting for a Recv yields at once instead of spinning with the pause hint, and yields
- * its core after each kernel, so that a thread of the other task that has become ready (its
- * Recv arrived) runs within a kernel's time instead of at the scheduler's next tick. */
+ * device waiting for a Recv yields at once instead of spinning with the pause hint. It does not
+ * yield between its kernels: with three tasks on two cores a yield after each kernel handed the
+ * core to the other tasks' waiting threads for ~5 us each time, and the replicated mlp's step
+ * took 1.4-1.8x as long (docs/validation.md, issue 18). */
 void psim__executor_share_core(PsimExecutor *e);
 void psim__plan_exec_share_cores(PsimPlanExec *x);
 /* What arrives for a device from another process is taken in by the device's own thread:

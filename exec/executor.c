@@ -124,7 +124,6 @@ struct PsimExecutor {
     int32_t poll_node;    /* one of this device's Recvs (-1: none), for poll */
     gboolean (*poll)(void *user, int32_t node); /* psim__executor_set_poll; NULL: none */
     void *poll_user;
-    gboolean shared_core; /* yield the core after each kernel (psim__executor_share_core) */
 };
 
 /* --- Built-in kernels the executor can always run (structural ops) ------------------------ */
@@ -1463,8 +1462,6 @@ gboolean psim_executor_run_here(PsimExecutor *e, PsimTensor *const *feeds, PsimT
         if (!run_node(e, &q, i, t0, error))
             goto fail;
         done++;
-        if (e->shared_core)
-            sched_yield();
         if (!sends_run(e, &q, t0, &done, error))
             goto fail;
     }
@@ -1584,5 +1581,4 @@ void psim__executor_set_poll(PsimExecutor *e, gboolean (*poll)(void *user, int32
 void psim__executor_share_core(PsimExecutor *e)
 {
     e->pause_spin_us = 0;
-    e->shared_core = TRUE;
 }

@@ -26,6 +26,7 @@ static void device_free(PsimDevice *d)
     g_free(d->type);
     g_free(d->job);
     g_free(d->cores);
+    g_free(d->host);
     g_free(d->description);
     g_free(d);
 }
@@ -59,6 +60,19 @@ void psim_cluster_free(PsimCluster *c)
 
 uint64_t psim_cluster_version(const PsimCluster *c) { return c->version; }
 int32_t psim_cluster_n_devices(const PsimCluster *c) { return (int32_t)c->devices->len; }
+
+gboolean psim_cluster_devices_share_cores(const PsimCluster *c, int32_t a, int32_t b)
+{
+    const PsimDevice *x = psim_cluster_device(c, a), *y = psim_cluster_device(c, b);
+    if (a == b || !x || !y || x->n_cores <= 0 || y->n_cores <= 0 || g_strcmp0(x->host, y->host) != 0)
+        return FALSE;
+    for (int32_t i = 0; i < x->n_cores; i++)
+        for (int32_t j = 0; j < y->n_cores; j++)
+            if (x->cores[i] == y->cores[j])
+                return TRUE;
+    return FALSE;
+}
+
 PsimDevice *psim_cluster_device(const PsimCluster *c, int32_t i)
 {
     g_return_val_if_fail(i >= 0 && i < (int32_t)c->devices->len, NULL);

@@ -61,8 +61,9 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
     JsonObject *o = json_node_get_object(dn);
     static const char *const keys[] = {"name", "type", "memory_bytes", "peak_gflops", "mem_bw_GBps",
                                        "launch_us", "cores", "gpu_ordinal", "streams",
-                                       "description", "sm_count", "compute_capability", NULL};
-    const char *name = NULL, *type = NULL, *desc = NULL, *cc = NULL;
+                                       "description", "sm_count", "compute_capability", "host",
+                                       NULL};
+    const char *name = NULL, *type = NULL, *desc = NULL, *cc = NULL, *host = NULL;
     PsimJsonAt at = {path, where};
     if (!psim_json_get_string(&at, o, "name", &name, error))
         return FALSE;
@@ -73,6 +74,7 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
     at.where = where;
     if (!psim_json_get_string(&at, o, "type", &type, error) ||
         !psim_json_get_string(&at, o, "description", &desc, error) ||
+        !psim_json_get_string(&at, o, "host", &host, error) ||
         !psim_json_get_string(&at, o, "compute_capability", &cc, error))
         return FALSE;
     if (!check_keys(o, keys, path, where, error))
@@ -101,6 +103,8 @@ static gboolean parse_device(PsimCluster *c, JsonNode *dn, guint i, const char *
     d->sm_count = (int32_t)sms;
     if (desc)
         d->description = g_strdup(desc);
+    if (host)
+        d->host = g_strdup(host);
     if (cc) {
         unsigned maj, min;
         char extra;
@@ -295,6 +299,10 @@ char *psim_cluster_to_json(const PsimCluster *c)
         if (d->description) {
             json_builder_set_member_name(b, "description");
             json_builder_add_string_value(b, d->description);
+        }
+        if (d->host) {
+            json_builder_set_member_name(b, "host");
+            json_builder_add_string_value(b, d->host);
         }
         json_builder_set_member_name(b, "memory_bytes");
         json_builder_add_int_value(b, (gint64)d->memory_bytes);

@@ -554,6 +554,7 @@ static PsimCluster *task_cluster(PsimMpi *m)
     m->n_task_cores = d->n_cores;
     m->task_cores = g_memdup2(d->cores, sizeof(int32_t) * (size_t)per);
     d->description = g_strdup(psim_fingerprint_host_cpu_model());
+    d->host = g_strdup(g_get_host_name());
     return c;
 }
 
@@ -654,17 +655,22 @@ static gboolean world_cluster(PsimMpi *m, GError **error)
             d->gpu_ordinal = s->gpu_ordinal;
             d->n_streams = s->n_streams;
             d->description = g_strdup(s->description);
+            d->host = g_strdup(s->host);
             g_array_append_val(tasks, r);
         }
     }
-    /* Within a task, the destination's thread copies (as in `local`); between tasks, MPI. */
+    /* Within a task, the destination's thread copies (as in `local`); between tasks, MPI. On one
+     * host MPI copies through shared memory on the destination's thread too: a large message is
+     * read from the source process (Open MPI's CMA single copy) when the receiving device tests
+     * its receives, between its kernels, and a small one copied out of the shared FIFO then. */
     int32_t n = psim_cluster_n_devices(w);
     for (int32_t a = 0; a < n; a++)
         for (int32_t b = 0; b < n; b++) {
             int32_t ta = g_array_index(tasks, int32_t, a), tb = g_array_index(tasks, int32_t, b);
             if (a == b)
                 continue;
-            PsimLink l = {.by_destination = ta == tb};
+            const PsimDevice *da = psim_cluster_device(w, a), *db = psim_cluster_device(w, b);
+            PsimLink l = {.by_destination = ta == tb || g_strcmp0(da->host, db->host) == 0};
             if (ta != tb) {
                 int32_t x = ta == 0 ? tb : tb == 0 ? ta : -1;
                 l.latency_us = x > 0 ? lat[x] : MAX(lat[ta], lat[tb]);

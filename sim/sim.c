@@ -277,6 +277,9 @@ typedef struct {
     double *ref_cold;
     double touched;
     int32_t n_busy_dev; /* devices with a stream in use now */
+    /* Per device, the others it shares cores with (psim_cluster_devices_share_cores), as lists
+     * (NULL: no device shares): one of them works at a time, a copy by destination included. */
+    int32_t *share_off, *share;
     gboolean scaled;    /* some device's busy_scale is not 1: running nodes change pace */
     Link *link;          /* one per ordered pair of devices that some transfer uses */
     int32_t n_links;
@@ -556,6 +559,15 @@ static void stream_take(Sim *s, int32_t v, int32_t d)
     s->stream[v] = st;
 }
 
+/* Whether a device that shares d's cores is working now (d then waits for the core). */
+static inline gboolean core_taken(const Sim *s, int32_t d)
+{
+    for (int32_t i = s->share_off ? s->share_off[d] : 0; s->share_off && i < s->share_off[d + 1]; i++)
+        if (s->dev[s->share[i]].busy > 0)
+            return TRUE;
+    return FALSE;
+}
+
 static void stream_release(Sim *s, int32_t v, int32_t d)
 {
     Dev *dv = &s->dev[d];
@@ -565,6 +577,9 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
     if (dv->busy == 0) {
         s->n_busy_dev--;
         rescale_running(s);
+        /* The core is free for the devices that share it. */
+        for (int32_t i = s->share_off ? s->share_off[d] : 0; s->share_off && i < s->share_off[d + 1]; i++)
+            mark_dirty(s, s->share[i], v);
     }
     /* A copy does not end the device's wait: the executor's thread copies what arrived and
      * runs the op that reads it, which is slow after the wait as after any other (the idle
@@ -709,6 +724,8 @@ static void dispatch(Sim *s, int32_t d, int32_t cause)
     Dev *dv = &s->dev[d];
     if (dv->sends_until > s->now)
         return; /* its thread is in its Sends (EV_SEND_END dispatches again) */
+    if (dv->busy == 0 && core_taken(s, d))
+        return; /* another device has the core it shares (stream_release dispatches again) */
     /* Copies the device makes itself go before its next node (the executor's rule). */
     while (dv->busy < dv->n_streams && dv->copies.n > 0)
         copy_start(s, pq_pop(&dv->copies), d, cause);
@@ -966,8 +983,72 @@ static void pool_setup(Sim *s)
     pool_reference(s, slot_node);
 }
 
+/* One core of one host that a device runs on (share_setup). */
+typedef struct {
+    const char *host;
+    int32_t core, d;
+} CoreUse;
+
+static int core_use_cmp(const void *a, const void *b)
+{
+    const CoreUse *x = a, *y = b;
+    int c = g_strcmp0(x->host, y->host);
+    return c ? c : x->core != y->core ? (x->core < y->core ? -1 : 1) : (x->d > y->d) - (x->d < y->d);
+}
+
+static int int64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The devices that share cores (s->share_off, s->share): the (host, core) uses sorted, each run
+ * of devices on one core pairs them, as psim_cluster_devices_share_cores says, without looking
+ * at every pair (clusters of thousands of devices have disjoint cores or none). */
+static void share_setup(Sim *s)
+{
+    GArray *uses = g_array_new(FALSE, FALSE, sizeof(CoreUse));
+    for (int32_t d = 0; d < s->nd; d++) {
+        const PsimDevice *dv = psim_cluster_device(s->c, s->cluster_dev[d]);
+        for (int32_t k = 0; k < dv->n_cores; k++) {
+            CoreUse cu = {dv->host, dv->cores[k], d};
+            g_array_append_val(uses, cu);
+        }
+    }
+    g_array_sort(uses, core_use_cmp);
+    const CoreUse *u = (const CoreUse *)(void *)uses->data;
+    GArray *pairs = g_array_new(FALSE, FALSE, sizeof(int64_t)); /* d << 32 | other */
+    for (guint i = 0, j; i < uses->len; i = j) {
+        for (j = i + 1; j < uses->len && u[j].core == u[i].core && !g_strcmp0(u[j].host, u[i].host); j++)
+            ;
+        for (guint a = i; a < j; a++)
+            for (guint b = i; b < j; b++)
+                if (u[a].d != u[b].d) {
+                    int64_t pair = (int64_t)u[a].d << 32 | (int64_t)u[b].d;
+                    g_array_append_val(pairs, pair);
+                }
+    }
+    if (pairs->len > 0) {
+        g_array_sort(pairs, int64_cmp);
+        int64_t *p = (int64_t *)(void *)pairs->data;
+        s->share_off = g_new0(int32_t, s->nd + 1);
+        s->share = g_new(int32_t, pairs->len);
+        int32_t n = 0;
+        for (guint i = 0; i < pairs->len; i++) {
+            if (i > 0 && p[i] == p[i - 1])
+                continue; /* two devices on several common cores */
+            s->share[n++] = (int32_t)(p[i] & 0xffffffff);
+            s->share_off[(p[i] >> 32) + 1] = n;
+        }
+        for (int32_t d = 0; d < s->nd; d++)
+            s->share_off[d + 1] = MAX(s->share_off[d + 1], s->share_off[d]);
+    }
+    g_array_free(pairs, TRUE);
+    g_array_free(uses, TRUE);
+}
+
 /* What a plan and a placement share: devices' streams and capacities, the links of the pairs
- * the transfers use, resident parameters. */
+ * the transfers use, resident parameters, the devices that share cores. */
 static void setup_common(Sim *s)
 {
     int32_t nd = s->nd;
@@ -1018,6 +1099,7 @@ static void setup_common(Sim *s)
     }
     if (s->n_pool_costs > 0)
         pool_setup(s);
+    share_setup(s);
     /* Each computed node's own idle curve where its device has one (its signature's 'idle'
      * rows: a MatMul pays microseconds after a wait, a Reshape nothing). */
     for (int32_t v = 0; v < s->n; v++) {
@@ -1110,6 +1192,8 @@ static void sim_free(Sim *s)
     for (int32_t d = 0; s->dev && d < s->nd; d++)
         g_free(s->dev[d].run);
     g_free(s->dev);
+    g_free(s->share_off);
+    g_free(s->share);
     g_free(s->pool_costs);
     g_free(s->read_remote);
     g_free(s->slot_block);

@@ -18,7 +18,8 @@ static void test_roundtrip(void)
     g_autoptr(PsimCluster) c = parse(
         "{\"format\": \"placesim.cluster/1\", \"devices\": ["
         " {\"name\": \"/job:w/replica:0/task:1/device:CPU:0\", \"type\": \"CPU\", \"memory_bytes\": 8000000000,"
-        "  \"peak_gflops\": 50, \"mem_bw_GBps\": 20, \"cores\": [0, 1], \"description\": \"test cpu\"},"
+        "  \"peak_gflops\": 50, \"mem_bw_GBps\": 20, \"cores\": [0, 1], \"description\": \"test cpu\","
+        "  \"host\": \"node-a\"},"
         " {\"name\": \"GPU:0\", \"type\": \"GPU\", \"peak_gflops\": 9000.5, \"mem_bw_GBps\": 900,"
         "  \"launch_us\": 4, \"streams\": 2, \"sm_count\": 80, \"compute_capability\": \"7.0\"}],"
         " \"links\": [{\"src\": \"CPU:0\", \"dst\": \"GPU:0\", \"bandwidth_GBps\": 12, \"latency_us\": 10},"
@@ -61,6 +62,8 @@ static void test_roundtrip(void)
     g_assert_cmpfloat(psim_cluster_link(c2, 1, 0).latency_us, ==, 7);
     g_assert_true(psim_cluster_link(c2, 1, 0).by_destination);
     g_assert_cmpstr(psim_cluster_device(c2, 0)->description, ==, "test cpu");
+    g_assert_cmpstr(psim_cluster_device(c2, 0)->host, ==, "node-a");
+    g_assert_null(psim_cluster_device(c2, 1)->host);
 }
 
 static void expect_error(const char *json, const char *const *needles)
@@ -129,6 +132,7 @@ static void test_ranges(void)
     ERR(D("\"memory_bytes\": 9223372036854775807"), "device 'CPU:0'", "'memory_bytes'");
     ERR(D("\"streams\": {}"), "device 'CPU:0'", "'streams'");
     ERR(D("\"description\": 5"), "device 'CPU:0'", "'description'");
+    ERR(D("\"host\": [1]"), "device 'CPU:0'", "'host'");
 #undef D
     ERR(HEAD "\"devices\": [{\"name\": {}}]}", "devices[0]", "'name'");
     ERR(HEAD "\"name\": [], \"devices\": []}", "'name'");

@@ -262,6 +262,51 @@ static void test_by_destination(void)
     }
 }
 
+/* MPI tasks outnumbering a host's cores: P:0 and P:2 run on core 0 of host h, P:1 on core 1.
+ * A (100 us, P:0) takes the core at 0, so C (30 us, P:2) waits for it: 100..130. X (P:1,
+ * 50..60) sends 100 bytes to P:2 over a 1 byte/us link whose destination copies: the copy
+ * needs core 0 too, and goes before P:2's next node (the executor's rule): 100..200, then C
+ * 200..230, D 230..235. With P:2 on another host nothing is shared: C 0..30, the copy
+ * 60..160, D 160..165, the step A's 100 .. D's 165. */
+static void test_shared_cores(void)
+{
+    for (int shared = 0; shared < 2; shared++) {
+        B b;
+        b_init(&b, 3, 0.001, 0, FALSE);
+        PsimLink l = psim_cluster_default_link(b.c);
+        l.by_destination = TRUE;
+        psim_cluster_default_link_set(b.c, l);
+        for (int32_t d = 0; d < 3; d++) {
+            PsimDevice *dv = psim_cluster_device(b.c, d);
+            dv->n_cores = 1;
+            dv->cores = g_new(int32_t, 1);
+            dv->cores[0] = d == 1;
+            dv->host = g_strdup(d == 2 && !shared ? "g" : "h");
+        }
+        g_assert_true(psim_cluster_devices_share_cores(b.c, 0, 2) == shared);
+        g_assert_false(psim_cluster_devices_share_cores(b.c, 0, 1));
+        b_node(&b, "A", 100, 0, 0, NULL, NULL);
+        b_node(&b, "B", 50, 0, 1, NULL, NULL);
+        b_node(&b, "X", 10, 100, 1, "B", NULL);
+        b_node(&b, "C", 30, 0, 2, NULL, NULL);
+        b_xfer(&b, "X", 2, "rX", NULL, 1);
+        b_node(&b, "D", 5, 0, 2, "rX:0", "C");
+        g_autoptr(PsimPlan) p = b_plan(&b);
+        for (int order = 0; order < 2; order++) {
+            PsimSimResult r;
+            g_autoptr(PsimTimeline) t = run(p, b.c, order ? PSIM_ORDER_DYNAMIC : PSIM_ORDER_STATIC, &r);
+            g_assert_cmpfloat(op_end(t, "A"), ==, 100);
+            g_assert_cmpfloat(op_end(t, "X"), ==, 60);
+            g_assert_cmpfloat(op_start(t, "C"), ==, shared ? 200 : 0);
+            g_assert_cmpfloat(xfer(t, "rX")->start, ==, shared ? 100 : 60);
+            g_assert_cmpfloat(xfer(t, "rX")->end, ==, shared ? 200 : 160);
+            g_assert_cmpfloat(r.step_time_us, ==, shared ? 235 : 165);
+            psim_sim_result_clear(&r);
+        }
+        b_free(&b);
+    }
+}
+
 /* Latency is paid once per transfer, not per byte or per hop: 10 + 100/1 + 5 = 115, and a
  * zero-byte (control) transfer costs exactly the latency. */
 static void test_latency_once(void)
@@ -1092,6 +1137,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sim/independent-and-priority", test_independent_and_priority);
     g_test_add_func("/sim/latency-once", test_latency_once);
     g_test_add_func("/sim/by-destination", test_by_destination);
+    g_test_add_func("/sim/shared-cores", test_shared_cores);
     g_test_add_func("/sim/recv-after", test_recv_after);
     g_test_add_func("/sim/memory-overlap", test_memory_overlap);
     g_test_add_func("/sim/static-dynamic", test_static_dynamic);

@@ -28,6 +28,10 @@ typedef struct PsimDevice {
     double launch_us;      /* fixed cost per kernel launch */
     int32_t n_cores;
     int32_t *cores;        /* CPU devices: the cores its thread is pinned to */
+    /* The machine it is on (cluster JSON "host"; MPI tasks name theirs); NULL: unnamed, the
+     * same machine as every other unnamed device. Devices of one host whose cores overlap
+     * share those cores (psim_cluster_devices_share_cores). */
+    char *host;
     int32_t gpu_ordinal;   /* GPU devices: CUDA ordinal; -1 otherwise */
     int32_t n_streams;     /* compute streams (CPU: 1; GPU: configurable) */
     char *description;     /* CPU model or GPU name */
@@ -85,6 +89,10 @@ int32_t psim_cluster_n_devices(const PsimCluster *c);
 PsimDevice *psim_cluster_device(const PsimCluster *c, int32_t i);
 /* Index of the device with this full or short name, or -1. */
 int32_t psim_cluster_device_find(const PsimCluster *c, const char *name);
+/* TRUE if devices a != b run on a core in common: both list cores, on the same host (both
+ * unnamed counts as the same), and the lists meet (MPI tasks outnumbering a host's cores). Their
+ * threads then take turns on it, and the simulator runs their work one device at a time. */
+gboolean psim_cluster_devices_share_cores(const PsimCluster *c, int32_t a, int32_t b);
 /* TRUE if device d satisfies a request: a full or partial name ("/job:w/device:GPU:*",
  * "CPU:*", "GPU:1"), or a bare type ("GPU"). Empty or NULL matches everything. */
 gboolean psim_device_matches(const PsimDevice *d, const char *request);

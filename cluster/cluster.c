@@ -73,6 +73,14 @@ gboolean psim_cluster_devices_share_cores(const PsimCluster *c, int32_t a, int32
     return FALSE;
 }
 
+gboolean psim_cluster_device_shares_cores(const PsimCluster *c, int32_t a)
+{
+    for (int32_t b = 0; b < psim_cluster_n_devices(c); b++)
+        if (psim_cluster_devices_share_cores(c, a, b))
+            return TRUE;
+    return FALSE;
+}
+
 PsimDevice *psim_cluster_device(const PsimCluster *c, int32_t i)
 {
     g_return_val_if_fail(i >= 0 && i < (int32_t)c->devices->len, NULL);

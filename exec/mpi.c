@@ -91,7 +91,6 @@ struct PsimMpi {
     uint64_t *setup_msgs, *setup_bytes, *step_msgs, *step_bytes;
     double deadline_us;
     int32_t n_task_cores, *task_cores; /* this task's cores (its devices') */
-    gboolean shared_cores;             /* more tasks on this host than cores: they share */
     /* The current plan part's rendezvous: a failed task, or a silent peer, aborts it so that
      * this process's devices stop waiting for Recvs that will not come. */
     PsimRendezvous *_Atomic local_rdv;
@@ -542,7 +541,6 @@ static PsimCluster *task_cluster(PsimMpi *m)
     if (n_cores < 1)
         n_cores = 1;
     long per = m->local_size <= n_cores ? n_cores / m->local_size : 1;
-    m->shared_cores = m->local_size > n_cores;
     PsimCluster *c = psim_cluster_new();
     const char *host = psim_device_class_host()->type;
     g_autofree char *name = g_strdup_printf("/job:worker/replica:0/task:%d/device:%s:0", m->rank, host);
@@ -1029,9 +1027,6 @@ static gboolean exec_init(PsimMpiExec *e, const char *const *feeds, int32_t n_fe
                                      n_fetches, FALSE, error);
     if (!e->px)
         return FALSE;
-    /* On a core shared with another task, the task's devices give way to the other's. */
-    if (e->m->shared_cores)
-        psim__plan_exec_share_cores(e->px);
     /* A Recv from another task may wait on that task's long kernels: liveness across tasks is
      * the heartbeats' watch, and a failed task aborts this rendezvous. */
     psim_plan_exec_set_stall_timeout(e->px, -1);

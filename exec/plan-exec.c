@@ -121,7 +121,6 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
                         "the plan's device %s is not in the cluster", p->devices[d]);
             goto fail;
         }
-        (void)ci;
         if (!x->workers[d])
             continue;
         g_autofree const char **df = g_new0(const char *, n_dev_feeds[d] + 1);
@@ -142,6 +141,10 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
                                         n_dev_fetches[d], &opts, error);
         if (!x->execs[d])
             goto fail;
+        /* Its core is another device's too (local:4 on two cores, MPI tasks outnumbering their
+         * host's cores): it yields it at once while it waits. */
+        if (psim_cluster_device_shares_cores(c, ci))
+            psim__executor_share_core(x->execs[d]);
         x->steps[d].e = x->execs[d];
         PsimExecStats st;
         psim_executor_stats(x->execs[d], &st);
@@ -277,13 +280,6 @@ void psim__plan_exec_set_remote(PsimPlanExec *x, const PsimRemoteTransport *remo
     for (int32_t d = 0; remote->poll && d < x->n_devices; d++)
         if (x->execs[d])
             psim__executor_set_poll(x->execs[d], psim__transport_poll, x->tp);
-}
-
-void psim__plan_exec_share_cores(PsimPlanExec *x)
-{
-    for (int32_t d = 0; d < x->n_devices; d++)
-        if (x->execs[d])
-            psim__executor_share_core(x->execs[d]);
 }
 
 void psim__plan_exec_set_step(PsimPlanExec *x, uint64_t step) { x->step = step; }

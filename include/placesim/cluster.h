@@ -93,6 +93,8 @@ int32_t psim_cluster_device_find(const PsimCluster *c, const char *name);
  * unnamed counts as the same), and the lists meet (MPI tasks outnumbering a host's cores). Their
  * threads then take turns on it, and the simulator runs their work one device at a time. */
 gboolean psim_cluster_devices_share_cores(const PsimCluster *c, int32_t a, int32_t b);
+/* TRUE if device a shares cores with any other device of c. */
+gboolean psim_cluster_device_shares_cores(const PsimCluster *c, int32_t a);
 /* TRUE if device d satisfies a request: a full or partial name ("/job:w/device:GPU:*",
  * "CPU:*", "GPU:1"), or a bare type ("GPU"). Empty or NULL matches everything. */
 gboolean psim_device_matches(const PsimDevice *d, const char *request);

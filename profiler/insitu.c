@@ -336,7 +336,11 @@ struct PsimInsituSession {
     int32_t *gpus;     /* the GPU devices with a worker: run alone only (no idle, no busy runs) */
     int32_t *first_of; /* per device: the device of identical hardware run alone for it */
     Run *alone;        /* per device d with first_of[d] == d */
-    Run *busy;         /* per CPU device (cpus[k]): every device at once; NULL without */
+    /* The busy run: every CPU device at once but those that share a core with one before them
+     * (their threads would take turns on it, which the simulator models apart: docs/sim.md). */
+    int32_t n_busy;
+    int32_t *busy_dev;
+    Run *busy;         /* per busy_dev[k]; NULL without */
     Run *idle[2];      /* per device d with first_of[d] == d: insitu_idle_us[k] of waiting before each op */
     int32_t passes;
     double t0;
@@ -348,7 +352,7 @@ void psim_insitu_session_free(PsimInsituSession *s)
         return;
     for (int32_t d = 0; s->alone && d < s->p->n_devices; d++)
         run_clear(&s->alone[d]);
-    for (int32_t k = 0; s->busy && k < s->n_cpus; k++)
+    for (int32_t k = 0; s->busy && k < s->n_busy; k++)
         run_clear(&s->busy[k]);
     for (int k = 0; k < 2; k++) {
         for (int32_t d = 0; s->idle[k] && d < s->p->n_devices; d++)
@@ -357,6 +361,7 @@ void psim_insitu_session_free(PsimInsituSession *s)
     }
     g_free(s->alone);
     g_free(s->busy);
+    g_free(s->busy_dev);
     g_free(s->cpus);
     g_free(s->gpus);
     g_free(s->first_of);
@@ -443,12 +448,20 @@ PsimInsituSession *psim_insitu_session_new(PsimProfiler *p, const PsimGraph *g, 
         if (!run_prepare(p, &s->alone[s->gpus[k]], g, s->gpus[k], 0, feed_names, feeds, n_feeds, fetches,
                          n_fetches, &o, error))
             return NULL;
-    /* Interference: every CPU device runs the graph at once. */
-    if (o.busy && s->n_cpus > 1) {
-        s->busy = g_new0(Run, s->n_cpus);
-        for (int32_t k = 0; k < s->n_cpus; k++)
-            if (!run_prepare(p, &s->busy[k], g, s->cpus[k], 0, feed_names, feeds, n_feeds, fetches, n_fetches, &o,
-                             error))
+    /* Interference: every CPU device on a core of its own runs the graph at once. */
+    s->busy_dev = g_new0(int32_t, s->n_cpus + 1);
+    for (int32_t k = 0; k < s->n_cpus; k++) {
+        gboolean shares = FALSE;
+        for (int32_t j = 0; j < s->n_busy && !shares; j++)
+            shares = psim_cluster_devices_share_cores(p->cluster, s->cpus[k], s->busy_dev[j]);
+        if (!shares)
+            s->busy_dev[s->n_busy++] = s->cpus[k];
+    }
+    if (o.busy && s->n_busy > 1) {
+        s->busy = g_new0(Run, s->n_busy);
+        for (int32_t k = 0; k < s->n_busy; k++)
+            if (!run_prepare(p, &s->busy[k], g, s->busy_dev[k], 0, feed_names, feeds, n_feeds, fetches, n_fetches,
+                             &o, error))
                 return NULL;
     }
     return g_steal_pointer(&s);
@@ -482,9 +495,9 @@ gboolean psim_insitu_session_pass(PsimInsituSession *s, int32_t steps, GError **
     }
     if (s->busy) {
         psim__profiler_progress(p, "in-situ", stage, stages, "every device at once");
-        for (int32_t k = 0; k < s->n_cpus; k++)
+        for (int32_t k = 0; k < s->n_busy; k++)
             s->busy[k].steps = steps;
-        if (!run_all(p, s->busy, s->cpus, s->n_cpus, error))
+        if (!run_all(p, s->busy, s->busy_dev, s->n_busy, error))
             return FALSE;
     }
     psim__profiler_progress(p, "in-situ", stages, stages, NULL);
@@ -665,8 +678,8 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
     }
     /* Each device's ops with every device busy against its run alone (the same graph, so the
      * same nodes). */
-    for (int32_t k = 0; ok && s->busy && k < s->n_cpus; k++) {
-        int32_t d = s->cpus[k];
+    for (int32_t k = 0; ok && s->busy && k < s->n_busy; k++) {
+        int32_t d = s->busy_dev[k];
         g_autofree double *busy = node_times(g, &s->busy[k], s->constant);
         double *ref = alone[d] ? alone[d] : alone[s->first_of[d]];
         double a = sum_finite(ref, s->busy[k].n_nodes, busy), b = sum_finite(busy, s->busy[k].n_nodes, ref);
@@ -674,10 +687,10 @@ static gboolean session_store(PsimInsituSession *s, PsimInsituReport *report, GE
             continue;
         const PsimDevice *dev = psim_cluster_device(p->cluster, d);
         g_autofree char *detail = g_strdup_printf(
-            "in-situ: sum of op times with %d devices running %s at once over the sum alone", s->n_cpus,
+            "in-situ: sum of op times with %d devices running %s at once over the sum alone", s->n_busy,
             psim_graph_name(g));
         ok = psim_cost_db_calibration_put(p->db, dev, "busy_factor", b / a, detail, error) &&
-             psim_cost_db_calibration_put(p->db, dev, "busy_devices", s->n_cpus, detail, error);
+             psim_cost_db_calibration_put(p->db, dev, "busy_devices", s->n_busy, detail, error);
         report->calibrations += ok ? 2 : 0;
         if (k == 0)
             report->busy_factor = b / a;

@@ -7,7 +7,7 @@
 # transport, interleaved rounds). On a host with fewer cores than tasks the tasks share cores
 # (docs/sim.md, "Shared cores").
 #   bash bench/dp-mpi-study.sh OUT [RUNS [MODELS]]
-# Prints one line per run and model: simulated, measured, error.
+# Prints one line per run and model: simulated, measured, error (bench/study-rows.py).
 set -eu
 OUT=${1:?usage: bench/dp-mpi-study.sh OUT [RUNS [MODELS]]}
 RUNS=${2:-1}
@@ -23,12 +23,6 @@ for m in $MODELS; do
         "${MPIRUN[@]}" "$PSIM" study "$OUT/$m-dp2.json" --mpi --algos heft \
             --feed replica_0/labels=zeros --feed replica_1/labels=zeros \
             -o "$OUT/$m-$i" --json >"$OUT/$m-$i.json" 2>/dev/null
-        python3 - "$OUT/$m-$i.json" "$i" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print(f"run {sys.argv[2]}  {r['graph']:8s} {r['algo']:6s} simulated {r['sim_us']:10.1f} us"
-          f"  measured {r['measured_us']:10.1f} us  error {r['error_pct']:+6.2f}%  transfers {r['transfers']}")
-PY
+        python3 "$(dirname "$0")/study-rows.py" "$OUT/$m-$i.json" "$i"
     done
 done

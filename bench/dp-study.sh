@@ -20,12 +20,6 @@ for m in mlp cnn; do
         "$PSIM" study "$OUT/$m-dp2.json" "$OUT/$m-b64.json" --cluster local:2 \
             --feed replica_0/labels=zeros --feed replica_1/labels=zeros --feed labels=zeros \
             -o "$OUT/$m-$i" --json >"$OUT/$m-$i.json" 2>/dev/null
-        python3 - "$OUT/$m-$i.json" "$i" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print(f"run {sys.argv[2]}  {r['graph']:8s} {r['algo']:12s} simulated {r['sim_us']:10.1f} us"
-          f"  measured {r['measured_us']:10.1f} us  error {r['error_pct']:+6.2f}%  transfers {r['transfers']}")
-PY
+        python3 "$(dirname "$0")/study-rows.py" "$OUT/$m-$i.json" "$i"
     done
 done

@@ -106,10 +106,10 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
 /* The device's core is another device's too (psim_cluster_device_shares_cores: local:4 on two
  * cores, more MPI tasks on a host than cores): a device waiting for a Recv yields at once
  * instead of spinning with the pause hint (cnn round-robin on local:4 here: 0.94-1.04 ms a step
- * against 1.11-1.49 with the spin). It does not
- * yield between its kernels: with three tasks on two cores a yield after each kernel handed the
- * core to the other tasks' waiting threads for ~5 us each time, and the replicated mlp's step
- * took 1.4-1.8x as long (docs/validation.md, issue 18). */
+ * against 1.11-1.49 with the spin). It does not yield between its kernels: with three tasks on
+ * two cores a yield after each kernel handed the core to the other tasks' waiting threads for
+ * ~5 us each time, and the replicated mlp's step took 1.4-1.8x as long (docs/validation.md,
+ * issue 18). */
 void psim__executor_share_core(PsimExecutor *e);
 /* What arrives for a device from another process is taken in by the device's own thread:
  * poll(user, node) (node: one of its Recvs) delivers what has arrived and says whether anything

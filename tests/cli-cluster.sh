@@ -8,6 +8,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$PSIM" cluster --cluster local:2 > "$tmp/out.txt"
 grep -q "CPU:0" "$tmp/out.txt" && grep -q "CPU:1" "$tmp/out.txt"
+# Devices of one host on one core are listed as sharing it; local:2 has disjoint cores.
+[ "$(nproc)" -lt 2 ] || ! grep -q "shared with" "$tmp/out.txt"
+cat > "$tmp/shared.json" <<'EOF2'
+{"format": "placesim.cluster/1", "devices": [
+ {"name": "/job:w/replica:0/task:0/device:CPU:0", "cores": [0], "host": "h"},
+ {"name": "/job:w/replica:0/task:1/device:CPU:0", "cores": [1], "host": "h"},
+ {"name": "/job:w/replica:0/task:2/device:CPU:0", "cores": [0], "host": "h"}]}
+EOF2
+"$PSIM" cluster --cluster "$tmp/shared.json" > "$tmp/shared.txt"
+[ "$(grep -c "shared with" "$tmp/shared.txt")" = 2 ] || { echo "two devices share core 0"; cat "$tmp/shared.txt"; exit 1; }
+grep -q "cores 0 of host h, shared with /job:w/replica:0/task:2/device:CPU:0" "$tmp/shared.txt"
 "$PSIM" cluster --cluster local:2 --json > "$tmp/c.json"
 "$PSIM" cluster --cluster "$tmp/c.json" --json > "$tmp/c2.json"
 cmp "$tmp/c.json" "$tmp/c2.json"

@@ -112,6 +112,14 @@ static int print_cluster(PsimCluster *c, const char *db_path, gboolean json)
             printf("    cores");
             for (int32_t k = 0; k < d->n_cores; k++)
                 printf("%s%d", k ? "," : " ", d->cores[k]);
+            if (d->host)
+                printf(" of host %s", d->host);
+            /* Devices on one core take turns (the simulator runs them so: docs/sim.md). */
+            for (int32_t j = 0, first = 1; j < n; j++)
+                if (psim_cluster_devices_share_cores(c, i, j)) {
+                    printf("%s%s", first ? ", shared with " : ", ", link_end(c, j));
+                    first = 0;
+                }
             printf("\n");
         }
         if (d->gpu_ordinal >= 0)

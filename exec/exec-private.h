@@ -100,9 +100,6 @@ PsimPlanExec *psim__plan_exec_new_part(const PsimPlan *p, const PsimCluster *c,
                                        const gboolean *local, const char *const *feeds,
                                        int32_t n_feeds, const char *const *fetches,
                                        int32_t n_fetches, gboolean dynamic, GError **error);
-/* How long a device waiting on its Recvs spins with the pause hint before it yields its core
- * (PSIM_EXEC_PAUSE_SPIN_US by default; 0: it yields at once, for a process whose transfers are
- * progressed by another thread on the same cores). */
 /* The device's core is another device's too (psim_cluster_device_shares_cores: local:4 on two
  * cores, more MPI tasks on a host than cores): a device waiting for a Recv yields at once
  * instead of spinning with the pause hint (cnn round-robin on local:4 here: 0.94-1.04 ms a step

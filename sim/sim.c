@@ -562,9 +562,10 @@ static void stream_take(Sim *s, int32_t v, int32_t d)
 /* Whether a device that shares d's cores is working now (d then waits for the core). */
 static inline gboolean core_taken(const Sim *s, int32_t d)
 {
-    for (int32_t i = s->share_off ? s->share_off[d] : 0; s->share_off && i < s->share_off[d + 1]; i++)
-        if (s->dev[s->share[i]].busy > 0)
-            return TRUE;
+    if (s->share_off)
+        for (int32_t i = s->share_off[d]; i < s->share_off[d + 1]; i++)
+            if (s->dev[s->share[i]].busy > 0)
+                return TRUE;
     return FALSE;
 }
 
@@ -578,8 +579,9 @@ static void stream_release(Sim *s, int32_t v, int32_t d)
         s->n_busy_dev--;
         rescale_running(s);
         /* The core is free for the devices that share it. */
-        for (int32_t i = s->share_off ? s->share_off[d] : 0; s->share_off && i < s->share_off[d + 1]; i++)
-            mark_dirty(s, s->share[i], v);
+        if (s->share_off)
+            for (int32_t i = s->share_off[d]; i < s->share_off[d + 1]; i++)
+                mark_dirty(s, s->share[i], v);
     }
     /* A copy does not end the device's wait: the executor's thread copies what arrived and
      * runs the op that reads it, which is slow after the wait as after any other (the idle

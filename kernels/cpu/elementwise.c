@@ -452,8 +452,9 @@ static gboolean run_unary(PsimKernelCtx *ctx, GError **error)
     if (!psim__cpu_need(ctx, 1, error))
         return FALSE;
     const UnOp *op = NULL;
-    for (size_t i = 0; i < G_N_ELEMENTS(un_ops); i++)
-        if (!strcmp(un_ops[i].op, ctx->node->op))
+    const char *name = ctx->node->op;
+    for (size_t i = 0; i < G_N_ELEMENTS(un_ops) && !op; i++)
+        if (un_ops[i].op[0] == name[0] && !strcmp(un_ops[i].op, name))
             op = &un_ops[i];
     g_assert(op);
     PsimTensor *x = ctx->inputs[0];

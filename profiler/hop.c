@@ -12,6 +12,9 @@
 
 #include "profiler/profiler-private.h"
 
+/* Elements of the lead node d (64 KiB of float32: a few microseconds of Neg). */
+#define HOP_LEAD_ELEMS 16384
+
 /* The chain's graph, its nodes requested on devices a and b; NULL with an error. */
 static PsimGraph *hop_graph(const PsimDevice *a, const PsimDevice *b, int64_t n, GError **error)
 {
@@ -21,8 +24,24 @@ static PsimGraph *hop_graph(const PsimDevice *a, const PsimDevice *b, int64_t n,
     psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 1, &n);
     psim_graph_node_device_set(g, x, a->name);
     psim_graph_input_add(g, x->id);
+    /* d (after a control edge, p) runs first on a, long enough that b has taken up its step and
+     * waits for the tensor, as a plan's destination does: b's step is posted after a's, and
+     * with a tiny p the Send could otherwise end before b had started (its hand-off then timed
+     * b's start: 1 KiB rows of about 1 us one way and 0.1 us the other). */
+    int64_t nz = HOP_LEAD_ELEMS;
+    PsimNode *z = psim_graph_node_add(g, "z", "Placeholder", NULL);
+    psim_graph_node_outputs_set(g, z, 1);
+    psim_graph_output_set(g, z, 0, PSIM_DTYPE_FLOAT32, 1, &nz);
+    psim_graph_node_device_set(g, z, a->name);
+    psim_graph_input_add(g, z->id);
+    PsimNode *d = psim_graph_node_add(g, "d", "Neg", NULL);
+    psim_graph_node_input_add(g, d, (PsimPort){z->id, 0});
+    psim_graph_node_outputs_set(g, d, 1);
+    psim_graph_output_set(g, d, 0, PSIM_DTYPE_FLOAT32, 1, &nz);
+    psim_graph_node_device_set(g, d, a->name);
     PsimNode *p = psim_graph_node_add(g, "p", "Neg", NULL);
     psim_graph_node_input_add(g, p, (PsimPort){x->id, 0});
+    psim_graph_node_control_add(g, p, d->id);
     psim_graph_node_outputs_set(g, p, 1);
     psim_graph_output_set(g, p, 0, PSIM_DTYPE_FLOAT32, 1, &n);
     psim_graph_node_device_set(g, p, a->name);
@@ -90,15 +109,18 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
     g_autoptr(PsimPlanSession) s = psim_plan_session_new(g, p->cluster, NULL, "heft", NULL, FALSE, error);
     if (!s)
         return FALSE;
+    int64_t nz = HOP_LEAD_ELEMS;
     g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, &n, error);
-    if (!x)
+    g_autoptr(PsimTensor) z = x ? psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, &nz, error) : NULL;
+    if (!z)
         return FALSE;
-    const char *feeds[] = {"x"}, *fetches[] = {"c:0"};
+    const char *feeds[] = {"x", "z"}, *fetches[] = {"c:0"};
+    PsimTensor *fed[] = {x, z};
     gboolean ok = TRUE;
     /* Three unrecorded steps: the plan is made and the destination's pool holds its block. */
     for (int step = -3; ok; step++) {
         PsimTensor *y = NULL;
-        ok = psim_plan_session_run(s, 1, feeds, &x, 1, fetches, &y, error);
+        ok = psim_plan_session_run(s, 2, feeds, fed, 1, fetches, &y, error);
         psim_tensor_unref(y);
         if (!ok)
             break;

@@ -1016,8 +1016,8 @@ static void inbox_wait(PsimExecutor *e, double limit)
         if (now < pause_end) {
             /* Another process's message is seen only by looking (MPI_Testsome): look every 4
              * pauses, not every 64 (1.6-1.7 us on this project's AMD EPYC VM, more than the
-             * message's own latency; bench-mpi-transfer's hop within a step went from 4.7 to
-             * 2.3 us, docs/perf.md). */
+             * message's own latency; bench-mpi-transfer's 1 KiB hop within a step went from
+             * 3.4-4.3 to 1.0-2.0 us, docs/perf.md). */
             int n_pause = polls ? 4 : 64;
             for (int k = 0; k < n_pause && atomic_load_explicit(&e->inbox_n, memory_order_relaxed) == 0; k++)
                 psim__cpu_relax();

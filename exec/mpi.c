@@ -504,8 +504,8 @@ static void post_ctrl(PsimMpi *m, int peer, int tag, GByteArray *b)
  * for ever). A task whose cores are its own looks with the pause hint for the first
  * PSIM_EXEC_PAUSE_SPIN_US, as a waiting device does, before it yields its core at each look:
  * yielding, it took its turn among the task's other yielding threads (the device's between
- * steps, the communication thread), and a one-transfer step over two tasks took 1.9-4.9 us a
- * hop against 1.0-2.8 with the pause (bench-mpi-transfer, docs/perf.md). */
+ * steps, the communication thread), and a one-transfer step over two tasks took 2.8-4.9 us a
+ * hop against 1.0-2.5 with the pause (bench-mpi-transfer, docs/perf.md). */
 static Msg *next_msg(PsimMpi *m, double timeout_us)
 {
     double start = now_us(), spin_end = start + CTRL_SPIN_US;

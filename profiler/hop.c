@@ -1,5 +1,6 @@
 /* What the executor pays for a transfer between two CPU devices, measured through the executor
- * itself: a two-device plan (x -> p = Neg on A, c = Neg(p) on B) run step after step, each
+ * itself: a two-device plan (x -> p = Neg on A, c = Neg(p) on B; A runs a lead Neg d before p,
+ * so that B waits for the tensor) run step after step, each
  * sample from the step's measured records: the Send that runs on A right after p (p's end to
  * the Send's end), the hand-off (the Send's end to the start of B's copy: the rendezvous and B
  * noticing the arrival), and the hop proper, the Send's end to c's start (the hand-off, B's

@@ -462,9 +462,9 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_
                                 int32_t rounds, double *us, GError **error);
 /* Rank 0: the ping-pong with every task at sizes min_bytes, x4, .. max_bytes (up to 64 KiB as
  * 8 round trips within one step, psim_mpi_pingpong_hops: a transfer inside a step, without the
- * step's start; larger sizes one round trip a step), each size's half round trips stored in db as link rows of the pair both ways (method "mpi"), which the
- * cost model then reads for links between those tasks' devices. Returns the rows stored, or -1
- * with an error. */
+ * step's start; larger sizes one round trip a step), each size's half round trips stored in db
+ * as link rows of the pair both ways (method "mpi"), which the cost model then reads for links
+ * between those tasks' devices. Returns the rows stored, or -1 with an error. */
 int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, uint64_t max_bytes,
                                GError **error);
 /* The same in passes (a study's rounds): new, then `passes` calls of pass (each its share of

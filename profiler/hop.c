@@ -59,12 +59,13 @@ static PsimGraph *hop_graph(const PsimDevice *a, const PsimDevice *b, int64_t n,
 
 /* The last step's parts of the hop, on the steps' common origin: the Send after p on a (p's end to
  * the Send's end), the hand-off (the Send's end to the start of b's copy) and the hop proper (the
- * Send's end to c's start). FALSE when the step's records lack any of them. */
+ * Send's end to c's start). FALSE when the step's records lack any of them, or (unless
+ * late_ok) when b began its step after p had started. */
 typedef struct {
     double send, handoff, hop;
 } HopParts;
 
-static gboolean last_parts(PsimPlanSession *s, HopParts *out)
+static gboolean last_parts(PsimPlanSession *s, gboolean late_ok, HopParts *out)
 {
     PsimPlanExec *px = psim_plan_session_last_exec(s);
     const PsimPlan *plan = psim_plan_session_last_plan(s);
@@ -87,13 +88,21 @@ static gboolean last_parts(PsimPlanSession *s, HopParts *out)
     const PsimTransfer *tr = &plan->transfers[0];
     PsimExecStats st;
     psim_executor_stats(psim_plan_exec_executor(px, tr->src), &st);
-    double p_end_here = NAN, send_end_here = NAN;
+    double p_start_here = NAN, p_end_here = NAN, send_end_here = NAN;
     for (int32_t k = 0; k < st.n_run; k++) {
         if (st.nodes[k] == tr->send)
             send_end_here = st.end[k];
-        else if (st.nodes[k] == tr->port.node)
+        else if (st.nodes[k] == tr->port.node) {
+            p_start_here = st.start[k];
             p_end_here = st.end[k];
+        }
     }
+    /* A step whose destination began after the producer (the lead node too short on a loaded
+     * host) timed the destination's start, not a hop: it is not a sample. */
+    PsimExecStats sb;
+    psim_executor_stats(psim_plan_exec_executor(px, tr->dst), &sb);
+    if (!late_ok && !(sb.step_start_us <= st.step_start_us + p_start_here))
+        return FALSE;
     double send_end = send_end_here - p_end_here + p_end;
     *out = (HopParts){.send = send_end - p_end, .handoff = copy_start - send_end, .hop = c_start - send_end};
     return isfinite(out->send) && isfinite(out->handoff) && isfinite(out->hop);
@@ -118,6 +127,7 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
     const char *feeds[] = {"x", "z"}, *fetches[] = {"c:0"};
     PsimTensor *fed[] = {x, z};
     gboolean ok = TRUE;
+    int n_late = 0;
     /* Three unrecorded steps: the plan is made and the destination's pool holds its block. */
     for (int step = -3; ok; step++) {
         PsimTensor *y = NULL;
@@ -134,11 +144,15 @@ gboolean psim__profiler_hop(PsimProfiler *p, int32_t a, int32_t b, uint64_t byte
             break;
         }
         HopParts hp;
-        if (step >= 0 && last_parts(s, &hp)) {
+        /* (After 1000 steps in a row without one, a late destination's sample is taken.) */
+        if (step >= 0 && last_parts(s, n_late >= 1000, &hp)) {
+            n_late = 0;
             g_array_append_val(sends, hp.send);
             g_array_append_val(handoffs, hp.handoff);
             if (!psim__sampler_add(sm, MAX(hp.hop, 0.0)))
                 break;
+        } else if (step >= 0) {
+            n_late++;
         }
     }
     return ok;

@@ -1552,12 +1552,6 @@ static const PsimDevice *task_device(PsimMpi *m, int32_t task)
     return NULL;
 }
 
-gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
-                           GError **error)
-{
-    return psim_mpi_pingpong_hops(m, task, bytes, 1, rounds, us, error);
-}
-
 gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
                                 int32_t rounds, double *us, GError **error)
 {
@@ -1793,11 +1787,6 @@ gboolean psim_mpi_serve(PsimMpi *m, GError **error)
     return FALSE;
 }
 
-gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
-                           GError **error)
-{
-    return psim_mpi_pingpong_hops(m, task, bytes, 1, rounds, us, error);
-}
 gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
                                 int32_t rounds, double *us, GError **error)
 {

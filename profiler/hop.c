@@ -16,41 +16,36 @@
 /* Elements of the lead node d (64 KiB of float32: a few microseconds of Neg). */
 #define HOP_LEAD_ELEMS 16384
 
+/* A node of one float32 output of n elements on device dev: a fed Placeholder when input < 0,
+ * else op over input's output 0. */
+static PsimNode *node_f32(PsimGraph *g, const char *name, const char *op, int32_t input, int64_t n,
+                          const PsimDevice *dev)
+{
+    PsimNode *v = psim_graph_node_add(g, name, op, NULL);
+    if (input >= 0)
+        psim_graph_node_input_add(g, v, (PsimPort){input, 0});
+    psim_graph_node_outputs_set(g, v, 1);
+    psim_graph_output_set(g, v, 0, PSIM_DTYPE_FLOAT32, 1, &n);
+    psim_graph_node_device_set(g, v, dev->name);
+    if (input < 0)
+        psim_graph_input_add(g, v->id);
+    return v;
+}
+
 /* The chain's graph, its nodes requested on devices a and b; NULL with an error. */
 static PsimGraph *hop_graph(const PsimDevice *a, const PsimDevice *b, int64_t n, GError **error)
 {
     g_autoptr(PsimGraph) g = psim_graph_new("hop");
-    PsimNode *x = psim_graph_node_add(g, "x", "Placeholder", NULL);
-    psim_graph_node_outputs_set(g, x, 1);
-    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 1, &n);
-    psim_graph_node_device_set(g, x, a->name);
-    psim_graph_input_add(g, x->id);
+    PsimNode *x = node_f32(g, "x", "Placeholder", -1, n, a);
     /* d (after a control edge, p) runs first on a, long enough that b has taken up its step and
      * waits for the tensor, as a plan's destination does: b's step is posted after a's, and
      * with a tiny p the Send could otherwise end before b had started (its hand-off then timed
      * b's start: 1 KiB rows of about 1 us one way and 0.1 us the other). */
-    int64_t nz = HOP_LEAD_ELEMS;
-    PsimNode *z = psim_graph_node_add(g, "z", "Placeholder", NULL);
-    psim_graph_node_outputs_set(g, z, 1);
-    psim_graph_output_set(g, z, 0, PSIM_DTYPE_FLOAT32, 1, &nz);
-    psim_graph_node_device_set(g, z, a->name);
-    psim_graph_input_add(g, z->id);
-    PsimNode *d = psim_graph_node_add(g, "d", "Neg", NULL);
-    psim_graph_node_input_add(g, d, (PsimPort){z->id, 0});
-    psim_graph_node_outputs_set(g, d, 1);
-    psim_graph_output_set(g, d, 0, PSIM_DTYPE_FLOAT32, 1, &nz);
-    psim_graph_node_device_set(g, d, a->name);
-    PsimNode *p = psim_graph_node_add(g, "p", "Neg", NULL);
-    psim_graph_node_input_add(g, p, (PsimPort){x->id, 0});
+    PsimNode *z = node_f32(g, "z", "Placeholder", -1, HOP_LEAD_ELEMS, a);
+    PsimNode *d = node_f32(g, "d", "Neg", z->id, HOP_LEAD_ELEMS, a);
+    PsimNode *p = node_f32(g, "p", "Neg", x->id, n, a);
     psim_graph_node_control_add(g, p, d->id);
-    psim_graph_node_outputs_set(g, p, 1);
-    psim_graph_output_set(g, p, 0, PSIM_DTYPE_FLOAT32, 1, &n);
-    psim_graph_node_device_set(g, p, a->name);
-    PsimNode *c = psim_graph_node_add(g, "c", "Neg", NULL);
-    psim_graph_node_input_add(g, c, (PsimPort){p->id, 0});
-    psim_graph_node_outputs_set(g, c, 1);
-    psim_graph_output_set(g, c, 0, PSIM_DTYPE_FLOAT32, 1, &n);
-    psim_graph_node_device_set(g, c, b->name);
+    PsimNode *c = node_f32(g, "c", "Neg", p->id, n, b);
     psim_graph_output_add(g, (PsimPort){c->id, 0});
     if (!psim_graph_finalize(g, error))
         return NULL;

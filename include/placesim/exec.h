@@ -450,14 +450,10 @@ gboolean psim_mpi_exec_timeline_add(PsimMpiExec *e, PsimTimeline *t, GError **er
 /* Rank 0: also tells every task to stop. */
 void psim_mpi_exec_free(PsimMpiExec *e);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimMpiExec, psim_mpi_exec_free)
-/* Rank 0: `rounds` times half the round trip of `bytes` to task `task` and back through the
- * transport (the plan x on task 0 -> Identity on `task` -> Identity on task 0, its step's span
- * over both, after 3 warm-ups) into us[0..rounds). */
-gboolean psim_mpi_pingpong(PsimMpi *m, int32_t task, uint64_t bytes, int32_t rounds, double *us,
-                           GError **error);
-/* The same with `hops` round trips in one step (w0 on task 0 -> Identity on `task` -> Identity
- * on task 0 -> ... `hops` times): us[] is the step's span over 2 * hops, one transfer's time
- * within a step, without the step's start and end. */
+/* Rank 0: `rounds` times the time of one transfer of `bytes` between task 0 and task `task`
+ * through the transport, after 3 warm-ups: the plan w0 on task 0 -> Identity on `task` ->
+ * Identity on task 0 -> ..., `hops` round trips in one step, us[] its span over both tasks over
+ * 2 * hops (with hops = 1, half the round trip including the step's start on both tasks). */
 gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
                                 int32_t rounds, double *us, GError **error);
 /* Rank 0: the ping-pong with every task at sizes min_bytes, x4, .. max_bytes (up to 64 KiB as

@@ -718,6 +718,50 @@ static void test_matmul(void)
     node_free(x);
 }
 
+/* Einsum on float32 operands (the batched-GEMM path where it applies, the general loop where
+ * not) against the same equation on float64 copies (always the general loop, in double). */
+static void check_einsum(const char *eq, int32_t ra, const int64_t *da, int32_t rb, const int64_t *db)
+{
+    g_autoptr(PsimTensor) a = rand_f32(ra, da, -1, 1);
+    g_autoptr(PsimTensor) b = rand_f32(rb, db, -1, 1);
+    g_autoptr(PsimTensor) a64 = psim_tensor_new(PSIM_DTYPE_FLOAT64, ra, da, NULL);
+    g_autoptr(PsimTensor) b64 = psim_tensor_new(PSIM_DTYPE_FLOAT64, rb, db, NULL);
+    for (int64_t i = 0; i < a->n_elems; i++)
+        ((double *)a64->data)[i] = ((float *)a->data)[i];
+    for (int64_t i = 0; i < b->n_elems; i++)
+        ((double *)b64->data)[i] = ((float *)b->data)[i];
+    Node x = node_new("Einsum", 1);
+    psim_graph_node_attr_set_string(x.g, x.n, "equation", eq);
+    PsimTensor *in[2] = {a, b}, *in64[2] = {a64, b64};
+    g_autoptr(PsimTensor) y = run1(x, in, 2);
+    g_autoptr(PsimTensor) want = run1(x, in64, 2);
+    g_assert_cmpint(y->dtype, ==, PSIM_DTYPE_FLOAT32);
+    assert_shape(y, want->rank, want->dims);
+    assert_close(y, want->data, 1e-4, 1e-5);
+    node_free(x);
+}
+
+static void test_einsum(void)
+{
+    /* Batched GEMM as it is, B transposed, A transposed (maxvit_t's attention is the first two). */
+    check_einsum("BGHIJ,BGHJD->BGHID", 5, (int64_t[]){1, 2, 3, 7, 5}, 5, (int64_t[]){1, 2, 3, 5, 4});
+    check_einsum("BGHID,BGHJD->BGHIJ", 5, (int64_t[]){1, 2, 3, 7, 4}, 5, (int64_t[]){1, 2, 3, 5, 4});
+    check_einsum("bji,bjk->bik", 3, (int64_t[]){3, 6, 5}, 3, (int64_t[]){3, 6, 4});
+    /* The output permuted; operands permuted (two summed labels in other orders); none summed
+     * (an outer product); no rows or columns; everything summed. */
+    check_einsum("ij,jk->ki", 2, (int64_t[]){5, 6}, 2, (int64_t[]){6, 7});
+    check_einsum("bij,bjk->kbi", 3, (int64_t[]){2, 3, 4}, 3, (int64_t[]){2, 4, 5});
+    check_einsum("abc,cad->db", 3, (int64_t[]){3, 4, 5}, 3, (int64_t[]){5, 3, 2});
+    check_einsum("i,j->ij", 1, (int64_t[]){5}, 1, (int64_t[]){3});
+    check_einsum("ij,ij->i", 2, (int64_t[]){4, 9}, 2, (int64_t[]){4, 9});
+    check_einsum("ij,ij->", 2, (int64_t[]){4, 9}, 2, (int64_t[]){4, 9});
+    check_einsum("bij,jk", 3, (int64_t[]){2, 3, 4}, 2, (int64_t[]){4, 5}); /* implicit output */
+    /* The general loop: a label summed within one operand, a diagonal, a broadcast dim. */
+    check_einsum("ij,jk->i", 2, (int64_t[]){3, 4}, 2, (int64_t[]){4, 5});
+    check_einsum("ii,ij->j", 2, (int64_t[]){4, 4}, 2, (int64_t[]){4, 3});
+    check_einsum("...ij,...jk->...ik", 3, (int64_t[]){1, 3, 4}, 3, (int64_t[]){2, 4, 5});
+}
+
 static void test_gemm(void)
 {
     for (int64_t M = 7; M >= 1; M -= 6) /* M = 1 takes the GEMV path */
@@ -1655,6 +1699,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/cpu/where-cast", test_where_cast);
     g_test_add_func("/kernels/cpu/matmul", test_matmul);
     g_test_add_func("/kernels/cpu/gemm", test_gemm);
+    g_test_add_func("/kernels/cpu/einsum", test_einsum);
     g_test_add_func("/kernels/cpu/conv", test_conv);
     g_test_add_func("/kernels/cpu/tf-ops", test_tf_ops);
     g_test_add_func("/kernels/cpu/pool", test_pool);

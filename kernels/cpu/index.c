@@ -1095,8 +1095,162 @@ static gboolean run_unique(PsimKernelCtx *ctx, GError **error)
     return TRUE;
 }
 
-/* Einsum: every combination of the labels visited once, each product of the inputs' elements
- * added into the output element its output labels name (in double). */
+/* y = x with its dims taken in the order perm (y's dim i is x's dim perm[i]), float32. */
+static void permute_f32(const float *x, int32_t rank, const int64_t *dims, const int32_t *perm, float *y)
+{
+    int64_t xs[PSIM_EINSUM_MAX_DIMS], yd[PSIM_EINSUM_MAX_DIMS], st[PSIM_EINSUM_MAX_DIMS];
+    int64_t idx[PSIM_EINSUM_MAX_DIMS] = {0}, total = 1;
+    psim__cpu_strides(rank, dims, xs);
+    for (int32_t i = 0; i < rank; i++) {
+        yd[i] = dims[perm[i]];
+        st[i] = xs[perm[i]];
+        total *= yd[i];
+    }
+    if (total == 0)
+        return;
+    int64_t n = rank ? yd[rank - 1] : 1, ls = rank ? st[rank - 1] : 0;
+    for (int64_t row = 0; row < total / n; row++) {
+        int64_t base = 0;
+        for (int32_t i = 0; i < rank - 1; i++)
+            base += idx[i] * st[i];
+        for (int64_t j = 0; j < n; j++)
+            y[row * n + j] = x[base + j * ls];
+        for (int32_t i = rank - 2; i >= 0; i--) {
+            if (++idx[i] < yd[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+/* Whether the labels of an operand (lab, n) are the groups g0, g1, g2 (label lists) in that
+ * order. */
+static gboolean labels_are(const int32_t *lab, int32_t n, const int32_t *g0, int32_t n0, const int32_t *g1,
+                           int32_t n1, const int32_t *g2, int32_t n2)
+{
+    if (n != n0 + n1 + n2)
+        return FALSE;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t want = i < n0 ? g0[i] : i < n0 + n1 ? g1[i - n0] : g2[i - n0 - n1];
+        if (lab[i] != want)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* The order perm that takes an operand's labels (lab, n) to the groups g0, g1, g2. */
+static void labels_perm(const int32_t *lab, int32_t n, const int32_t *g0, int32_t n0, const int32_t *g1,
+                        int32_t n1, const int32_t *g2, int32_t n2, int32_t *perm)
+{
+    for (int32_t i = 0; i < n0 + n1 + n2; i++) {
+        int32_t want = i < n0 ? g0[i] : i < n0 + n1 ? g1[i - n0] : g2[i - n0 - n1];
+        for (int32_t j = 0; j < n; j++)
+            if (lab[j] == want)
+                perm[i] = j;
+    }
+}
+
+/* Two float32 operands whose labels each appear once per operand, with no dim broadcast and no
+ * label summed within one operand alone, as a batched GEMM (how ONNX Runtime and PyTorch run
+ * them): labels of both operands and the output are the batch, of A and the output the rows
+ * (M), of B and the output the columns (N), of both operands only the sum (K). An operand or
+ * output whose dims are not already in [batch][M][K] / [batch][K][N] (either of the last two
+ * transposed, which the GEMM takes as it is) / [batch][M][N] order is permuted into or out of
+ * a buffer. Returns -1 where it does not apply (the general loop below runs), else whether it
+ * succeeded. maxvit_t's attention einsums (BGHIJ,BGHJD->BGHID) went from 2.5 s of a 2.7 s step
+ * to GEMM speed. */
+static int einsum_gemm(PsimKernelCtx *ctx, const PsimEinsum *e, const int64_t *size, GError **error)
+{
+    enum { NL = 52 + PSIM_EINSUM_MAX_DIMS };
+    if (e->n_in != 2 || ctx->inputs[0]->dtype != PSIM_DTYPE_FLOAT32)
+        return -1;
+    int8_t in_a[NL] = {0}, in_b[NL] = {0}, in_o[NL] = {0};
+    const PsimTensor *A = ctx->inputs[0], *B = ctx->inputs[1];
+    for (int32_t j = 0; j < e->rank[0]; j++)
+        if (in_a[e->lab[0][j]]++ || A->dims[j] != size[e->lab[0][j]])
+            return -1;
+    for (int32_t j = 0; j < e->rank[1]; j++)
+        if (in_b[e->lab[1][j]]++ || B->dims[j] != size[e->lab[1][j]])
+            return -1;
+    for (int32_t i = 0; i < e->out_rank; i++)
+        if (in_o[e->out[i]]++)
+            return -1;
+    int32_t bl[PSIM_EINSUM_MAX_DIMS], ml[PSIM_EINSUM_MAX_DIMS], nl[PSIM_EINSUM_MAX_DIMS], kl[PSIM_EINSUM_MAX_DIMS];
+    int32_t nb = 0, nm = 0, nn = 0, nk = 0;
+    int64_t Bt = 1, M = 1, N = 1, K = 1;
+    for (int32_t i = 0; i < e->out_rank; i++) {
+        int32_t l = e->out[i];
+        if (in_a[l] && in_b[l])
+            bl[nb++] = l, Bt *= size[l];
+        else if (in_a[l])
+            ml[nm++] = l, M *= size[l];
+        else
+            nl[nn++] = l, N *= size[l];
+    }
+    for (int32_t j = 0; j < e->rank[0]; j++) {
+        int32_t l = e->lab[0][j];
+        if (!in_o[l] && !in_b[l])
+            return -1; /* summed within A alone */
+        if (!in_o[l])
+            kl[nk++] = l, K *= size[l];
+    }
+    for (int32_t j = 0; j < e->rank[1]; j++)
+        if (!in_o[e->lab[1][j]] && !in_a[e->lab[1][j]])
+            return -1; /* summed within B alone */
+    if (Bt == 0 || M == 0 || N == 0 || K == 0)
+        return -1;
+    int64_t od[PSIM_EINSUM_MAX_DIMS];
+    for (int32_t i = 0; i < e->out_rank; i++)
+        od[i] = size[e->out[i]];
+    PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, e->out_rank, od, error);
+    if (!y)
+        return FALSE;
+    g_autofree float *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
+    const float *a = A->data, *b = B->data;
+    gboolean ta = FALSE, tb = FALSE;
+    int32_t perm[PSIM_EINSUM_MAX_DIMS];
+    if (labels_are(e->lab[0], e->rank[0], bl, nb, kl, nk, ml, nm)) {
+        ta = TRUE;
+    } else if (!labels_are(e->lab[0], e->rank[0], bl, nb, ml, nm, kl, nk)) {
+        labels_perm(e->lab[0], e->rank[0], bl, nb, ml, nm, kl, nk, perm);
+        abuf = g_new(float, A->n_elems);
+        permute_f32(a, A->rank, A->dims, perm, abuf);
+        a = abuf;
+    }
+    if (labels_are(e->lab[1], e->rank[1], bl, nb, nl, nn, kl, nk)) {
+        tb = TRUE;
+    } else if (!labels_are(e->lab[1], e->rank[1], bl, nb, kl, nk, nl, nn)) {
+        labels_perm(e->lab[1], e->rank[1], bl, nb, kl, nk, nl, nn, perm);
+        bbuf = g_new(float, B->n_elems);
+        permute_f32(b, B->rank, B->dims, perm, bbuf);
+        b = bbuf;
+    }
+    gboolean direct = labels_are(e->out, e->out_rank, bl, nb, ml, nm, nl, nn);
+    float *c = direct ? y->data : (cbuf = g_new(float, y->n_elems));
+    for (int64_t i = 0; i < Bt; i++)
+        psim__sgemm(ta, tb, M, N, K, 1.0f, a + i * M * K, ta ? M : K, b + i * K * N, tb ? K : N, 0.0f,
+                    c + i * M * N, N);
+    if (!direct) {
+        /* c is [batch][M][N] in the labels bl, ml, nl: y's order is a permutation of it. */
+        int32_t cl[PSIM_EINSUM_MAX_DIMS], nc = 0;
+        int64_t cd[PSIM_EINSUM_MAX_DIMS];
+        for (int32_t i = 0; i < nb; i++)
+            cl[nc++] = bl[i];
+        for (int32_t i = 0; i < nm; i++)
+            cl[nc++] = ml[i];
+        for (int32_t i = 0; i < nn; i++)
+            cl[nc++] = nl[i];
+        for (int32_t i = 0; i < nc; i++)
+            cd[i] = size[cl[i]];
+        labels_perm(cl, nc, e->out, e->out_rank, NULL, 0, NULL, 0, perm);
+        permute_f32(c, nc, cd, perm, y->data);
+    }
+    return TRUE;
+}
+
+/* Einsum: two float32 operands that are a batched GEMM as one (einsum_gemm); otherwise every
+ * combination of the labels visited once, each product of the inputs' elements added into the
+ * output element its output labels name (in double). */
 static gboolean run_einsum(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 1, error))
@@ -1150,6 +1304,9 @@ static gboolean run_einsum(PsimKernelCtx *ctx, GError **error)
         }
         od[i] = size[e.out[i]];
     }
+    int fast = einsum_gemm(ctx, &e, size, error);
+    if (fast >= 0)
+        return fast;
     PsimTensor *y = psim__cpu_out(ctx, 0, dt, e.out_rank, od, error);
     if (!y)
         return FALSE;

@@ -1587,6 +1587,61 @@ static void test_tf_ops(void)
     node_free(ru);
 }
 
+/* Resize (linear, half_pixel) against a reference written from ONNX's definition: per axis,
+ * input coordinate (o + 0.5) / scale - 0.5, the two neighbours clamped to the axis, weights
+ * 1 - frac and frac; the output the sum over the 2^rank neighbour combinations. */
+static void check_resize(const int64_t *dx, const double *scales)
+{
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    g_autoptr(PsimTensor) sc = psim_tensor_new(PSIM_DTYPE_FLOAT32, 1, (int64_t[]){4}, NULL);
+    int64_t od[4];
+    for (int d = 0; d < 4; d++) {
+        ((float *)sc->data)[d] = (float)scales[d];
+        od[d] = (int64_t)floor((double)dx[d] * (float)scales[d]);
+    }
+    Node nd = node_new("Resize", 1);
+    psim_graph_node_attr_set_string(nd.g, nd.n, "mode", "linear");
+    PsimTensor *in[3] = {x, NULL, sc};
+    g_autoptr(PsimTensor) y = run1(nd, in, 3);
+    assert_shape(y, 4, od);
+    g_autofree double *want = g_new(double, y->n_elems);
+    for (int64_t o = 0; o < y->n_elems; o++) {
+        int64_t idx[4], lo[4], hi[4];
+        double fr[4];
+        unravel(o, 4, od, idx);
+        for (int d = 0; d < 4; d++) {
+            double c = ((double)idx[d] + 0.5) / (float)scales[d] - 0.5, f = floor(c);
+            fr[d] = c - f;
+            lo[d] = CLAMP((int64_t)f, 0, dx[d] - 1);
+            hi[d] = CLAMP((int64_t)f + 1, 0, dx[d] - 1);
+        }
+        double sum = 0;
+        for (int m = 0; m < 16; m++) {
+            double w = 1;
+            int64_t off = 0;
+            for (int d = 0; d < 4; d++) {
+                int bit = (m >> d) & 1;
+                w *= bit ? fr[d] : 1 - fr[d];
+                off = off * dx[d] + (bit ? hi[d] : lo[d]);
+            }
+            sum += w * ((float *)x->data)[off];
+        }
+        want[o] = sum;
+    }
+    assert_close(y, want, 1e-5, 1e-6);
+    node_free(nd);
+}
+
+static void test_resize(void)
+{
+    /* Images (the last two axes: the plane path), up and down; then a leading axis resized too
+     * (the general path over every axis). */
+    check_resize((int64_t[]){2, 3, 5, 7}, (double[]){1, 1, 2, 1.5});
+    check_resize((int64_t[]){1, 2, 9, 8}, (double[]){1, 1, 0.5, 0.75});
+    check_resize((int64_t[]){3, 2, 4, 5}, (double[]){2, 1, 1.5, 1});
+    check_resize((int64_t[]){2, 4, 3, 3}, (double[]){1, 0.5, 1, 2});
+}
+
 static void test_reduce(void)
 {
     int64_t dx[4] = {2, 3, 4, 5};
@@ -1726,6 +1781,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/cpu/matmul", test_matmul);
     g_test_add_func("/kernels/cpu/gemm", test_gemm);
     g_test_add_func("/kernels/cpu/einsum", test_einsum);
+    g_test_add_func("/kernels/cpu/resize", test_resize);
     g_test_add_func("/kernels/cpu/conv", test_conv);
     g_test_add_func("/kernels/cpu/tf-ops", test_tf_ops);
     g_test_add_func("/kernels/cpu/pool", test_pool);

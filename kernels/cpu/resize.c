@@ -89,6 +89,64 @@ static void taps_of(Taps *t, Mode m, NearestMode nm, Coord c, double x_out, doub
             t->w[i] /= sum;
 }
 
+/* Whether axis taps t (n_out of them, n_in input positions) leave the axis as it is: output o
+ * reads input o alone, with weight 1 (any other tap weighs 0). */
+static gboolean taps_identity(const Taps *t, int64_t n_out, int64_t n_in)
+{
+    if (n_out != n_in)
+        return FALSE;
+    for (int64_t o = 0; o < n_out; o++) {
+        int hits = 0;
+        for (int32_t k = 0; k < t[o].n; k++) {
+            if (t[o].w[k] == 0)
+                continue;
+            if (t[o].at[k] != o || t[o].w[k] != 1)
+                return FALSE;
+            hits++;
+        }
+        if (hits != 1 || t[o].outside)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* Resize of the last two axes only (every leading axis left as it is: images, NCHW), plane by
+ * plane: each output element the sum of its row taps times its column taps, in the order and
+ * with the products the general loop of run_resize takes them (bit-identical results), without
+ * its walk over every axis's taps for every element (2^rank combinations for linear modes:
+ * 140 ns an element, 148 ms of lraspp_mobilenet_v3_large's 161-ms step). */
+static void resize_planes(const PsimTensor *x, PsimTensor *y, Taps *const *taps, int32_t r, double extrap)
+{
+    int64_t H = x->dims[r - 2], W = x->dims[r - 1], Ho = y->dims[r - 2], Wo = y->dims[r - 1];
+    int64_t planes = psim_shape_elems(r - 2, y->dims);
+    gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
+    const Taps *ty = taps[r - 2], *tx = taps[r - 1];
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oy = 0; oy < Ho; oy++) {
+            const Taps *a = &ty[oy];
+            int64_t o0 = (p * Ho + oy) * Wo, i0 = p * H * W;
+            for (int64_t ox = 0; ox < Wo; ox++) {
+                const Taps *b = &tx[ox];
+                double sum = 0;
+                if (a->outside || b->outside) {
+                    sum = extrap;
+                } else {
+                    for (int32_t ky = 0; ky < a->n; ky++)
+                        for (int32_t kx = 0; kx < b->n; kx++) {
+                            double w = b->w[kx] * a->w[ky];
+                            int64_t off = i0 + a->at[ky] * W + b->at[kx];
+                            if (w != 0)
+                                sum += w * (f64 ? ((const double *)x->data)[off] : ((const float *)x->data)[off]);
+                        }
+                }
+                if (f64)
+                    ((double *)y->data)[o0 + ox] = sum;
+                else
+                    ((float *)y->data)[o0 + ox] = (float)sum;
+            }
+        }
+}
+
 static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
 {
     if (!psim__cpu_need(ctx, 1, error))
@@ -171,6 +229,15 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
         for (int64_t o = 0; o < od[d]; o++)
             taps_of(&taps[d][o], mode, nm, coord, (double)o, scales[d], x->dims[d], lout[d], r0[d], r1[d],
                     a, exclude);
+    }
+    gboolean planes = r >= 2;
+    for (int32_t d = 0; d < r - 2 && planes; d++)
+        planes = taps_identity(taps[d], od[d], x->dims[d]);
+    if (planes) {
+        resize_planes(x, y, taps, r, extrap);
+        for (int32_t d = 0; d < r; d++)
+            g_free(taps[d]);
+        return TRUE;
     }
     int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0};
     psim__cpu_strides(r, x->dims, xs);

@@ -877,8 +877,60 @@ static void check_conv(const ConvCase *cc)
     node_free(nd);
 }
 
+/* 3-D Conv (float32) against a naive reference: dims {N, C, D, H, W}, weights {M, C/group, KD,
+ * KH, KW}, strides, dilations and begin/end pads per spatial axis. */
+static void check_conv3d(const int64_t *dx, const int64_t *dw, int64_t group, const int64_t *st,
+                         const int64_t *dil, const int64_t *pads, gboolean bias)
+{
+    g_autoptr(PsimTensor) x = rand_f32(5, dx, -1, 1);
+    g_autoptr(PsimTensor) w = rand_f32(5, dw, -1, 1);
+    g_autoptr(PsimTensor) b = bias ? rand_f32(1, &dw[0], -1, 1) : NULL;
+    Node nd = node_new("Conv", 1);
+    psim_graph_node_attr_set_int(nd.g, nd.n, "group", group);
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 3, st);
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "dilations", 3, dil);
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "pads", 6, pads);
+    PsimTensor *in[3] = {x, w, b};
+    g_autoptr(PsimTensor) y = run1(nd, in, 3);
+    int64_t N = dx[0], C = dx[1], M = dw[0], Cg = C / group, Mg = M / group, od[5] = {N, M, 0, 0, 0};
+    for (int a = 0; a < 3; a++)
+        od[2 + a] = (dx[2 + a] + pads[a] + pads[3 + a] - ((dw[2 + a] - 1) * dil[a] + 1)) / st[a] + 1;
+    assert_shape(y, 5, od);
+    g_autofree double *want = g_new(double, y->n_elems);
+    const float *xd = x->data, *wd = w->data;
+    for (int64_t o = 0; o < y->n_elems; o++) {
+        int64_t idx[5];
+        unravel(o, 5, od, idx);
+        int64_t n = idx[0], m = idx[1], gi = m / Mg;
+        double s = b ? ((float *)b->data)[m] : 0;
+        for (int64_t c = 0; c < Cg; c++)
+            for (int64_t kd = 0; kd < dw[2]; kd++)
+                for (int64_t kh = 0; kh < dw[3]; kh++)
+                    for (int64_t kw = 0; kw < dw[4]; kw++) {
+                        int64_t id = idx[2] * st[0] - pads[0] + kd * dil[0];
+                        int64_t ih = idx[3] * st[1] - pads[1] + kh * dil[1];
+                        int64_t iw = idx[4] * st[2] - pads[2] + kw * dil[2];
+                        if (id < 0 || id >= dx[2] || ih < 0 || ih >= dx[3] || iw < 0 || iw >= dx[4])
+                            continue;
+                        s += (double)xd[(((n * C + gi * Cg + c) * dx[2] + id) * dx[3] + ih) * dx[4] + iw] *
+                             wd[(((m * Cg + c) * dw[2] + kd) * dw[3] + kh) * dw[4] + kw];
+                    }
+        want[o] = s;
+    }
+    assert_close(y, want, 1e-4, 1e-5 * sqrt((double)(Cg * dw[2] * dw[3] * dw[4])));
+    node_free(nd);
+}
+
 static void test_conv(void)
 {
+    /* 3-D: r3d_18's stem (3x7x7, stride 1x2x2, pads 1x3x3), strided and dilated with uneven
+     * pads, grouped, and one whose depth taps all fall in the padding for some output slices. */
+    check_conv3d((int64_t[]){1, 3, 4, 11, 12}, (int64_t[]){5, 3, 3, 7, 7}, 1, (int64_t[]){1, 2, 2},
+                 (int64_t[]){1, 1, 1}, (int64_t[]){1, 3, 3, 1, 3, 3}, TRUE);
+    check_conv3d((int64_t[]){2, 4, 7, 6, 5}, (int64_t[]){6, 2, 2, 3, 2}, 2, (int64_t[]){2, 1, 2},
+                 (int64_t[]){2, 2, 1}, (int64_t[]){0, 1, 1, 2, 0, 1}, FALSE);
+    check_conv3d((int64_t[]){1, 2, 2, 5, 5}, (int64_t[]){3, 2, 1, 3, 3}, 1, (int64_t[]){1, 1, 1},
+                 (int64_t[]){1, 1, 1}, (int64_t[]){2, 1, 1, 2, 1, 1}, TRUE);
     ConvCase cases[] = {
         {2, 3, 9, 11, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},  /* 3x3 pad 1 */
         {1, 8, 6, 7, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NULL, TRUE, FALSE},   /* direct 1x1 */

@@ -1,4 +1,4 @@
-/* Conv (1-D and 2-D, groups, pads, strides, dilations, auto_pad) on OpenBLAS sgemm. A 1x1
+/* Conv (1-D, 2-D and 3-D, groups, pads, strides, dilations, auto_pad) on OpenBLAS sgemm. A 1x1
  * convolution with unit stride and no padding is a plain GEMM on the input as it lies; other
  * shapes go through im2col in bands of output rows, so the column buffer stays a few MB
  * (it fits the last-level cache better than one whole-image buffer and bounds the workspace). */
@@ -442,6 +442,64 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
     return run_conv_act(ctx, &act, error);
 }
 
+/* 3-D (video) convolution, float32: per image, group and output depth slice, columns of rows
+ * (c, kd, kh, kw) in bands of output rows, made of the 2-D rows of each input depth slice the
+ * kernel's depth taps read (zeros where a tap falls in the depth padding), and one GEMM with the
+ * weights as they lie ([M][C][KD][KH][KW]) into the output slice (rows a channel apart). */
+static gboolean conv3d(PsimKernelCtx *ctx, const PsimWindow *win, int64_t group, const float *xd, const int64_t *xdims,
+                       const float *wd, const int64_t *wdims, const float *bias, const PsimAct *act, PsimTensor *y,
+                       GError **error)
+{
+    int64_t N = xdims[0], Cin = xdims[1], D = xdims[2], M = wdims[0], KD = wdims[2];
+    int64_t C = Cin / group, Mg = M / group, Do = win->out[0], sd = win->stride[0], dd = win->dil[0];
+    int64_t pd = win->pad0[0];
+    Geo g = {C, xdims[3], xdims[4], wdims[3], wdims[4], win->stride[1], win->stride[2], win->dil[1],
+             win->dil[2], win->pad0[1], win->pad0[2], win->out[1], win->out[2]};
+    int64_t HWi = g.H * g.W, HWo = g.Ho * g.Wo, KHW = g.kh * g.kw, K = C * KD * KHW;
+    float *yd = y->data;
+    for (int64_t i = 0; i < N * M; i++) {
+        float v = bias ? bias[i % M] : 0.0f, *restrict dst = yd + i * Do * HWo;
+        for (int64_t j = 0; j < Do * HWo; j++)
+            dst[j] = v;
+    }
+    if (K == 0 || y->n_elems == 0) {
+        conv_act_all(act, y);
+        return TRUE;
+    }
+    size_t per_row = sizeof(float) * (size_t)(K * g.Wo);
+    int64_t rows = CLAMP((int64_t)(BAND_BYTES / per_row), 1, MAX(g.Ho, 1));
+    float *col = psim__cpu_scratch(sizeof(float) * (size_t)(K * rows * g.Wo), error);
+    if (!col)
+        return FALSE;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < group; gi++) {
+            const float *wg = wd + gi * Mg * K;
+            float *yg = yd + (n * M + gi * Mg) * Do * HWo;
+            for (int64_t od = 0; od < Do; od++)
+                for (int64_t oh0 = 0; oh0 < g.Ho; oh0 += rows) {
+                    int64_t oh1 = MIN(g.Ho, oh0 + rows), ncol = (oh1 - oh0) * g.Wo;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t kd = 0; kd < KD; kd++) {
+                            int64_t id = od * sd - pd + kd * dd;
+                            float *dst = col + (c * KD + kd) * KHW * ncol;
+                            if (id < 0 || id >= D) {
+                                memset(dst, 0, sizeof(float) * (size_t)(KHW * ncol));
+                                continue;
+                            }
+                            const float *plane = xd + ((n * Cin + gi * C + c) * D + id) * HWi;
+                            for (int64_t ki = 0; ki < g.kh; ki++)
+                                for (int64_t kj = 0; kj < g.kw; kj++)
+                                    im2col_row(&g, plane, ki, kj, oh0, oh1, dst + (ki * g.kw + kj) * ncol);
+                        }
+                    psim__sgemm(FALSE, FALSE, Mg, ncol, K, 1.0f, wg, K, col, ncol, 1.0f,
+                                yg + od * HWo + oh0 * g.Wo, Do * HWo);
+                }
+        }
+    (void)ctx;
+    conv_act_all(act, y);
+    return TRUE;
+}
+
 static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **error)
 {
     PsimTensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = psim__cpu_in(ctx, 2);
@@ -452,8 +510,9 @@ static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **er
         KERR(ctx, error, "Conv has a CPU kernel for float32 and float64 (X, W and B of one type)");
         return FALSE;
     }
-    if ((x->rank != 4 && x->rank != 3) || w->rank != x->rank) {
-        KERR(ctx, error, "Conv supports 1-D and 2-D inputs (rank 3 or 4), not rank %d", x->rank);
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || (x->rank == 5 && dt != PSIM_DTYPE_FLOAT32)) {
+        KERR(ctx, error, "Conv supports 1-D and 2-D inputs (rank 3 or 4) and 3-D float32 ones (rank 5), not rank %d %s",
+             x->rank, psim_dtype_name(dt));
         return FALSE;
     }
     int32_t nsp = x->rank - 2;
@@ -479,6 +538,12 @@ static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **er
     PsimWindow win;
     if (!psim__cpu_window(ctx, nsp, x->dims + 2, w->dims + 2, FALSE, TRUE, &win, error))
         return FALSE;
+    if (nsp == 3) {
+        int64_t od5[5] = {N, M, win.out[0], win.out[1], win.out[2]};
+        PsimTensor *y = psim__cpu_out_all(ctx, 0, dt, 5, od5, error);
+        return y && conv3d(ctx, &win, group, x->data, x->dims, w->data, w->dims, b ? b->data : NULL, act, y,
+                           error);
+    }
     /* 1-D is 2-D with a height of 1. */
     Geo g = {Cin / group, 1, x->dims[2], 1, w->dims[2], 1, win.stride[0], 1, win.dil[0], 0,
              win.pad0[0], 1, win.out[0]};

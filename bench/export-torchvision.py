@@ -9,6 +9,10 @@ can be checked against PyTorch:
         --check tv-models/resnet18_output_0.pb --rtol 1e-3 --atol 1e-5
     bash bench/check-models.sh build 3                           # all of them, max errors
 
+Beyond the default set, any torchvision classifier, video model (torchvision.models.video: input
+1x3x8x112x112, s3d 1x3x16x224x224) or segmentation model (torchvision.models.segmentation: its
+"out" tensor) can be named on the command line.
+
 Files per architecture: <arch>.onnx (batch 1, 3x224x224, 3x299x299 for inception_v3; opset 13;
 BatchNorm folded by PyTorch's constant folding), <arch>_input_0.pb (N(0,1), float32),
 <arch>_output_0.pb (PyTorch's float32 output) and <arch>_output_f64_0.pb (the same model run in
@@ -51,20 +55,60 @@ MODELS = [
 ONNX_FLOAT, ONNX_DOUBLE = tensorproto.ONNX_FLOAT, tensorproto.ONNX_DOUBLE
 
 
+# Families beyond image classification: video (5-D input, N x C x T x H x W) and segmentation
+# (a dict output whose "out" is exported). Any other torchvision constructor is tried as an
+# image classifier.
+FAMILIES = ("video", "segmentation")
+
+
+def ctor_of(name):
+    for mod in [torchvision.models] + [getattr(torchvision.models, f, None) for f in FAMILIES]:
+        c = getattr(mod, name, None) if mod is not None else None
+        if callable(c) and not isinstance(c, type(torchvision)):
+            return c, mod
+    return None, None
+
+
 def make(name):
-    ctor = getattr(torchvision.models, name)
+    ctor, mod = ctor_of(name)
     if name in ("googlenet", "inception_v3"):
         # No auxiliary heads (they only run in training mode), and torchvision's own init rather
         # than the deprecated default that warns.
         return ctor(weights=None, aux_logits=False, init_weights=True)
+    if mod is getattr(torchvision.models, "segmentation", None):
+        kw = {"weights": None, "weights_backbone": None}
+        if not name.startswith("lraspp"):
+            kw["aux_loss"] = False
+        return Out(ctor(**kw))
     return ctor(weights=None)
+
+
+class Out(torch.nn.Module):
+    """A segmentation model's "out" tensor (torchvision returns a dict)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)["out"]
 
 
 def input_size(name):
     return 299 if name == "inception_v3" else 224
 
 
-def randomize(model, size):
+def input_shape(name, batch=1):
+    """N x C x H x W, or N x C x T x H x W for video models (s3d needs 224 x 224 frames; the
+    others take 8 frames of 112 x 112, as torchvision's video models are trained)."""
+    _, mod = ctor_of(name)
+    if mod is getattr(torchvision.models, "video", None):
+        return (batch, 3, 16, 224, 224) if name == "s3d" else (batch, 3, 8, 112, 112)
+    s = input_size(name)
+    return (batch, 3, s, s)
+
+
+def randomize(model, name):
     """torchvision's initializations leave BatchNorm statistics at 0 and 1 and some outputs
     trivial (ViT's head is zeros), so activations vanish or explode through deep nets (1e14 out
     of inception_v3), unlike a trained net's, and a kernel's time can depend on the values. Give
@@ -80,7 +124,7 @@ def randomize(model, size):
             elif isinstance(m, torch.nn.Linear) and not m.weight.any():
                 m.weight.normal_(0, 0.02)
         model.train()
-        model(torch.randn(4, 3, size, size))
+        model(torch.randn(*input_shape(name, 4)))
     return model.eval()
 
 
@@ -102,9 +146,8 @@ def files(out, name):
 
 def export(name, args, onnx):
     torch.manual_seed(args.seed)
-    s = input_size(name)
-    model = randomize(make(name), s)
-    x = torch.randn(1, 3, s, s)
+    model = randomize(make(name), name)
+    x = torch.randn(*input_shape(name))
     with torch.no_grad():
         y = model(x)
     path, pin, pout, pout64 = files(args.out, name)
@@ -143,7 +186,7 @@ def main():
         print("\n".join(MODELS))
         return 0
     for name in args.models:
-        if not callable(getattr(torchvision.models, name, None)):
+        if ctor_of(name)[0] is None:
             print("export-torchvision: %s: not a torchvision %s model" % (name, torchvision.__version__),
                   file=sys.stderr)
             return 2

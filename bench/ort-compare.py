@@ -68,7 +68,7 @@ def torch_ms(args, name, x):
     torch.set_num_threads(1)
     os.sched_setaffinity(0, {args.core})
     torch.manual_seed(args.seed)
-    model = ex.randomize(ex.make(name), ex.input_size(name))
+    model = ex.randomize(ex.make(name), name)
     t = torch.from_numpy(x)
     with torch.no_grad():
         model(t)

@@ -111,40 +111,66 @@ static gboolean taps_identity(const Taps *t, int64_t n_out, int64_t n_in)
 }
 
 /* Resize of the last two axes only (every leading axis left as it is: images, NCHW), plane by
- * plane: each output element the sum of its row taps times its column taps, in the order and
- * with the products the general loop of run_resize takes them (bit-identical results), without
- * its walk over every axis's taps for every element (2^rank combinations for linear modes:
- * 140 ns an element, 148 ms of lraspp_mobilenet_v3_large's 161-ms step). */
-static void resize_planes(const PsimTensor *x, PsimTensor *y, Taps *const *taps, int32_t r, double extrap)
+ * plane and separably: each input row a row taps read is first interpolated along the width
+ * (Wo values), then each output row is its row taps' weighted sum of those rows, in double as the
+ * general loop (which walks all 2^rank tap combinations of every element, the N and C axes'
+ * zero-weight taps too: 140 ns an element, 148 ms of lraspp_mobilenet_v3_large's 161-ms step;
+ * then, walking only the two axes' taps, 6.7 ms; separably, a few ns an element). Taps that weigh
+ * 0 are left out, as there. */
+static gboolean resize_planes(const PsimTensor *x, PsimTensor *y, Taps *const *taps, int32_t r, double extrap,
+                              GError **error)
 {
     int64_t H = x->dims[r - 2], W = x->dims[r - 1], Ho = y->dims[r - 2], Wo = y->dims[r - 1];
     int64_t planes = psim_shape_elems(r - 2, y->dims);
     gboolean f64 = x->dtype == PSIM_DTYPE_FLOAT64;
     const Taps *ty = taps[r - 2], *tx = taps[r - 1];
-    for (int64_t p = 0; p < planes; p++)
-        for (int64_t oy = 0; oy < Ho; oy++) {
-            const Taps *a = &ty[oy];
-            int64_t o0 = (p * Ho + oy) * Wo, i0 = p * H * W;
+    double *rows = psim__cpu_scratch(sizeof(double) * (size_t)((H + 1) * Wo + 1), error);
+    if (!rows)
+        return FALSE;
+    double *acc = rows + H * Wo;
+    g_autofree uint8_t *need = g_new0(uint8_t, H + 1);
+    for (int64_t oy = 0; oy < Ho; oy++)
+        for (int32_t k = 0; k < ty[oy].n && !ty[oy].outside; k++)
+            if (ty[oy].w[k] != 0)
+                need[ty[oy].at[k]] = 1;
+    for (int64_t p = 0; p < planes; p++) {
+        for (int64_t ih = 0; ih < H; ih++) {
+            if (!need[ih])
+                continue;
+            double *t = rows + ih * Wo;
+            const float *sf = (const float *)x->data + (p * H + ih) * W;
+            const double *sd = (const double *)x->data + (p * H + ih) * W;
             for (int64_t ox = 0; ox < Wo; ox++) {
                 const Taps *b = &tx[ox];
-                double sum = 0;
-                if (a->outside || b->outside) {
-                    sum = extrap;
-                } else {
-                    for (int32_t ky = 0; ky < a->n; ky++)
-                        for (int32_t kx = 0; kx < b->n; kx++) {
-                            double w = b->w[kx] * a->w[ky];
-                            int64_t off = i0 + a->at[ky] * W + b->at[kx];
-                            if (w != 0)
-                                sum += w * (f64 ? ((const double *)x->data)[off] : ((const float *)x->data)[off]);
-                        }
-                }
-                if (f64)
-                    ((double *)y->data)[o0 + ox] = sum;
-                else
-                    ((float *)y->data)[o0 + ox] = (float)sum;
+                double v = 0;
+                for (int32_t k = 0; k < b->n; k++)
+                    if (b->w[k] != 0)
+                        v += b->w[k] * (f64 ? sd[b->at[k]] : (double)sf[b->at[k]]);
+                t[ox] = v;
             }
         }
+        for (int64_t oy = 0; oy < Ho; oy++) {
+            const Taps *a = &ty[oy];
+            int64_t o0 = (p * Ho + oy) * Wo;
+            for (int64_t ox = 0; ox < Wo; ox++)
+                acc[ox] = 0;
+            for (int32_t k = 0; k < a->n && !a->outside; k++) {
+                double w = a->w[k];
+                const double *t = rows + a->at[k] * Wo;
+                if (w != 0)
+                    for (int64_t ox = 0; ox < Wo; ox++)
+                        acc[ox] += w * t[ox];
+            }
+            for (int64_t ox = 0; ox < Wo; ox++) {
+                double v = a->outside || tx[ox].outside ? extrap : acc[ox];
+                if (f64)
+                    ((double *)y->data)[o0 + ox] = v;
+                else
+                    ((float *)y->data)[o0 + ox] = (float)v;
+            }
+        }
+    }
+    return TRUE;
 }
 
 static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
@@ -234,10 +260,10 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
     for (int32_t d = 0; d < r - 2 && planes; d++)
         planes = taps_identity(taps[d], od[d], x->dims[d]);
     if (planes) {
-        resize_planes(x, y, taps, r, extrap);
+        gboolean ok = resize_planes(x, y, taps, r, extrap, error);
         for (int32_t d = 0; d < r; d++)
             g_free(taps[d]);
-        return TRUE;
+        return ok;
     }
     int64_t xs[PSIM_CPU_MAX_RANK], idx[PSIM_CPU_MAX_RANK] = {0};
     psim__cpu_strides(r, x->dims, xs);

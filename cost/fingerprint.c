@@ -40,8 +40,11 @@ const char *psim_fingerprint_host_libraries(void)
          * since 2026-11-28, so rows timed on OpenBLAS's are not reused): its version (and so its
          * kernels) changes their time. */
         const dnnl_version_t *dv = dnnl_version();
+        /* kernels=: the date of the last change that moved a CPU kernel's time by design
+         * (2026-11-30: Einsum as GEMMs, last-axis Softmax, Resize by planes, 3-D Conv, grouped
+         * Convs of 8+ channels on oneDNN), so that rows timed before are not reused. */
         g_once_init_leave(
-            &libs, g_strdup_printf("placesim=%s openblas=%s onednn=%d.%d.%d sgemm=onednn",
+            &libs, g_strdup_printf("placesim=%s openblas=%s onednn=%d.%d.%d sgemm=onednn kernels=20261130",
                                    PSIM_VERSION_STRING, cfg, dv->major, dv->minor, dv->patch));
     }
     return libs;

@@ -936,6 +936,9 @@ static void test_conv(void)
         {1, 8, 6, 7, 5, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, NULL, TRUE, FALSE},   /* direct 1x1 */
         {1, 8, 9, 9, 6, 1, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, NULL, FALSE, FALSE},  /* 1x1 stride 2 */
         {2, 4, 12, 10, 6, 3, 5, 2, 2, 3, 1, 1, 2, 1, 0, 2, NULL, TRUE, FALSE}, /* groups, asym */
+        /* groups of 8 and 16 channels (oneDNN where it has a direct kernel for them), strided */
+        {1, 16, 14, 13, 16, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},
+        {2, 48, 9, 9, 24, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, NULL, FALSE, FALSE},
         {1, 3, 13, 13, 4, 3, 3, 1, 1, 1, 2, 2, 2, 2, 2, 2, NULL, TRUE, FALSE}, /* dilation */
         {1, 6, 8, 8, 6, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, NULL, TRUE, FALSE},   /* depthwise */
         /* depthwise (the direct loops): stride 2 with uneven pads, 5x5, dilation, batch 2,

@@ -272,11 +272,15 @@ static int64_t band_rows(const Geo *g)
 }
 
 /* Float32 2-D convolutions that go to oneDNN first: kernels larger than 1x1, ungrouped or with at
- * least 32 input channels per group (c: per group). ResNeXt's groups of 4 to 16 channels ran
- * 1.3-1.8x slower there than through im2col (bench-kernels nodes), its groups of 32 1.6x faster. */
+ * least 8 input channels per group (c: per group), and grouped ones only where oneDNN has a
+ * direct kernel for them (kernels/cpu/conv-dnnl.c refuses its gemm-based one). On an AVX2 EPYC,
+ * where oneDNN ran ResNeXt's groups of 4 to 16 channels through its gemm kernel, they were
+ * 1.3-1.8x slower there than through im2col, groups of 32 1.6x faster (bench-kernels nodes); on
+ * an AVX-512 EPYC (Zen 4) it has direct kernels for them: groups of 8 3.5x faster
+ * (resnext50_32x4d's layer2, regnet_y_400mf), of 16 2.5x (regnet_x_400mf), of 4 15% slower. */
 static gboolean dnnl_takes(int64_t c, int64_t group, int64_t kh, int64_t kw)
 {
-    return kh * kw > 1 && c > 1 && (group == 1 || c >= 32);
+    return kh * kw > 1 && c > 1 && (group == 1 || c >= 8);
 }
 
 /* Static shapes (when known) give the executor the workspace size up front. */

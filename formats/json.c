@@ -149,11 +149,7 @@ static void write_attr(GString *s, const PsimAttr *a)
         break;
     default: {
         /* Lists: a typed wrapper so that empty lists and float lists keep their type. */
-        static const char *const keys[] = {[PSIM_ATTR_INTS] = "ints", [PSIM_ATTR_FLOATS] = "floats",
-                                           [PSIM_ATTR_STRINGS] = "strings", [PSIM_ATTR_BOOLS] = "bools",
-                                           [PSIM_ATTR_DTYPES] = "dtypes", [PSIM_ATTR_SHAPES] = "shapes",
-                                           [PSIM_ATTR_TENSORS] = "tensors"};
-        g_string_append_printf(s, "{\"%s\": [", keys[a->type]);
+        g_string_append_printf(s, "{\"%s\": [", psim_attr_type_name(a->type));
         for (int32_t i = 0; i < a->n; i++) {
             if (i)
                 g_string_append(s, ", ");

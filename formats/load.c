@@ -286,6 +286,7 @@ gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GEr
     case PSIM_FORMAT_DOT: text = psim_export_dot(g, error); break;
     case PSIM_FORMAT_GRAPHML: text = psim_export_graphml(g, error); break;
     case PSIM_FORMAT_TF_PBTXT: text = psim_export_pbtxt(g, error); break;
+    case PSIM_FORMAT_ONNX: text = psim_export_onnx(g, &len, error); break;
     default:
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_USAGE, "%s: cannot export to format '%s'", path,
                     psim_format_name(f));

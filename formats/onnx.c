@@ -483,6 +483,39 @@ PsimTensor *psim_tensor_load_pb(const char *path, char **name, GError **error)
     return psim_tensor_parse_pb(path, data ? data : empty, len, name, error);
 }
 
+/* A TensorProto of host tensor t named `name`, pointing into t's data (raw_data; strings as
+ * string_data). What it allocates goes into keep (g_free'd by the caller). */
+static void tensor_proto_of(const PsimTensor *t, const char *name, PsimOnnx__TensorProto *tp, GPtrArray *keep)
+{
+    *tp = (PsimOnnx__TensorProto)PSIM_ONNX__TENSOR_PROTO__INIT;
+    tp->n_dims = (size_t)t->rank;
+    tp->dims = t->dims;
+    tp->has_data_type = TRUE;
+    tp->data_type = t->dtype;
+    tp->name = (char *)name;
+    if (t->dtype == PSIM_DTYPE_STRING) {
+        ProtobufCBinaryData *strs = g_new0(ProtobufCBinaryData, t->n_elems ? (gsize)t->n_elems : 1);
+        g_ptr_array_add(keep, strs);
+        for (int64_t i = 0; i < t->n_elems; i++) {
+            const char *s = str_or_empty(((char *const *)t->data)[i]);
+            strs[i] = (ProtobufCBinaryData){.len = strlen(s), .data = (guint8 *)s};
+        }
+        tp->n_string_data = (size_t)t->n_elems;
+        tp->string_data = strs;
+        return;
+    }
+    tp->has_raw_data = TRUE;
+    tp->raw_data.len = t->nbytes;
+    tp->raw_data.data = t->data;
+#if G_BYTE_ORDER == G_BIG_ENDIAN
+    guint8 *swapped = g_memdup2(t->data, t->nbytes);
+    g_ptr_array_add(keep, swapped);
+    size_t es = psim_dtype_size(t->dtype);
+    swap_to_host(swapped, t->nbytes, t->dtype == PSIM_DTYPE_COMPLEX64 || t->dtype == PSIM_DTYPE_COMPLEX128 ? es / 2 : es);
+    tp->raw_data.data = swapped;
+#endif
+}
+
 gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *path,
                              GError **error)
 {
@@ -492,35 +525,9 @@ gboolean psim_tensor_save_pb(const PsimTensor *t, const char *name, const char *
                     "%s: only host tensors of a known dtype can be saved", path);
         return FALSE;
     }
-    PsimOnnx__TensorProto tp = PSIM_ONNX__TENSOR_PROTO__INIT;
-    tp.n_dims = (size_t)t->rank;
-    tp.dims = t->dims;
-    tp.has_data_type = TRUE;
-    tp.data_type = t->dtype;
-    tp.name = (char *)name;
-    g_autofree ProtobufCBinaryData *strs = NULL;
-#if G_BYTE_ORDER == G_BIG_ENDIAN
-    g_autofree guint8 *swapped = NULL;
-#endif
-    if (t->dtype == PSIM_DTYPE_STRING) {
-        strs = g_new0(ProtobufCBinaryData, t->n_elems ? (gsize)t->n_elems : 1);
-        for (int64_t i = 0; i < t->n_elems; i++) {
-            const char *s = str_or_empty(((char *const *)t->data)[i]);
-            strs[i] = (ProtobufCBinaryData){.len = strlen(s), .data = (guint8 *)s};
-        }
-        tp.n_string_data = (size_t)t->n_elems;
-        tp.string_data = strs;
-    } else {
-        tp.has_raw_data = TRUE;
-        tp.raw_data.len = t->nbytes;
-        tp.raw_data.data = t->data;
-#if G_BYTE_ORDER == G_BIG_ENDIAN
-        swapped = g_memdup2(t->data, t->nbytes);
-        size_t es = psim_dtype_size(t->dtype);
-        swap_to_host(swapped, t->nbytes, t->dtype == PSIM_DTYPE_COMPLEX64 || t->dtype == PSIM_DTYPE_COMPLEX128 ? es / 2 : es);
-        tp.raw_data.data = swapped;
-#endif
-    }
+    g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
+    PsimOnnx__TensorProto tp;
+    tensor_proto_of(t, name, &tp, keep);
     size_t size = psim_onnx__tensor_proto__get_packed_size(&tp);
     g_autofree guint8 *buf = g_malloc(size ? size : 1);
     psim_onnx__tensor_proto__pack(&tp, buf);
@@ -1325,4 +1332,321 @@ PsimGraph *psim_import_onnx(const char *path, const guint8 *data, gsize len, GEr
     error_one_line(error);
     decoded_clear(&d);
     return g;
+}
+
+/* ---- PsimGraph -> ModelProto ----
+ * Placeholders become the graph's inputs, Consts with a value its initializers, every other node
+ * a NodeProto with its op, domain and attributes as they are (a graph read from ONNX, fused or
+ * made into a training step, writes back as ONNX; ops of other formats keep their names). Each
+ * output is named by its source tensor name when it has one, else by its node ("NODE",
+ * "NODE:K"), made unique. ONNX has no control edges and no devices: a node's control inputs and
+ * its device go into its doc_string. */
+
+typedef struct {
+    GPtrArray *keep; /* everything the message points to that we allocated */
+    GHashTable *used;
+    char **names;    /* by port: off[node] + k */
+    int32_t *off;
+} OnnxOut;
+
+static char *kept(OnnxOut *o, char *s)
+{
+    g_ptr_array_add(o->keep, s);
+    return s;
+}
+
+static void *kept_new0(OnnxOut *o, size_t n, size_t size)
+{
+    void *p = g_malloc0(n ? n * size : size);
+    g_ptr_array_add(o->keep, p);
+    return p;
+}
+
+static const char *port_name(const OnnxOut *o, PsimPort p)
+{
+    return p.node < 0 ? "" : o->names[o->off[p.node] + p.index];
+}
+
+static void assign_names(OnnxOut *o, const PsimGraph *g)
+{
+    int32_t n = psim_graph_n_nodes(g);
+    o->off = kept_new0(o, (size_t)n + 1, sizeof(int32_t));
+    for (int32_t v = 0; v < n; v++)
+        o->off[v + 1] = o->off[v] + psim_graph_node(g, v)->n_outputs;
+    o->names = kept_new0(o, (size_t)o->off[n] + 1, sizeof(char *));
+    for (int pass = 0; pass < 2; pass++) /* source names first, so that none is renamed */
+        for (int32_t v = 0; v < n; v++) {
+            const PsimNode *nd = psim_graph_node(g, v);
+            for (int32_t k = 0; k < nd->n_outputs; k++) {
+                const char *src = nd->outputs[k].name;
+                gboolean has = src && *src;
+                if (has != !pass || o->names[o->off[v] + k])
+                    continue;
+                char *base = has ? g_strdup(src) : k ? g_strdup_printf("%s:%d", nd->name, k) : g_strdup(nd->name);
+                char *name = base;
+                for (int i = 1; g_hash_table_contains(o->used, name); i++) {
+                    if (name != base)
+                        g_free(name);
+                    name = g_strdup_printf("%s_%d", base, i);
+                }
+                if (name != base)
+                    g_free(base);
+                g_hash_table_add(o->used, name);
+                o->names[o->off[v] + k] = name; /* owned by o->used */
+            }
+        }
+}
+
+static PsimOnnx__ValueInfoProto *value_info(OnnxOut *o, const char *name, const PsimOutput *out)
+{
+    PsimOnnx__ValueInfoProto *vi = kept_new0(o, 1, sizeof *vi);
+    psim_onnx__value_info_proto__init(vi);
+    vi->name = (char *)name;
+    if (out->dtype <= PSIM_DTYPE_UNDEFINED && out->rank < 0)
+        return vi;
+    PsimOnnx__TypeProto *tp = kept_new0(o, 1, sizeof *tp);
+    psim_onnx__type_proto__init(tp);
+    PsimOnnx__TypeProto__Tensor *tt = kept_new0(o, 1, sizeof *tt);
+    psim_onnx__type_proto__tensor__init(tt);
+    tt->has_elem_type = out->dtype > PSIM_DTYPE_UNDEFINED;
+    tt->elem_type = out->dtype;
+    if (out->rank >= 0) {
+        PsimOnnx__TensorShapeProto *sp = kept_new0(o, 1, sizeof *sp);
+        psim_onnx__tensor_shape_proto__init(sp);
+        sp->n_dim = (size_t)out->rank;
+        sp->dim = kept_new0(o, (size_t)out->rank, sizeof(PsimOnnx__TensorShapeProto__Dimension *));
+        for (int32_t i = 0; i < out->rank; i++) {
+            PsimOnnx__TensorShapeProto__Dimension *d = kept_new0(o, 1, sizeof *d);
+            psim_onnx__tensor_shape_proto__dimension__init(d);
+            if (out->dims[i] >= 0) {
+                d->value_case = PSIM_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+                d->dim_value = out->dims[i];
+            }
+            sp->dim[i] = d;
+        }
+        tt->shape = sp;
+    }
+    tp->value_case = PSIM_ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    tp->tensor_type = tt;
+    vi->type = tp;
+    return vi;
+}
+
+/* One attribute; FALSE (with error) for a type ONNX cannot hold. */
+static gboolean attr_proto(OnnxOut *o, const PsimGraph *g, const PsimNode *n, const PsimAttr *a,
+                           PsimOnnx__AttributeProto *ap, GError **error)
+{
+    psim_onnx__attribute_proto__init(ap);
+    ap->name = (char *)a->name;
+    ap->has_type = TRUE;
+    switch (a->type) {
+    case PSIM_ATTR_INT:
+    case PSIM_ATTR_BOOL:
+    case PSIM_ATTR_DTYPE:
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        ap->has_i = TRUE;
+        ap->i = a->type == PSIM_ATTR_INT ? a->v.i : a->type == PSIM_ATTR_BOOL ? (a->v.b != 0) : (int64_t)a->v.dt;
+        return TRUE;
+    case PSIM_ATTR_FLOAT:
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+        ap->has_f = TRUE;
+        ap->f = (float)a->v.f;
+        return TRUE;
+    case PSIM_ATTR_STRING:
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+        ap->has_s = TRUE;
+        ap->s = (ProtobufCBinaryData){.len = strlen(str_or_empty(a->v.s)), .data = (guint8 *)str_or_empty(a->v.s)};
+        return TRUE;
+    case PSIM_ATTR_TENSOR: {
+        if (!a->v.t || a->v.t->device >= 0) {
+            psim_graph_node_error(error, g, n->id, "attribute '%s': no host tensor to write", a->name);
+            return FALSE;
+        }
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+        ap->t = kept_new0(o, 1, sizeof *ap->t);
+        tensor_proto_of(a->v.t, NULL, ap->t, o->keep);
+        return TRUE;
+    }
+    case PSIM_ATTR_SHAPE:
+    case PSIM_ATTR_INTS:
+    case PSIM_ATTR_BOOLS:
+    case PSIM_ATTR_DTYPES: {
+        int32_t cnt = a->type == PSIM_ATTR_SHAPE ? a->v.shape.rank : a->n;
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        ap->n_ints = (size_t)MAX(cnt, 0);
+        ap->ints = kept_new0(o, ap->n_ints, sizeof(int64_t));
+        for (int32_t i = 0; i < cnt; i++)
+            ap->ints[i] = a->type == PSIM_ATTR_SHAPE   ? a->v.shape.dims[i]
+                          : a->type == PSIM_ATTR_INTS  ? a->v.ints[i]
+                          : a->type == PSIM_ATTR_BOOLS ? (a->v.bools[i] != 0)
+                                                       : (int64_t)a->v.dts[i];
+        return TRUE;
+    }
+    case PSIM_ATTR_FLOATS:
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+        ap->n_floats = (size_t)a->n;
+        ap->floats = kept_new0(o, ap->n_floats, sizeof(float));
+        for (int32_t i = 0; i < a->n; i++)
+            ap->floats[i] = (float)a->v.floats[i];
+        return TRUE;
+    case PSIM_ATTR_STRINGS:
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+        ap->n_strings = (size_t)a->n;
+        ap->strings = kept_new0(o, ap->n_strings, sizeof(ProtobufCBinaryData));
+        for (int32_t i = 0; i < a->n; i++)
+            ap->strings[i] = (ProtobufCBinaryData){.len = strlen(str_or_empty(a->v.strs[i])),
+                                                   .data = (guint8 *)str_or_empty(a->v.strs[i])};
+        return TRUE;
+    case PSIM_ATTR_TENSORS:
+        ap->type = PSIM_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS;
+        ap->n_tensors = (size_t)a->n;
+        ap->tensors = kept_new0(o, ap->n_tensors, sizeof(PsimOnnx__TensorProto *));
+        for (int32_t i = 0; i < a->n; i++) {
+            if (!a->v.ts[i] || a->v.ts[i]->device >= 0) {
+                psim_graph_node_error(error, g, n->id, "attribute '%s': no host tensor to write", a->name);
+                return FALSE;
+            }
+            ap->tensors[i] = kept_new0(o, 1, sizeof(PsimOnnx__TensorProto));
+            tensor_proto_of(a->v.ts[i], NULL, ap->tensors[i], o->keep);
+        }
+        return TRUE;
+    default:
+        psim_graph_node_error(error, g, n->id, "attribute '%s' is a %s, which ONNX cannot hold", a->name,
+                              psim_attr_type_name(a->type));
+        return FALSE;
+    }
+}
+
+/* ONNX's IR version for a default-domain opset (onnx/helper.py's table). */
+static int64_t ir_version_for(int64_t opset)
+{
+    return opset <= 8 ? 3 : opset == 9 ? 4 : opset == 10 ? 5 : opset == 11 ? 6 : opset <= 14 ? 7
+           : opset <= 18 ? 8 : opset <= 20 ? 9 : 10;
+}
+
+char *psim_export_onnx(const PsimGraph *g, gsize *len, GError **error)
+{
+    /* ONNX lists nodes in a topological order: the graph's own when it is one (a graph read
+     * from ONNX writes back in its file's order), else a computed one. */
+    int32_t n = psim_graph_n_nodes(g);
+    gboolean own = TRUE;
+    for (int32_t v = 0; v < n && own; v++) {
+        const PsimNode *nd = psim_graph_node(g, v);
+        for (int32_t k = 0; k < nd->n_inputs && own; k++)
+            own = nd->inputs[k].node < v;
+    }
+    g_autofree int32_t *order = own ? g_new(int32_t, n + 1) : psim_graph_topo_order(g, error);
+    if (!order)
+        return NULL;
+    for (int32_t v = 0; own && v < n; v++)
+        order[v] = v;
+    OnnxOut o = {g_ptr_array_new_with_free_func(g_free), g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+                 NULL, NULL};
+    assign_names(&o, g);
+    PsimOnnx__GraphProto gp = PSIM_ONNX__GRAPH_PROTO__INIT;
+    gp.name = (char *)str_or_empty(psim_graph_name(g));
+    gp.node = kept_new0(&o, (size_t)n, sizeof(PsimOnnx__NodeProto *));
+    gp.initializer = kept_new0(&o, (size_t)n, sizeof(PsimOnnx__TensorProto *));
+    gp.input = kept_new0(&o, (size_t)n, sizeof(PsimOnnx__ValueInfoProto *));
+    g_autoptr(GHashTable) domains = g_hash_table_new(g_str_hash, g_str_equal);
+    gboolean ok = TRUE;
+    for (int32_t i = 0; i < n && ok; i++) {
+        const PsimNode *nd = psim_graph_node(g, order[i]);
+        if (!strcmp(nd->op, "Placeholder") && nd->n_inputs == 0 && nd->n_outputs == 1) {
+            gp.input[gp.n_input++] = value_info(&o, port_name(&o, (PsimPort){nd->id, 0}), &nd->outputs[0]);
+            continue;
+        }
+        if (!strcmp(nd->op, "Const") && nd->n_inputs == 0 && nd->n_outputs == 1) {
+            const PsimTensor *t = nd->outputs[0].value;
+            if (!t || t->device >= 0) {
+                psim_graph_node_error(error, g, nd->id, "a Const without a host value cannot be written to ONNX");
+                ok = FALSE;
+                break;
+            }
+            PsimOnnx__TensorProto *tp = kept_new0(&o, 1, sizeof *tp);
+            tensor_proto_of(t, port_name(&o, (PsimPort){nd->id, 0}), tp, o.keep);
+            gp.initializer[gp.n_initializer++] = tp;
+            continue;
+        }
+        PsimOnnx__NodeProto *np = kept_new0(&o, 1, sizeof *np);
+        psim_onnx__node_proto__init(np);
+        np->name = (char *)nd->name;
+        np->op_type = (char *)nd->op;
+        /* A plan's transfers are no ONNX op: they go in a domain of ours (readers such as
+         * Netron show them; runtimes refuse them by name rather than mistake them). */
+        const char *domain = nd->domain && *nd->domain ? nd->domain
+                             : !strcmp(nd->op, "Send") || !strcmp(nd->op, "Recv") ? "ai.placesim"
+                                                                                   : NULL;
+        if (domain) {
+            np->domain = (char *)domain;
+            g_hash_table_add(domains, (char *)domain);
+        }
+        np->n_input = (size_t)nd->n_inputs;
+        np->input = kept_new0(&o, np->n_input, sizeof(char *));
+        for (int32_t k = 0; k < nd->n_inputs; k++)
+            np->input[k] = (char *)port_name(&o, nd->inputs[k]);
+        np->n_output = (size_t)nd->n_outputs;
+        np->output = kept_new0(&o, np->n_output, sizeof(char *));
+        for (int32_t k = 0; k < nd->n_outputs; k++)
+            np->output[k] = (char *)port_name(&o, (PsimPort){nd->id, k});
+        np->n_attribute = (size_t)nd->n_attrs;
+        np->attribute = kept_new0(&o, np->n_attribute, sizeof(PsimOnnx__AttributeProto *));
+        for (int32_t k = 0; k < nd->n_attrs && ok; k++) {
+            np->attribute[k] = kept_new0(&o, 1, sizeof(PsimOnnx__AttributeProto));
+            ok = attr_proto(&o, g, nd, &nd->attrs[k], np->attribute[k], error);
+        }
+        const char *dev = nd->assigned_device ? nd->assigned_device : nd->device;
+        if (dev || nd->n_controls) {
+            GString *doc = g_string_new(NULL);
+            if (dev)
+                g_string_append_printf(doc, "device: %s", dev);
+            for (int32_t k = 0; k < nd->n_controls; k++)
+                g_string_append_printf(doc, "%s%s", k ? ", " : dev ? "; control inputs: " : "control inputs: ",
+                                       psim_graph_node(g, nd->controls[k])->name);
+            np->doc_string = kept(&o, g_string_free(doc, FALSE));
+        }
+        gp.node[gp.n_node++] = np;
+    }
+    int32_t n_out = psim_graph_n_outputs(g);
+    gp.output = kept_new0(&o, (size_t)n_out, sizeof(PsimOnnx__ValueInfoProto *));
+    for (int32_t i = 0; i < n_out && ok; i++) {
+        PsimPort p = psim_graph_output(g, i);
+        gp.output[gp.n_output++] = value_info(&o, port_name(&o, p), &psim_graph_node(g, p.node)->outputs[p.index]);
+    }
+    char *buf = NULL;
+    if (ok) {
+        int64_t opset = psim_graph_opset(g) > 0 ? psim_graph_opset(g) : 17;
+        PsimOnnx__ModelProto mp = PSIM_ONNX__MODEL_PROTO__INIT;
+        mp.has_ir_version = TRUE;
+        mp.ir_version = ir_version_for(opset);
+        mp.producer_name = "placesim";
+        mp.producer_version = PSIM_VERSION_STRING;
+        mp.graph = &gp;
+        guint nd = g_hash_table_size(domains);
+        mp.opset_import = kept_new0(&o, nd + 1, sizeof(PsimOnnx__OperatorSetIdProto *));
+        PsimOnnx__OperatorSetIdProto *os = kept_new0(&o, nd + 1, sizeof(PsimOnnx__OperatorSetIdProto));
+        psim_onnx__operator_set_id_proto__init(&os[0]);
+        os[0].domain = "";
+        os[0].has_version = TRUE;
+        os[0].version = opset;
+        mp.opset_import[mp.n_opset_import++] = &os[0];
+        GHashTableIter it;
+        gpointer key;
+        g_hash_table_iter_init(&it, domains);
+        while (g_hash_table_iter_next(&it, &key, NULL)) {
+            PsimOnnx__OperatorSetIdProto *d = &os[mp.n_opset_import];
+            psim_onnx__operator_set_id_proto__init(d);
+            d->domain = key;
+            d->has_version = TRUE;
+            d->version = 1;
+            mp.opset_import[mp.n_opset_import++] = d;
+        }
+        size_t size = psim_onnx__model_proto__get_packed_size(&mp);
+        buf = g_malloc(size ? size : 1);
+        psim_onnx__model_proto__pack(&mp, (guint8 *)buf);
+        *len = size;
+    }
+    g_ptr_array_free(o.keep, TRUE);
+    g_hash_table_destroy(o.used);
+    return buf;
 }

@@ -619,6 +619,18 @@ void psim_graph_node_attr_set_strings(PsimGraph *g, PsimNode *n, const char *nam
     psim_graph_node_attr_set(g, n, &a);
 }
 
+const char *psim_attr_type_name(PsimAttrType t)
+{
+    static const char *const names[] = {[PSIM_ATTR_INT] = "int",       [PSIM_ATTR_FLOAT] = "float",
+                                        [PSIM_ATTR_STRING] = "string", [PSIM_ATTR_BOOL] = "bool",
+                                        [PSIM_ATTR_DTYPE] = "dtype",   [PSIM_ATTR_SHAPE] = "shape",
+                                        [PSIM_ATTR_TENSOR] = "tensor", [PSIM_ATTR_INTS] = "ints",
+                                        [PSIM_ATTR_FLOATS] = "floats", [PSIM_ATTR_STRINGS] = "strings",
+                                        [PSIM_ATTR_BOOLS] = "bools",   [PSIM_ATTR_DTYPES] = "dtypes",
+                                        [PSIM_ATTR_SHAPES] = "shapes", [PSIM_ATTR_TENSORS] = "tensors"};
+    return (int)t >= 0 && (size_t)t < G_N_ELEMENTS(names) && names[t] ? names[t] : "unknown";
+}
+
 const PsimAttr *psim_node_attr(const PsimNode *n, const char *name)
 {
     for (int32_t i = 0; i < n->n_attrs; i++)

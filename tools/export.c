@@ -66,6 +66,8 @@ static PsimFormat format_of(const char *format, const char *out)
         return PSIM_FORMAT_GRAPHML;
     if (out && g_str_has_suffix(out, ".pbtxt"))
         return PSIM_FORMAT_TF_PBTXT;
+    if (out && g_str_has_suffix(out, ".onnx"))
+        return PSIM_FORMAT_ONNX;
     return PSIM_FORMAT_JSON;
 }
 
@@ -77,6 +79,7 @@ static gboolean write_stdout(const PsimGraph *g, PsimFormat f, GError **error)
     case PSIM_FORMAT_DOT: text = psim_export_dot(g, error); break;
     case PSIM_FORMAT_GRAPHML: text = psim_export_graphml(g, error); break;
     case PSIM_FORMAT_TF_PBTXT: text = psim_export_pbtxt(g, error); break;
+    case PSIM_FORMAT_ONNX: text = psim_export_onnx(g, &len, error); break;
     default: text = psim_export_json(g, &len); break;
     }
     if (!text)
@@ -115,11 +118,11 @@ int psim_cmd_export(int argc, char **argv)
     g_autofree char *format = NULL, *out = NULL, *placement = NULL, *plan = NULL, *loss = NULL;
     g_autofree char *optimizer = NULL, *lr_s = NULL, *replicas_s = NULL, *ps_s = NULL, *cluster_spec = NULL;
     g_autofree char *caching = NULL;
-    gboolean training = FALSE, json = FALSE, gradients = FALSE, train_step = FALSE;
+    gboolean training = FALSE, json = FALSE, gradients = FALSE, train_step = FALSE, fuse = FALSE;
     g_auto(PsimCliGraphOptions) go = {0};
     GOptionEntry entries[] = {
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
-         "Output format: json, dot, graphml or pbtxt (default: from the output name, else json)",
+         "Output format: json, dot, graphml, pbtxt or onnx (default: from the output name, else json)",
          "FMT"},
         {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write to FILE instead of stdout", "FILE"},
         {"placement", 0, 0, G_OPTION_ARG_FILENAME, &placement,
@@ -148,6 +151,8 @@ int psim_cmd_export(int argc, char **argv)
          "With --replicas: none (each read of a variable crosses on its own, the default) or worker (one read per worker)", "WHERE"},
         {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_spec,
          "With --replicas: request replica r on this cluster's device r and the variables on its PS devices (as 'placesim train' does)", "SPEC"},
+        {"fuse", 0, 0, G_OPTION_ARG_NONE, &fuse,
+         "Fuse the graph as 'run' does on the local CPU (Conv and its activation into com.microsoft FusedConv, Swish into QuickGelu, GELU into Gelu): the graph placesim places and runs, which ONNX Runtime reads too", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json,
          "Print one JSON object with the figures (format, nodes, devices, out); needs --out", NULL},
         {NULL}};
@@ -186,8 +191,8 @@ int psim_cmd_export(int argc, char **argv)
         return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
     PsimFormat f = format_of(format, out);
     if (f != PSIM_FORMAT_JSON && f != PSIM_FORMAT_DOT && f != PSIM_FORMAT_GRAPHML &&
-        f != PSIM_FORMAT_TF_PBTXT)
-        return psim_cli_usage("export", "unknown --format '%s' (json, dot, graphml, pbtxt)", format);
+        f != PSIM_FORMAT_TF_PBTXT && f != PSIM_FORMAT_ONNX)
+        return psim_cli_usage("export", "unknown --format '%s' (json, dot, graphml, pbtxt, onnx)", format);
 
     GError *err = NULL;
     go.training = training;
@@ -230,6 +235,12 @@ int psim_cmd_export(int argc, char **argv)
         psim_train_info_clear(&info);
         psim_graph_free(g);
         g = t;
+    }
+    if (fuse) {
+        g_autoptr(PsimCluster) c = psim_cli_cluster("local", g, &err);
+        if (!c || !psim_cli_graph_fuse(&g, c, &go, &err))
+            return psim_cli_fail(err);
+        fprintf(stderr, "placesim: fusion removed %d node%s\n", go.n_fuse_removed, go.n_fuse_removed == 1 ? "" : "s");
     }
     if (placement && !apply_placement(g, placement, &err))
         return psim_cli_fail(err);

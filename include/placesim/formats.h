@@ -76,6 +76,11 @@ char *psim_export_dot(const PsimGraph *g, GError **error);
 char *psim_export_graphml(const PsimGraph *g, GError **error);
 /* TF text GraphDef; each node's device field is its assigned device when set. */
 char *psim_export_pbtxt(const PsimGraph *g, GError **error);
+/* The graph as an ONNX ModelProto (binary, *len bytes; g_free): Placeholders as graph inputs,
+ * Consts as initializers, every other node with its op, domain and attributes; control inputs
+ * and devices in each node's doc_string (ONNX has neither). NULL with an INPUT error naming the
+ * node when a Const has no value or an attribute has no ONNX type. */
+char *psim_export_onnx(const PsimGraph *g, gsize *len, GError **error);
 gboolean psim_graph_save(const PsimGraph *g, const char *path, PsimFormat f, GError **error);
 
 /* An IDX file (MNIST's format; ".gz" read through zlib) of unsigned bytes as a uint8 host tensor

@@ -1,5 +1,6 @@
 /* TensorFlow ops with no ONNX-named equivalent in the IR (StridedSlice, Pack, Unpack, Fill,
- * ExpandDims, Select, random ops, TF-only elementwise ops): shape and dtype
+ * ExpandDims, Select, random ops, TF-only elementwise ops, NHWC Conv2D, DepthwiseConv2dNative,
+ * MaxPool and AvgPool, Pad and PadV2, IdentityN): shape and dtype
  * inference, constant values of small shape arithmetic, and FLOP/byte counts. */
 #include <string.h>
 
@@ -525,6 +526,207 @@ static gboolean infer_expand_dims(PsimGraph *g, PsimNode *n, GError **error)
     return TRUE;
 }
 
+/* ---- TF convolution and pooling, NHWC ---- */
+
+/* One spatial axis: output size and begin pad for input size in, window k, stride s, dilation d. */
+static gboolean tf_axis(const char *padding, int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
+                        int64_t p1, int64_t *out, int64_t *pad0)
+{
+    int64_t span = (k - 1) * d + 1;
+    if (!strcmp(padding, "SAME")) {
+        *out = (in + s - 1) / s;
+        int64_t total = MAX((*out - 1) * s + span - in, 0);
+        *pad0 = total / 2;
+        return TRUE;
+    }
+    if (!strcmp(padding, "EXPLICIT")) {
+        in += p0 + p1;
+        *pad0 = p0;
+    } else {
+        *pad0 = 0;
+    }
+    *out = in >= span ? (in - span) / s + 1 : 0;
+    return TRUE;
+}
+
+gboolean psim__tf_window(const PsimNode *n, const int64_t *x, int64_t kh, int64_t kw, gboolean conv,
+                         PsimTfWindow *w, char **why)
+{
+    const char *fmt = psim_node_attr_string(n, "data_format", "NHWC");
+    if (strcmp(fmt, "NHWC")) {
+        *why = g_strdup_printf("%s with data_format %s: only NHWC is supported", n->op, fmt);
+        return FALSE;
+    }
+    const int64_t *st = NULL, *dl = NULL, *ep = NULL;
+    int32_t ns = psim_node_attr_ints(n, "strides", &st);
+    int32_t nd = conv ? psim_node_attr_ints(n, "dilations", &dl) : -1;
+    const char *padding = psim_node_attr_string(n, "padding", "VALID");
+    int32_t ne = psim_node_attr_ints(n, "explicit_paddings", &ep);
+    if (ns != 4 || st[0] != 1 || st[3] != 1 || st[1] < 1 || st[2] < 1) {
+        *why = g_strdup_printf("%s: strides must be [1, sh, sw, 1] with sh, sw >= 1", n->op);
+        return FALSE;
+    }
+    if (nd >= 0 && (nd != 4 || dl[0] != 1 || dl[3] != 1 || dl[1] < 1 || dl[2] < 1)) {
+        *why = g_strdup_printf("%s: dilations must be [1, dh, dw, 1] with dh, dw >= 1", n->op);
+        return FALSE;
+    }
+    gboolean expl = !strcmp(padding, "EXPLICIT");
+    if ((strcmp(padding, "SAME") && strcmp(padding, "VALID") && !expl) || (expl && ne != 8) || kh < 1 || kw < 1) {
+        *why = g_strdup_printf("%s: padding '%s' with %d explicit_paddings and a %" G_GINT64_FORMAT " x %"
+                               G_GINT64_FORMAT " window is not SAME, VALID or EXPLICIT with 8 values", n->op,
+                               padding, MAX(ne, 0), kh, kw);
+        return FALSE;
+    }
+    for (int32_t i = 0; expl && i < 8; i++)
+        if (ep[i] < 0 || ((i < 2 || i >= 6) && ep[i])) {
+            *why = g_strdup_printf("%s: explicit_paddings must be 0 on N and C and >= 0", n->op);
+            return FALSE;
+        }
+    *w = (PsimTfWindow){.sh = st[1], .sw = st[2], .dh = nd >= 0 ? dl[1] : 1, .dw = nd >= 0 ? dl[2] : 1};
+    tf_axis(padding, x[1], kh, w->sh, w->dh, expl ? ep[2] : 0, expl ? ep[3] : 0, &w->Ho, &w->pt);
+    tf_axis(padding, x[2], kw, w->sw, w->dw, expl ? ep[4] : 0, expl ? ep[5] : 0, &w->Wo, &w->pl);
+    return TRUE;
+}
+
+/* The window of n over its known input shape, the channels of its output in *c_out; FALSE when
+ * shapes are unknown (outputs stay unknown) or, with *error, when they do not fit. */
+static gboolean tf_window_of(PsimGraph *g, PsimNode *n, PsimTfWindow *w, int64_t *c_out, int64_t *k,
+                             GError **error, gboolean *bad)
+{
+    *bad = FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    gboolean conv = strcmp(n->op, "TfMaxPool") && strcmp(n->op, "AvgPool");
+    if (x->rank != 4)
+        return FALSE;
+    for (int i = 0; i < 4; i++)
+        if (x->dims[i] < 0)
+            return FALSE;
+    int64_t kh, kw;
+    *c_out = x->dims[3];
+    if (conv) {
+        const PsimOutput *f = psim__input(g, n, 1);
+        if (f->rank != 4 || f->dims[0] < 0 || f->dims[1] < 0 || f->dims[2] < 0 || f->dims[3] < 0)
+            return FALSE;
+        gboolean dw = !strcmp(n->op, "DepthwiseConv2dNative");
+        if (f->dims[2] != x->dims[3]) {
+            psim__error_node(error, g, n, "%s: the filter has %" G_GINT64_FORMAT " input channels, the input %"
+                             G_GINT64_FORMAT, n->op, f->dims[2], x->dims[3]);
+            *bad = TRUE;
+            return FALSE;
+        }
+        kh = f->dims[0], kw = f->dims[1];
+        *c_out = dw ? f->dims[2] * f->dims[3] : f->dims[3];
+    } else {
+        const int64_t *ks = NULL;
+        if (psim_node_attr_ints(n, "ksize", &ks) != 4 || ks[0] != 1 || ks[3] != 1) {
+            psim__error_node(error, g, n, "%s: ksize must be [1, kh, kw, 1]", n->op);
+            *bad = TRUE;
+            return FALSE;
+        }
+        kh = ks[1], kw = ks[2];
+    }
+    g_autofree char *why = NULL;
+    if (!psim__tf_window(n, x->dims, kh, kw, conv, w, &why)) {
+        psim__error_node(error, g, n, "%s", why);
+        *bad = TRUE;
+        return FALSE;
+    }
+    *k = kh * kw;
+    return TRUE;
+}
+
+static gboolean infer_tf_window(PsimGraph *g, PsimNode *n, GError **error)
+{
+    gboolean conv = strcmp(n->op, "TfMaxPool") && strcmp(n->op, "AvgPool");
+    if (!need(g, n, conv ? 2 : 1, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0);
+    PsimTfWindow w;
+    int64_t c, k;
+    gboolean bad;
+    if (!tf_window_of(g, n, &w, &c, &k, error, &bad)) {
+        if (bad)
+            return FALSE;
+        psim_graph_output_set(g, n, 0, x->dtype, rank_known(x) ? 4 : PSIM_RANK_UNKNOWN,
+                              (int64_t[]){rank_known(x) ? x->dims[0] : -1, -1, -1, -1});
+        return TRUE;
+    }
+    psim_graph_output_set(g, n, 0, x->dtype, 4, (int64_t[]){x->dims[0], w.Ho, w.Wo, c});
+    return TRUE;
+}
+
+/* Convolutions: 2 FLOPs per multiply-add (a depthwise output reads one input channel); pools one
+ * per window element. */
+static void count_tf_window(const PsimGraph *g, const PsimNode *n, PsimOpCount *out)
+{
+    count_move(g, n, out);
+    const PsimOutput *y = n->n_outputs > 0 ? &n->outputs[0] : NULL;
+    int64_t e = y ? psim_shape_elems(y->rank, y->dims) : -1;
+    if (e <= 0)
+        return;
+    const PsimNode *src = n->n_inputs > 1 && n->inputs[1].node >= 0 ? psim_graph_node(g, n->inputs[1].node) : NULL;
+    const PsimOutput *f = src ? &src->outputs[n->inputs[1].index] : NULL;
+    if (!strcmp(n->op, "Conv2D") && f && f->rank == 4 && f->dims[0] > 0 && f->dims[1] > 0 && f->dims[2] > 0)
+        out->flops = 2.0 * (double)e * (double)(f->dims[0] * f->dims[1] * f->dims[2]);
+    else if (!strcmp(n->op, "DepthwiseConv2dNative") && f && f->rank == 4 && f->dims[0] > 0 && f->dims[1] > 0)
+        out->flops = 2.0 * (double)e * (double)(f->dims[0] * f->dims[1]);
+    else {
+        const int64_t *ks = NULL;
+        if (psim_node_attr_ints(n, "ksize", &ks) == 4)
+            out->flops = (double)e * (double)(ks[1] * ks[2]);
+    }
+}
+
+/* Pad / PadV2 with their paddings (input 1, [rank, 2]) known. */
+static gboolean infer_tf_pad(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (!need(g, n, 2, error))
+        return FALSE;
+    const PsimOutput *x = psim__input(g, n, 0), *p = psim__input(g, n, 1);
+    if (!rank_known(x) || x->rank > 16 || !p->value || !is_int_dtype(p->value->dtype) ||
+        p->value->n_elems != 2 * (int64_t)x->rank) {
+        psim_graph_output_set(g, n, 0, x->dtype, x->rank, x->dims);
+        if (x->rank >= 0)
+            for (int32_t i = 0; i < x->rank; i++)
+                n->outputs[0].dims[i] = PSIM_DIM_UNKNOWN;
+        return TRUE;
+    }
+    int64_t dims[16];
+    for (int32_t i = 0; i < x->rank; i++) {
+        int64_t a = psim_tensor_get_i64(p->value, 2 * i), b = psim_tensor_get_i64(p->value, 2 * i + 1);
+        if (a < 0 || b < 0) {
+            psim__error_node(error, g, n, "%s: paddings must be >= 0", n->op);
+            return FALSE;
+        }
+        dims[i] = x->dims[i] < 0 ? PSIM_DIM_UNKNOWN : x->dims[i] + a + b;
+    }
+    psim_graph_output_set(g, n, 0, x->dtype, x->rank, dims);
+    return TRUE;
+}
+
+/* IdentityN: output k is input k. */
+static gboolean infer_identity_n(PsimGraph *g, PsimNode *n, GError **error)
+{
+    if (n->n_outputs > n->n_inputs) {
+        psim__error_node(error, g, n, "IdentityN has %d outputs for %d inputs", n->n_outputs, n->n_inputs);
+        return FALSE;
+    }
+    for (int32_t k = 0; k < n->n_outputs; k++) {
+        const PsimOutput *x = psim__input(g, n, k);
+        if (!x) {
+            psim__error_node(error, g, n, "IdentityN: input %d is missing", k);
+            return FALSE;
+        }
+        psim_graph_output_set(g, n, k, x->dtype, x->rank, x->dims);
+    }
+    return TRUE;
+}
+
+static int32_t identity_n_outputs(const PsimNode *n)
+{
+    return MAX(n->n_inputs, 1);
+}
+
 /* ---- TF random ops: shape from input 0's value, dtype from the attr ---- */
 
 static gboolean infer_random(PsimGraph *g, PsimNode *n, GError **error)
@@ -553,6 +755,16 @@ static const PsimOpDef tf_ops[] = {
      infer_random, count_write},
     {"TruncatedNormal", "TF truncated normal samples of a shape given as input",
      PSIM_OP_STATEFUL, infer_random, count_write},
+    {"Conv2D", "TF 2-D convolution, NHWC input, HWIO filter", 0, infer_tf_window, count_tf_window},
+    {"DepthwiseConv2dNative", "TF depthwise convolution, NHWC input, [kh, kw, C, multiplier] filter", 0,
+     infer_tf_window, count_tf_window},
+    {"TfMaxPool", "TF max pooling, NHWC", 0, infer_tf_window, count_tf_window},
+    {"AvgPool", "TF average pooling, NHWC (padding left out of each average)", 0, infer_tf_window,
+     count_tf_window},
+    {"TfPad", "TF zero padding by a [rank, 2] paddings input", 0, infer_tf_pad, count_move},
+    {"PadV2", "TF constant padding by a [rank, 2] paddings input and a scalar value", 0, infer_tf_pad,
+     count_move},
+    {"IdentityN", "TF identity of N tensors", 0, infer_identity_n, count_move, identity_n_outputs},
     UNARY("Rsqrt", "1/sqrt(x)"), UNARY("Square", "x*x"), UNARY("Relu6", "min(max(x,0),6)"),
     UNARY("Softsign", "x/(1+|x|)"), UNARY("Log1p", "log(1+x)"), UNARY("Expm1", "exp(x)-1"),
     UNARY("ZerosLike", "zeros"), UNARY("OnesLike", "ones"), UNARY("PreventGradient", "identity"),

@@ -416,16 +416,20 @@ static double ref_un(const char *op, double v)
     if (!strcmp(op, "Sin")) return sin(v);
     if (!strcmp(op, "Cos")) return cos(v);
     if (!strcmp(op, "Softplus")) return log(1 + exp(v));
+    if (!strcmp(op, "Rsqrt")) return 1 / sqrt(v);
+    if (!strcmp(op, "Relu6")) return v < 0 ? 0 : v > 6 ? 6 : v;
+    if (!strcmp(op, "Square")) return v * v;
     g_assert_not_reached();
 }
 
 static void test_unary(void)
 {
     static const char *ops[] = {"Sqrt", "Neg", "Exp", "Log", "Relu", "Sigmoid", "Tanh", "Erf",
-                                "Abs", "Floor", "Ceil", "Reciprocal", "Sin", "Cos", "Softplus"};
+                                "Abs", "Floor", "Ceil", "Reciprocal", "Sin", "Cos", "Softplus",
+                                "Rsqrt", "Relu6", "Square"}; /* the last three: TF's */
     int64_t d[3] = {2, 5, 7};
     for (size_t o = 0; o < G_N_ELEMENTS(ops); o++) {
-        gboolean pos = !strcmp(ops[o], "Sqrt") || !strcmp(ops[o], "Log");
+        gboolean pos = !strcmp(ops[o], "Sqrt") || !strcmp(ops[o], "Log") || !strcmp(ops[o], "Rsqrt");
         g_autoptr(PsimTensor) a = rand_f32(3, d, pos ? 0.01 : -20, 20);
         Node x = node_new(ops[o], 1);
         PsimTensor *in[1] = {a};
@@ -1525,6 +1529,141 @@ static void test_shape_ops(void)
 }
 
 /* TF ops (kernels/cpu/tf.c) against values worked out by hand. */
+/* TF's NHWC convolution and pooling against naive double references. */
+typedef struct {
+    int64_t N, H, W, C, kh, kw, M; /* M: Conv2D output channels, depthwise multiplier */
+    int64_t sh, sw, dh, dw;
+    const char *padding;          /* SAME, VALID or EXPLICIT */
+    int64_t pads[4];              /* EXPLICIT: top, bottom, left, right */
+} TfWinCase;
+
+/* Output size and begin pad of one axis, TF's rules. */
+static void tf_axis_ref(const char *pad, int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1,
+                        int64_t *out, int64_t *b)
+{
+    int64_t span = (k - 1) * d + 1;
+    if (!strcmp(pad, "SAME")) {
+        *out = (in + s - 1) / s;
+        *b = MAX((*out - 1) * s + span - in, 0) / 2;
+    } else {
+        *b = !strcmp(pad, "EXPLICIT") ? p0 : 0;
+        int64_t t = in + (!strcmp(pad, "EXPLICIT") ? p0 + p1 : 0);
+        *out = t >= span ? (t - span) / s + 1 : 0;
+    }
+}
+
+static void check_tf_window(const char *op, const TfWinCase *tc)
+{
+    gboolean conv = !strcmp(op, "Conv2D"), dw = !strcmp(op, "DepthwiseConv2dNative");
+    int64_t dx[4] = {tc->N, tc->H, tc->W, tc->C}, df[4] = {tc->kh, tc->kw, tc->C, tc->M};
+    g_autoptr(PsimTensor) x = rand_f32(4, dx, -1, 1);
+    g_autoptr(PsimTensor) f = conv || dw ? rand_f32(4, df, -1, 1) : NULL;
+    Node nd = node_new(op, 1);
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 4, (int64_t[]){1, tc->sh, tc->sw, 1});
+    if (conv || dw)
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "dilations", 4, (int64_t[]){1, tc->dh, tc->dw, 1});
+    else
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "ksize", 4, (int64_t[]){1, tc->kh, tc->kw, 1});
+    psim_graph_node_attr_set_string(nd.g, nd.n, "padding", tc->padding);
+    if (!strcmp(tc->padding, "EXPLICIT"))
+        psim_graph_node_attr_set_ints(nd.g, nd.n, "explicit_paddings", 8,
+                                      (int64_t[]){0, 0, tc->pads[0], tc->pads[1], tc->pads[2], tc->pads[3], 0, 0});
+    PsimTensor *in[2] = {x, f};
+    g_autoptr(PsimTensor) y = run1(nd, in, conv || dw ? 2 : 1);
+    int64_t dh = conv || dw ? tc->dh : 1, dwl = conv || dw ? tc->dw : 1, Ho, Wo, pt, pl;
+    tf_axis_ref(tc->padding, tc->H, tc->kh, tc->sh, dh, tc->pads[0], tc->pads[1], &Ho, &pt);
+    tf_axis_ref(tc->padding, tc->W, tc->kw, tc->sw, dwl, tc->pads[2], tc->pads[3], &Wo, &pl);
+    int64_t Co = conv ? tc->M : dw ? tc->C * tc->M : tc->C;
+    assert_shape(y, 4, (int64_t[]){tc->N, Ho, Wo, Co});
+    g_autofree double *want = g_new(double, y->n_elems + 1);
+    const float *xd = x->data, *fd = f ? f->data : NULL;
+    for (int64_t n = 0; n < tc->N; n++)
+        for (int64_t oh = 0; oh < Ho; oh++)
+            for (int64_t ow = 0; ow < Wo; ow++)
+                for (int64_t co = 0; co < Co; co++) {
+                    double acc = !conv && !dw && !strcmp(op, "TfMaxPool") ? -INFINITY : 0;
+                    int64_t cnt = 0;
+                    for (int64_t ki = 0; ki < tc->kh; ki++)
+                        for (int64_t kj = 0; kj < tc->kw; kj++) {
+                            int64_t ih = oh * tc->sh - pt + ki * dh, iw = ow * tc->sw - pl + kj * dwl;
+                            if (ih < 0 || ih >= tc->H || iw < 0 || iw >= tc->W)
+                                continue;
+                            const float *px = xd + ((n * tc->H + ih) * tc->W + iw) * tc->C;
+                            if (conv)
+                                for (int64_t c = 0; c < tc->C; c++)
+                                    acc += (double)px[c] * fd[((ki * tc->kw + kj) * tc->C + c) * tc->M + co];
+                            else if (dw)
+                                acc += (double)px[co / tc->M] * fd[(ki * tc->kw + kj) * tc->C * tc->M + co];
+                            else if (!strcmp(op, "TfMaxPool"))
+                                acc = MAX(acc, px[co]);
+                            else
+                                acc += px[co];
+                            cnt++;
+                        }
+                    if (!strcmp(op, "AvgPool"))
+                        acc = cnt ? acc / (double)cnt : 0;
+                    want[((n * Ho + oh) * Wo + ow) * Co + co] = acc;
+                }
+    assert_close(y, want, 1e-4, 1e-5 * sqrt((double)(tc->kh * tc->kw * tc->C)));
+    node_free(nd);
+}
+
+static void test_tf_nhwc(void)
+{
+    static const TfWinCase cases[] = {
+        {1, 9, 11, 5, 3, 3, 7, 1, 1, 1, 1, "SAME", {0}},    /* 3x3 SAME */
+        {2, 12, 9, 4, 3, 2, 6, 2, 2, 1, 1, "SAME", {0}},    /* stride 2, odd sizes, asymmetric pad */
+        {1, 10, 10, 3, 3, 3, 4, 1, 2, 2, 1, "VALID", {0}},  /* dilation, stride across only */
+        {1, 8, 7, 6, 1, 1, 5, 1, 1, 1, 1, "VALID", {0}},    /* 1x1: the image is the patch matrix */
+        {1, 8, 7, 6, 1, 1, 5, 2, 2, 1, 1, "VALID", {0}},    /* 1x1 strided */
+        {1, 7, 8, 4, 3, 3, 2, 1, 1, 1, 1, "EXPLICIT", {2, 0, 1, 3}},
+    };
+    static const char *ops[] = {"Conv2D", "DepthwiseConv2dNative", "TfMaxPool", "AvgPool"};
+    for (size_t o = 0; o < G_N_ELEMENTS(ops); o++)
+        for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+            TfWinCase tc = cases[c];
+            if (!strcmp(ops[o], "DepthwiseConv2dNative"))
+                tc.M = 1 + (int64_t)(c % 2); /* multipliers 1 and 2 */
+            if (!strcmp(ops[o], "TfMaxPool") || !strcmp(ops[o], "AvgPool")) {
+                if (!strcmp(tc.padding, "EXPLICIT"))
+                    continue; /* TF pools take SAME or VALID */
+                tc.dh = tc.dw = 1;
+            }
+            check_tf_window(ops[o], &tc);
+        }
+    /* Pad and PadV2: paddings [rank, 2]; PadV2's value fills. */
+    g_autoptr(PsimTensor) x = rand_f32(3, (int64_t[]){2, 3, 4}, -1, 1);
+    g_autoptr(PsimTensor) p = psim_tensor_new(PSIM_DTYPE_INT64, 2, (int64_t[]){3, 2}, NULL);
+    memcpy(p->data, (int64_t[]){1, 0, 0, 2, 3, 1}, sizeof(int64_t) * 6);
+    g_autoptr(PsimTensor) cv = scalar_f32(-5.0f);
+    for (int v2 = 0; v2 < 2; v2++) {
+        Node nd = node_new(v2 ? "PadV2" : "TfPad", 1);
+        PsimTensor *in[3] = {x, p, cv};
+        g_autoptr(PsimTensor) y = run1(nd, in, v2 ? 3 : 2);
+        assert_shape(y, 3, (int64_t[]){3, 5, 8});
+        for (int64_t i = 0; i < y->n_elems; i++) {
+            int64_t a = i / 40, b = i / 8 % 5, c = i % 8;
+            gboolean inside = a >= 1 && b < 3 && c >= 3 && c < 7;
+            float want = inside ? ((float *)x->data)[((a - 1) * 3 + b) * 4 + (c - 3)] : v2 ? -5.0f : 0.0f;
+            g_assert_cmpfloat(((float *)y->data)[i], ==, want);
+        }
+        node_free(nd);
+    }
+    /* A NCHW TF convolution is refused with the reason. */
+    Node nd = node_new("Conv2D", 1);
+    psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 4, (int64_t[]){1, 1, 1, 1});
+    psim_graph_node_attr_set_string(nd.g, nd.n, "padding", "SAME");
+    psim_graph_node_attr_set_string(nd.g, nd.n, "data_format", "NCHW");
+    g_autoptr(PsimTensor) xi = rand_f32(4, (int64_t[]){1, 3, 4, 4}, -1, 1);
+    g_autoptr(PsimTensor) fi = rand_f32(4, (int64_t[]){1, 1, 4, 2}, -1, 1);
+    PsimTensor *in[2] = {xi, fi}, *out[1];
+    GError *err = NULL;
+    g_assert_false(run_n(nd, in, 2, out, &err));
+    g_assert_nonnull(strstr(err->message, "NHWC"));
+    g_clear_error(&err);
+    node_free(nd);
+}
+
 static void test_tf_ops(void)
 {
     int64_t d3[3] = {2, 3, 4};
@@ -1839,6 +1978,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/cpu/resize", test_resize);
     g_test_add_func("/kernels/cpu/conv", test_conv);
     g_test_add_func("/kernels/cpu/tf-ops", test_tf_ops);
+    g_test_add_func("/kernels/cpu/tf-nhwc", test_tf_nhwc);
     g_test_add_func("/kernels/cpu/pool", test_pool);
     g_test_add_func("/kernels/cpu/norm", test_norm);
     g_test_add_func("/kernels/cpu/views", test_views);

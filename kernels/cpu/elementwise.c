@@ -408,6 +408,10 @@ DEF_UN(softsign, x / (1.0f + fabsf(x)), x / (1.0 + fabs(x)))
 /* ONNX Round: halves to even, which rint does in the default rounding mode. */
 DEF_UN(round, rintf(x), rint(x))
 DEF_UN(sign, (float)((x > 0.0f) - (x < 0.0f)), (double)((x > 0.0) - (x < 0.0)))
+/* TF's elementwise ops that ONNX has no name for (graphs read from GraphDefs). */
+DEF_UN(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
+DEF_UN(relu6, fminf(fmaxf(x, 0.0f), 6.0f), fmin(fmax(x, 0.0), 6.0))
+DEF_UN(tf_square, x * x, x * x)
 DEF_UNI(sign_i64, int64_t, (int64_t)((x > 0) - (x < 0)))
 DEF_UNI(sign_i32, int32_t, (int32_t)((x > 0) - (x < 0)))
 DEF_UNI(neg_i64, int64_t, (int64_t)(0 - (uint64_t)x))
@@ -445,6 +449,9 @@ static const UnOp un_ops[] = {
     {"Softsign", softsign_f32, softsign_f64, NULL, NULL},
     {"Round", round_f32, round_f64, NULL, NULL},
     {"Sign", sign_f32, sign_f64, sign_i64, sign_i32},
+    {"Rsqrt", rsqrt_f32, rsqrt_f64, NULL, NULL},
+    {"Relu6", relu6_f32, relu6_f64, NULL, NULL},
+    {"Square", tf_square_f32, tf_square_f64, NULL, NULL},
 };
 
 static gboolean run_unary(PsimKernelCtx *ctx, GError **error)

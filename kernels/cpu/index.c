@@ -1150,6 +1150,22 @@ static void labels_perm(const int32_t *lab, int32_t n, const int32_t *g0, int32_
     }
 }
 
+/* An operand of labels lab as the GEMM takes it: [batch][rows][cols] (the groups b, r, c) as it
+ * lies, or [batch][cols][rows] (*trans), else permuted into *buf ([batch][rows][cols]). */
+static const float *gemm_operand(const PsimTensor *t, const int32_t *lab, const int32_t *b, int32_t nb,
+                                 const int32_t *r, int32_t nr, const int32_t *c, int32_t nc, gboolean *trans,
+                                 float **buf)
+{
+    *trans = labels_are(lab, t->rank, b, nb, c, nc, r, nr);
+    if (*trans || labels_are(lab, t->rank, b, nb, r, nr, c, nc))
+        return t->data;
+    int32_t perm[PSIM_EINSUM_MAX_DIMS];
+    labels_perm(lab, t->rank, b, nb, r, nr, c, nc, perm);
+    *buf = g_new(float, t->n_elems);
+    permute_f32(t->data, t->rank, t->dims, perm, *buf);
+    return *buf;
+}
+
 /* Two float32 operands whose labels each appear once per operand, with no dim broadcast and no
  * label summed within one operand alone, as a batched GEMM (how ONNX Runtime and PyTorch run
  * them): labels of both operands and the output are the batch, of A and the output the rows
@@ -1206,25 +1222,10 @@ static int einsum_gemm(PsimKernelCtx *ctx, const PsimEinsum *e, const int64_t *s
     if (!y)
         return FALSE;
     g_autofree float *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
-    const float *a = A->data, *b = B->data;
-    gboolean ta = FALSE, tb = FALSE;
+    gboolean ta, tb;
     int32_t perm[PSIM_EINSUM_MAX_DIMS];
-    if (labels_are(e->lab[0], e->rank[0], bl, nb, kl, nk, ml, nm)) {
-        ta = TRUE;
-    } else if (!labels_are(e->lab[0], e->rank[0], bl, nb, ml, nm, kl, nk)) {
-        labels_perm(e->lab[0], e->rank[0], bl, nb, ml, nm, kl, nk, perm);
-        abuf = g_new(float, A->n_elems);
-        permute_f32(a, A->rank, A->dims, perm, abuf);
-        a = abuf;
-    }
-    if (labels_are(e->lab[1], e->rank[1], bl, nb, nl, nn, kl, nk)) {
-        tb = TRUE;
-    } else if (!labels_are(e->lab[1], e->rank[1], bl, nb, kl, nk, nl, nn)) {
-        labels_perm(e->lab[1], e->rank[1], bl, nb, kl, nk, nl, nn, perm);
-        bbuf = g_new(float, B->n_elems);
-        permute_f32(b, B->rank, B->dims, perm, bbuf);
-        b = bbuf;
-    }
+    const float *a = gemm_operand(A, e->lab[0], bl, nb, ml, nm, kl, nk, &ta, &abuf);
+    const float *b = gemm_operand(B, e->lab[1], bl, nb, kl, nk, nl, nn, &tb, &bbuf);
     gboolean direct = labels_are(e->out, e->out_rank, bl, nb, ml, nm, nl, nn);
     float *c = direct ? y->data : (cbuf = g_new(float, y->n_elems));
     for (int64_t i = 0; i < Bt; i++)

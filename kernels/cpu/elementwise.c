@@ -410,7 +410,9 @@ DEF_UN(round, rintf(x), rint(x))
 DEF_UN(sign, (float)((x > 0.0f) - (x < 0.0f)), (double)((x > 0.0) - (x < 0.0)))
 /* TF's elementwise ops that ONNX has no name for (graphs read from GraphDefs). */
 DEF_UN(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
-DEF_UN(relu6, fminf(fmaxf(x, 0.0f), 6.0f), fmin(fmax(x, 0.0), 6.0))
+/* Relu6 as compares and selects: they vectorise (fminf/fmaxf are library calls here, 5.6 ns a
+ * value: MobileNetV2's 35 Relu6s took 31 ms of a 45-ms step), and NaN stays NaN. */
+DEF_UN(relu6, x < 0.0f ? 0.0f : x > 6.0f ? 6.0f : x, x < 0.0 ? 0.0 : x > 6.0 ? 6.0 : x)
 DEF_UN(tf_square, x * x, x * x)
 DEF_UNI(sign_i64, int64_t, (int64_t)((x > 0) - (x < 0)))
 DEF_UNI(sign_i32, int32_t, (int32_t)((x > 0) - (x < 0)))

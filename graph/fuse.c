@@ -6,6 +6,7 @@
  *
  *   Conv -> Relu | LeakyRelu | Clip | HardSigmoid | Sigmoid | Tanh   =>  FusedConv(activation)
  *   x -> Sigmoid -> Mul(x, .)                                        =>  QuickGelu(alpha = 1)
+ *   x -> Mul(x, alpha) -> Sigmoid -> Mul(x, .)                       =>  QuickGelu(alpha)
  *   x -> Div(., sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5)
  *     (or the 0.5 on x first: Mul(Mul(x, 0.5), .))                   =>  Gelu
  *
@@ -30,6 +31,7 @@ typedef struct {
     int32_t head;   /* the Conv (FUSE_CONV) */
     PsimPort x;     /* the gated activations' input */
     int32_t act;    /* the activation node (FUSE_CONV) */
+    float alpha;    /* QuickGelu's */
 } Fusion;
 
 typedef struct {
@@ -116,7 +118,8 @@ static PsimDType out_dtype(const PsimNode *v)
     return v->n_outputs > 0 ? v->outputs[0].dtype : PSIM_DTYPE_UNDEFINED;
 }
 
-/* x -> Sigmoid -> Mul(x, .) */
+/* x -> Sigmoid -> Mul(x, .), or x -> Mul(x, alpha) -> Sigmoid -> Mul(x, .) (Keras's swish,
+ * x sigmoid(beta x), as TF GraphDefs hold it): QuickGelu(alpha). */
 static void match_quick_gelu(Fuser *f, const int32_t *next, const PsimNode *s)
 {
     if (!interior(f, s, "Sigmoid") || s->n_inputs != 1)
@@ -125,12 +128,28 @@ static void match_quick_gelu(Fuser *f, const int32_t *next, const PsimNode *s)
     if (!plain(f, m, "Mul") || m->n_inputs != 2 || !same_place(s, m))
         return;
     PsimPort x = s->inputs[0];
-    gboolean ok = (m->inputs[0].node == s->id && same_port(m->inputs[1], x)) ||
-                  (m->inputs[1].node == s->id && same_port(m->inputs[0], x));
-    if (!ok || !f->can_run("QuickGelu", out_dtype(m), f->user))
+    float alpha = 1.0f;
+    const PsimNode *scale = NULL, *sc = node_of(f, x);
+    if (sc && interior(f, sc, "Mul") && sc->n_inputs == 2 && same_place(sc, s))
+        for (int k = 0; k < 2 && !scale; k++)
+            if (scalar(f, sc->inputs[1 - k], &alpha) &&
+                ((m->inputs[0].node == s->id && same_port(m->inputs[1], sc->inputs[k])) ||
+                 (m->inputs[1].node == s->id && same_port(m->inputs[0], sc->inputs[k])))) {
+                scale = sc;
+                x = sc->inputs[k];
+            }
+    if (!scale) {
+        alpha = 1.0f;
+        if (!((m->inputs[0].node == s->id && same_port(m->inputs[1], x)) ||
+              (m->inputs[1].node == s->id && same_port(m->inputs[0], x))))
+            return;
+    }
+    if (!f->can_run("QuickGelu", out_dtype(m), f->user))
         return;
     f->drop[s->id] = 1;
-    f->at[m->id] = (Fusion){FUSE_QUICK_GELU, -1, x, -1};
+    if (scale)
+        f->drop[scale->id] = 1;
+    f->at[m->id] = (Fusion){FUSE_QUICK_GELU, -1, x, -1, alpha};
 }
 
 /* x -> Div(., sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5), or with Mul(x, 0.5) as
@@ -251,7 +270,7 @@ static PsimNode *emit_fused(const Fuser *f, PsimGraph *out, const PsimNode *tail
             psim_graph_node_input_add(out, n, head->inputs[k]);
     } else {
         if (fu->kind == FUSE_QUICK_GELU)
-            psim_graph_node_attr_set_float(out, n, "alpha", 1.0);
+            psim_graph_node_attr_set_float(out, n, "alpha", fu->alpha);
         psim_graph_node_input_add(out, n, fu->x);
     }
     psim_graph_node_outputs_set(out, n, 1);

@@ -622,6 +622,57 @@ static void test_fuse(void)
     }
 }
 
+/* Keras's swish as TF GraphDefs hold it, x -> Mul(x, beta) -> Sigmoid -> Mul(x, .), fuses into
+ * QuickGelu(alpha = beta) (either operand order of both Muls), computing bit for bit what the
+ * three nodes do; a gate of another tensor than the scaled one does not fuse. */
+static void test_fuse_scaled_swish(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(PsimGraph) g = psim_graph_new("swish");
+    int64_t xd[2] = {3, 50};
+    PsimNode *x = fuse_node(g, "x", "Placeholder", 0, NULL);
+    psim_graph_output_set(g, x, 0, PSIM_DTYPE_FLOAT32, 2, xd);
+    PsimNode *b1 = fuse_scalar(g, "b1", 1.702f), *b2 = fuse_scalar(g, "b2", 1.0f), *b3 = fuse_scalar(g, "b3", 2.0f);
+    PsimNode *s1 = fuse_node(g, "s1", "Mul", 2, (const PsimNode *[]){x, b1});
+    PsimNode *g1 = fuse_node(g, "g1", "Sigmoid", 1, (const PsimNode *[]){s1});
+    PsimNode *o1 = fuse_node(g, "o1", "Mul", 2, (const PsimNode *[]){x, g1});
+    PsimNode *s2 = fuse_node(g, "s2", "Mul", 2, (const PsimNode *[]){b2, o1});
+    PsimNode *g2 = fuse_node(g, "g2", "Sigmoid", 1, (const PsimNode *[]){s2});
+    PsimNode *o2 = fuse_node(g, "o2", "Mul", 2, (const PsimNode *[]){g2, o1});
+    PsimNode *s3 = fuse_node(g, "s3", "Mul", 2, (const PsimNode *[]){o2, b3});
+    PsimNode *g3 = fuse_node(g, "g3", "Sigmoid", 1, (const PsimNode *[]){s3});
+    PsimNode *o3 = fuse_node(g, "o3", "Mul", 2, (const PsimNode *[]){x, g3}); /* gates x, scaled o2 */
+    psim_graph_input_add(g, x->id);
+    psim_graph_output_add(g, (PsimPort){o3->id, 0});
+    g_assert_true(psim_graph_finalize(g, &err));
+    g_assert_cmpint(psim_graph_fold_constants(g, &err), >=, 0);
+    g_autoptr(PsimGraph) f = NULL;
+    int32_t removed = -1;
+    g_assert_true(psim_graph_fuse(g, runs_all, NULL, &f, &removed, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(test_count_op(f, "QuickGelu"), ==, 2);
+    g_assert_cmpint(removed, ==, 2 * 2 + 2); /* two Muls and Sigmoids, the scalars 1.702 and 1 */
+    const PsimNode *q1 = psim_graph_node_find(f, "o1"), *q2 = psim_graph_node_find(f, "o2");
+    g_assert_cmpstr(q1->op, ==, "QuickGelu");
+    g_assert_cmpfloat(psim_node_attr_float(q1, "alpha", 0), ==, (double)1.702f);
+    g_assert_cmpfloat(psim_node_attr_float(q2, "alpha", 0), ==, 1.0);
+    g_assert_cmpstr(psim_graph_node_find(f, "o3")->op, ==, "Mul");
+    g_autoptr(PsimTensor) xv = fill_seq(2, xd, 0.23f);
+    for (int64_t i = 0; i < xv->n_elems; i++)
+        ((float *)xv->data)[i] = ((float *)xv->data)[i] * 9.0f - 4.5f;
+    g_autoptr(PsimCluster) c = psim_cluster_from_spec("local:1", NULL);
+    const char *feeds[] = {"x"}, *fetch[] = {"o3"};
+    PsimTensor *a = NULL, *b = NULL;
+    g_autoptr(PsimSession) sa = psim_session_new(g, c, NULL, NULL, &err);
+    g_assert_true(psim_session_run(sa, 1, feeds, &xv, 1, fetch, &a, &err));
+    g_autoptr(PsimSession) sb = psim_session_new(f, c, NULL, NULL, &err);
+    g_assert_true(psim_session_run(sb, 1, feeds, &xv, 1, fetch, &b, &err));
+    g_assert_no_error(err);
+    g_assert_true(memcmp(a->data, b->data, a->nbytes) == 0);
+    psim_tensor_unref(a);
+    psim_tensor_unref(b);
+}
+
 /* Sessions cache one executor per signature; a cached run prepares nothing; extending the graph
  * invalidates the cache. */
 static void test_session(void)
@@ -1000,5 +1051,6 @@ int main(int argc, char **argv)
     g_test_add_func("/exec/rendezvous", test_rendezvous);
     g_test_add_func("/exec/conv-fed-weights", test_conv_fed_weights);
     g_test_add_func("/exec/fuse", test_fuse);
+    g_test_add_func("/exec/fuse-scaled-swish", test_fuse_scaled_swish);
     return g_test_run();
 }

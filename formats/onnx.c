@@ -1618,7 +1618,7 @@ char *psim_export_onnx(const PsimGraph *g, gsize *len, GError **error)
         int64_t opset = psim_graph_opset(g) > 0 ? psim_graph_opset(g) : 17;
         PsimOnnx__ModelProto mp = PSIM_ONNX__MODEL_PROTO__INIT;
         mp.has_ir_version = TRUE;
-        mp.ir_version = ir_version_for(opset);
+        mp.ir_version = MAX(ir_version_for(opset), 4); /* IR 3 would list every initializer as an input too */
         mp.producer_name = "placesim";
         mp.producer_version = PSIM_VERSION_STRING;
         mp.graph = &gp;

@@ -83,7 +83,9 @@ static gboolean scalar(const Fuser *f, PsimPort p, float *out)
     if (!v || p.index >= v->n_outputs)
         return FALSE;
     const PsimTensor *t = v->outputs[p.index].value;
-    if (!t || t->dtype != PSIM_DTYPE_FLOAT32 || t->n_elems != 1)
+    /* Rank 0 or 1 only: a [1, 1, 1] one would broadcast a lower-rank x up, which the fused
+     * node does not. */
+    if (!t || t->dtype != PSIM_DTYPE_FLOAT32 || t->n_elems != 1 || t->rank > 1)
         return FALSE;
     *out = *(const float *)t->data;
     return TRUE;
@@ -144,6 +146,12 @@ static void match_quick_gelu(Fuser *f, const int32_t *next, const PsimNode *s)
               (m->inputs[1].node == s->id && same_port(m->inputs[0], x))))
             return;
     }
+    /* The fused node computes over x's shape: the chain's output must have it. */
+    const PsimNode *xn = node_of(f, x);
+    const PsimOutput *xo = xn ? &xn->outputs[x.index] : NULL, *mo = &m->outputs[0];
+    if (!xo || xo->rank != mo->rank ||
+        (xo->rank > 0 && memcmp(xo->dims, mo->dims, sizeof(int64_t) * (size_t)xo->rank)))
+        return;
     if (!f->can_run("QuickGelu", out_dtype(m), f->user))
         return;
     f->drop[s->id] = 1;

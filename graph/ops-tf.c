@@ -596,6 +596,11 @@ static gboolean tf_window_of(PsimGraph *g, PsimNode *n, PsimTfWindow *w, int64_t
     *bad = FALSE;
     const PsimOutput *x = psim__input(g, n, 0);
     gboolean conv = strcmp(n->op, "TfMaxPool") && strcmp(n->op, "AvgPool");
+    if (x->rank >= 0 && x->rank != 4) {
+        psim__error_node(error, g, n, "%s needs a 4-D NHWC input, not rank %d", n->op, x->rank);
+        *bad = TRUE;
+        return FALSE;
+    }
     if (x->rank != 4)
         return FALSE;
     for (int i = 0; i < 4; i++)
@@ -647,8 +652,8 @@ static gboolean infer_tf_window(PsimGraph *g, PsimNode *n, GError **error)
     if (!tf_window_of(g, n, &w, &c, &k, error, &bad)) {
         if (bad)
             return FALSE;
-        psim_graph_output_set(g, n, 0, x->dtype, rank_known(x) ? 4 : PSIM_RANK_UNKNOWN,
-                              (int64_t[]){rank_known(x) ? x->dims[0] : -1, -1, -1, -1});
+        psim_graph_output_set(g, n, 0, x->dtype, x->rank == 4 ? 4 : PSIM_RANK_UNKNOWN,
+                              (int64_t[]){x->rank == 4 ? x->dims[0] : -1, -1, -1, -1});
         return TRUE;
     }
     psim_graph_output_set(g, n, 0, x->dtype, 4, (int64_t[]){x->dims[0], w.Ho, w.Wo, c});
@@ -694,8 +699,8 @@ static gboolean infer_tf_pad(PsimGraph *g, PsimNode *n, GError **error)
     int64_t dims[16];
     for (int32_t i = 0; i < x->rank; i++) {
         int64_t a = psim_tensor_get_i64(p->value, 2 * i), b = psim_tensor_get_i64(p->value, 2 * i + 1);
-        if (a < 0 || b < 0) {
-            psim__error_node(error, g, n, "%s: paddings must be >= 0", n->op);
+        if (a < 0 || b < 0 || a > PSIM_MAX_ELEMENTS || b > PSIM_MAX_ELEMENTS) {
+            psim__error_node(error, g, n, "%s: paddings must be >= 0 and at most 2^36", n->op);
             return FALSE;
         }
         dims[i] = x->dims[i] < 0 ? PSIM_DIM_UNKNOWN : x->dims[i] + a + b;

@@ -1649,6 +1649,19 @@ static void test_tf_nhwc(void)
         }
         node_free(nd);
     }
+    /* Paddings past any tensor size are an error, not a wrapped size. */
+    {
+        g_autoptr(PsimTensor) x4 = rand_f32(1, (int64_t[]){4}, -1, 1);
+        g_autoptr(PsimTensor) big = psim_tensor_new(PSIM_DTYPE_INT64, 2, (int64_t[]){1, 2}, NULL);
+        ((int64_t *)big->data)[0] = ((int64_t *)big->data)[1] = INT64_MAX;
+        Node np = node_new("TfPad", 1);
+        PsimTensor *pin[2] = {x4, big}, *pout[1];
+        GError *perr = NULL;
+        g_assert_false(run_n(np, pin, 2, pout, &perr));
+        g_assert_nonnull(strstr(perr->message, "paddings"));
+        g_clear_error(&perr);
+        node_free(np);
+    }
     /* A NCHW TF convolution is refused with the reason. */
     Node nd = node_new("Conv2D", 1);
     psim_graph_node_attr_set_ints(nd.g, nd.n, "strides", 4, (int64_t[]){1, 1, 1, 1});
@@ -1834,6 +1847,15 @@ static void test_resize(void)
     check_resize((int64_t[]){1, 2, 9, 8}, (double[]){1, 1, 0.5, 0.75});
     check_resize((int64_t[]){3, 2, 4, 5}, (double[]){2, 1, 1.5, 1});
     check_resize((int64_t[]){2, 4, 3, 3}, (double[]){1, 0.5, 1, 2});
+    /* An empty image resized to an empty one (its taps point nowhere): nothing to write. */
+    g_autoptr(PsimTensor) x = psim_tensor_new(PSIM_DTYPE_FLOAT32, 4, (int64_t[]){0, 1, 0, 4}, NULL);
+    g_autoptr(PsimTensor) sz = ints(4, (int64_t[]){0, 1, 3, 8});
+    Node nd = node_new("Resize", 1);
+    psim_graph_node_attr_set_string(nd.g, nd.n, "mode", "linear");
+    PsimTensor *in[4] = {x, NULL, NULL, sz};
+    g_autoptr(PsimTensor) y = run1(nd, in, 4);
+    assert_shape(y, 4, (int64_t[]){0, 1, 3, 8});
+    node_free(nd);
 }
 
 static void test_reduce(void)

@@ -187,6 +187,8 @@ int psim_cmd_export(int argc, char **argv)
         !psim_cli_flag_int("--ps", ps_s, 1, 1024, &n_ps, &lerr) ||
         !psim_cli_caching_device(caching, &reads, &lerr))
         return psim_cli_fail(lerr);
+    if (fuse && plan)
+        return psim_cli_usage("export", "--fuse fuses a graph; a plan is written as it was planned (fuse before 'place' instead)");
     if (json && !out)
         return psim_cli_usage("export", "--json needs --out (the export itself goes to stdout otherwise)");
     PsimFormat f = format_of(format, out);

@@ -256,7 +256,7 @@ static gboolean run_resize(PsimKernelCtx *ctx, GError **error)
             taps_of(&taps[d][o], mode, nm, coord, (double)o, scales[d], x->dims[d], lout[d], r0[d], r1[d],
                     a, exclude);
     }
-    gboolean planes = r >= 2;
+    gboolean planes = r >= 2 && y->n_elems > 0; /* (an empty input's taps point nowhere) */
     for (int32_t d = 0; d < r - 2 && planes; d++)
         planes = taps_identity(taps[d], od[d], x->dims[d]);
     if (planes) {

@@ -459,8 +459,8 @@ static gboolean run_tf_pad(PsimKernelCtx *ctx, GError **error)
     for (int32_t d = 0; d < x->rank; d++) {
         lo[d] = psim_tensor_get_i64(p, 2 * d);
         int64_t hi = psim_tensor_get_i64(p, 2 * d + 1);
-        if (lo[d] < 0 || hi < 0) {
-            KERR(ctx, error, "%s: paddings must be >= 0", ctx->node->op);
+        if (lo[d] < 0 || hi < 0 || lo[d] > PSIM_MAX_ELEMENTS || hi > PSIM_MAX_ELEMENTS) {
+            KERR(ctx, error, "%s: paddings must be >= 0 and at most 2^36", ctx->node->op);
             return FALSE;
         }
         od[d] = x->dims[d] + lo[d] + hi;

@@ -380,7 +380,7 @@ static gpointer comm_main(gpointer data)
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     g_autoptr(GPtrArray) active = g_ptr_array_new();
     static int heartbeat_payload;
-    double last_beat = 0, last_busy = now_us();
+    double last_beat = 0, last_busy = now_us(), last_turn = last_busy;
     while (!atomic_load(&m->stop)) {
         gboolean busy = FALSE, data_pending = FALSE;
         Post *p;
@@ -407,6 +407,18 @@ static gpointer comm_main(gpointer data)
         if (terminated)
             ended_by_launcher(m);
         double t = now_us();
+        /* This thread turns at least every PSIM_MPI_IDLE_SLEEP_US: a turn that took half the
+         * deadline means this process itself did not run (stopped, as PSIM_FAULT's hang does,
+         * or starved). The peers' silence over that time is its own, so they get a fresh
+         * deadline rather than the blame: a task resumed only to be ended by mpirun said "rank
+         * 0 stopped responding" beside rank 0's line naming it (cli-mpi under load). */
+        if (t - last_turn > m->deadline_us / 2) {
+            pthread_mutex_lock(&m->ctrl_lock);
+            for (int r = 0; r < m->size; r++)
+                m->last_heard[r] = MAX(m->last_heard[r], t);
+            pthread_mutex_unlock(&m->ctrl_lock);
+        }
+        last_turn = t;
         if (t - last_beat >= PSIM_MPI_HEARTBEAT_US) {
             last_beat = t;
             for (int r = 0; r < m->size; r++) {

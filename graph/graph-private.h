@@ -22,14 +22,15 @@ gboolean psim__conv_transpose_geometry(const PsimNode *n, int32_t ns, const int6
  * right); the output implicit (the ellipsis, then letters used once, alphabetically) when the
  * equation has no "->". FALSE with *why (g_free) for a malformed equation. */
 /* The window of a TF NHWC convolution or pooling node n (Conv2D, DepthwiseConv2dNative, MaxPool,
- * AvgPool) over an input of dims x (N, H, W, C) with a kh x kw window: strides, dilations (conv
- * only), the begin pads and the output size from padding SAME / VALID / EXPLICIT. FALSE with
- * *why (g_free) for another data_format or malformed attributes. graph/ops-tf.c. */
+ * AvgPool) over an input of dims x (N, H, W, C): its kh x kw size (the filter's first two dims,
+ * or a pool's ksize when filter is NULL), strides, dilations (convolutions only), the begin pads
+ * and the output size from padding SAME / VALID / EXPLICIT. FALSE with *why (g_free) for another
+ * data_format or malformed attributes. graph/ops-tf.c. */
 typedef struct {
-    int64_t sh, sw, dh, dw, pt, pl, Ho, Wo;
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl, Ho, Wo;
 } PsimTfWindow;
-gboolean psim__tf_window(const PsimNode *n, const int64_t *x, int64_t kh, int64_t kw, gboolean conv,
-                         PsimTfWindow *w, char **why);
+gboolean psim__tf_window(const PsimNode *n, const int64_t *x, const int64_t *filter, PsimTfWindow *w,
+                         char **why);
 
 #define PSIM_EINSUM_MAX_INPUTS 8
 #define PSIM_EINSUM_MAX_DIMS 16

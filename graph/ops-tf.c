@@ -549,14 +549,21 @@ static gboolean tf_axis(const char *padding, int64_t in, int64_t k, int64_t s, i
     return TRUE;
 }
 
-gboolean psim__tf_window(const PsimNode *n, const int64_t *x, int64_t kh, int64_t kw, gboolean conv,
-                         PsimTfWindow *w, char **why)
+gboolean psim__tf_window(const PsimNode *n, const int64_t *x, const int64_t *filter, PsimTfWindow *w,
+                         char **why)
 {
     const char *fmt = psim_node_attr_string(n, "data_format", "NHWC");
     if (strcmp(fmt, "NHWC")) {
         *why = g_strdup_printf("%s with data_format %s: only NHWC is supported", n->op, fmt);
         return FALSE;
     }
+    gboolean conv = filter != NULL;
+    const int64_t *ks = NULL;
+    if (!conv && (psim_node_attr_ints(n, "ksize", &ks) != 4 || ks[0] != 1 || ks[3] != 1)) {
+        *why = g_strdup_printf("%s: ksize must be [1, kh, kw, 1]", n->op);
+        return FALSE;
+    }
+    int64_t kh = conv ? filter[0] : ks[1], kw = conv ? filter[1] : ks[2];
     const int64_t *st = NULL, *dl = NULL, *ep = NULL;
     int32_t ns = psim_node_attr_ints(n, "strides", &st);
     int32_t nd = conv ? psim_node_attr_ints(n, "dilations", &dl) : -1;
@@ -582,16 +589,17 @@ gboolean psim__tf_window(const PsimNode *n, const int64_t *x, int64_t kh, int64_
             *why = g_strdup_printf("%s: explicit_paddings must be 0 on N and C and >= 0", n->op);
             return FALSE;
         }
-    *w = (PsimTfWindow){.sh = st[1], .sw = st[2], .dh = nd >= 0 ? dl[1] : 1, .dw = nd >= 0 ? dl[2] : 1};
+    *w = (PsimTfWindow){.kh = kh, .kw = kw, .sh = st[1], .sw = st[2], .dh = nd >= 0 ? dl[1] : 1,
+                        .dw = nd >= 0 ? dl[2] : 1};
     tf_axis(padding, x[1], kh, w->sh, w->dh, expl ? ep[2] : 0, expl ? ep[3] : 0, &w->Ho, &w->pt);
     tf_axis(padding, x[2], kw, w->sw, w->dw, expl ? ep[4] : 0, expl ? ep[5] : 0, &w->Wo, &w->pl);
     return TRUE;
 }
 
 /* The window of n over its known input shape, the channels of its output in *c_out; FALSE when
- * shapes are unknown (outputs stay unknown) or, with *error, when they do not fit. */
-static gboolean tf_window_of(PsimGraph *g, PsimNode *n, PsimTfWindow *w, int64_t *c_out, int64_t *k,
-                             GError **error, gboolean *bad)
+ * shapes are unknown (outputs stay unknown) or, with *error and *bad, when they do not fit. */
+static gboolean tf_window_of(PsimGraph *g, PsimNode *n, PsimTfWindow *w, int64_t *c_out, GError **error,
+                             gboolean *bad)
 {
     *bad = FALSE;
     const PsimOutput *x = psim__input(g, n, 0);
@@ -606,37 +614,25 @@ static gboolean tf_window_of(PsimGraph *g, PsimNode *n, PsimTfWindow *w, int64_t
     for (int i = 0; i < 4; i++)
         if (x->dims[i] < 0)
             return FALSE;
-    int64_t kh, kw;
+    const PsimOutput *f = conv ? psim__input(g, n, 1) : NULL;
     *c_out = x->dims[3];
     if (conv) {
-        const PsimOutput *f = psim__input(g, n, 1);
         if (f->rank != 4 || f->dims[0] < 0 || f->dims[1] < 0 || f->dims[2] < 0 || f->dims[3] < 0)
             return FALSE;
-        gboolean dw = !strcmp(n->op, "DepthwiseConv2dNative");
         if (f->dims[2] != x->dims[3]) {
             psim__error_node(error, g, n, "%s: the filter has %" G_GINT64_FORMAT " input channels, the input %"
                              G_GINT64_FORMAT, n->op, f->dims[2], x->dims[3]);
             *bad = TRUE;
             return FALSE;
         }
-        kh = f->dims[0], kw = f->dims[1];
-        *c_out = dw ? f->dims[2] * f->dims[3] : f->dims[3];
-    } else {
-        const int64_t *ks = NULL;
-        if (psim_node_attr_ints(n, "ksize", &ks) != 4 || ks[0] != 1 || ks[3] != 1) {
-            psim__error_node(error, g, n, "%s: ksize must be [1, kh, kw, 1]", n->op);
-            *bad = TRUE;
-            return FALSE;
-        }
-        kh = ks[1], kw = ks[2];
+        *c_out = !strcmp(n->op, "DepthwiseConv2dNative") ? f->dims[2] * f->dims[3] : f->dims[3];
     }
     g_autofree char *why = NULL;
-    if (!psim__tf_window(n, x->dims, kh, kw, conv, w, &why)) {
+    if (!psim__tf_window(n, x->dims, f ? f->dims : NULL, w, &why)) {
         psim__error_node(error, g, n, "%s", why);
         *bad = TRUE;
         return FALSE;
     }
-    *k = kh * kw;
     return TRUE;
 }
 
@@ -647,9 +643,9 @@ static gboolean infer_tf_window(PsimGraph *g, PsimNode *n, GError **error)
         return FALSE;
     const PsimOutput *x = psim__input(g, n, 0);
     PsimTfWindow w;
-    int64_t c, k;
+    int64_t c;
     gboolean bad;
-    if (!tf_window_of(g, n, &w, &c, &k, error, &bad)) {
+    if (!tf_window_of(g, n, &w, &c, error, &bad)) {
         if (bad)
             return FALSE;
         psim_graph_output_set(g, n, 0, x->dtype, x->rank == 4 ? 4 : PSIM_RANK_UNKNOWN,

@@ -450,7 +450,7 @@ static gboolean run_conv(PsimKernelCtx *ctx, GError **error)
  * (c, kd, kh, kw) in bands of output rows, made of the 2-D rows of each input depth slice the
  * kernel's depth taps read (zeros where a tap falls in the depth padding), and one GEMM with the
  * weights as they lie ([M][C][KD][KH][KW]) into the output slice (rows a channel apart). */
-static gboolean conv3d(PsimKernelCtx *ctx, const PsimWindow *win, int64_t group, const float *xd, const int64_t *xdims,
+static gboolean conv3d(const PsimWindow *win, int64_t group, const float *xd, const int64_t *xdims,
                        const float *wd, const int64_t *wdims, const float *bias, const PsimAct *act, PsimTensor *y,
                        GError **error)
 {
@@ -499,7 +499,6 @@ static gboolean conv3d(PsimKernelCtx *ctx, const PsimWindow *win, int64_t group,
                                 yg + od * HWo + oh0 * g.Wo, Do * HWo);
                 }
         }
-    (void)ctx;
     conv_act_all(act, y);
     return TRUE;
 }
@@ -545,7 +544,7 @@ static gboolean run_conv_act(PsimKernelCtx *ctx, const PsimAct *act, GError **er
     if (nsp == 3) {
         int64_t od5[5] = {N, M, win.out[0], win.out[1], win.out[2]};
         PsimTensor *y = psim__cpu_out_all(ctx, 0, dt, 5, od5, error);
-        return y && conv3d(ctx, &win, group, x->data, x->dims, w->data, w->dims, b ? b->data : NULL, act, y,
+        return y && conv3d(&win, group, x->data, x->dims, w->data, w->dims, b ? b->data : NULL, act, y,
                            error);
     }
     /* 1-D is 2-D with a height of 1. */

@@ -261,36 +261,25 @@ static gboolean run_random_uniform(PsimKernelCtx *ctx, GError **error)
 #define TF_PATCH_BYTES ((size_t)4 << 20)
 
 typedef struct {
-    int64_t N, H, W, C, kh, kw;
+    int64_t N, H, W, C;
     PsimTfWindow w;
 } TfGeo;
 
 static gboolean tf_geo(PsimKernelCtx *ctx, gboolean conv, TfGeo *g, GError **error)
 {
-    PsimTensor *x = ctx->inputs[0];
+    PsimTensor *x = ctx->inputs[0], *f = conv ? ctx->inputs[1] : NULL;
     if (x->dtype != PSIM_DTYPE_FLOAT32 || x->rank != 4) {
         KERR(ctx, error, "%s has a CPU kernel for 4-D float32 NHWC inputs", ctx->node->op);
         return FALSE;
     }
     g->N = x->dims[0], g->H = x->dims[1], g->W = x->dims[2], g->C = x->dims[3];
-    if (conv) {
-        PsimTensor *f = ctx->inputs[1];
-        if (f->dtype != PSIM_DTYPE_FLOAT32 || f->rank != 4 || f->dims[2] != g->C) {
-            KERR(ctx, error, "%s: the filter must be 4-D float32 with %" G_GINT64_FORMAT " input channels",
-                 ctx->node->op, g->C);
-            return FALSE;
-        }
-        g->kh = f->dims[0], g->kw = f->dims[1];
-    } else {
-        const int64_t *ks = NULL;
-        if (psim_node_attr_ints(ctx->node, "ksize", &ks) != 4 || ks[0] != 1 || ks[3] != 1) {
-            KERR(ctx, error, "%s: ksize must be [1, kh, kw, 1]", ctx->node->op);
-            return FALSE;
-        }
-        g->kh = ks[1], g->kw = ks[2];
+    if (f && (f->dtype != PSIM_DTYPE_FLOAT32 || f->rank != 4 || f->dims[2] != g->C)) {
+        KERR(ctx, error, "%s: the filter must be 4-D float32 with %" G_GINT64_FORMAT " input channels",
+             ctx->node->op, g->C);
+        return FALSE;
     }
     g_autofree char *why = NULL;
-    if (!psim__tf_window(ctx->node, x->dims, g->kh, g->kw, conv, &g->w, &why)) {
+    if (!psim__tf_window(ctx->node, x->dims, f ? f->dims : NULL, &g->w, &why)) {
         KERR(ctx, error, "%s", why);
         return FALSE;
     }
@@ -311,7 +300,7 @@ static gboolean run_tf_conv2d(PsimKernelCtx *ctx, GError **error)
     TfGeo g;
     if (!tf_geo(ctx, TRUE, &g, error))
         return FALSE;
-    int64_t M = ctx->inputs[1]->dims[3], K = g.kh * g.kw * g.C, P = g.w.Ho * g.w.Wo;
+    int64_t M = ctx->inputs[1]->dims[3], K = g.w.kh * g.w.kw * g.C, P = g.w.Ho * g.w.Wo;
     PsimTensor *y = psim__cpu_out(ctx, 0, PSIM_DTYPE_FLOAT32, 4, (int64_t[]){g.N, g.w.Ho, g.w.Wo, M}, error);
     if (!y)
         return FALSE;
@@ -319,7 +308,7 @@ static gboolean run_tf_conv2d(PsimKernelCtx *ctx, GError **error)
     float *yd = y->data;
     if (y->n_elems == 0)
         return TRUE;
-    gboolean direct = g.kh == 1 && g.kw == 1 && g.w.sh == 1 && g.w.sw == 1 && g.w.Ho == g.H && g.w.Wo == g.W;
+    gboolean direct = g.w.kh == 1 && g.w.kw == 1 && g.w.sh == 1 && g.w.sw == 1 && g.w.Ho == g.H && g.w.Wo == g.W;
     if (direct || K == 0) {
         if (K == 0)
             memset(yd, 0, y->nbytes);
@@ -339,8 +328,8 @@ static gboolean run_tf_conv2d(PsimKernelCtx *ctx, GError **error)
             float *row = patch;
             for (int64_t oh = oh0; oh < oh1; oh++)
                 for (int64_t ow = 0; ow < g.w.Wo; ow++)
-                    for (int64_t ki = 0; ki < g.kh; ki++)
-                        for (int64_t kj = 0; kj < g.kw; kj++, row += g.C) {
+                    for (int64_t ki = 0; ki < g.w.kh; ki++)
+                        for (int64_t kj = 0; kj < g.w.kw; kj++, row += g.C) {
                             int64_t src = tf_src(&g, oh, ow, ki, kj);
                             if (src < 0)
                                 memset(row, 0, sizeof(float) * (size_t)g.C);
@@ -385,11 +374,11 @@ static gboolean run_tf_depthwise(PsimKernelCtx *ctx, GError **error)
             for (int64_t ow = 0; ow < g.w.Wo; ow++) {
                 float *acc = (float *)y->data + ((n * g.w.Ho + oh) * g.w.Wo + ow) * Co;
                 memset(acc, 0, sizeof(float) * (size_t)Co);
-                for (int64_t ki = 0; ki < g.kh; ki++)
-                    for (int64_t kj = 0; kj < g.kw; kj++) {
+                for (int64_t ki = 0; ki < g.w.kh; ki++)
+                    for (int64_t kj = 0; kj < g.w.kw; kj++) {
                         int64_t src = tf_src(&g, oh, ow, ki, kj);
                         if (src >= 0)
-                            dw_tap(acc, f + (ki * g.kw + kj) * Co, x + (n * g.H * g.W + src) * g.C, g.C, mult);
+                            dw_tap(acc, f + (ki * g.w.kw + kj) * Co, x + (n * g.H * g.W + src) * g.C, g.C, mult);
                     }
             }
     return TRUE;
@@ -426,8 +415,8 @@ static gboolean run_tf_pool(PsimKernelCtx *ctx, GError **error)
                 for (int64_t c = 0; c < g.C; c++)
                     acc[c] = max ? -INFINITY : 0.0f;
                 int64_t cnt = 0;
-                for (int64_t ki = 0; ki < g.kh; ki++)
-                    for (int64_t kj = 0; kj < g.kw; kj++) {
+                for (int64_t ki = 0; ki < g.w.kh; ki++)
+                    for (int64_t kj = 0; kj < g.w.kw; kj++) {
                         int64_t src = tf_src(&g, oh, ow, ki, kj);
                         if (src >= 0) {
                             pool_tap(acc, x + (n * g.H * g.W + src) * g.C, g.C, max);

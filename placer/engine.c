@@ -45,10 +45,21 @@ PsimPlacement *psim_placement_new(int32_t n_nodes, int32_t n_devices, const char
     return p;
 }
 
+static void step_free(struct PsimPlacementStep *st)
+{
+    if (!st)
+        return;
+    g_free(st->device_of);
+    g_free(st->seq);
+    g_free(st->times);
+    g_free(st);
+}
+
 void psim_placement_free(PsimPlacement *p)
 {
     if (!p)
         return;
+    step_free(p->step);
     g_free(p->algo);
     g_free(p->device_of);
     g_free(p->seq);
@@ -173,9 +184,46 @@ double psim__engine_run_plan(const PsimPlaceCtx *c, const int32_t *dev, const in
     return engine_step(c, &pl, error);
 }
 
+const struct PsimPlacementStep *psim__placement_step(const PsimPlacement *p, int32_t n_plan)
+{
+    const struct PsimPlacementStep *st = p->step;
+    size_t bytes = sizeof(int32_t) * (size_t)p->n_nodes;
+    if (!st || st->n_plan != n_plan || memcmp(st->device_of, p->device_of, bytes) ||
+        memcmp(st->seq, p->seq, bytes))
+        return NULL;
+    return st;
+}
+
+/* The step of p as it stands (psim__engine_run: its nodes' start and finish), and, for a fine
+ * problem, its plan's node times kept in p->step. The kept times change only when the step is
+ * taken (a refused placement that its caller puts back finds its own times again). */
+static double evaluate_step(const PsimPlaceCtx *c, PsimPlacement *p)
+{
+    if (!c->g)
+        return psim__engine_run(c, p->device_of, p->seq, p->start, p->finish);
+    double *times = NULL;
+    int32_t n_plan = 0;
+    PsimSimPlacement pl = {.device_of = p->device_of, .seq = p->seq, .start = p->start,
+                           .finish = p->finish, .plan_times = &times, .n_plan_out = &n_plan};
+    double m = engine_step(c, &pl, NULL);
+    if (m < 0) {
+        g_free(times);
+        return m;
+    }
+    struct PsimPlacementStep *st = g_new0(struct PsimPlacementStep, 1);
+    st->device_of = g_memdup2(p->device_of, sizeof(int32_t) * ((size_t)p->n_nodes + 1));
+    st->seq = g_memdup2(p->seq, sizeof(int32_t) * ((size_t)p->n_nodes + 1));
+    st->times = times;
+    st->n_plan = n_plan;
+    st->makespan_us = m;
+    step_free(p->step);
+    p->step = st;
+    return m;
+}
+
 gboolean psim_placement_evaluate(PsimPlaceCtx *c, PsimPlacement *p, GError **error)
 {
-    double m = psim__engine_run(c, p->device_of, p->seq, p->start, p->finish);
+    double m = evaluate_step(c, p);
     if (m < 0) {
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
                     "placement '%s': the order on the devices contradicts the graph (deadlock)",
@@ -677,7 +725,7 @@ static void sources_follow_consumers(PsimPlaceCtx *c, PsimPlacement *p)
     memcpy(p->seq, seq, sizeof(int32_t) * n);
     g_autofree double *st = g_memdup2(p->start, sizeof(double) * (n + 1)),
                       *fi = g_memdup2(p->finish, sizeof(double) * (n + 1));
-    double m = psim__engine_run(c, p->device_of, p->seq, p->start, p->finish);
+    double m = evaluate_step(c, p);
     if (m < 0) { /* the simulator refused the moved plan: keep the algorithm's */
         memcpy(p->device_of, old, sizeof(int32_t) * n);
         memcpy(p->seq, old_seq, sizeof(int32_t) * n);

@@ -173,8 +173,17 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
                       *dur = g_new(double, N + 1), *late = g_new(double, N + 1);
     psim_plan_order_set(plan, p->seq, NULL);
     /* 1. The step as soon as possible: no Recv held, transfers in request order. That is the
-     * placement's own step, which the simulator gives without the plan's graph (cheaper). */
-    double m = psim__engine_run_plan(c, p->device_of, p->seq, NULL, NULL, start, end, N, error);
+     * placement's own step, which the simulator gives without the plan's graph (cheaper), and
+     * which its evaluation kept when nothing moved since. */
+    const struct PsimPlacementStep *kept = psim__placement_step(p, N);
+    double m;
+    if (kept) {
+        memcpy(start, kept->times, sizeof(double) * (size_t)N);
+        memcpy(end, kept->times + N, sizeof(double) * (size_t)N);
+        m = kept->makespan_us;
+    } else {
+        m = psim__engine_run_plan(c, p->device_of, p->seq, NULL, NULL, start, end, N, error);
+    }
     if (m < 0) {
         psim_plan_free(plan);
         return NULL;

@@ -1855,6 +1855,15 @@ double psim_sim_placement_step(const PsimGraph *g, PsimCostModel *m, const PsimS
         memcpy(pl->plan_end, s->end, sizeof(double) * (size_t)s->n);
         memset(pl->plan_end + s->n, 0, sizeof(double) * (size_t)s->n_copies);
     }
+    if (pl->plan_times) {
+        int32_t np = s->n + s->n_copies;
+        double *t = g_new0(double, 2 * (size_t)np + 1);
+        memcpy(t, s->start, sizeof(double) * (size_t)s->n);
+        memcpy(t + np, s->end, sizeof(double) * (size_t)s->n);
+        *pl->plan_times = t;
+        if (pl->n_plan_out)
+            *pl->n_plan_out = np;
+    }
     if (pl->start)
         memcpy(pl->start, s->start, sizeof(double) * (size_t)n);
     if (pl->finish)

@@ -37,6 +37,9 @@ typedef struct {
     double elapsed_ms;       /* wall time of the algorithm, its evaluation included */
     double evaluate_ms;      /* wall time of the first evaluation (the simulated step) in it */
     double cpu_ms;           /* CPU time of the algorithm (its thread) */
+    /* Private: the last evaluation's times of every node of the placement's plan, which
+     * psim_plan_build takes instead of simulating the same step again. */
+    struct PsimPlacementStep *step;
 } PsimPlacement;
 
 PsimPlacement *psim_placement_new(int32_t n_nodes, int32_t n_devices, const char *algo);

@@ -92,6 +92,10 @@ typedef struct {
      * not their count. */
     double *plan_start, *plan_end;
     int32_t n_plan;
+    /* Optional: the same times when their count is not known beforehand: *plan_times gets a new
+     * array of 2 x *n_plan_out (the starts, then the ends; free with g_free). */
+    double **plan_times;
+    int32_t *n_plan_out;
     /* Optional, per cluster device: memory limits in bytes (0: none) that result->over_* are
      * reported against, instead of each device's memory_bytes. */
     const uint64_t *capacity;

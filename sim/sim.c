@@ -1547,11 +1547,12 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* The transfer of output k (-1: control) of u to device d, made on first use: transfers of one
- * producer are chained from head[u], in creation order (the partitioner's). */
-static int32_t placement_xfer(GArray *xf, int32_t *head, GArray *next, int32_t n, const PsimGraph *g,
-                              const int32_t *dev, int32_t u, int32_t k, int32_t d, gboolean compress)
+ * producer are chained from head[u] to tail[u], in creation order (the partitioner's). */
+static int32_t placement_xfer(GArray *xf, int32_t *head, int32_t *tail, GArray *next, int32_t n,
+                              const PsimGraph *g, const int32_t *dev, int32_t u, int32_t k, int32_t d,
+                              gboolean compress)
 {
-    int32_t *nx = (int32_t *)(void *)next->data;
+    const int32_t *nx = (const int32_t *)(void *)next->data;
     for (int32_t x = head[u]; x >= 0; x = nx[x]) {
         const PsimTransfer *t = &g_array_index(xf, PsimTransfer, x);
         if (t->dst == d && (k < 0 ? t->control : !t->control && t->port.index == k))
@@ -1573,18 +1574,14 @@ static int32_t placement_xfer(GArray *xf, int32_t *head, GArray *next, int32_t n
         t.bytes = t.compressed ? t.raw_bytes / 2 : t.raw_bytes;
     }
     g_array_append_val(xf, t);
-    /* Append at the chain's end, so that lookups meet transfers in creation order. */
+    /* Appended at the chain's end, so that lookups meet transfers in creation order. */
     int32_t minus1 = -1;
     g_array_append_val(next, minus1);
-    nx = (int32_t *)(void *)next->data;
-    if (head[u] < 0) {
+    if (head[u] < 0)
         head[u] = x;
-    } else {
-        int32_t y = head[u];
-        while (nx[y] >= 0)
-            y = nx[y];
-        nx[y] = x;
-    }
+    else
+        ((int32_t *)(void *)next->data)[tail[u]] = x;
+    tail[u] = x;
     return x;
 }
 
@@ -1604,14 +1601,25 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
     const PsimGraph *g = s->g;
     int32_t n = psim_graph_n_nodes(g), nd = s->nd;
     const int32_t *dev = pl->device_of;
-    GArray *xf = g_array_new(FALSE, FALSE, sizeof(PsimTransfer)), *next = g_array_new(FALSE, FALSE, sizeof(int32_t));
-    g_autofree int32_t *head = g_new(int32_t, n + 1);
+    /* Edges that cross devices bound the transfers: the arrays are sized once. */
+    int64_t n_edges = 0, cross = 0;
+    for (int32_t v = 0; v < n; v++) {
+        const PsimNode *nv = psim_graph_node(g, v);
+        n_edges += nv->n_inputs + nv->n_controls;
+        for (int32_t k = 0; k < nv->n_inputs; k++)
+            cross += nv->inputs[k].node >= 0 && dev[nv->inputs[k].node] != dev[v];
+        for (int32_t k = 0; k < nv->n_controls; k++)
+            cross += dev[nv->controls[k]] != dev[v];
+    }
+    GArray *xf = g_array_sized_new(FALSE, FALSE, sizeof(PsimTransfer), (guint)cross),
+           *next = g_array_sized_new(FALSE, FALSE, sizeof(int32_t), (guint)cross);
+    g_autofree int32_t *head = g_new(int32_t, n + 1), *tail = g_new(int32_t, n + 1);
     for (int32_t v = 0; v < n; v++)
         head[v] = -1;
     g_autoptr(GHashTable) copies = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     /* Per graph node: its inputs as the plan graph has them (a Recv's id for a crossing one). */
     g_autofree int32_t *in_off = g_new(int32_t, n + 2);
-    GArray *in_src = g_array_new(FALSE, FALSE, sizeof(PsimPort)); /* index -1: control */
+    GArray *in_src = g_array_sized_new(FALSE, FALSE, sizeof(PsimPort), (guint)n_edges); /* index -1: control */
     for (int32_t v = 0; v < n; v++) {
         const PsimNode *nv = psim_graph_node(g, v);
         in_off[v] = (int32_t)in_src->len;
@@ -1620,13 +1628,13 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
             if (q.node >= 0 && dev[q.node] != dev[v] && psim_plan_node_replicated(psim_graph_node(g, q.node)))
                 placement_copy(copies, q.node, dev[v]); /* read from its copy there: no transfer */
             else if (q.node >= 0 && dev[q.node] != dev[v])
-                q = (PsimPort){n + 2 * placement_xfer(xf, head, next, n, g, dev, q.node, q.index, dev[v], pl->compress) + 1, 0};
+                q = (PsimPort){n + 2 * placement_xfer(xf, head, tail, next, n, g, dev, q.node, q.index, dev[v], pl->compress) + 1, 0};
             g_array_append_val(in_src, q);
         }
         for (int32_t k = 0; k < nv->n_controls; k++) {
             int32_t u = nv->controls[k];
             if (dev[u] != dev[v])
-                u = n + 2 * placement_xfer(xf, head, next, n, g, dev, u, -1, dev[v], pl->compress) + 1;
+                u = n + 2 * placement_xfer(xf, head, tail, next, n, g, dev, u, -1, dev[v], pl->compress) + 1;
             PsimPort q = {u, -1};
             g_array_append_val(in_src, q);
         }
@@ -1771,7 +1779,17 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
         }
         int32_t c = n_src - first;
         if (c > 1) {
-            qsort(src + first, (size_t)c, sizeof(int32_t), cmp_i32);
+            int32_t *a = src + first;
+            if (c <= 16) { /* most nodes have a few sources */
+                for (int32_t i = 1; i < c; i++) {
+                    int32_t x = a[i], j = i;
+                    for (; j > 0 && a[j - 1] > x; j--)
+                        a[j] = a[j - 1];
+                    a[j] = x;
+                }
+            } else {
+                qsort(a, (size_t)c, sizeof(int32_t), cmp_i32);
+            }
             int32_t u = 1;
             for (int32_t i = 1; i < c; i++)
                 if (src[first + i] != src[first + u - 1])

@@ -60,7 +60,7 @@ static double plain_us(int rank, size_t bytes, int n)
 static double placesim_us(PsimMpi *m, size_t bytes, int hops, int n, GError **error)
 {
     double *t = g_new(double, n);
-    double r = psim_mpi_pingpong_hops(m, 1, bytes, hops, n, t, error) ? median(t, n) : -1;
+    double r = psim_mpi_pingpong_hops(m, 0, 1, bytes, hops, n, t, error) ? median(t, n) : -1;
     g_free(t);
     return r;
 }

@@ -1564,15 +1564,16 @@ static const PsimDevice *task_device(PsimMpi *m, int32_t task)
     return NULL;
 }
 
-gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
+gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t from, int32_t task, uint64_t bytes, int32_t hops,
                                 int32_t rounds, double *us, GError **error)
 {
-    g_return_val_if_fail(m->rank == 0 && task > 0 && task < m->size && rounds > 0, FALSE);
+    g_return_val_if_fail(m->rank == 0 && rounds > 0, FALSE);
+    g_return_val_if_fail(from >= 0 && from < m->size && task >= 0 && task < m->size && from != task, FALSE);
     g_return_val_if_fail(hops > 0 && hops <= 4096, FALSE);
-    const PsimDevice *d0 = task_device(m, 0), *dt = task_device(m, task);
+    const PsimDevice *d0 = task_device(m, from), *dt = task_device(m, task);
     g_return_val_if_fail(d0 && dt, FALSE);
     uint64_t n = MAX(bytes / 4, 1);
-    /* w0 on task 0 -> y0 on `task` -> w1 on task 0 -> ... -> w<hops> on task 0. */
+    /* w0 on `from` -> y0 on `task` -> w1 on `from` -> ... -> w<hops> on `from`. */
     GString *js = g_string_new(NULL);
     g_string_append_printf(js, "{\"format\": \"placesim.graph/1\", \"name\": \"pingpong\", \"nodes\": ["
         "{\"name\": \"w0\", \"op\": \"Placeholder\", \"device\": \"%s\", "
@@ -1600,8 +1601,8 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_
         return FALSE;
     if (plan->n_transfers != 2 * hops) { /* the requests put each y alone on the task */
         g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                    "mpi: the ping-pong plan to task %d has %d transfers, not %d", task,
-                    plan->n_transfers, 2 * hops);
+                    "mpi: the ping-pong plan from task %d to task %d has %d transfers, not %d", from,
+                    task, plan->n_transfers, 2 * hops);
         return FALSE;
     }
     const char *feeds[] = {"w0"}, *fetches[] = {fetch};
@@ -1628,9 +1629,10 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_
  * time one of them). */
 struct PsimMpiLinkSession {
     PsimMpi *m;
-    int32_t passes, n_sizes;
+    int32_t passes, n_sizes, n_pairs;
     uint64_t *bytes;  /* [n_sizes] */
-    GArray **samples; /* [(task - 1) * n_sizes + k]: half round trips, us */
+    int32_t *pair_a, *pair_b; /* [n_pairs]: every two tasks, a < b */
+    GArray **samples; /* [pair * n_sizes + k]: half round trips, us */
 };
 
 /* Rounds of a size in all: many of the short ones (their latency is noisy), few of the long. */
@@ -1660,7 +1662,15 @@ PsimMpiLinkSession *psim_mpi_link_session_new(PsimMpi *m, uint64_t min_bytes, ui
         g_array_append_val(sizes, b);
     s->n_sizes = (int32_t)sizes->len;
     s->bytes = (uint64_t *)g_array_free(sizes, FALSE);
-    int32_t n = (m->size - 1) * s->n_sizes;
+    s->n_pairs = m->size * (m->size - 1) / 2;
+    s->pair_a = g_new(int32_t, s->n_pairs + 1);
+    s->pair_b = g_new(int32_t, s->n_pairs + 1);
+    for (int32_t a = 0, i = 0; a < m->size; a++)
+        for (int32_t b = a + 1; b < m->size; b++, i++) {
+            s->pair_a[i] = a;
+            s->pair_b[i] = b;
+        }
+    int32_t n = s->n_pairs * s->n_sizes;
     s->samples = g_new0(GArray *, n + 1);
     for (int32_t i = 0; i < n; i++)
         s->samples[i] = g_array_new(FALSE, FALSE, sizeof(double));
@@ -1671,28 +1681,31 @@ void psim_mpi_link_session_free(PsimMpiLinkSession *s)
 {
     if (!s)
         return;
-    for (int32_t i = 0; i < (s->m->size - 1) * s->n_sizes; i++)
+    for (int32_t i = 0; i < s->n_pairs * s->n_sizes; i++)
         g_array_free(s->samples[i], TRUE);
     g_free(s->samples);
     g_free(s->bytes);
+    g_free(s->pair_a);
+    g_free(s->pair_b);
     g_free(s);
 }
 
 gboolean psim_mpi_link_session_pass(PsimMpiLinkSession *s, GError **error)
 {
     PsimMpi *m = s->m;
-    for (int32_t t = 1; t < m->size; t++)
+    for (int32_t i = 0; i < s->n_pairs; i++)
         for (int32_t k = 0; k < s->n_sizes; k++) {
             uint64_t bytes = s->bytes[k];
             /* This pass's share of the size's rounds, at least 2. */
             int32_t rounds = MAX((link_rounds(bytes) + s->passes - 1) / s->passes, 2);
             g_autofree double *us = g_new(double, rounds);
-            if (!psim_mpi_pingpong_hops(m, t, bytes, link_hops(bytes), rounds, us, error))
+            if (!psim_mpi_pingpong_hops(m, s->pair_a[i], s->pair_b[i], bytes, link_hops(bytes), rounds,
+                                        us, error))
                 return FALSE;
-            g_array_append_vals(s->samples[(t - 1) * s->n_sizes + k], us, (guint)rounds);
+            g_array_append_vals(s->samples[i * s->n_sizes + k], us, (guint)rounds);
             if (isatty(STDERR_FILENO))
-                fprintf(stderr, "\rplacesim: mpi links: task 0 <-> task %d, %" G_GUINT64_FORMAT " bytes   ", t,
-                        bytes);
+                fprintf(stderr, "\rplacesim: mpi links: task %d <-> task %d, %" G_GUINT64_FORMAT " bytes   ",
+                        s->pair_a[i], s->pair_b[i], bytes);
         }
     if (isatty(STDERR_FILENO))
         fprintf(stderr, "\r%60s\r", "");
@@ -1703,10 +1716,10 @@ int32_t psim_mpi_link_session_finish(PsimMpiLinkSession *s, PsimCostDb *db, GErr
 {
     PsimMpi *m = s->m;
     int32_t rows = 0;
-    for (int32_t t = 1; t < m->size; t++) {
-        const PsimDevice *d0 = task_device(m, 0), *dt = task_device(m, t);
+    for (int32_t i = 0; i < s->n_pairs; i++) {
+        const PsimDevice *d0 = task_device(m, s->pair_a[i]), *dt = task_device(m, s->pair_b[i]);
         for (int32_t k = 0; k < s->n_sizes; k++) {
-            GArray *a = s->samples[(t - 1) * s->n_sizes + k];
+            GArray *a = s->samples[i * s->n_sizes + k];
             if (a->len == 0)
                 continue;
             PsimTimingStats st;
@@ -1799,10 +1812,10 @@ gboolean psim_mpi_serve(PsimMpi *m, GError **error)
     return FALSE;
 }
 
-gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
+gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t from, int32_t task, uint64_t bytes, int32_t hops,
                                 int32_t rounds, double *us, GError **error)
 {
-    (void)m, (void)task, (void)bytes, (void)hops, (void)rounds, (void)us;
+    (void)m, (void)from, (void)task, (void)bytes, (void)hops, (void)rounds, (void)us;
     no_mpi(error);
     return FALSE;
 }

@@ -90,6 +90,21 @@ PY
 "${MPIRUN[@]}" -np 2 "$PSIM" profile --mpi --db "$tmp/links.db" --link-max-bytes 1M >"$tmp/p.out" 2>"$tmp/p.err" \
     || { echo "profile --mpi failed: $(cat "$tmp/p.err")"; fail=1; }
 grep -q "^links *12 timings between 2 MPI tasks" "$tmp/p.out" || { echo "profile --mpi: $(cat "$tmp/p.out")"; fail=1; }
+# With three tasks every pair is timed, not only rank 0's: tasks 1 and 2 (here sharing the host's
+# cores with task 0) have a link of their own, 2 x 3 pairs x 2 sizes rows.
+"${MPIRUN[@]}" -np 3 "$PSIM" profile --mpi --db "$tmp/links3.db" --link-max-bytes 4K >"$tmp/p3.out" 2>"$tmp/p3.err" \
+    || { echo "profile --mpi -np 3 failed: $(cat "$tmp/p3.err")"; fail=1; }
+grep -q "^links *12 timings between 3 MPI tasks" "$tmp/p3.out" || { echo "profile --mpi -np 3: $(cat "$tmp/p3.out")"; fail=1; }
+python3 - "$tmp/links3.db" <<'PY' || fail=1
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+names = dict(db.execute("SELECT id, name FROM devices"))
+pairs = {(names[a][-20:], names[b][-20:]) for a, b in db.execute("SELECT src_id, dst_id FROM links WHERE source = 'mpi'")}
+tasks = sorted({n[-20:] for n in names.values()})
+assert len(tasks) == 3, names
+want = {(a, b) for a in tasks for b in tasks if a != b}
+assert pairs == want, (sorted(pairs), sorted(want))
+PY
 "${MPIRUN[@]}" -np 2 "$PSIM" run zoo:cnn --mpi --algo round-robin --db "$tmp/links.db" --json >"$tmp/s.json" 2>"$tmp/s.err" \
     || { echo "run --mpi --db failed: $(cat "$tmp/s.err")"; fail=1; }
 python3 - "$tmp/s.json" <<'PY' || fail=1

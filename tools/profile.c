@@ -200,7 +200,7 @@ int psim_cmd_profile(int argc, char **argv)
         {"no-calibrate", 0, 0, G_OPTION_ARG_NONE, &no_calibrate, "Do not calibrate devices", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object with the figures", NULL},
         {"mpi", 0, 0, G_OPTION_ARG_NONE, &mpi,
-         "under mpirun, without GRAPH: time the links between rank 0's task and every other through "
+         "under mpirun, without GRAPH: time the links between every two tasks through "
          "run --mpi's transport (1 KiB .. --link-max-bytes, x4) into DB; kernels are profiled "
          "without --mpi (their rows serve every device of the same fingerprint)", NULL},
         {NULL}};

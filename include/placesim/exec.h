@@ -450,17 +450,20 @@ gboolean psim_mpi_exec_timeline_add(PsimMpiExec *e, PsimTimeline *t, GError **er
 /* Rank 0: also tells every task to stop. */
 void psim_mpi_exec_free(PsimMpiExec *e);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimMpiExec, psim_mpi_exec_free)
-/* Rank 0: `rounds` times the time of one transfer of `bytes` between task 0 and task `task`
- * through the transport, after 3 warm-ups: the plan w0 on task 0 -> Identity on `task` ->
- * Identity on task 0 -> ..., `hops` round trips in one step, us[] its span over both tasks over
- * 2 * hops (with hops = 1, half the round trip including the step's start on both tasks). */
-gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t task, uint64_t bytes, int32_t hops,
+/* Rank 0: `rounds` times the time of one transfer of `bytes` between task `from` and task `task`
+ * (any two tasks: rank 0 runs the steps whether or not it is one of them) through the
+ * transport, after 3 warm-ups: the plan w0 on `from` -> Identity on `task` -> Identity on
+ * `from` -> ..., `hops` round trips in one step, us[] its span over both tasks over 2 * hops
+ * (with hops = 1, half the round trip including the step's start on both tasks). */
+gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t from, int32_t task, uint64_t bytes, int32_t hops,
                                 int32_t rounds, double *us, GError **error);
-/* Rank 0: the ping-pong with every task at sizes min_bytes, x4, .. max_bytes (up to 64 KiB as
- * 8 round trips within one step, psim_mpi_pingpong_hops: a transfer inside a step, without the
- * step's start; larger sizes one round trip a step), each size's half round trips stored in db
- * as link rows of the pair both ways (method "mpi"), which the cost model then reads for links
- * between those tasks' devices. Returns the rows stored, or -1 with an error. */
+/* Rank 0: the ping-pong between every two tasks at sizes min_bytes, x4, .. max_bytes (up to 64
+ * KiB as 8 round trips within one step, psim_mpi_pingpong_hops: a transfer inside a step,
+ * without the step's start; larger sizes one round trip a step), each size's half round trips
+ * stored in db as link rows of the pair both ways (method "mpi"), which the cost model then
+ * reads for links between those tasks' devices. Every pair, not only rank 0's: tasks that share
+ * cores with a third (three tasks on two cores) have links of their own. Returns the rows
+ * stored, or -1 with an error. */
 int32_t psim_mpi_profile_links(PsimMpi *m, PsimCostDb *db, uint64_t min_bytes, uint64_t max_bytes,
                                GError **error);
 /* The same in passes (a study's rounds): new, then `passes` calls of pass (each its share of

@@ -942,7 +942,7 @@ static uint64_t study_max_tensor_bytes(const PsimGraph *g)
     return m;
 }
 
-/* Over MPI: the links between rank 0's task and every other, timed through the transport (as
+/* Over MPI: the links between every two tasks, timed through the transport (as
  * `profile --mpi`) at the profiler's link sizes (x4 steps) up to the first at or past g's
  * largest tensor, right before its plans are placed. */
 static uint64_t study_mpi_link_max(Study *st, PsimGraph *g)

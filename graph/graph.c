@@ -943,6 +943,27 @@ static int cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int32_t psim_ids_sort_unique(int32_t *ids, int32_t n)
+{
+    if (n < 2)
+        return n;
+    if (n <= 16) { /* most nodes have a few sources: insertion sort beats a qsort call there */
+        for (int32_t i = 1; i < n; i++) {
+            int32_t x = ids[i], j = i;
+            for (; j > 0 && ids[j - 1] > x; j--)
+                ids[j] = ids[j - 1];
+            ids[j] = x;
+        }
+    } else {
+        qsort(ids, (size_t)n, sizeof(int32_t), cmp_i32);
+    }
+    int32_t u = 1;
+    for (int32_t i = 1; i < n; i++)
+        if (ids[i] != ids[u - 1])
+            ids[u++] = ids[i];
+    return u;
+}
+
 /* Unique sources of n (data producers and control sources), written to buf; returns count. */
 static int32_t node_sources(const PsimNode *n, int32_t *buf)
 {
@@ -953,25 +974,7 @@ static int32_t node_sources(const PsimNode *n, int32_t *buf)
     for (int32_t k = 0; k < n->n_controls; k++)
         if (n->controls[k] >= 0)
             buf[c++] = n->controls[k];
-    if (c > 1) {
-        /* Most nodes have a few sources: insertion sort beats a qsort call there. */
-        if (c <= 16) {
-            for (int32_t i = 1; i < c; i++) {
-                int32_t x = buf[i], j = i;
-                for (; j > 0 && buf[j - 1] > x; j--)
-                    buf[j] = buf[j - 1];
-                buf[j] = x;
-            }
-        } else {
-            qsort(buf, (size_t)c, sizeof(int32_t), cmp_i32);
-        }
-        int32_t u = 1;
-        for (int32_t i = 1; i < c; i++)
-            if (buf[i] != buf[u - 1])
-                buf[u++] = buf[i];
-        c = u;
-    }
-    return c;
+    return psim_ids_sort_unique(buf, c);
 }
 
 static void build_pred(PsimGraph *g)

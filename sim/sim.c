@@ -1540,12 +1540,6 @@ gboolean psim_sim_run(const PsimPlan *plan, PsimCostModel *m, const PsimSimOptio
 
 /* ---- a placement, simulated as its plan would run ---- */
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The transfer of output k (-1: control) of u to device d, made on first use: transfers of one
  * producer are chained from head[u] to tail[u], in creation order (the partitioner's). */
 static int32_t placement_xfer(GArray *xf, int32_t *head, int32_t *tail, GArray *next, int32_t n,
@@ -1777,25 +1771,7 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
                 s->in_slot[n_in++] = slot;
             }
         }
-        int32_t c = n_src - first;
-        if (c > 1) {
-            int32_t *a = src + first;
-            if (c <= 16) { /* most nodes have a few sources */
-                for (int32_t i = 1; i < c; i++) {
-                    int32_t x = a[i], j = i;
-                    for (; j > 0 && a[j - 1] > x; j--)
-                        a[j] = a[j - 1];
-                    a[j] = x;
-                }
-            } else {
-                qsort(a, (size_t)c, sizeof(int32_t), cmp_i32);
-            }
-            int32_t u = 1;
-            for (int32_t i = 1; i < c; i++)
-                if (src[first + i] != src[first + u - 1])
-                    src[first + u++] = src[first + i];
-            n_src = first + u;
-        }
+        n_src = first + psim_ids_sort_unique(src + first, n_src - first);
         s->pending[v] = n_src - first;
     }
     src_off[N] = n_src;

@@ -350,6 +350,10 @@ char *psim_port_to_string(const PsimGraph *g, PsimPort p);
 /* ---------------------------------------------------------------------------------------- */
 /* Structure: successors, topological order, critical path. */
 
+/* Sorts ids ascending and drops repeats in place; returns how many are left (a node's few
+ * sources: insertion sort up to 16, qsort past). */
+int32_t psim_ids_sort_unique(int32_t *ids, int32_t n);
+
 /* Successor lists (data and control, each consumer once per producer) in CSR form, computed on
  * first use and cached until the graph changes. off has n_nodes+1 entries. Owned by g. */
 void psim_graph_succ(const PsimGraph *g, const int32_t **off, const int32_t **succ);

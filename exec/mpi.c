@@ -1624,7 +1624,7 @@ gboolean psim_mpi_pingpong_hops(PsimMpi *m, int32_t from, int32_t task, uint64_t
     return ok;
 }
 
-/* The links between rank 0's task and every other timed in passes, each size's half round
+/* The links between every two tasks timed in passes, each size's half round
  * trips pooled over the passes (a host's spells last seconds: the samples of one stretch would
  * time one of them). */
 struct PsimMpiLinkSession {

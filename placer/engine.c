@@ -162,7 +162,7 @@ double psim__engine_run(const PsimPlaceCtx *c, const int32_t *dev, const int32_t
 
 /* The simulator's step of pl (device_of, seq and the outputs it asks for) with the problem's
  * costs on those devices and its compression. */
-double psim__engine_step(const PsimPlaceCtx *c, PsimSimPlacement *pl, GError **error)
+static double engine_step(const PsimPlaceCtx *c, PsimSimPlacement *pl, GError **error)
 {
     g_return_val_if_fail(c->g, -1);
     g_autofree double *cost = g_new(double, c->n + 1);
@@ -181,14 +181,15 @@ double psim__engine_run_plan(const PsimPlaceCtx *c, const int32_t *dev, const in
 {
     PsimSimPlacement pl = {.device_of = dev, .seq = seq, .start = start, .finish = finish,
                            .plan_start = plan_start, .plan_end = plan_end, .n_plan = n_plan};
-    return psim__engine_step(c, &pl, error);
+    return engine_step(c, &pl, error);
 }
 
-const struct PsimPlacementStep *psim__placement_step(const PsimPlacement *p, int32_t n_plan)
+const struct PsimPlacementStep *psim__placement_step(const PsimPlacement *p, const PsimPlaceCtx *c,
+                                                     int32_t n_plan)
 {
     const struct PsimPlacementStep *st = p->step;
     size_t bytes = sizeof(int32_t) * (size_t)p->n_nodes;
-    if (!st || st->n_plan != n_plan || memcmp(st->device_of, p->device_of, bytes) ||
+    if (!st || st->ctx != c || st->n_plan != n_plan || memcmp(st->device_of, p->device_of, bytes) ||
         memcmp(st->seq, p->seq, bytes))
         return NULL;
     return st;
@@ -205,12 +206,13 @@ static double evaluate_step(const PsimPlaceCtx *c, PsimPlacement *p)
     int32_t n_plan = 0;
     PsimSimPlacement pl = {.device_of = p->device_of, .seq = p->seq, .start = p->start,
                            .finish = p->finish, .plan_times = &times, .n_plan_out = &n_plan};
-    double m = psim__engine_step(c, &pl, NULL);
+    double m = engine_step(c, &pl, NULL);
     if (m < 0) {
         g_free(times);
         return m;
     }
     struct PsimPlacementStep *st = g_new0(struct PsimPlacementStep, 1);
+    st->ctx = c;
     st->device_of = g_memdup2(p->device_of, sizeof(int32_t) * ((size_t)p->n_nodes + 1));
     st->seq = g_memdup2(p->seq, sizeof(int32_t) * ((size_t)p->n_nodes + 1));
     st->times = times;
@@ -457,7 +459,7 @@ void psim__list_insertion(const PsimPlaceCtx *c, const int32_t *list, const int3
 static double memory_step(const PsimPlaceCtx *c, const int32_t *dev, const int32_t *seq, PsimSimResult *r)
 {
     PsimSimPlacement pl = {.device_of = dev, .seq = seq, .capacity = c->capacity, .result = r};
-    return psim__engine_step(c, &pl, NULL);
+    return engine_step(c, &pl, NULL);
 }
 
 static gboolean any_limit(const PsimPlaceCtx *c)

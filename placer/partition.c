@@ -113,21 +113,19 @@ static void choose_gates(PsimPlan *plan, const PsimPlacement *p, int32_t nd, con
     }
 }
 
-/* One simulated step of plan as it will run (static order, its held Recvs and priorities, the
- * default of `placesim sim`), taken by the simulator from the placement and the plan's transfer
- * schedule without the plan's graph: its step time, or -1 with error set; start and end get every
- * plan node's times; *over the bytes over the placement's memory limits. */
-static double plan_simulate(const PsimPlan *plan, const PsimPlaceCtx *c, const PsimPlacement *p,
-                            double *start, double *end, uint64_t *over, GError **error)
+/* One simulated step of plan (static order, the default of `placesim sim`): its step time, or
+ * -1 with error set; start and end (optional) get every node's times. */
+static double plan_simulate(const PsimPlan *plan, const PsimPlaceCtx *c, double *start, double *end,
+                            uint64_t *over, GError **error)
 {
+    PsimSimOptions so = {.order = PSIM_ORDER_STATIC, .no_timeline = TRUE,
+                         .node_start = start, .node_end = end};
     PsimSimResult r = {0};
-    PsimSimPlacement pl = {.device_of = p->device_of, .seq = p->seq, .schedule = plan->transfers,
-                           .n_schedule = plan->n_transfers, .plan_start = start, .plan_end = end,
-                           .n_plan = psim_graph_n_nodes(plan->graph), .result = &r};
-    double t = psim__engine_step(c, &pl, error);
+    gboolean ok = psim_sim_run(plan, c->model, &so, &r, NULL, error);
+    double t = ok ? r.step_time_us : -1;
     /* Bytes over the placement's memory limits (plan device d is cluster device d). */
     *over = 0;
-    for (int32_t d = 0; t >= 0 && d < plan->n_devices; d++)
+    for (int32_t d = 0; ok && d < plan->n_devices; d++)
         if (c->capacity[d] && r.peak_memory[d] > c->capacity[d])
             *over += r.peak_memory[d] - c->capacity[d];
     psim_sim_result_clear(&r);
@@ -177,7 +175,7 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
     /* 1. The step as soon as possible: no Recv held, transfers in request order. That is the
      * placement's own step, which the simulator gives without the plan's graph (cheaper), and
      * which its evaluation kept when nothing moved since. */
-    const struct PsimPlacementStep *kept = psim__placement_step(p, N);
+    const struct PsimPlacementStep *kept = psim__placement_step(p, c, N);
     double m;
     if (kept) {
         memcpy(start, kept->times, sizeof(double) * (size_t)N);
@@ -213,19 +211,19 @@ PsimPlan *psim_plan_build(PsimPlaceCtx *c, const PsimPlacement *p, GError **erro
      * placement kept (psim_place checked it on the step of 1), they go (first the gates, then
      * the priorities), so a plan is never predicted slower or bigger than its own placement run
      * freely. */
-    g_autofree double *start1 = g_memdup2(start, sizeof(double) * (N + 1));
     uint64_t over = 0;
-    double m2 = plan_simulate(plan, c, p, start, end, &over, error);
+    double m2 = plan_simulate(plan, c, start, end, &over, error);
     if (m2 > m || over) {
         for (int32_t i = 0; i < plan->n_transfers; i++)
             plan->transfers[i].after = -1;
-        m2 = plan_simulate(plan, c, p, start, end, &over, error);
+        m2 = plan_simulate(plan, c, start, end, &over, error);
     }
     if (m2 > m || over) {
+        /* Without either: the placement run freely, simulated as the plan it now is (not the
+         * step of 1 copied: the report must be `placesim sim`'s step of this plan). */
         for (int32_t i = 0; i < plan->n_transfers; i++)
             plan->transfers[i].priority = 0;
-        memcpy(start, start1, sizeof(double) * N);
-        m2 = m;
+        m2 = plan_simulate(plan, c, start, end, &over, error);
     }
     if (m2 < 0) {
         psim_plan_free(plan);

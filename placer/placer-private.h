@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "placesim/placer.h"
-#include "placesim/sim.h"
 
 struct PsimPlaceCtx {
     const PsimGraph *g;      /* NULL for a coarsened problem */
@@ -150,22 +149,20 @@ double *psim__tlevel(const PsimPlaceCtx *c);
  * if the order deadlocks. A coarse problem is simulated on its fine graph. */
 double psim__engine_run(const PsimPlaceCtx *c, const int32_t *device_of, const int32_t *seq,
                         double *start, double *finish);
-/* The simulator's step of pl (its device_of, seq, and what else it asks for) with the problem's
- * costs on those devices and its compression (pl->cost and pl->compress are set here); -1 with
- * an error. */
-double psim__engine_step(const PsimPlaceCtx *c, PsimSimPlacement *pl, GError **error);
-
 /* A placement's last evaluation (psim_placement_evaluate): the devices and order it was taken
  * for and the times of every node of its plan (psim_plan_build's numbering), starts then ends,
  * so that building the plan does not simulate the same step again. */
 struct PsimPlacementStep {
+    const PsimPlaceCtx *ctx;  /* the problem (costs, compression) it was taken with */
     int32_t *device_of, *seq; /* n each */
     double *times;            /* 2 x n_plan */
     int32_t n_plan;
     double makespan_us;
 };
-/* Its times when they are p's current placement's and its plan has n_plan nodes; else NULL. */
-const struct PsimPlacementStep *psim__placement_step(const PsimPlacement *p, int32_t n_plan);
+/* Its times when they are p's current placement's, taken with problem c, and its plan has
+ * n_plan nodes; else NULL. */
+const struct PsimPlacementStep *psim__placement_step(const PsimPlacement *p, const PsimPlaceCtx *c,
+                                                     int32_t n_plan);
 
 /* The same step of a fine problem, also giving every node of its plan (psim_plan_build's
  * numbering: n_plan nodes, Send and Recv after the graph's) its times; -1 with an error. */

@@ -1799,28 +1799,6 @@ static gboolean setup_placement(Sim *s, const PsimSimPlacement *pl)
     s->gated_next = g_new(int32_t, n_xf + 1);
     for (int32_t v = 0; v < N; v++)
         s->gated[v] = -1;
-    if (pl->schedule) {
-        if (pl->n_schedule != n_xf) {
-            g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                        "the placement's plan has %d transfers, not %d", n_xf, pl->n_schedule);
-            return FALSE;
-        }
-        PsimTransfer *own = (PsimTransfer *)s->xf; /* made above, this step's own */
-        for (int32_t x = 0; x < n_xf; x++) {
-            const PsimTransfer *t = &pl->schedule[x];
-            if (t->port.node != s->xf[x].port.node || t->dst != s->xf[x].dst || t->after >= n) {
-                g_set_error(s->error, PSIM_ERROR, PSIM_ERROR_RUNTIME,
-                            "the placement's plan has another transfer %d", x);
-                return FALSE;
-            }
-            own[x].after = t->after;
-            own[x].priority = t->priority;
-            if (t->after >= 0) {
-                s->gated_next[x] = s->gated[t->after];
-                s->gated[t->after] = x;
-            }
-        }
-    }
     setup_common(s);
     return TRUE;
 }

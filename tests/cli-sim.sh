@@ -119,6 +119,20 @@ a=$(echo "$pl" | sed -n 's/.*"makespan_us":\([0-9.e+-]*\).*/\1/p')
 b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "transformer with a cost DB: place reports $a, sim --plan gives $b"
 
+# And on two devices with a profile in situ (idle curves, links, reclaim and cold-block curves):
+# where the plan's held Recvs and priorities were dropped, `place` reported the placement's step
+# as the plan's (the cnn's round-robin: 609.92 against sim's 611.83 us); it reports the plan's.
+"$PSIM" profile cnn --db "$tmp/c2.db" --cluster local:2 --in-situ --in-situ-steps 3 \
+    --no-calibrate --rounds 1 --budget-ms 1 >/dev/null 2>&1 || fail "profile cnn on local:2"
+for algo in round-robin heft greedy; do
+    pl=$("$PSIM" place cnn --db "$tmp/c2.db" --cluster local:2 --algo $algo --plan "$tmp/c2.json" --json) ||
+        fail "place cnn $algo"
+    sm=$("$PSIM" sim --plan "$tmp/c2.json" --db "$tmp/c2.db" --json) || fail "sim cnn's $algo plan"
+    a=$(echo "$pl" | sed -n 's/.*"makespan_us":\([0-9.e+-]*\).*/\1/p')
+    b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "cnn $algo on local:2 with a cost DB: place reports $a, sim --plan gives $b"
+done
+
 # The simulator and the executor run the same nodes: what the executor evaluates before the step
 # (constants, weights, known shapes) or takes as fed is not in either timeline, a Recv's consumer
 # is never folded (the tensor arrives in every step), so `compare` matches every op, on one

@@ -92,11 +92,6 @@ typedef struct {
      * not their count. */
     double *plan_start, *plan_end;
     int32_t n_plan;
-    /* Optional, n_schedule of them: the plan's transfers as psim_plan_build schedules them, in
-     * the order the step finds them (the same: the step fails when the count differs); their
-     * held Recvs (after) and priorities are simulated, as psim_sim_run simulates that plan. */
-    const PsimTransfer *schedule;
-    int32_t n_schedule;
     /* Optional: the same times when their count is not known beforehand: *plan_times gets a new
      * array of 2 x *n_plan_out (the starts, then the ends; free with g_free). */
     double **plan_times;

@@ -132,6 +132,7 @@ void psim_cost_model_free(PsimCostModel *m)
 }
 
 const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m) { return m->cluster; }
+gboolean psim_cost_model_has_db(const PsimCostModel *m) { return m->db != NULL; }
 
 /* Per-device caches follow the cluster if devices were added after the model was made. Called
  * with the lock held. */

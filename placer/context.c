@@ -35,8 +35,11 @@ static const char *short_key(const char *k)
     return p ? p + 7 : k;
 }
 
-/* Devices share a cost class when nothing can tell them apart: same type and rates, and no
- * annotation in the graph names one of them specifically. */
+/* Devices share a cost class when nothing can tell them apart: same type and rates, no
+ * annotation in the graph names one of them specifically, and no cost DB (its rows are per
+ * device: the in-situ profile times each device on its own core, and two cores of one host
+ * differ; until 2026-11-30 the placers costed every device of a class as its first, so that
+ * their estimates and `placesim sim`'s differed). */
 static void cost_classes(PsimPlaceCtx *c)
 {
     const PsimGraph *g = c->g;
@@ -57,6 +60,8 @@ static void cost_classes(PsimPlaceCtx *c)
         g_hash_table_iter_init(&it, keys);
         while (!named && g_hash_table_iter_next(&it, &k, NULL))
             named = !strcmp(k, dev->name) || !strcmp(short_key(k), dev->short_name);
+        if (c->model && psim_cost_model_has_db(c->model))
+            named = TRUE;
         char *key = named ? g_strdup_printf("#%d", d)
                           : g_strdup_printf("%s|%s|%.17g|%.17g|%.17g|%s", dev->type, dev->cls ? dev->cls->type : "",
                                             dev->peak_gflops, dev->mem_bw_GBps, dev->launch_us,

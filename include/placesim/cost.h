@@ -48,6 +48,9 @@ PsimCostModel *psim_cost_model_new(const PsimCluster *c, PsimCostDb *db);
 void psim_cost_model_free(PsimCostModel *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(PsimCostModel, psim_cost_model_free)
 const PsimCluster *psim_cost_model_cluster(const PsimCostModel *m);
+/* Whether the model reads a cost DB, whose rows are per device (two devices of the same type
+ * and rates can then cost the same node differently). */
+gboolean psim_cost_model_has_db(const PsimCostModel *m);
 
 /* The host's reference on `device` now (NULL: none, the default). With one set, a measured row
  * that carries its own profile's reference is scaled by psim_speed_ref_factor: the model then

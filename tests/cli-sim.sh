@@ -98,13 +98,24 @@ PY
 printf '%s\n' '{"format": "placesim.cluster/1", "devices": [{"name": "P:0", "type": "P"},' \
     '{"name": "P:1", "type": "P"}, {"name": "P:2", "type": "P"}],' \
     '"default_link": {"bandwidth_GBps": 0.001, "latency_us": 0, "independent": false}}' >"$tmp/bus.json"
-for algo in heft greedy etf search round-robin; do
-    pl=$("$PSIM" place "$heft" --cluster "$tmp/bus.json" --algo $algo --budget-ms 20 --plan "$tmp/bus-plan.json" --json) ||
-        fail "place $algo on a bus"
-    sm=$("$PSIM" sim --cluster "$tmp/bus.json" --plan "$tmp/bus-plan.json" --json) || fail "sim $algo on a bus"
+# same_step WHAT PLAN PLACE-ARGS... -- SIM-ARGS...: place with PLACE-ARGS writing PLAN, simulate
+# PLAN with SIM-ARGS; the makespan `place` reports must be the step `sim` gives, exactly.
+same_step() {
+    local what=$1 plan=$2 pl sm a b
+    shift 2
+    local pargs=() sargs=()
+    while [ "$1" != "--" ]; do pargs+=("$1"); shift; done
+    shift
+    sargs=("$@")
+    pl=$("$PSIM" place "${pargs[@]}" --plan "$plan" --json) || fail "place: $what"
+    sm=$("$PSIM" sim --plan "$plan" "${sargs[@]}" --json) || fail "sim --plan: $what"
     a=$(echo "$pl" | sed -n 's/.*"makespan_us":\([0-9.e+-]*\).*/\1/p')
     b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$algo on a bus: place reports $a, sim gives $b"
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$what: place reports $a, sim --plan gives $b"
+}
+for algo in heft greedy etf search round-robin; do
+    same_step "$algo on a bus" "$tmp/bus-plan.json" "$heft" --cluster "$tmp/bus.json" --algo $algo --budget-ms 20 \
+        -- --cluster "$tmp/bus.json"
 done
 
 # The same with a cost DB: a plan file's embedded graph gives the cost model the values of its
@@ -112,12 +123,8 @@ done
 # `place` found (it estimated the transformer's Reshapes, 8 us over).
 "$PSIM" profile transformer --db "$tmp/tr.db" --cluster local:1 --in-situ --in-situ-steps 3 --no-links \
     --no-calibrate --rounds 1 --budget-ms 1 >/dev/null 2>&1 || fail "profile transformer"
-pl=$("$PSIM" place transformer --db "$tmp/tr.db" --cluster local:1 --algo single --plan "$tmp/tr-plan.json" --json) ||
-    fail "place transformer"
-sm=$("$PSIM" sim --plan "$tmp/tr-plan.json" --db "$tmp/tr.db" --json) || fail "sim transformer's plan"
-a=$(echo "$pl" | sed -n 's/.*"makespan_us":\([0-9.e+-]*\).*/\1/p')
-b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
-[ -n "$a" ] && [ "$a" = "$b" ] || fail "transformer with a cost DB: place reports $a, sim --plan gives $b"
+same_step "transformer with a cost DB" "$tmp/tr-plan.json" transformer --db "$tmp/tr.db" --cluster local:1 \
+    --algo single -- --db "$tmp/tr.db"
 
 # And on two devices with a profile in situ (idle curves, links, reclaim and cold-block curves):
 # where the plan's held Recvs and priorities were dropped, `place` reported the placement's step
@@ -125,12 +132,8 @@ b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
 "$PSIM" profile cnn --db "$tmp/c2.db" --cluster local:2 --in-situ --in-situ-steps 3 \
     --no-calibrate --rounds 1 --budget-ms 1 >/dev/null 2>&1 || fail "profile cnn on local:2"
 for algo in round-robin heft greedy; do
-    pl=$("$PSIM" place cnn --db "$tmp/c2.db" --cluster local:2 --algo $algo --plan "$tmp/c2.json" --json) ||
-        fail "place cnn $algo"
-    sm=$("$PSIM" sim --plan "$tmp/c2.json" --db "$tmp/c2.db" --json) || fail "sim cnn's $algo plan"
-    a=$(echo "$pl" | sed -n 's/.*"makespan_us":\([0-9.e+-]*\).*/\1/p')
-    b=$(echo "$sm" | sed -n 's/.*"step_time_us":\([0-9.e+-]*\).*/\1/p')
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "cnn $algo on local:2 with a cost DB: place reports $a, sim --plan gives $b"
+    same_step "cnn $algo on local:2 with a cost DB" "$tmp/c2.json" cnn --db "$tmp/c2.db" --cluster local:2 \
+        --algo $algo -- --db "$tmp/c2.db"
 done
 
 # The simulator and the executor run the same nodes: what the executor evaluates before the step

@@ -901,16 +901,76 @@ static int32_t ref_slot(const Sim *s, int32_t slot_node, int32_t slot)
     return s->in_off[snd] < s->in_off[snd + 1] ? s->in_slot[s->in_off[snd]] : slot;
 }
 
+/* The placed graph's topological order (psim_graph_topo_order's: Kahn's algorithm, a FIFO queue,
+ * sources and successors in id order) and its node count, whichever structure the step has: a
+ * placement's graph is the placed graph; a plan's graph holds it as its first n_placed nodes,
+ * where a Recv stands for its Send's producer and a constant copy for its generator. The
+ * one-device reference run is then the same for a placement and for its plan. */
+static int32_t *placed_topo_order(const Sim *s, int32_t *n_ref)
+{
+    const PsimGraph *g = s->g;
+    int32_t m = s->p ? s->p->n_placed : 0;
+    if (m <= 0 || m > s->n) {
+        *n_ref = MIN(s->n, psim_graph_n_nodes(g));
+        return psim_graph_topo_order(g, NULL);
+    }
+    *n_ref = m;
+    const int32_t *po, *pr;
+    psim_graph_pred(g, &po, &pr);
+    g_autofree int32_t *off = g_new(int32_t, m + 1), *pred = g_new(int32_t, po[m] + 1);
+    g_autofree int32_t *n_succ = g_new0(int32_t, m + 1);
+    int32_t e = 0;
+    for (int32_t v = 0; v < m; v++) {
+        off[v] = e;
+        for (int32_t i = po[v]; i < po[v + 1]; i++) {
+            int32_t u = pr[i];
+            if (u >= m && s->xfer_of_recv[u] >= 0)
+                u = s->xf[s->xfer_of_recv[u]].port.node;
+            else if (u >= m && s->p->copy_of && s->p->copy_of[u] >= 0)
+                u = s->p->copy_of[u];
+            if (u >= 0 && u < m)
+                pred[e++] = u;
+        }
+        e = off[v] + psim_ids_sort_unique(pred + off[v], e - off[v]);
+        for (int32_t i = off[v]; i < e; i++)
+            n_succ[pred[i]]++;
+    }
+    off[m] = e;
+    /* Successor lists in id order: v ascending appends v to each of its sources' lists. */
+    g_autofree int32_t *soff = g_new(int32_t, m + 1), *succ = g_new(int32_t, e + 1), *fill = g_new(int32_t, m + 1);
+    soff[0] = 0;
+    for (int32_t v = 0; v < m; v++)
+        soff[v + 1] = soff[v] + n_succ[v];
+    memcpy(fill, soff, sizeof(int32_t) * (size_t)m);
+    for (int32_t v = 0; v < m; v++)
+        for (int32_t i = off[v]; i < off[v + 1]; i++)
+            succ[fill[pred[i]]++] = v;
+    int32_t *queue = g_new(int32_t, m + 1), head = 0, tail = 0;
+    for (int32_t v = 0; v < m; v++)
+        if ((n_succ[v] = off[v + 1] - off[v]) == 0) /* n_succ now counts each node's unmet sources */
+            queue[tail++] = v;
+    while (head < tail) {
+        int32_t v = queue[head++];
+        for (int32_t i = soff[v]; i < soff[v + 1]; i++)
+            if (--n_succ[succ[i]] == 0)
+                queue[tail++] = succ[i];
+    }
+    if (tail < m) {
+        g_free(queue);
+        return NULL;
+    }
+    return queue;
+}
+
 /* What each computed node's output blocks cost in the one-device run its in-situ time comes from
- * (ref_cold): the same pool, run over the graph's nodes in topological order on one device (Send
- * and Recv left out: a Recv's reader reads what its Send read), a first pass to fill the pool
- * and the second recorded, as sim_steady does. */
+ * (ref_cold): the same pool, run over the placed graph's nodes in topological order on one device
+ * (Send and Recv left out: a Recv's reader reads what its Send read), a first pass to fill the
+ * pool and the second recorded, as sim_steady does. */
 static void pool_reference(Sim *s, const int32_t *slot_node)
 {
     int32_t n = s->n, n_slots = s->out_off[n], n_in = s->in_off[n];
-    /* A placement's Send/Recv ids follow its graph's nodes, which are all the order has. */
-    int32_t n_graph = MIN(n, psim_graph_n_nodes(s->g));
-    g_autofree int32_t *topo = psim_graph_topo_order(s->g, NULL);
+    int32_t n_graph = 0;
+    g_autofree int32_t *topo = placed_topo_order(s, &n_graph);
     if (!topo)
         return;
     /* Each input's slot in the one-device run, and how many computed nodes read each slot. */

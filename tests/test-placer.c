@@ -384,10 +384,48 @@ static PsimCluster *random_cluster(GRand *r, int32_t nd)
     return c;
 }
 
+/* Every algorithm but `file` places g on m's cluster: the makespan reported for its plan is
+ * exactly the simulator's step time for that plan, also after the plan goes through its JSON
+ * file (what `place --plan` writes and `sim --plan` reads), and the placers' estimate of the
+ * placement is the same simulation of the plan before Recv scheduling (no gates, equal
+ * priorities). Returns how many placements it checked. */
+static int32_t check_place_equals_sim(PsimGraph *g, PsimCostModel *m)
+{
+    int32_t n_algos = 0, checked = 0;
+    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
+    g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 5);
+    g_autoptr(GError) err = NULL;
+    for (int32_t k = 0; k < n_algos; k++) {
+        if (!strcmp(algos[k]->name, "file"))
+            continue;
+        g_autoptr(PsimPlacement) p = psim_place(ctx, algos[k]->name, &err);
+        g_assert_no_error(err);
+        g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(plan->makespan_us, ==, sim_static(plan, m));
+        gsize len = 0;
+        g_autofree char *js = psim_plan_to_json(plan, &len);
+        g_autoptr(PsimPlan) back = psim_plan_from_json("plan.json", js, len, &err);
+        g_assert_no_error(err);
+        g_assert_cmpfloat(plan->makespan_us, ==, sim_static(back, m));
+        g_autofree double *st = g_new(double, p->n_nodes + 1), *fi = g_new(double, p->n_nodes + 1);
+        double est = psim__engine_run(ctx, p->device_of, p->seq, st, fi);
+        for (int32_t x = 0; x < back->n_transfers; x++) {
+            back->transfers[x].after = -1;
+            back->transfers[x].priority = 0;
+        }
+        g_assert_cmpfloat(est, ==, sim_static(back, m));
+        g_assert_cmpfloat(plan->makespan_us, <=, est);
+        checked++;
+    }
+    return checked;
+}
+
 /* One model of a step: for every algorithm, on built-in models and STG graphs over random
- * clusters (shared and independent links, heterogeneous devices), the makespan the placer
- * reports for its plan is exactly the simulator's step time for that plan, also after the plan
- * goes through its JSON file (what `place --plan` writes and `sim --plan` reads). */
+ * clusters (shared and independent links, heterogeneous devices), check_place_equals_sim; and
+ * the built-in models again on random clusters whose devices have cold-block curves in a cost
+ * DB (what `profile` calibrates), whose one-device reference run the placement's evaluation and
+ * psim_sim_run must take in the same order (they did not until 2026-11-30: 0.1% apart). */
 static void test_evaluator_place_equals_sim(void)
 {
     g_autoptr(GRand) r = g_rand_new_with_seed(14);
@@ -405,43 +443,41 @@ static void test_evaluator_place_equals_sim(void)
         if (g)
             g_ptr_array_add(graphs, g);
     }
-    int32_t n_algos = 0, checked = 0;
-    const PsimPlacer *const *algos = psim_placer_list(&n_algos);
-    for (guint gi = 0; gi < graphs->len; gi++) {
-        PsimGraph *g = graphs->pdata[gi];
+    int32_t checked = 0;
+    for (guint gi = 0; gi < graphs->len; gi++)
         for (int32_t rep = 0; rep < 2; rep++) {
             g_autoptr(PsimCluster) c = random_cluster(r, g_rand_int_range(r, 2, 5));
             g_autoptr(PsimCostModel) m = psim_cost_model_new(c, NULL);
-            g_autoptr(PsimPlaceCtx) ctx = ctx_budget(g, m, 5);
-            g_autoptr(GError) err = NULL;
-            for (int32_t k = 0; k < n_algos; k++) {
-                if (!strcmp(algos[k]->name, "file"))
-                    continue;
-                g_autoptr(PsimPlacement) p = psim_place(ctx, algos[k]->name, &err);
-                g_assert_no_error(err);
-                g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
-                g_assert_no_error(err);
-                g_assert_cmpfloat(plan->makespan_us, ==, sim_static(plan, m));
-                gsize len = 0;
-                g_autofree char *js = psim_plan_to_json(plan, &len);
-                g_autoptr(PsimPlan) back = psim_plan_from_json("plan.json", js, len, &err);
-                g_assert_no_error(err);
-                g_assert_cmpfloat(plan->makespan_us, ==, sim_static(back, m));
-                /* The placers' estimate of a candidate is the same simulation of the plan it
-                 * would make, before Recv scheduling: no gates, equal priorities. */
-                g_autofree double *st = g_new(double, p->n_nodes + 1), *fi = g_new(double, p->n_nodes + 1);
-                double est = psim__engine_run(ctx, p->device_of, p->seq, st, fi);
-                for (int32_t x = 0; x < back->n_transfers; x++) {
-                    back->transfers[x].after = -1;
-                    back->transfers[x].priority = 0;
-                }
-                g_assert_cmpfloat(est, ==, sim_static(back, m));
-                g_assert_cmpfloat(plan->makespan_us, <=, est);
-                checked++;
-            }
+            checked += check_place_equals_sim(graphs->pdata[gi], m);
         }
-    }
     g_assert_cmpint(checked, >=, 8 * (int32_t)graphs->len);
+
+    g_autofree char *dir = g_dir_make_tmp("psim-cold-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "c.db", NULL);
+    {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(PsimCostDb) db = psim_cost_db_open(path, &err);
+        g_assert_no_error(err);
+        int32_t with_db = 0;
+        for (int32_t gi = 0; gi < n_zoo; gi++) {
+            g_autoptr(PsimCluster) c = random_cluster(r, g_rand_int_range(r, 2, 4));
+            for (int32_t d = 0; d < psim_cluster_n_devices(c); d++) {
+                PsimDevice *dv = psim_cluster_device(c, d);
+                dv->description = g_strdup_printf("test cpu %d of graph %d", d, gi);
+                for (int32_t k = 0; k < PSIM_COLD_N; k++)
+                    g_assert_true(psim_cost_db_calibration_put(db, dv, psim_cold_kinds[k],
+                                                               g_rand_double_range(r, 5, 60), "test", &err));
+            }
+            g_autoptr(PsimCostModel) m = psim_cost_model_new(c, db);
+            with_db += check_place_equals_sim(graphs->pdata[gi], m);
+        }
+        g_assert_cmpint(with_db, >=, 8 * n_zoo);
+    }
+    g_autofree char *wal = g_strconcat(path, "-wal", NULL), *shm = g_strconcat(path, "-shm", NULL);
+    unlink(path);
+    unlink(wal);
+    unlink(shm);
+    rmdir(dir);
 }
 
 /* Interference is the simulator's: with a busy_factor calibration (1.5 with 2 devices busy),

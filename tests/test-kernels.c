@@ -8,6 +8,9 @@
 #include "placesim/formats.h"
 
 #include "kernels/cpu/cpu-private.h"
+#ifdef PSIM_HAVE_CUDA
+#include "kernels/cuda/cublas.h"
+#endif
 
 static GRand *rng;
 
@@ -229,6 +232,31 @@ static void test_registry(void)
     psim_graph_output_set(g, x, 0, PSIM_DTYPE_UNDEFINED, 4, d);
     g_assert_nonnull(psim_kernel_for_node(g, c, "CPU"));
 }
+
+#ifdef PSIM_HAVE_CUDA
+/* cuBLAS is opened when a GPU first needs it, not loaded with placesim (it brings cuBLASLt: 210 MB
+ * of RSS in every process): nothing above, the GPU kernels' registration included, opened it;
+ * psim__cublas opens it (no GPU needed to open the library) with every entry point. */
+static gboolean maps_have(const char *lib)
+{
+    g_autofree char *maps = NULL;
+    g_assert_true(g_file_get_contents("/proc/self/maps", &maps, NULL, NULL));
+    return strstr(maps, lib) != NULL;
+}
+
+static void test_cublas_on_demand(void)
+{
+    g_assert_true(psim_kernel_lookup("MatMul", "GPU", PSIM_DTYPE_FLOAT32) != NULL);
+    g_assert_false(maps_have("libcublas.so"));
+    g_assert_false(maps_have("libcublasLt"));
+    const PsimCublas *b = psim__cublas();
+    g_assert_true(maps_have("libcublas"));
+    const char *s = b->status_string(CUBLAS_STATUS_SUCCESS);
+    g_assert_nonnull(s);
+    g_assert_false(g_str_has_prefix(s, "cuBLAS could not be loaded"));
+    g_assert_true(psim__cublas() == b);
+}
+#endif
 
 /* ---------------------------------------------------------------------------------------- */
 /* Elementwise. */
@@ -1991,6 +2019,9 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     rng = g_rand_new_with_seed(12345);
     g_test_add_func("/kernels/registry", test_registry);
+#ifdef PSIM_HAVE_CUDA
+    g_test_add_func("/kernels/cuda/cublas-on-demand", test_cublas_on_demand);
+#endif
     g_test_add_func("/kernels/cpu/binary", test_binary);
     g_test_add_func("/kernels/cpu/variadic", test_variadic);
     g_test_add_func("/kernels/cpu/unary", test_unary);

@@ -6,10 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "devices/cuda/cuda-class.h"
+#include "kernels/cuda/cublas.h"
 #include "profiler/profiler-private.h"
 
 #define PSIM_CUDA_CHECK(call, what)                                                           \
@@ -228,7 +228,7 @@ static gboolean launch_gemm(void *user)
 {
     Gemm *g = user;
     const float one = 1, zero = 0;
-    return cublasSgemm(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, g->n, g->b, g->n,
+    return psim__cublas()->sgemm(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, g->n, g->b, g->n,
                        &zero, g->c, g->n) == CUBLAS_STATUS_SUCCESS;
 }
 
@@ -244,8 +244,10 @@ gboolean psim__cuda_calibrate(PsimProfiler *p, int32_t device, PsimProfileReport
     PsimTimingStats st;
     g_autofree char *gd = NULL, *cd = NULL;
     PSIM_CUDA_CHECK(cudaSetDevice(d->gpu_ordinal), "select device");
-    if (cublasCreate(&g.h) != CUBLAS_STATUS_SUCCESS) {
-        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "cuBLAS: cannot create a handle on %s", d->short_name);
+    cublasStatus_t bs = psim__cublas()->create(&g.h);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        g_set_error(error, PSIM_ERROR, PSIM_ERROR_RUNTIME, "cuBLAS: cannot create a handle on %s: %s", d->short_name,
+                    psim__cublas()->status_string(bs));
         goto out;
     }
     size_t mat = (size_t)g.n * g.n * sizeof(float);
@@ -279,7 +281,7 @@ out:
     cudaFree(x);
     cudaFree(y);
     if (g.h)
-        cublasDestroy(g.h);
+        psim__cublas()->destroy(g.h);
     return ok;
 }
 

@@ -39,15 +39,15 @@ PsimCudaDevice *psim__cuda_device_new(int ordinal, GError **error)
     } else if ((ce = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) {
         what = "cudaStreamCreate";
         msg = cudaGetErrorString(ce);
-    } else if ((be = cublasCreate(&d->cublas)) != CUBLAS_STATUS_SUCCESS) {
+    } else if ((be = psim__cublas()->create(&d->cublas)) != CUBLAS_STATUS_SUCCESS) {
         what = "cublasCreate";
-        msg = cublasGetStatusString(be);
-    } else if ((be = cublasSetStream(d->cublas, d->stream)) != CUBLAS_STATUS_SUCCESS ||
+        msg = psim__cublas()->status_string(be);
+    } else if ((be = psim__cublas()->set_stream(d->cublas, d->stream)) != CUBLAS_STATUS_SUCCESS ||
                /* Full FP32 math: TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH) would be the
                 * one place to trade accuracy (about 1e-3 relative) for speed; not enabled. */
-               (be = cublasSetMathMode(d->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS) {
+               (be = psim__cublas()->set_math_mode(d->cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS) {
         what = "cublasSetStream";
-        msg = cublasGetStatusString(be);
+        msg = psim__cublas()->status_string(be);
     } else if ((de = cudnnCreate(&d->cudnn)) != CUDNN_STATUS_SUCCESS ||
                (de = cudnnSetStream(d->cudnn, d->stream)) != CUDNN_STATUS_SUCCESS) {
         what = "cudnnCreate";
@@ -75,7 +75,7 @@ void psim__cuda_device_free(PsimCudaDevice *d)
     if (d->cudnn)
         cudnnDestroy(d->cudnn);
     if (d->cublas)
-        cublasDestroy(d->cublas);
+        psim__cublas()->destroy(d->cublas);
     if (d->stream)
         cudaStreamDestroy(d->stream);
     g_free(d);

@@ -10,9 +10,11 @@
 #ifndef __CUDACC__
 #include "kernels/cpu/cpu-private.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+
+#include "kernels/cuda/cublas.h"
+
 
 /* One GPU device as its worker thread drives it. Kernels find it with psim__cuda_dev(ctx). */
 typedef struct PsimCudaDevice {
@@ -49,7 +51,7 @@ gboolean psim__cuda_fail(PsimKernelCtx *ctx, GError **error, const char *lib, co
     do {                                                                                     \
         cublasStatus_t st_ = (call);                                                         \
         if (st_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return psim__cuda_fail((ctx), (error), "cuBLAS", #call, cublasGetStatusString(st_)); \
+            return psim__cuda_fail((ctx), (error), "cuBLAS", #call, psim__cublas()->status_string(st_)); \
     } while (0)
 #define PSIM_CUDNN_CHECK(ctx, error, call)                                                   \
     do {                                                                                     \

@@ -46,7 +46,7 @@ static gboolean sgemm(PsimKernelCtx *ctx, gboolean ta, gboolean tb, int64_t M, i
         return TRUE;
     }
     PSIM_CUBLAS_CHECK(ctx, error,
-                      cublasSgemm(d->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      psim__cublas()->sgemm(d->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha,
                                   b, tb ? (int)K : (int)N, a, ta ? (int)M : (int)K, &beta, c,
                                   (int)N));

@@ -32,6 +32,18 @@ void psim__json_string(GString *s, const char *v)
 }
 
 /* Shortest text that reads back as the same double; force_point keeps a float a float. */
+void psim__json_int(GString *s, int64_t x)
+{
+    char buf[24], *e = buf + sizeof buf, *q = e;
+    uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+    do
+        *--q = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (x < 0)
+        *--q = '-';
+    g_string_append_len(s, q, e - q);
+}
+
 void psim__json_double(GString *s, double v, gboolean force_point)
 {
     if (!isfinite(v)) {
@@ -42,15 +54,7 @@ void psim__json_double(GString *s, double v, gboolean force_point)
     char buf[40];
     if (fabs(v) < 1e15 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
         /* An integral value: what %.15g gives, without the search below (plans hold millions). */
-        char *e = buf + sizeof buf, *q = e;
-        int64_t x = (int64_t)v;
-        uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
-        do
-            *--q = (char)('0' + u % 10);
-        while ((u /= 10) != 0);
-        if (x < 0)
-            *--q = '-';
-        g_string_append_len(s, q, e - q);
+        psim__json_int(s, (int64_t)v);
         if (force_point)
             g_string_append(s, ".0");
         return;

@@ -22,6 +22,7 @@
 /* From json.c. */
 void psim__json_string(GString *s, const char *v);
 void psim__json_double(GString *s, double v, gboolean force_point);
+void psim__json_int(GString *s, int64_t x);
 PsimGraph *psim__import_json_root(const char *path, const PsimJ *root, GError **error);
 gboolean psim__j_double(const PsimJ *n, double *out);
 
@@ -88,7 +89,7 @@ static void put_ints(GString *s, const int32_t *v, int32_t n)
     for (int32_t i = 0; i < n; i++) {
         if (i)
             g_string_append_c(s, ',');
-        g_string_append_printf(s, "%d", v[i]);
+        psim__json_int(s, v[i]);
     }
     g_string_append_c(s, ']');
 }

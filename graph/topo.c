@@ -67,30 +67,38 @@ static int32_t node_on_cycle(const PsimGraph *g, const guint8 *ordered)
     return v;
 }
 
+int32_t *psim_kahn_order(int32_t n, const int32_t *pred_off, const int32_t *succ_off, const int32_t *succ,
+                         int32_t *n_ordered)
+{
+    int32_t *queue = g_new(int32_t, n + 1);
+    g_autofree int32_t *indeg = g_new(int32_t, n + 1);
+    int32_t head = 0, tail = 0;
+    for (int32_t v = 0; v < n; v++) {
+        indeg[v] = pred_off[v + 1] - pred_off[v];
+        if (!indeg[v])
+            queue[tail++] = v;
+    }
+    while (head < tail) {
+        int32_t v = queue[head++];
+        for (int32_t i = succ_off[v]; i < succ_off[v + 1]; i++)
+            if (--indeg[succ[i]] == 0)
+                queue[tail++] = succ[i];
+    }
+    *n_ordered = tail;
+    return queue;
+}
+
 int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error)
 {
     /* Kahn's algorithm with a FIFO queue over the CSR arrays: sources in id order, each node's
      * successors in id order (the order igraph_topological_sorting gives, which this replaced:
      * copying the edges into igraph cost more than the sort). A node that is its own input
      * never reaches in-degree 0, so self-loops are cycles too. */
-    int32_t n = psim_graph_n_nodes(g);
+    int32_t n = psim_graph_n_nodes(g), tail = 0;
     const int32_t *po, *p, *so, *s;
     psim_graph_pred(g, &po, &p);
     psim_graph_succ(g, &so, &s);
-    int32_t *queue = g_new(int32_t, n ? n : 1);
-    g_autofree int32_t *indeg = g_new(int32_t, n ? n : 1);
-    int32_t head = 0, tail = 0;
-    for (int32_t v = 0; v < n; v++) {
-        indeg[v] = po[v + 1] - po[v];
-        if (!indeg[v])
-            queue[tail++] = v;
-    }
-    while (head < tail) {
-        int32_t v = queue[head++];
-        for (int32_t i = so[v]; i < so[v + 1]; i++)
-            if (--indeg[s[i]] == 0)
-                queue[tail++] = s[i];
-    }
+    int32_t *queue = psim_kahn_order(n, po, so, s, &tail);
     if (tail == n)
         return queue;
 

@@ -945,21 +945,13 @@ static int32_t *placed_topo_order(const Sim *s, int32_t *n_ref)
     for (int32_t v = 0; v < m; v++)
         for (int32_t i = off[v]; i < off[v + 1]; i++)
             succ[fill[pred[i]]++] = v;
-    int32_t *queue = g_new(int32_t, m + 1), head = 0, tail = 0;
-    for (int32_t v = 0; v < m; v++)
-        if ((n_succ[v] = off[v + 1] - off[v]) == 0) /* n_succ now counts each node's unmet sources */
-            queue[tail++] = v;
-    while (head < tail) {
-        int32_t v = queue[head++];
-        for (int32_t i = soff[v]; i < soff[v + 1]; i++)
-            if (--n_succ[succ[i]] == 0)
-                queue[tail++] = succ[i];
-    }
-    if (tail < m) {
-        g_free(queue);
+    int32_t n_ordered = 0;
+    int32_t *order = psim_kahn_order(m, off, soff, succ, &n_ordered);
+    if (n_ordered < m) {
+        g_free(order);
         return NULL;
     }
-    return queue;
+    return order;
 }
 
 /* What each computed node's output blocks cost in the one-device run its in-situ time comes from

@@ -364,6 +364,12 @@ void psim_graph_pred(const PsimGraph *g, const int32_t **off, const int32_t **pr
  * with igraph. Returns a newly allocated array of n_nodes ids (g_free), or NULL with an error
  * naming a node on a cycle. */
 int32_t *psim_graph_topo_order(const PsimGraph *g, GError **error);
+/* Kahn's algorithm over CSR arrays of n nodes (each node's sources counted by pred_off, its
+ * successors succ[succ_off[v]..succ_off[v+1]) in the order they are taken): sources in id order,
+ * a FIFO queue. Returns an array of n + 1 (g_free) whose first *n_ordered ids are in
+ * topological order; *n_ordered < n when the arrays have a cycle. */
+int32_t *psim_kahn_order(int32_t n, const int32_t *pred_off, const int32_t *succ_off, const int32_t *succ,
+                         int32_t *n_ordered);
 
 /* Longest path through the graph with per-node costs cost[id] (microseconds) and optional
  * per-edge costs edge_cost(src, dst, user) (NULL: zero). Returns the length; *path (optional,

@@ -31,7 +31,7 @@ void psim__json_string(GString *s, const char *v)
     g_string_append_c(s, '"');
 }
 
-/* Shortest text that reads back as the same double; force_point keeps a float a float. */
+/* An integer's decimal text (what %lld gives). */
 void psim__json_int(GString *s, int64_t x)
 {
     char buf[24], *e = buf + sizeof buf, *q = e;
@@ -44,6 +44,7 @@ void psim__json_int(GString *s, int64_t x)
     g_string_append_len(s, q, e - q);
 }
 
+/* Shortest text that reads back as the same double; force_point keeps a float a float. */
 void psim__json_double(GString *s, double v, gboolean force_point)
 {
     if (!isfinite(v)) {

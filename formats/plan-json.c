@@ -739,6 +739,9 @@ static PsimPlan *plan1_from_root(const char *path, const PsimJ *o, GError **erro
         }
         if (!q)
             FAIL("a placesim.plan/1 file is read only as placesim made it: its Send/Recv nodes are not those its placement makes (place the graph again)");
+        /* The partition's own account of its nodes: which are placed, which copy a constant. */
+        p->n_placed = q->n_placed;
+        memcpy(p->copy_of, q->copy_of, sizeof(int32_t) * (size_t)n);
     }
     g_strfreev(devs);
     return p;

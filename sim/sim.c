@@ -924,7 +924,7 @@ static int32_t *placed_topo_order(const Sim *s, int32_t *n_ref)
         off[v] = e;
         for (int32_t i = po[v]; i < po[v + 1]; i++) {
             int32_t u = pr[i];
-            if (u >= m && s->xfer_of_recv[u] >= 0)
+            if (u >= m && s->xfer_of_recv && s->xfer_of_recv[u] >= 0)
                 u = s->xf[s->xfer_of_recv[u]].port.node;
             else if (u >= m && s->p->copy_of && s->p->copy_of[u] >= 0)
                 u = s->p->copy_of[u];

@@ -453,6 +453,7 @@ static void test_evaluator_place_equals_sim(void)
     g_assert_cmpint(checked, >=, 8 * (int32_t)graphs->len);
 
     g_autofree char *dir = g_dir_make_tmp("psim-cold-XXXXXX", NULL);
+    g_assert_nonnull(dir);
     g_autofree char *path = g_build_filename(dir, "c.db", NULL);
     {
         g_autoptr(GError) err = NULL;

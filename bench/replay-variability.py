@@ -15,7 +15,9 @@ op's mean over those steps and once per kept step with that step's own durations
 one step together: what slowed a step slows all its ops). It prints the measured steps' trimmed
 mean, the replay of the means, the mean of the per-step replays and their ratio: the part of
 the gap that one time per op cannot show. Transfers and links come from the DB as in any
-simulation.
+simulation, and so do the calibrated terms charged beside an op's time (idle curves, reclaim,
+cold blocks), which the measured op times already contain: the replays' level is not a
+prediction, their ratio is the figure.
 
   bench/replay-variability.py --graph G.json --placement PL.json --cluster local:2 --db DB \
       --trace T.json [--every 3] [--psim build/placesim]

@@ -30,6 +30,19 @@ static void register_locked(const PsimKernelDef *def)
         g_free(k);
 }
 
+/* OpenBLAS (the pthreads build Debian installs) starts its thread pool when it is loaded, and
+ * the pool's threads spin, yielding, for about 2^28 cycles before they sleep: 0.1 s and more of
+ * a second core at the start of every process, the core a 2-core machine runs a device, or a
+ * plan's graph hash, on. placesim calls BLAS single-threaded, so the pool goes as soon as
+ * placesim is loaded (after OpenBLAS, whose constructor made it); a later multi-threaded call
+ * would start it again. */
+extern int blas_thread_shutdown_(void);
+__attribute__((constructor)) static void blas_pool_stop(void)
+{
+    openblas_set_num_threads(1);
+    blas_thread_shutdown_();
+}
+
 void psim__kernels_init(void)
 {
     static gsize once = 0;

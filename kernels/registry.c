@@ -36,11 +36,12 @@ static void register_locked(const PsimKernelDef *def)
  * plan's graph hash, on. placesim calls BLAS single-threaded, so the pool goes as soon as
  * placesim is loaded (after OpenBLAS, whose constructor made it); a later multi-threaded call
  * would start it again. */
-extern int blas_thread_shutdown_(void);
+extern int blas_thread_shutdown_(void) __attribute__((weak)); /* not in every OpenBLAS build */
 __attribute__((constructor)) static void blas_pool_stop(void)
 {
     openblas_set_num_threads(1);
-    blas_thread_shutdown_();
+    if (blas_thread_shutdown_)
+        blas_thread_shutdown_();
 }
 
 void psim__kernels_init(void)

@@ -217,8 +217,14 @@ gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error)
 
 gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags, GError **error)
 {
-    g_autofree char *sha = NULL;
-    if (p->graph_source && !(sha = psim_graph_source_sha256(p->graph_source, error)))
+    return psim_plan_save_sha(p, path, flags, NULL, error);
+}
+
+gboolean psim_plan_save_sha(const PsimPlan *p, const char *path, unsigned flags, const char *graph_sha256,
+                            GError **error)
+{
+    g_autofree char *sha = graph_sha256 ? g_strdup(graph_sha256) : NULL;
+    if (p->graph_source && !sha && !(sha = psim_graph_source_sha256(p->graph_source, error)))
         return FALSE;
     gsize len;
     g_autofree char *s = psim_plan_to_json_full(p, sha, flags, &len, error);

@@ -71,6 +71,15 @@ static char *graph_source(const char *spec, const PsimCliGraphOptions *go, char 
     return psim_cli_graph_source(spec);
 }
 
+/* A graph source's SHA-256 (psim_graph_source_sha256), NULL if it cannot be taken: a thread,
+ * which owns (and frees) its copy of the source's name. */
+static gpointer source_sha256(gpointer source)
+{
+    char *sha = psim_graph_source_sha256(source, NULL);
+    g_free(source);
+    return sha;
+}
+
 /* --request 'GLOB=DEVICE': every node whose name matches GLOB requests DEVICE, as a graph
  * file's "device" field does. FALSE with a usage message for a malformed flag or a GLOB that
  * matches no node. */
@@ -270,6 +279,14 @@ int psim_cmd_place(int argc, char **argv)
     g_autoptr(PsimCluster) cluster = psim_cli_cluster(cluster_spec, g, &err);
     if (!cluster || !psim_cli_graph_fuse(&g, cluster, &go, &err))
         return psim_cli_fail(err);
+    /* A plan file refers to its graph by SHA-256: hashed on another thread while placing. */
+    g_autofree char *sha_source = plan_path ? graph_source(argv[1], &go, requests, colocates) : NULL;
+    g_autoptr(GThread) sha_thread = NULL;
+    if (sha_source) {
+        char *copy = g_strdup(sha_source);
+        if (!(sha_thread = g_thread_try_new("psim-sha256", source_sha256, copy, NULL)))
+            g_free(copy);
+    }
     g_autoptr(PsimCostDb) db = NULL;
     if (db_path && !(db = psim_cost_db_open_readonly(db_path, &err)))
         return psim_cli_fail(err);
@@ -352,8 +369,13 @@ int psim_cmd_place(int argc, char **argv)
             plan->graph_source = graph_source(argv[1], &go, requests, colocates);
             plan->graph_fused = plan->graph_source && go.n_fuse_removed > 0;
         }
+        /* The hash taken while placing, when it was of the source the plan names (else, or if
+         * it failed, the save hashes the source itself and says what went wrong). */
+        g_autofree char *sha = sha_thread ? g_thread_join(g_steal_pointer(&sha_thread)) : NULL;
+        if (sha && g_strcmp0(sha_source, plan->graph_source))
+            g_clear_pointer(&sha, g_free);
         if ((out_tmp && !psim_placement_save(pctx, p, out_tmp, &err)) ||
-            (plan_tmp && !psim_plan_save_full(plan, plan_tmp, plan_orders ? PSIM_PLAN_JSON_ORDERS : 0, &err))) {
+            (plan_tmp && !psim_plan_save_sha(plan, plan_tmp, plan_orders ? PSIM_PLAN_JSON_ORDERS : 0, sha, &err))) {
             if (b)
                 g_object_unref(b);
             return psim_cli_fail(err);

@@ -114,6 +114,10 @@ PsimPlan *psim_plan_from_json(const char *path, const char *data, gsize len, GEr
 gboolean psim_plan_save(const PsimPlan *p, const char *path, GError **error);
 /* psim_plan_save with PSIM_PLAN_JSON_* flags. */
 gboolean psim_plan_save_full(const PsimPlan *p, const char *path, unsigned flags, GError **error);
+/* The same, with the SHA-256 of p->graph_source already known (psim_graph_source_sha256, e.g.
+ * computed while the plan was made); NULL: computed here. */
+gboolean psim_plan_save_sha(const PsimPlan *p, const char *path, unsigned flags, const char *graph_sha256,
+                            GError **error);
 PsimPlan *psim_plan_load(const char *path, GError **error);
 /* psim_plan_load, a plan that refers to its graph reading it from graph_path (a file or
  * "zoo:NAME"; NULL: the plan's source) instead: the same bytes, checked by SHA-256. */

@@ -7,7 +7,7 @@
  * with the transfer's index, received straight into a buffer of the destination device.
  *
  * MPI runs with MPI_THREAD_MULTIPLE, and a tensor's way involves no other thread: the Send's
- * device thread posts its MPI_Isend itself, and the destination device's thread, while it has
+ * device thread sends it itself (MPI_Send up to 4 KiB, else MPI_Isend), and the destination device's thread, while it has
  * Recvs outstanding, tests the receives posted for it (MPI_Testsome) and delivers what arrived.
  * Debian's OpenMPI 4.1 has no ULFM and no background progress, so one communication thread per
  * process completes what is still leaving, reads control messages, sends heartbeats and watches
@@ -48,6 +48,7 @@ enum {
 #define SETUP_STEP UINT64_MAX         /* a reply to the setup message */
 #define TRACE_STEP (UINT64_MAX - 1)   /* a reply to TAG_TRACE */
 #define CHUNK_BYTES (64u << 20)       /* large tensors go as several messages */
+#define SMALL_SEND_BYTES 4096         /* at most this, a Send is a blocking MPI_Send (remote_send) */
 #define IDLE_SPIN_US 2000.0           /* after activity, poll without sleeping this long */
 #define PSIM_MPI_IDLE_SLEEP_US 1000 /* an idle thread's longest sleep */
 
@@ -900,6 +901,13 @@ static void remote_send(void *user, int32_t x, uint64_t step, PsimTensor *t)
 {
     PsimMpiExec *e = user;
     const PsimTransfer *tr = &e->plan->transfers[x];
+    /* A small tensor (or a control edge) leaves by a blocking send from this thread: MPI copies
+     * it out at once (its eager protocol), with no request to complete and nothing to hand to
+     * the communication thread. */
+    if (!t || (t->nbytes <= SMALL_SEND_BYTES && !(tr->compressed && t->dtype == PSIM_DTYPE_FLOAT32))) {
+        MPI_Send(t ? t->data : NULL, t ? (int)t->nbytes : 0, MPI_BYTE, e->task_of_dev[tr->dst], x, e->m->data);
+        return;
+    }
     Post *p = g_new0(Post, 1);
     p->kind = POST_SEND;
     p->peer = e->task_of_dev[tr->dst];

@@ -73,6 +73,21 @@ def main():
     if missing:
         sys.exit("replay-variability: %s: ops of the trace not in the graph: %s" % (a.trace, ", ".join(missing[:5])))
     tmp = tempfile.mkdtemp(prefix="replay-")
+    # The placement names the nodes `place` placed; a node it folded away (a constant fused into
+    # its consumer) goes with its first consumer, as it carries no work.
+    placement = json.load(open(a.placement))
+    devices = placement["devices"]
+    consumers = collections.defaultdict(list)
+    for n in graph["nodes"]:
+        for i in n.get("inputs", []):
+            consumers[str(i).split(":")[0].lstrip("^")].append(n["name"])
+    first = next(iter(devices.values()))
+    for n in graph["nodes"]:
+        if n["name"] not in devices:
+            devices[n["name"]] = next((devices[c] for c in consumers[n["name"]] if c in devices), first)
+    placement_path = os.path.join(tmp, "placement.json")
+    with open(placement_path, "w") as f:
+        json.dump(placement, f)
 
     def simulate(costs):
         g = json.loads(json.dumps(graph))
@@ -83,7 +98,7 @@ def main():
         with open(path, "w") as f:
             json.dump(g, f)
         out = subprocess.run([a.psim, "sim", path, "--cluster", a.cluster, "--db", a.db,
-                              "--placement", a.placement, "--json"], capture_output=True, text=True)
+                              "--placement", placement_path, "--json"], capture_output=True, text=True)
         if out.returncode:
             sys.exit("replay-variability: placesim sim: " + out.stderr.strip())
         return json.loads(out.stdout)["step_time_us"]

@@ -10,6 +10,7 @@
 #include "placesim/sim.h"
 #include "placer/placer-private.h"
 #include "placesim/formats.h"
+#include "test-util.h"
 
 static char *src_path(const char *rel)
 {
@@ -398,10 +399,8 @@ static int32_t check_place_equals_sim(PsimGraph *g, PsimCostModel *m)
     for (int32_t k = 0; k < n_algos; k++) {
         if (!strcmp(algos[k]->name, "file"))
             continue;
-        g_autoptr(PsimPlacement) p = psim_place(ctx, algos[k]->name, &err);
-        g_assert_no_error(err);
-        g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
-        g_assert_no_error(err);
+        g_autoptr(PsimPlacement) p = NULL;
+        g_autoptr(PsimPlan) plan = test_place_plan(ctx, algos[k]->name, &p);
         g_assert_cmpfloat(plan->makespan_us, ==, sim_static(plan, m));
         gsize len = 0;
         g_autofree char *js = psim_plan_to_json(plan, &len);

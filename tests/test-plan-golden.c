@@ -14,6 +14,7 @@
 #include "placesim/placer.h"
 #include "placesim/sim.h"
 #include "gen-dag.h"
+#include "test-util.h"
 
 static void put(GChecksum *h, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static void put(GChecksum *h, const char *fmt, ...)
@@ -152,10 +153,7 @@ static GPtrArray *run_cases(void)
             for (int32_t ai = 0; ai < n_alg; ai++) {
                 if (!strcmp(alg[ai]->name, "file"))
                     continue;
-                g_autoptr(PsimPlacement) p = psim_place(ctx, alg[ai]->name, &err);
-                g_assert_no_error(err);
-                g_autoptr(PsimPlan) plan = psim_plan_build(ctx, p, &err);
-                g_assert_no_error(err);
+                g_autoptr(PsimPlan) plan = test_place_plan(ctx, alg[ai]->name, NULL);
                 g_assert_true(psim_plan_check(plan, &err));
                 Case *k = g_new(Case, 1);
                 k->name = g_strdup_printf("%s/%d%s%s/%s", model, nd, independent ? "i" : "s",

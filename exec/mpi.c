@@ -7,8 +7,9 @@
  * with the transfer's index, received straight into a buffer of the destination device.
  *
  * MPI runs with MPI_THREAD_MULTIPLE, and a tensor's way involves no other thread: the Send's
- * device thread sends it itself (MPI_Send up to 4 KiB, else MPI_Isend), and the destination device's thread, while it has
- * Recvs outstanding, tests the receives posted for it (MPI_Testsome) and delivers what arrived.
+ * device thread sends it itself (MPI_Send up to 4 KiB, else MPI_Isend), and the destination
+ * device's thread, while it has Recvs outstanding, tests the receives posted for it
+ * (MPI_Testsome) and delivers what arrived.
  * Debian's OpenMPI 4.1 has no ULFM and no background progress, so one communication thread per
  * process completes what is still leaving, reads control messages, sends heartbeats and watches
  * the peers (rank 0 watches every task, a task watches rank 0). A peer
@@ -904,19 +905,21 @@ static void remote_send(void *user, int32_t x, uint64_t step, PsimTensor *t)
     /* A small tensor (or a control edge) leaves by a blocking send from this thread: MPI copies
      * it out at once (its eager protocol), with no request to complete and nothing to hand to
      * the communication thread. */
-    if (!t || (t->nbytes <= SMALL_SEND_BYTES && !(tr->compressed && t->dtype == PSIM_DTYPE_FLOAT32))) {
-        MPI_Send(t ? t->data : NULL, t ? (int)t->nbytes : 0, MPI_BYTE, e->task_of_dev[tr->dst], x, e->m->data);
+    gboolean halves = t && tr->compressed && t->dtype == PSIM_DTYPE_FLOAT32;
+    int peer = e->task_of_dev[tr->dst];
+    if (!t || (t->nbytes <= SMALL_SEND_BYTES && !halves)) {
+        MPI_Send(t ? t->data : NULL, t ? (int)t->nbytes : 0, MPI_BYTE, peer, x, e->m->data);
         return;
     }
     Post *p = g_new0(Post, 1);
     p->kind = POST_SEND;
-    p->peer = e->task_of_dev[tr->dst];
+    p->peer = peer;
     p->tag = x;
     p->step = step;
     if (t) {
         p->t = psim_tensor_ref(t);
         p->n = t->nbytes;
-        if (tr->compressed && t->dtype == PSIM_DTYPE_FLOAT32) {
+        if (halves) {
             const uint32_t *a = t->data;
             p->half = g_new(uint16_t, t->n_elems + 1);
             for (int64_t i = 0; i < t->n_elems; i++)

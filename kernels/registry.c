@@ -49,7 +49,7 @@ void psim__kernels_init(void)
     static gsize once = 0;
     if (g_once_init_enter(&once)) {
         /* BLAS runs single-threaded inside a device: devices are pinned to disjoint cores and an
-         * OpenBLAS thread pool would oversubscribe them. */
+         * OpenBLAS thread pool would oversubscribe them (blas_pool_stop set it at load too). */
         psim__blas_core_check();
         openblas_set_num_threads(1);
         by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
